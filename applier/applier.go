@@ -1,0 +1,333 @@
+// Package applier makes the cluster match the hook replies on the bus. It
+// consumes replies, keeps only the newest per parent, applies one parent at a
+// time, creates and updates children with server-side apply (one field
+// manager per controller), deletes children no longer desired with UID
+// preconditions, and writes the parent's status. A reply computed from an
+// older observation than one already applied is dropped (the fence), and an
+// invalid reply is rejected whole, with a Warning Event and a status
+// condition on the parent.
+package applier
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/time/rate"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+
+	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/schemas/bus"
+	"universalcontroller.dev/uc/schemas/hooks"
+)
+
+// Options tune an Applier.
+type Options struct {
+	// Workers is the number of parents applied at once.
+	Workers int
+	// Replicas of the fence bucket (1 on a single server).
+	Replicas int
+}
+
+// Applier applies hook replies.
+type Applier struct {
+	reg    *registry.Registry
+	dyn    dynamic.Interface
+	js     jetstream.JetStream
+	events record.EventRecorder
+	opts   Options
+	log    *slog.Logger
+	fence  *kvFence
+	queue  workqueue.TypedRateLimitingInterface[types.UID]
+
+	mu      sync.Mutex
+	pending map[types.UID]*reply // newest reply per parent, not yet being applied
+}
+
+// reply is one hook reply received from the bus.
+type reply struct {
+	msg  jetstream.Msg
+	meta bus.Meta
+	typ  string
+	data []byte
+}
+
+// New makes an Applier.
+func New(reg *registry.Registry, dyn dynamic.Interface, js jetstream.JetStream, events record.EventRecorder, opts Options, log *slog.Logger) *Applier {
+	if opts.Workers <= 0 {
+		opts.Workers = 16
+	}
+	limiter := workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](100*time.Millisecond, 30*time.Second),
+		&workqueue.TypedBucketRateLimiter[types.UID]{Limiter: rate.NewLimiter(rate.Limit(50), 300)},
+	)
+	return &Applier{
+		reg: reg, dyn: dyn, js: js, events: events, opts: opts,
+		log:     log.With("component", "applier"),
+		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "replies"}),
+		pending: map[types.UID]*reply{},
+	}
+}
+
+// Run consumes and applies replies until ctx ends.
+func (a *Applier) Run(ctx context.Context) error {
+	defer a.queue.ShutDown()
+	var err error
+	if a.fence, err = newKVFence(ctx, a.js, a.opts.Replicas); err != nil {
+		return err
+	}
+	cons, err := a.js.CreateOrUpdateConsumer(ctx, bus.ReplyStream, jetstream.ConsumerConfig{
+		Durable:       bus.ApplierConsumer,
+		Description:   "appliers",
+		FilterSubject: bus.AllReplies(),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       time.Minute,
+		MaxAckPending: 20000,
+	})
+	if err != nil {
+		return fmt.Errorf("applier consumer: %w", err)
+	}
+	cc, err := cons.Consume(a.receive)
+	if err != nil {
+		return fmt.Errorf("consume replies: %w", err)
+	}
+	defer cc.Stop()
+	for range a.opts.Workers {
+		go func() {
+			for a.processNext(ctx) {
+			}
+		}()
+	}
+	a.log.Info("applying replies")
+	<-ctx.Done()
+	return nil
+}
+
+// receive keeps the newest reply of each parent and queues the parent.
+func (a *Applier) receive(msg jetstream.Msg) {
+	e, err := bus.FromMsg(context.Background(), msg.Subject(), msg.Headers(), msg.Data())
+	var meta bus.Meta
+	if err == nil {
+		meta, err = bus.MetaOf(e)
+	}
+	if err != nil {
+		a.log.Error("dropping a reply that is not a uc CloudEvent", "subject", msg.Subject(), "err", err)
+		_ = msg.Term()
+		return
+	}
+	r := &reply{msg: msg, meta: meta, typ: e.Type(), data: e.Data()}
+	a.mu.Lock()
+	prev := a.pending[meta.ParentUID]
+	if prev != nil && prev.meta.Observation > meta.Observation {
+		a.mu.Unlock()
+		_ = msg.Ack() // an older observation than one already waiting
+		return
+	}
+	a.pending[meta.ParentUID] = r
+	a.mu.Unlock()
+	if prev != nil && !bus.SameMessage(prev.msg, msg) {
+		_ = prev.msg.Ack() // superseded by r
+	}
+	a.queue.Add(meta.ParentUID)
+}
+
+func (a *Applier) processNext(ctx context.Context) bool {
+	uid, quit := a.queue.Get()
+	if quit {
+		return false
+	}
+	defer a.queue.Done(uid)
+	a.mu.Lock()
+	r := a.pending[uid]
+	delete(a.pending, uid)
+	a.mu.Unlock()
+	if r == nil {
+		return true
+	}
+	if err := a.apply(ctx, r); err != nil {
+		a.log.Error("apply failed; will retry", "controller", r.meta.Controller, "parent", r.meta.Key(), "err", err)
+		a.retry(uid, r)
+		return true
+	}
+	a.queue.Forget(uid)
+	if err := r.msg.Ack(); err != nil {
+		a.log.Warn("ack reply", "parent", r.meta.Key(), "err", err)
+	}
+	return true
+}
+
+// retry puts a failed reply back unless a newer one arrived meanwhile.
+func (a *Applier) retry(uid types.UID, r *reply) {
+	a.mu.Lock()
+	newer := a.pending[uid] != nil
+	if !newer {
+		a.pending[uid] = r
+	}
+	a.mu.Unlock()
+	if newer {
+		_ = r.msg.Ack()
+	} else {
+		_ = r.msg.InProgress()
+	}
+	a.queue.AddRateLimited(uid)
+}
+
+// apply makes the cluster match one reply. It is idempotent.
+func (a *Applier) apply(ctx context.Context, r *reply) error {
+	m := r.meta
+	log := a.log.With("controller", m.Controller, "parent", m.Key(), "hook", m.Hook, "observation", m.Observation)
+	ctl, ok := a.reg.Get(m.Controller)
+	if !ok {
+		log.Info("controller not registered; dropping reply")
+		return nil
+	}
+	last, err := a.fence.last(ctx, m.ParentUID)
+	if err != nil {
+		return err
+	}
+	if m.Observation < last {
+		log.Debug("dropping a reply older than one already applied")
+		return nil
+	}
+	parent, err := a.parent(ctl, m)
+	if err != nil || parent == nil {
+		return err
+	}
+	resp, err := decodeReply(r)
+	var actions []action
+	if err == nil {
+		actions, err = plan(ctl, parent, resp, cacheLookup{a.reg})
+	}
+	if err != nil {
+		return a.reject(ctx, log, ctl, parent, m, "InvalidHookReply", fmt.Errorf("%s hook reply rejected: %w", m.Hook, err))
+	}
+	if err := a.execute(ctx, ctl, actions); err != nil {
+		if permanent(err) {
+			return a.reject(ctx, log, ctl, parent, m, "ApplyFailed", err)
+		}
+		return err
+	}
+	if err := a.writeStatus(ctx, ctl, parent, resp.Status, m.Generation, syncedCondition(m.Generation)); err != nil {
+		return err
+	}
+	log.Debug("applied", "writes", len(actions))
+	return a.fence.advance(ctx, m.ParentUID, m.Observation)
+}
+
+// parent returns the parent the reply is for, or nil when it is gone or was
+// replaced by another object of the same name.
+func (a *Applier) parent(ctl *registry.Controller, m bus.Meta) (*unstructured.Unstructured, error) {
+	obj, err := a.reg.Lister(ctl.Parent.GVR).ByNamespace(m.Namespace).Get(m.Name)
+	if apierrors.IsNotFound(err) {
+		return nil, a.fence.forget(context.Background(), m.ParentUID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	p := obj.(*unstructured.Unstructured)
+	if p.GetUID() != m.ParentUID {
+		return nil, nil
+	}
+	return p, nil
+}
+
+func decodeReply(r *reply) (*hooks.SyncResponse, error) {
+	if want := bus.ResponseType(r.meta.Hook); r.typ != want {
+		return nil, fmt.Errorf("event type %q, want %q", r.typ, want)
+	}
+	var resp hooks.SyncResponse
+	if err := utiljson.Unmarshal(r.data, &resp); err != nil {
+		return nil, fmt.Errorf("not a valid %s response: %w", r.meta.Hook, err)
+	}
+	return &resp, nil
+}
+
+// reject reports a reply that cannot be applied on the parent — a Warning
+// Event and a Synced=False condition naming the problem — and touches
+// nothing else.
+func (a *Applier) reject(ctx context.Context, log *slog.Logger, ctl *registry.Controller, parent *unstructured.Unstructured, m bus.Meta, reason string, problem error) error {
+	log.Error("reply rejected", "reason", reason, "err", problem)
+	a.events.Event(parent, "Warning", reason, problem.Error())
+	if err := a.writeStatus(ctx, ctl, parent, nil, 0, failedCondition(m.Generation, reason, problem.Error())); err != nil {
+		return err
+	}
+	return nil
+}
+
+// permanent errors are the apiserver refusing the hook's objects; retrying
+// the same reply cannot help.
+func permanent(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) ||
+		apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err)
+}
+
+// execute makes the planned writes. When there is more than one, they are
+// all tried first as a dry run, so a child the apiserver refuses stops the
+// reply before anything is written.
+func (a *Applier) execute(ctx context.Context, ctl *registry.Controller, actions []action) error {
+	if len(actions) > 1 {
+		for _, act := range actions {
+			if err := a.write(ctx, ctl, act, true); err != nil {
+				return err
+			}
+		}
+	}
+	for _, act := range actions {
+		if err := a.write(ctx, ctl, act, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *Applier) write(ctx context.Context, ctl *registry.Controller, act action, dryRun bool) error {
+	var dry []string
+	if dryRun {
+		dry = []string{metav1.DryRunAll}
+	}
+	res := a.dyn.Resource(act.child.GVR).Namespace(act.obj.GetNamespace())
+	var err error
+	switch act.verb {
+	case verbApply:
+		_, err = res.Apply(ctx, act.obj.GetName(), act.obj, metav1.ApplyOptions{FieldManager: FieldManager(ctl.Name), Force: true, DryRun: dry})
+	case verbDelete:
+		uid := act.obj.GetUID()
+		policy := metav1.DeletePropagationBackground
+		err = res.Delete(ctx, act.obj.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: &policy, DryRun: dry})
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			err = nil // already gone, or replaced by an object that is not ours
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", act, err)
+	}
+	return nil
+}
+
+// FieldManager is the server-side apply field manager of a controller.
+func FieldManager(controller string) string { return "uc/" + controller }
+
+// cacheLookup reads children from the registry's shared informers.
+type cacheLookup struct{ reg *registry.Registry }
+
+func (c cacheLookup) owned(ch *registry.Child, owner types.UID) ([]*unstructured.Unstructured, error) {
+	return c.reg.Owned(ch.GVR, owner)
+}
+
+func (c cacheLookup) get(ch *registry.Child, namespace, name string) (*unstructured.Unstructured, bool) {
+	obj, err := c.reg.Lister(ch.GVR).ByNamespace(namespace).Get(name)
+	if err != nil {
+		return nil, false
+	}
+	return obj.(*unstructured.Unstructured), true
+}

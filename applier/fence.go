@@ -1,0 +1,57 @@
+package applier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// FenceBucket is the JetStream key-value bucket that remembers, per parent
+// UID, the observation of the last reply applied.
+const FenceBucket = "uc_fence"
+
+// kvFence keeps the per-parent fence in a JetStream key-value bucket, so it
+// holds across restarts and across applier replicas.
+type kvFence struct{ kv jetstream.KeyValue }
+
+func newKVFence(ctx context.Context, js jetstream.JetStream, replicas int) (*kvFence, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      FenceBucket,
+		Description: "per parent UID: the observation of the last hook reply applied",
+		Replicas:    max(replicas, 1),
+		Storage:     jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fence bucket: %w", err)
+	}
+	return &kvFence{kv}, nil
+}
+
+func (f *kvFence) last(ctx context.Context, uid types.UID) (int64, error) {
+	e, err := f.kv.Get(ctx, string(uid))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read fence of %s: %w", uid, err)
+	}
+	return strconv.ParseInt(string(e.Value()), 10, 64)
+}
+
+func (f *kvFence) advance(ctx context.Context, uid types.UID, observation int64) error {
+	if _, err := f.kv.Put(ctx, string(uid), []byte(strconv.FormatInt(observation, 10))); err != nil {
+		return fmt.Errorf("advance fence of %s: %w", uid, err)
+	}
+	return nil
+}
+
+func (f *kvFence) forget(ctx context.Context, uid types.UID) error {
+	if err := f.kv.Purge(ctx, string(uid)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("forget fence of %s: %w", uid, err)
+	}
+	return nil
+}

@@ -1,0 +1,239 @@
+package applier
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/schemas/hooks"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
+)
+
+// verb is what an action does to a child.
+type verb string
+
+const (
+	verbApply  verb = "apply"  // create or update with server-side apply
+	verbDelete verb = "delete" // delete, with a UID precondition
+)
+
+// action is one write the applier makes to a child.
+type action struct {
+	verb  verb
+	child *registry.Child
+	// obj is the object to apply, or the live object to delete.
+	obj *unstructured.Unstructured
+}
+
+func (a action) String() string {
+	return fmt.Sprintf("%s %s %s", a.verb, a.child.GVR.Resource, objectKey(a.obj))
+}
+
+func objectKey(o *unstructured.Unstructured) string {
+	if o.GetNamespace() == "" {
+		return o.GetName()
+	}
+	return o.GetNamespace() + "/" + o.GetName()
+}
+
+// childID identifies a child across kinds.
+type childID struct {
+	gvr             string
+	namespace, name string
+}
+
+func idOf(c *registry.Child, o *unstructured.Unstructured) childID {
+	return childID{c.GVR.String(), o.GetNamespace(), o.GetName()}
+}
+
+// liveObjects finds a child's live object by kind, namespace and name.
+type liveObjects interface {
+	owned(c *registry.Child, owner types.UID) ([]*unstructured.Unstructured, error)
+	get(c *registry.Child, namespace, name string) (*unstructured.Unstructured, bool)
+}
+
+// plan turns a sync reply into the writes that make the cluster match it. It
+// writes nothing, and it rejects the whole reply when any child is not one
+// the controller may manage, so an invalid reply is never half-applied.
+func plan(ctl *registry.Controller, parent *unstructured.Unstructured, resp *hooks.SyncResponse, live liveObjects) ([]action, error) {
+	if err := resp.Validate(); err != nil {
+		return nil, err
+	}
+	owner := ownerRef(ctl, parent)
+	desired := map[childID]bool{}
+	var actions []action
+	for i, d := range resp.Children {
+		child, ok := ctl.Child(d.GetAPIVersion(), d.GetKind())
+		if !ok {
+			return nil, fmt.Errorf("children[%d] %s %q: kind not declared in childResources", i, hooks.GroupKey(d.GetKind(), d.GetAPIVersion()), d.GetName())
+		}
+		obj, err := desiredObject(ctl, parent, child, d, owner)
+		if err != nil {
+			return nil, fmt.Errorf("children[%d] %s %q: %w", i, hooks.GroupKey(d.GetKind(), d.GetAPIVersion()), d.GetName(), err)
+		}
+		id := idOf(child, obj)
+		if desired[id] {
+			return nil, fmt.Errorf("children[%d] %s %q: listed twice", i, hooks.GroupKey(d.GetKind(), d.GetAPIVersion()), objectKey(obj))
+		}
+		desired[id] = true
+		cur, exists := live.get(child, obj.GetNamespace(), obj.GetName())
+		if !exists {
+			actions = append(actions, action{verbApply, child, obj})
+			continue
+		}
+		if ref := metav1.GetControllerOfNoCopy(cur); ref != nil && ref.UID != parent.GetUID() {
+			return nil, fmt.Errorf("children[%d] %s %q: already controlled by %s %s", i, hooks.GroupKey(d.GetKind(), d.GetAPIVersion()), objectKey(obj), ref.Kind, ref.Name)
+		}
+		if a, ok := update(child, cur, obj); ok {
+			actions = append(actions, a)
+		}
+	}
+	for i := range ctl.Children {
+		child := &ctl.Children[i]
+		owned, err := live.owned(child, parent.GetUID())
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range owned {
+			if !desired[idOf(child, o)] && o.GetDeletionTimestamp() == nil {
+				actions = append(actions, action{verbDelete, child, o})
+			}
+		}
+	}
+	return actions, nil
+}
+
+// update decides what, if anything, brings an existing child to its desired
+// state under the child's update method. Only fields the controller sets
+// count: defaults and fields written by others never cause a write.
+func update(child *registry.Child, cur, want *unstructured.Unstructured) (action, bool) {
+	// The caller checked that a controller of cur can only be the parent.
+	owned := metav1.GetControllerOfNoCopy(cur) != nil
+	if owned && contains(cur.Object, withoutOwners(want).Object) {
+		return action{}, false
+	}
+	switch child.Method {
+	case v1alpha1.ChildUpdateOnDelete:
+		if owned {
+			return action{}, false
+		}
+	case v1alpha1.ChildUpdateRecreate, v1alpha1.ChildUpdateRollingRecreate:
+		if owned {
+			if cur.GetDeletionTimestamp() != nil {
+				return action{}, false
+			}
+			return action{verbDelete, child, cur}, true
+		}
+	}
+	// InPlace and RollingInPlace update; every method adopts an orphan.
+	return action{verbApply, child, want}, true
+}
+
+// desiredObject is the object to apply for a desired child: in the parent's
+// namespace, controlled by the parent, without server-owned fields.
+func desiredObject(ctl *registry.Controller, parent *unstructured.Unstructured, child *registry.Child, d *unstructured.Unstructured, owner metav1.OwnerReference) (*unstructured.Unstructured, error) {
+	obj := d.DeepCopy()
+	switch {
+	case !child.Namespaced:
+		if ctl.Parent.Namespaced {
+			return nil, fmt.Errorf("a cluster-scoped child cannot belong to a namespaced parent")
+		}
+		obj.SetNamespace("")
+	case ctl.Parent.Namespaced:
+		if ns := obj.GetNamespace(); ns != "" && ns != parent.GetNamespace() {
+			return nil, fmt.Errorf("namespace %q is outside the parent's namespace %q", ns, parent.GetNamespace())
+		}
+		obj.SetNamespace(parent.GetNamespace())
+	case obj.GetNamespace() == "":
+		return nil, fmt.Errorf("metadata.namespace is required for a namespaced child of a cluster-scoped parent")
+	}
+	for _, f := range []string{"uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink"} {
+		unstructured.RemoveNestedField(obj.Object, "metadata", f)
+	}
+	unstructured.RemoveNestedField(obj.Object, "status")
+	refs := []metav1.OwnerReference{owner}
+	for _, r := range obj.GetOwnerReferences() {
+		if r.UID != owner.UID && (r.Controller == nil || !*r.Controller) {
+			refs = append(refs, r)
+		}
+	}
+	obj.SetOwnerReferences(refs)
+	return obj, nil
+}
+
+func ownerRef(ctl *registry.Controller, parent *unstructured.Unstructured) metav1.OwnerReference {
+	yes := true
+	return metav1.OwnerReference{
+		APIVersion:         ctl.Parent.APIVersion(),
+		Kind:               ctl.Parent.GVK.Kind,
+		Name:               parent.GetName(),
+		UID:                parent.GetUID(),
+		Controller:         &yes,
+		BlockOwnerDeletion: &yes,
+	}
+}
+
+func withoutOwners(o *unstructured.Unstructured) *unstructured.Unstructured {
+	c := o.DeepCopy()
+	unstructured.RemoveNestedField(c.Object, "metadata", "ownerReferences")
+	return c
+}
+
+// contains reports whether every field set in want has the same value in
+// live. Lists must match element by element; numbers compare by value; an
+// empty or null wanted value matches an absent one.
+func contains(live, want any) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		l, ok := live.(map[string]any)
+		if !ok {
+			return len(w) == 0 && live == nil
+		}
+		for k, wv := range w {
+			if !contains(l[k], wv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		l, ok := live.([]any)
+		if !ok {
+			return len(w) == 0 && live == nil
+		}
+		if len(l) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !contains(l[i], w[i]) {
+				return false
+			}
+		}
+		return true
+	case nil:
+		return true
+	}
+	if wf, ok := number(want); ok {
+		lf, ok := number(live)
+		return ok && (wf == lf || math.Abs(wf-lf) < 1e-9)
+	}
+	return reflect.DeepEqual(live, want)
+}
+
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return float64(n), true
+	case int:
+		return float64(n), true
+	case int32:
+		return float64(n), true
+	case float64:
+		return n, true
+	}
+	return 0, false
+}

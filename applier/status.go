@@ -1,0 +1,100 @@
+package applier
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"universalcontroller.dev/uc/internal/registry"
+)
+
+// ConditionSynced is the condition uc keeps on every parent: True when the
+// latest hook reply was applied, False with a reason naming the problem.
+const ConditionSynced = "Synced"
+
+func syncedCondition(generation int64) map[string]any {
+	return condition(generation, "True", "Applied", "the latest hook reply was applied")
+}
+
+func failedCondition(generation int64, reason, message string) map[string]any {
+	return condition(generation, "False", reason, message)
+}
+
+func condition(generation int64, status, reason, message string) map[string]any {
+	return map[string]any{
+		"type":               ConditionSynced,
+		"status":             status,
+		"reason":             reason,
+		"message":            message,
+		"observedGeneration": generation,
+		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
+	}
+}
+
+// writeStatus sets the parent's status with server-side apply: the hook's
+// status with observedGeneration, or — when status is nil — the live status
+// unchanged, and in both cases uc's Synced condition. It writes nothing when
+// the result equals the live status.
+func (a *Applier) writeStatus(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, status map[string]any, generation int64, cond map[string]any) error {
+	live, _, _ := unstructured.NestedMap(parent.Object, "status")
+	var next map[string]any
+	if status != nil {
+		next = runtime.DeepCopyJSON(status)
+		next["observedGeneration"] = generation
+	} else {
+		next = runtime.DeepCopyJSON(live)
+		if next == nil {
+			next = map[string]any{}
+		}
+	}
+	next["conditions"] = setCondition(next["conditions"], live["conditions"], cond)
+	if contains(live, next) && contains(next, live) {
+		return nil
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": parent.GetAPIVersion(),
+		"kind":       parent.GetKind(),
+		"metadata": map[string]any{
+			"name":      parent.GetName(),
+			"namespace": parent.GetNamespace(),
+			"uid":       string(parent.GetUID()),
+		},
+		"status": next,
+	}}
+	_, err := a.dyn.Resource(ctl.Parent.GVR).Namespace(parent.GetNamespace()).
+		ApplyStatus(ctx, parent.GetName(), obj, metav1.ApplyOptions{FieldManager: FieldManager(ctl.Name), Force: true})
+	if err != nil {
+		return fmt.Errorf("write status: %w", err)
+	}
+	return nil
+}
+
+// setCondition puts cond into the conditions list by type, keeping the live
+// lastTransitionTime when the condition's status did not change.
+func setCondition(conditions, live any, cond map[string]any) []any {
+	if old := findCondition(live, cond["type"]); old != nil && old["status"] == cond["status"] {
+		cond["lastTransitionTime"] = old["lastTransitionTime"]
+	}
+	list, _ := conditions.([]any)
+	out := make([]any, 0, len(list)+1)
+	for _, c := range list {
+		if m, ok := c.(map[string]any); !ok || m["type"] != cond["type"] {
+			out = append(out, c)
+		}
+	}
+	return append(out, cond)
+}
+
+func findCondition(conditions, typ any) map[string]any {
+	list, _ := conditions.([]any)
+	for _, c := range list {
+		if m, ok := c.(map[string]any); ok && m["type"] == typ {
+			return m
+		}
+	}
+	return nil
+}

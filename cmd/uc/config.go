@@ -1,0 +1,46 @@
+package main
+
+import (
+	"flag"
+
+	"universalcontroller.dev/uc/schemas/bus"
+)
+
+// roleSet says which roles a process runs.
+type roleSet struct{ watcher, dispatcher, applier bool }
+
+// config is every flag of every command.
+type config struct {
+	roles    roleSet
+	embedded bool // start an embedded NATS server unless natsURL is set
+
+	kubeconfig string
+	kubeQPS    float64
+	kubeBurst  int
+
+	natsURL    string
+	natsListen string
+	dataDir    string
+	replicas   int
+
+	partitions     int
+	watcherWorkers int
+	applierWorkers int
+	logLevel       string
+}
+
+func (c *config) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	fs.Float64Var(&c.kubeQPS, "kube-api-qps", 200, "queries per second to the Kubernetes API")
+	fs.IntVar(&c.kubeBurst, "kube-api-burst", 400, "burst of queries to the Kubernetes API")
+	fs.StringVar(&c.natsURL, "nats-url", "", "external NATS server URL (uc run: embedded server when empty)")
+	if c.embedded {
+		fs.StringVar(&c.natsListen, "nats-listen", "127.0.0.1:4222", "address the embedded NATS server listens on, for hook workers")
+		fs.StringVar(&c.dataDir, "data-dir", "uc-data", "directory of the embedded NATS server's JetStream file storage")
+	}
+	fs.IntVar(&c.replicas, "stream-replicas", 1, "replicas of the JetStream streams (3 on a NATS cluster)")
+	fs.IntVar(&c.partitions, "partitions", bus.DefaultPartitions, "partitions parents are spread over; fixed at install")
+	fs.IntVar(&c.watcherWorkers, "watcher-workers", 8, "parents the watcher syncs at once")
+	fs.IntVar(&c.applierWorkers, "applier-workers", 16, "parents the applier applies at once")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+}

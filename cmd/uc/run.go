@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+
+	"universalcontroller.dev/uc/applier"
+	"universalcontroller.dev/uc/dispatcher"
+	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/watcher"
+)
+
+// run wires the configured roles together and runs them until ctx ends.
+func run(ctx context.Context, cfg config, log *slog.Logger) error {
+	restCfg, err := kubeConfig(cfg)
+	if err != nil {
+		return err
+	}
+	nc, err := connectNATS(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	if err := dispatcher.EnsureStreams(ctx, js, dispatcher.TopologyOptions{Replicas: cfg.replicas}); err != nil {
+		return err
+	}
+
+	dyn, err := dynamic.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	// One informer factory for every role in this process: a resource type
+	// is watched once, however many roles and controllers use it.
+	factory := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+	reg := registry.New(factory, kube.Discovery(), log)
+
+	var runners []func(context.Context) error
+	if cfg.roles.dispatcher {
+		dispatcher.NewTopology(js, reg, log)
+	}
+	if cfg.roles.watcher {
+		w := watcher.New(reg, js, watcher.Options{Partitions: cfg.partitions, Workers: cfg.watcherWorkers}, log)
+		runners = append(runners, func(ctx context.Context) error { w.Run(ctx); return nil })
+	}
+	if cfg.roles.applier {
+		broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+		defer broadcaster.Shutdown()
+		recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "universalcontroller"})
+		a := applier.New(reg, dyn, js, recorder, applier.Options{Workers: cfg.applierWorkers, Replicas: cfg.replicas}, log)
+		runners = append(runners, a.Run)
+	}
+	runners = append(runners, func(ctx context.Context) error { reg.Run(ctx); return nil })
+
+	log.Info("uc started", "watcher", cfg.roles.watcher, "dispatcher", cfg.roles.dispatcher, "applier", cfg.roles.applier, "apiserver", restCfg.Host, "nats", nc.ConnectedUrlRedacted())
+	return runAll(ctx, runners)
+}
+
+// runAll runs every runner; the first error stops them all.
+func runAll(ctx context.Context, runners []func(context.Context) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(runners))
+	for _, r := range runners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r(ctx); err != nil {
+				errs <- err
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+func kubeConfig(cfg config) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = cfg.kubeconfig
+	c, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	c.QPS, c.Burst = float32(cfg.kubeQPS), cfg.kubeBurst
+	c.UserAgent = "universalcontroller"
+	return c, nil
+}
+
+// connectNATS connects to --nats-url, or starts the embedded server and
+// connects to it in-process.
+func connectNATS(cfg config, log *slog.Logger) (*nats.Conn, error) {
+	opts := []nats.Option{nats.Name("uc"), nats.MaxReconnects(-1)}
+	if cfg.natsURL != "" || !cfg.embedded {
+		if cfg.natsURL == "" {
+			return nil, fmt.Errorf("--nats-url is required")
+		}
+		nc, err := nats.Connect(cfg.natsURL, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("connect to NATS at %s: %w", cfg.natsURL, err)
+		}
+		return nc, nil
+	}
+	ns, err := startEmbeddedNATS(cfg.natsListen, cfg.dataDir)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("embedded NATS JetStream started", "url", ns.ClientURL(), "dataDir", cfg.dataDir)
+	nc, err := nats.Connect(ns.ClientURL(), append(opts, nats.InProcessServer(ns))...)
+	if err != nil {
+		ns.Shutdown()
+		return nil, fmt.Errorf("connect to embedded NATS: %w", err)
+	}
+	nc.SetClosedHandler(func(*nats.Conn) { ns.Shutdown() })
+	return nc, nil
+}

@@ -1,0 +1,333 @@
+// Package registry keeps what every component needs to know of the
+// registered controllers: for each UniversalController, its parent and child
+// resources resolved to GroupVersionResources and Kinds, and the shared
+// informers that watch them. One informer serves a resource type however many
+// controllers use it, so watches and memory grow with resource types, not
+// with controllers.
+package registry
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"universalcontroller.dev/uc/schemas/v1alpha1"
+)
+
+// Resource is a resource type resolved through discovery.
+type Resource struct {
+	GVR        schema.GroupVersionResource
+	GVK        schema.GroupVersionKind
+	Namespaced bool
+}
+
+// APIVersion is the resource's apiVersion, e.g. "apps/v1".
+func (r Resource) APIVersion() string { return r.GVK.GroupVersion().String() }
+
+// Child is a declared child resource with its update method.
+type Child struct {
+	Resource
+	Method v1alpha1.ChildUpdateMethod
+}
+
+// Controller is a registered UniversalController, resolved.
+type Controller struct {
+	Name       string
+	Generation int64
+	Spec       v1alpha1.UniversalControllerSpec
+	// Object is the UniversalController as the hooks receive it.
+	Object   *unstructured.Unstructured
+	Parent   Resource
+	Children []Child
+	// ParentSelector is parentResource.labelSelector (everything when unset).
+	ParentSelector labels.Selector
+}
+
+// Child returns the declared child resource of the given apiVersion and kind.
+func (c *Controller) Child(apiVersion, kind string) (*Child, bool) {
+	for i := range c.Children {
+		if c.Children[i].APIVersion() == apiVersion && c.Children[i].GVK.Kind == kind {
+			return &c.Children[i], true
+		}
+	}
+	return nil, false
+}
+
+// HookVersion is the version of the named hook ("v1" unless set).
+func (c *Controller) HookVersion(hook string) string {
+	var h *v1alpha1.Hook
+	switch hook {
+	case "sync":
+		h = &c.Spec.Hooks.Sync
+	case "finalize":
+		h = c.Spec.Hooks.Finalize
+	case "customize":
+		h = c.Spec.Hooks.Customize
+	}
+	if h == nil || h.Version == "" {
+		return string(v1alpha1.HookV1)
+	}
+	return string(h.Version)
+}
+
+// Listener hears about controllers being registered, changed and removed.
+// old is nil for a new controller, cur is nil for a removed one.
+type Listener func(old, cur *Controller)
+
+// Registry tracks UniversalController objects. Run it, then read controllers
+// with Get and objects with Lister.
+type Registry struct {
+	factory dynamicinformer.DynamicSharedInformerFactory
+	mapper  *restmapper.DeferredDiscoveryRESTMapper
+	ucs     cache.SharedIndexInformer
+	queue   workqueue.TypedRateLimitingInterface[string]
+	log     *slog.Logger
+	stop    <-chan struct{}
+
+	mu          sync.RWMutex
+	controllers map[string]*Controller
+	listeners   []Listener
+}
+
+// New makes a registry that watches UniversalControllers and everything they
+// name through factory.
+func New(factory dynamicinformer.DynamicSharedInformerFactory, disco discovery.DiscoveryInterface, log *slog.Logger) *Registry {
+	r := &Registry{
+		factory:     factory,
+		mapper:      restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco)),
+		ucs:         factory.ForResource(v1alpha1.Resource).Informer(),
+		queue:       workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "universalcontrollers"}),
+		log:         log.With("component", "registry"),
+		controllers: map[string]*Controller{},
+	}
+	enqueue := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			r.queue.Add(key)
+		}
+	}
+	_, _ = r.ucs.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	})
+	return r
+}
+
+// Subscribe adds a listener. Subscribe before Run.
+func (r *Registry) Subscribe(l Listener) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.listeners = append(r.listeners, l)
+}
+
+// Get returns the registered controller of that name.
+func (r *Registry) Get(name string) (*Controller, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	c, ok := r.controllers[name]
+	return c, ok
+}
+
+// Informer returns the shared informer of a resource.
+func (r *Registry) Informer(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
+	return r.factory.ForResource(gvr).Informer()
+}
+
+// Lister returns the shared lister of a resource.
+func (r *Registry) Lister(gvr schema.GroupVersionResource) cache.GenericLister {
+	return r.factory.ForResource(gvr).Lister()
+}
+
+// Run processes UniversalController changes until ctx ends.
+func (r *Registry) Run(ctx context.Context) {
+	defer r.queue.ShutDown()
+	r.stop = ctx.Done()
+	r.factory.Start(r.stop)
+	if !cache.WaitForCacheSync(r.stop, r.ucs.HasSynced) {
+		return
+	}
+	go func() {
+		for r.processNext(ctx) {
+		}
+	}()
+	<-ctx.Done()
+}
+
+func (r *Registry) processNext(ctx context.Context) bool {
+	name, quit := r.queue.Get()
+	if quit {
+		return false
+	}
+	defer r.queue.Done(name)
+	if err := r.sync(ctx, name); err != nil {
+		r.log.Error("register controller", "controller", name, "err", err)
+		r.queue.AddRateLimited(name)
+		return true
+	}
+	r.queue.Forget(name)
+	return true
+}
+
+// sync makes the registered controller of that name match its object.
+func (r *Registry) sync(ctx context.Context, name string) error {
+	obj, exists, err := r.ucs.GetIndexer().GetByKey(name)
+	if err != nil {
+		return err
+	}
+	old, _ := r.Get(name)
+	if !exists {
+		r.set(name, old, nil)
+		return nil
+	}
+	u := obj.(*unstructured.Unstructured)
+	if old != nil && old.Generation == u.GetGeneration() {
+		return nil
+	}
+	cur, err := r.resolve(u)
+	if err != nil {
+		return err
+	}
+	if err := r.startInformers(ctx, cur); err != nil {
+		return err
+	}
+	r.set(name, old, cur)
+	return nil
+}
+
+func (r *Registry) set(name string, old, cur *Controller) {
+	if old == nil && cur == nil {
+		return
+	}
+	r.mu.Lock()
+	if cur == nil {
+		delete(r.controllers, name)
+		r.log.Info("controller removed", "controller", name)
+	} else {
+		r.controllers[name] = cur
+		r.log.Info("controller registered", "controller", name, "parent", cur.Parent.GVR.String(), "generation", cur.Generation)
+	}
+	listeners := r.listeners
+	r.mu.Unlock()
+	for _, l := range listeners {
+		l(old, cur)
+	}
+}
+
+// resolve turns a UniversalController object into a Controller.
+func (r *Registry) resolve(u *unstructured.Unstructured) (*Controller, error) {
+	var uc v1alpha1.UniversalController
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &uc); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", u.GetName(), err)
+	}
+	c := &Controller{Name: uc.Name, Generation: uc.Generation, Spec: uc.Spec, Object: u, ParentSelector: labels.Everything()}
+	var err error
+	if c.Parent, err = r.resource(uc.Spec.ParentResource.ResourceRule); err != nil {
+		return nil, fmt.Errorf("parent resource: %w", err)
+	}
+	if sel := uc.Spec.ParentResource.LabelSelector; sel != nil {
+		if c.ParentSelector, err = metav1.LabelSelectorAsSelector(sel); err != nil {
+			return nil, fmt.Errorf("parentResource.labelSelector: %w", err)
+		}
+	}
+	for _, cr := range uc.Spec.ChildResources {
+		res, err := r.resource(cr.ResourceRule)
+		if err != nil {
+			return nil, fmt.Errorf("child resource: %w", err)
+		}
+		method := v1alpha1.ChildUpdateOnDelete
+		if cr.UpdateStrategy != nil && cr.UpdateStrategy.Method != "" {
+			method = cr.UpdateStrategy.Method
+		}
+		c.Children = append(c.Children, Child{Resource: res, Method: method})
+	}
+	return c, nil
+}
+
+// resource resolves an apiVersion and plural resource name through
+// discovery, refreshing it once when the resource is not known yet (its CRD
+// may be new).
+func (r *Registry) resource(rule v1alpha1.ResourceRule) (Resource, error) {
+	gv, err := schema.ParseGroupVersion(rule.APIVersion)
+	if err != nil {
+		return Resource{}, fmt.Errorf("apiVersion %q: %w", rule.APIVersion, err)
+	}
+	gvr := gv.WithResource(rule.Resource)
+	gvk, err := r.mapper.KindFor(gvr)
+	if meta.IsNoMatchError(err) {
+		r.mapper.Reset()
+		gvk, err = r.mapper.KindFor(gvr)
+	}
+	if err != nil {
+		return Resource{}, fmt.Errorf("resolve %s: %w", gvr, err)
+	}
+	mapping, err := r.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return Resource{}, fmt.Errorf("resolve %s: %w", gvk, err)
+	}
+	return Resource{GVR: gvr, GVK: gvk, Namespaced: mapping.Scope.Name() == meta.RESTScopeNameNamespace}, nil
+}
+
+// ownerIndex indexes child objects by the UID of their controller owner.
+const ownerIndex = "uc-controller-uid"
+
+func indexByController(obj any) ([]string, error) {
+	o, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	if ref := metav1.GetControllerOfNoCopy(o); ref != nil {
+		return []string{string(ref.UID)}, nil
+	}
+	return nil, nil
+}
+
+// Owned lists the objects of a child resource whose controller is owner.
+func (r *Registry) Owned(gvr schema.GroupVersionResource, owner types.UID) ([]*unstructured.Unstructured, error) {
+	objs, err := r.Informer(gvr).GetIndexer().ByIndex(ownerIndex, string(owner))
+	if err != nil {
+		return nil, fmt.Errorf("list %s owned by %s: %w", gvr.Resource, owner, err)
+	}
+	out := make([]*unstructured.Unstructured, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o.(*unstructured.Unstructured))
+	}
+	return out, nil
+}
+
+// startInformers starts the informers a controller needs and waits until
+// their caches are filled, so nothing acts on a partial view.
+func (r *Registry) startInformers(ctx context.Context, c *Controller) error {
+	synced := []cache.InformerSynced{r.Informer(c.Parent.GVR).HasSynced}
+	for _, ch := range c.Children {
+		inf := r.Informer(ch.GVR)
+		if _, ok := inf.GetIndexer().GetIndexers()[ownerIndex]; !ok {
+			if err := inf.AddIndexers(cache.Indexers{ownerIndex: indexByController}); err != nil {
+				return fmt.Errorf("index %s: %w", ch.GVR.Resource, err)
+			}
+		}
+		synced = append(synced, inf.HasSynced)
+	}
+	r.factory.Start(r.stop)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("controller %s: informers did not sync", c.Name)
+	}
+	return nil
+}

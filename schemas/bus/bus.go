@@ -1,0 +1,103 @@
+// Package bus names everything on the NATS JetStream bus once: the streams,
+// the subjects, the consumer names, the CloudEvent types and extension
+// attributes, and how a CloudEvent is carried in a NATS message (binary mode:
+// ce-* headers, JSON data).
+//
+// Subjects put the controller and hook first, then the partition, then the
+// parent's UID:
+//
+//	uc.req.<controller>.<hook>.<partition>.<parent-uid>    hook requests
+//	uc.reply.<controller>.<hook>.<partition>.<parent-uid>  hook replies
+//	uc.dlq.<controller>.<hook>.<partition>.<parent-uid>    requests no hook could serve
+//
+// Dots in a controller's name become underscores (Kubernetes names never hold
+// underscores, so the mapping is one to one).
+package bus
+
+import (
+	"fmt"
+	"hash/fnv"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Streams.
+const (
+	// RequestStream holds hook requests. It keeps one message per subject, so
+	// the latest observation of a parent replaces a request still waiting.
+	RequestStream = "UC_REQUESTS"
+	// ReplyStream holds hook replies until an applier has applied them.
+	ReplyStream = "UC_REPLIES"
+	// DeadLetterStream holds requests that reached their maximum deliveries.
+	DeadLetterStream = "UC_DEADLETTER"
+)
+
+// Subject prefixes.
+const (
+	RequestPrefix    = "uc.req"
+	ReplyPrefix      = "uc.reply"
+	DeadLetterPrefix = "uc.dlq"
+)
+
+// DefaultPartitions is the number of partitions parents are spread over.
+const DefaultPartitions = 32
+
+// Address is where a parent's messages for one hook live on the bus.
+type Address struct {
+	Controller string
+	Hook       string
+	Partition  int
+	ParentUID  types.UID
+}
+
+// Token makes a name safe as one subject token.
+func Token(name string) string { return strings.ReplaceAll(name, ".", "_") }
+
+// Partition spreads parent UIDs over n partitions.
+func Partition(uid types.UID, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	h.Write([]byte(uid))
+	return int(h.Sum32() % uint32(n))
+}
+
+// RequestSubject is the subject of the address's hook requests.
+func (a Address) RequestSubject() string { return a.subject(RequestPrefix) }
+
+// ReplySubject is the subject of the address's hook replies.
+func (a Address) ReplySubject() string { return a.subject(ReplyPrefix) }
+
+// DeadLetterSubject is the subject of the address's dead letters.
+func (a Address) DeadLetterSubject() string { return a.subject(DeadLetterPrefix) }
+
+func (a Address) subject(prefix string) string {
+	return fmt.Sprintf("%s.%s.%s.%d.%s", prefix, Token(a.Controller), a.Hook, a.Partition, a.ParentUID)
+}
+
+// HookRequests is the filter subject of every request of one controller's hook.
+func HookRequests(controller, hook string) string {
+	return fmt.Sprintf("%s.%s.%s.>", RequestPrefix, Token(controller), hook)
+}
+
+// AllReplies is the filter subject of every reply.
+func AllReplies() string { return ReplyPrefix + ".>" }
+
+// HookConsumer is the durable consumer shared by every worker serving one
+// controller's hook.
+func HookConsumer(controller, hook string) string {
+	return "hook_" + Token(controller) + "_" + hook
+}
+
+// ApplierConsumer is the durable consumer of the appliers.
+const ApplierConsumer = "applier"
+
+// SameMessage tells a redelivery of a message from another message.
+func SameMessage(a, b jetstream.Msg) bool {
+	ma, errA := a.Metadata()
+	mb, errB := b.Metadata()
+	return errA == nil && errB == nil && ma.Sequence.Stream == mb.Sequence.Stream
+}

@@ -1,0 +1,155 @@
+package bus
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+
+	ce "github.com/cloudevents/sdk-go/protocol/nats_jetstream/v2"
+	"github.com/cloudevents/sdk-go/v2/binding"
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/cloudevents/sdk-go/v2/extensions"
+	"github.com/nats-io/nats.go"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// CloudEvent types: one request and one response type per hook.
+const typePrefix = "dev.universalcontroller."
+
+// RequestType is the CloudEvent type of a hook's requests.
+func RequestType(hook string) string { return typePrefix + hook + ".request" }
+
+// ResponseType is the CloudEvent type of a hook's replies.
+func ResponseType(hook string) string { return typePrefix + hook + ".response" }
+
+// CloudEvent extension attributes carried by every request and reply. A
+// reply copies them from its request and adds ExtRequestID.
+const (
+	ExtController      = "uccontroller"
+	ExtHook            = "uchook"
+	ExtParentUID       = "ucparentuid"
+	ExtNamespace       = "ucnamespace"
+	ExtName            = "ucname"
+	ExtGeneration      = "ucgeneration"
+	ExtResourceVersion = "ucresourceversion"
+	ExtPartition       = "ucpartition"
+	// ExtObservation orders the observations of one parent: a larger value
+	// was observed later. Appliers never let an older one undo a newer one.
+	ExtObservation = "ucobservation"
+	// ExtRequestID, on a reply, is the id of the request it answers.
+	ExtRequestID = "ucrequestid"
+)
+
+// Meta is what every event says about the parent it concerns.
+type Meta struct {
+	Address
+	Namespace       string
+	Name            string
+	Generation      int64
+	ResourceVersion string
+	Observation     int64
+	// RequestID is set on replies only.
+	RequestID string
+}
+
+// Key is the parent's namespace/name, for logs.
+func (m Meta) Key() string {
+	if m.Namespace == "" {
+		return m.Name
+	}
+	return m.Namespace + "/" + m.Name
+}
+
+// SetOn writes m into the event's extensions.
+func (m Meta) SetOn(e *event.Event) {
+	e.SetExtension(ExtController, m.Controller)
+	e.SetExtension(ExtHook, m.Hook)
+	e.SetExtension(ExtParentUID, string(m.ParentUID))
+	e.SetExtension(ExtNamespace, m.Namespace)
+	e.SetExtension(ExtName, m.Name)
+	e.SetExtension(ExtGeneration, strconv.FormatInt(m.Generation, 10))
+	e.SetExtension(ExtResourceVersion, m.ResourceVersion)
+	e.SetExtension(ExtPartition, strconv.Itoa(m.Partition))
+	e.SetExtension(ExtObservation, strconv.FormatInt(m.Observation, 10))
+	if m.RequestID != "" {
+		e.SetExtension(ExtRequestID, m.RequestID)
+	}
+}
+
+// MetaOf reads the parent's Meta from an event's extensions.
+func MetaOf(e *event.Event) (Meta, error) {
+	ext := e.Extensions()
+	str := func(name string) string { s, _ := ext[name].(string); return s }
+	var m Meta
+	var err error
+	m.Controller, m.Hook = str(ExtController), str(ExtHook)
+	m.ParentUID = types.UID(str(ExtParentUID))
+	m.Namespace, m.Name = str(ExtNamespace), str(ExtName)
+	m.ResourceVersion, m.RequestID = str(ExtResourceVersion), str(ExtRequestID)
+	if m.Controller == "" || m.Hook == "" || m.ParentUID == "" || m.Name == "" {
+		return m, fmt.Errorf("event %s lacks %s, %s, %s or %s", e.ID(), ExtController, ExtHook, ExtParentUID, ExtName)
+	}
+	if m.Generation, err = strconv.ParseInt(str(ExtGeneration), 10, 64); err != nil {
+		return m, fmt.Errorf("event %s: %s: %w", e.ID(), ExtGeneration, err)
+	}
+	if m.Partition, err = strconv.Atoi(str(ExtPartition)); err != nil {
+		return m, fmt.Errorf("event %s: %s: %w", e.ID(), ExtPartition, err)
+	}
+	if m.Observation, err = strconv.ParseInt(str(ExtObservation), 10, 64); err != nil {
+		return m, fmt.Errorf("event %s: %s: %w", e.ID(), ExtObservation, err)
+	}
+	return m, nil
+}
+
+// NewTraceParent starts a W3C trace context for a new request.
+func NewTraceParent() string {
+	return "00-" + randomHex(16) + "-" + randomHex(8) + "-01"
+}
+
+// ChildTraceParent continues the trace of parent with a new span id. An
+// invalid parent starts a new trace.
+func ChildTraceParent(parent string) string {
+	if len(parent) != 55 {
+		return NewTraceParent()
+	}
+	return parent[:36] + randomHex(8) + parent[52:]
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// SetTraceParent sets the event's W3C traceparent extension.
+func SetTraceParent(e *event.Event, traceparent string) {
+	extensions.DistributedTracingExtension{TraceParent: traceparent}.AddTracingAttributes(e)
+}
+
+// TraceParent is the event's W3C traceparent, or "".
+func TraceParent(e *event.Event) string {
+	d, _ := extensions.GetDistributedTracingExtension(*e)
+	return d.TraceParent
+}
+
+// ToMsg encodes a CloudEvent in binary mode as a NATS message on subject.
+func ToMsg(ctx context.Context, subject string, e *event.Event) (*nats.Msg, error) {
+	var data bytes.Buffer
+	header, err := ce.WriteMsg(ctx, binding.ToMessage(e), &data)
+	if err != nil {
+		return nil, fmt.Errorf("encode event %s: %w", e.ID(), err)
+	}
+	return &nats.Msg{Subject: subject, Header: header, Data: data.Bytes()}, nil
+}
+
+// FromMsg decodes the CloudEvent carried by a NATS message.
+func FromMsg(ctx context.Context, subject string, header nats.Header, data []byte) (*event.Event, error) {
+	e, err := binding.ToEvent(ctx, ce.NewMessage(&nats.Msg{Subject: subject, Header: header, Data: data}))
+	if err != nil {
+		return nil, fmt.Errorf("decode event on %s: %w", subject, err)
+	}
+	return e, nil
+}

@@ -1,0 +1,204 @@
+// Package v1alpha1 holds the Go types of the universalcontroller.dev/v1alpha1
+// API: the UniversalController object a user creates to register a controller.
+// The CRD manifests in schemas/crds are generated from these types.
+//
+// +kubebuilder:object:generate=false
+// +groupName=universalcontroller.dev
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	duckv1 "knative.dev/pkg/apis/duck/v1"
+)
+
+// Group and Version of the API.
+const (
+	Group   = "universalcontroller.dev"
+	Version = "v1alpha1"
+)
+
+// Resource is the GroupVersionResource of UniversalController objects.
+var Resource = schema.GroupVersionResource{Group: Group, Version: Version, Resource: "universalcontrollers"}
+
+// UniversalController registers one controller: the parent resource it
+// manages, the child resources it may create, and where its hooks are.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=uc;uctl
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Parent",type=string,JSONPath=`.spec.parentResource.resource`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type UniversalController struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   UniversalControllerSpec   `json:"spec"`
+	Status UniversalControllerStatus `json:"status,omitempty"`
+}
+
+// UniversalControllerSpec is Metacontroller's CompositeController spec, field
+// for field.
+type UniversalControllerSpec struct {
+	ParentResource ParentResource  `json:"parentResource"`
+	ChildResources []ChildResource `json:"childResources,omitempty"`
+	// ResyncPeriodSeconds re-syncs every parent periodically.
+	// +optional
+	ResyncPeriodSeconds *int32 `json:"resyncPeriodSeconds,omitempty"`
+	// GenerateSelector labels children with the parent's UID and selects on it
+	// instead of on the parent's spec.selector.
+	// +optional
+	GenerateSelector *bool `json:"generateSelector,omitempty"`
+	Hooks            Hooks `json:"hooks"`
+}
+
+// ResourceRule names a resource by apiVersion and plural resource name.
+type ResourceRule struct {
+	// +kubebuilder:validation:MinLength=1
+	APIVersion string `json:"apiVersion"`
+	// Resource is the plural resource name, e.g. deployments.
+	// +kubebuilder:validation:MinLength=1
+	Resource string `json:"resource"`
+}
+
+// ParentResource is the resource a controller manages.
+type ParentResource struct {
+	ResourceRule `json:",inline"`
+	// +optional
+	RevisionHistory *RevisionHistory `json:"revisionHistory,omitempty"`
+	// LabelSelector limits which parents this controller handles.
+	// +optional
+	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
+	// IgnoreStatusChanges stops status-only updates of the parent from
+	// triggering a sync.
+	// +optional
+	IgnoreStatusChanges *bool `json:"ignoreStatusChanges,omitempty"`
+}
+
+// RevisionHistory selects the parent fields that take part in a rollout.
+type RevisionHistory struct {
+	// FieldPaths defaults to ["spec"].
+	// +optional
+	FieldPaths []string `json:"fieldPaths,omitempty"`
+}
+
+// ChildResource is a resource the controller may create, with how it is updated.
+type ChildResource struct {
+	ResourceRule `json:",inline"`
+	// +optional
+	UpdateStrategy *ChildUpdateStrategy `json:"updateStrategy,omitempty"`
+}
+
+// ChildUpdateMethod says how a child that differs from its desired state is
+// brought to it.
+// +kubebuilder:validation:Enum=OnDelete;Recreate;InPlace;RollingRecreate;RollingInPlace
+type ChildUpdateMethod string
+
+// The update methods.
+const (
+	ChildUpdateOnDelete        ChildUpdateMethod = "OnDelete"
+	ChildUpdateRecreate        ChildUpdateMethod = "Recreate"
+	ChildUpdateInPlace         ChildUpdateMethod = "InPlace"
+	ChildUpdateRollingRecreate ChildUpdateMethod = "RollingRecreate"
+	ChildUpdateRollingInPlace  ChildUpdateMethod = "RollingInPlace"
+)
+
+// ChildUpdateStrategy is how children of one kind are updated.
+type ChildUpdateStrategy struct {
+	// Method defaults to OnDelete.
+	// +optional
+	Method ChildUpdateMethod `json:"method,omitempty"`
+	// +optional
+	StatusChecks *ChildStatusChecks `json:"statusChecks,omitempty"`
+}
+
+// ChildStatusChecks gate a rolling update on the children's conditions.
+type ChildStatusChecks struct {
+	// +optional
+	Conditions []StatusConditionCheck `json:"conditions,omitempty"`
+}
+
+// StatusConditionCheck passes when the child has a condition of Type with the
+// given Status and Reason (each optional).
+type StatusConditionCheck struct {
+	Type string `json:"type"`
+	// +optional
+	Status *string `json:"status,omitempty"`
+	// +optional
+	Reason *string `json:"reason,omitempty"`
+}
+
+// Hooks are the controller's hooks. Sync is required.
+type Hooks struct {
+	Sync Hook `json:"sync"`
+	// +optional
+	Finalize *Hook `json:"finalize,omitempty"`
+	// +optional
+	Customize *Hook `json:"customize,omitempty"`
+}
+
+// HookVersion selects the hook request format.
+// +kubebuilder:validation:Enum=v1;v2
+type HookVersion string
+
+// The hook versions.
+const (
+	HookV1 HookVersion = "v1"
+	HookV2 HookVersion = "v2"
+)
+
+// Hook says where a hook is served: an HTTP webhook, a Knative Addressable,
+// or — with neither — any bus-native worker consuming the hook's subject.
+type Hook struct {
+	// Version defaults to v1.
+	// +optional
+	Version HookVersion `json:"version,omitempty"`
+	// +optional
+	Webhook *Webhook `json:"webhook,omitempty"`
+	// +optional
+	Destination *duckv1.Destination `json:"destination,omitempty"`
+}
+
+// Webhook is a Metacontroller-compatible HTTP hook.
+type Webhook struct {
+	// +optional
+	URL *string `json:"url,omitempty"`
+	// +optional
+	Service *ServiceReference `json:"service,omitempty"`
+	// +optional
+	Path *string `json:"path,omitempty"`
+	// Timeout of one call, e.g. "10s".
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
+// ServiceReference names a Service serving a webhook.
+type ServiceReference struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	// +optional
+	Port *int32 `json:"port,omitempty"`
+	// Protocol is http (default) or https.
+	// +optional
+	Protocol *string `json:"protocol,omitempty"`
+}
+
+// UniversalControllerStatus reports whether the controller is running.
+type UniversalControllerStatus struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// UniversalControllerList is a list of UniversalController objects.
+//
+// +kubebuilder:object:root=true
+type UniversalControllerList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []UniversalController `json:"items"`
+}
