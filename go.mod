@@ -10,9 +10,11 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	golang.org/x/time v0.16.0
 	k8s.io/api v0.35.7
+	k8s.io/apiextensions-apiserver v0.35.7
 	k8s.io/apimachinery v0.35.7
 	k8s.io/client-go v0.35.7
 	knative.dev/pkg v0.0.0-20260727151759-521cb33b33dd
+	sigs.k8s.io/yaml v1.6.0
 )
 
 require (
@@ -61,5 +63,4 @@ require (
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.0 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )

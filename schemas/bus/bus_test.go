@@ -1,0 +1,96 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+)
+
+func TestSubjects(t *testing.T) {
+	a := Address{Controller: "foo.example.com", Hook: "sync", Partition: 7, ParentUID: "0b5c-11"}
+	for got, want := range map[string]string{
+		a.RequestSubject():                      "uc.req.foo_example_com.sync.7.0b5c-11",
+		a.ReplySubject():                        "uc.reply.foo_example_com.sync.7.0b5c-11",
+		a.DeadLetterSubject():                   "uc.dlq.foo_example_com.sync.7.0b5c-11",
+		HookRequests("foo.example.com", "sync"): "uc.req.foo_example_com.sync.>",
+		HookConsumer("foo.example.com", "sync"): "hook_foo_example_com_sync",
+	} {
+		if got != want {
+			t.Errorf("got %q, want %q", got, want)
+		}
+	}
+}
+
+func TestPartition(t *testing.T) {
+	seen := map[int]bool{}
+	for i := range 1000 {
+		uid := k8stypes.UID(fmt.Sprintf("%08x-7d2c-4b1e-9f3a-%012d", i*2654435761, i))
+		p := Partition(uid, 32)
+		if p < 0 || p >= 32 {
+			t.Fatalf("partition %d out of range", p)
+		}
+		if p != Partition(uid, 32) {
+			t.Fatal("partition is not stable")
+		}
+		seen[p] = true
+	}
+	if len(seen) < 30 {
+		t.Errorf("1000 parents fell in only %d of 32 partitions", len(seen))
+	}
+	if Partition("x", 1) != 0 {
+		t.Error("one partition must be partition 0")
+	}
+}
+
+func TestEventRoundTrip(t *testing.T) {
+	m := Meta{
+		Address:   Address{Controller: "c", Hook: "sync", Partition: 3, ParentUID: "u-1"},
+		Namespace: "ns", Name: "p.with.dots", Generation: 4, ResourceVersion: "99", Observation: 1234567890123,
+		RequestID: "req-1",
+	}
+	e := event.New()
+	e.SetID("id-1")
+	e.SetType(ResponseType("sync"))
+	e.SetSource("/test")
+	m.SetOn(&e)
+	SetTraceParent(&e, NewTraceParent())
+	if err := e.SetData(event.ApplicationJSON, map[string]any{"children": []any{}}); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := ToMsg(context.Background(), m.ReplySubject(), &e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Header.Get("ce-type") != ResponseType("sync") || msg.Header.Get("ce-ucparentuid") != "u-1" {
+		t.Fatalf("not binary mode: headers %v", msg.Header)
+	}
+	got, err := FromMsg(context.Background(), msg.Subject, msg.Header, msg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gm, err := MetaOf(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gm != m {
+		t.Fatalf("meta = %+v, want %+v", gm, m)
+	}
+	if tp := TraceParent(got); len(tp) != 55 || ChildTraceParent(tp)[:36] != tp[:36] {
+		t.Fatalf("trace context lost: %q", tp)
+	}
+	if string(got.Data()) != `{"children":[]}` {
+		t.Fatalf("data = %s", got.Data())
+	}
+}
+
+func TestMetaOfRejectsIncompleteEvents(t *testing.T) {
+	e := event.New()
+	e.SetID("x")
+	e.SetExtension(ExtController, "c")
+	if _, err := MetaOf(&e); err == nil {
+		t.Fatal("an event without the parent's identity was accepted")
+	}
+}
