@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the test bed's binaries once and caches them outside the repository:
-# kube-apiserver, kube-controller-manager, kube-scheduler (k8s.io/kubernetes
+# kube-apiserver, kube-controller-manager, kube-scheduler and kubectl (k8s.io/kubernetes
 # v1.34.4), etcd 3.6, kwok v0.8.0 with its stage configs, and nats-server.
 # A binary already in the cache is not rebuilt. Prints the cache directory.
 #
@@ -26,7 +26,7 @@ build_in() { # build_in DIR OUT PKG
 
 build_in "$here/tools/etcd" etcd . &
 etcd_pid=$!
-for c in kube-apiserver kube-controller-manager kube-scheduler; do
+for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
 	build_in "$here/tools/kube" "$c" "k8s.io/kubernetes/cmd/$c"
 done
 wait "$etcd_pid"

@@ -1,10 +1,11 @@
 //go:build tools
 
-// Package kube pins the Kubernetes control-plane commands the test bed builds.
+// Package kube pins the Kubernetes commands the test bed builds.
 package kube
 
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
 )

@@ -1,0 +1,47 @@
+# UniversalController. The README's two commands are `make demo` and `make test`.
+
+GO      ?= go
+BIN     := bin
+# Test-bed binaries (kube-apiserver, etcd, kwok, …) are built once into this cache.
+export UC_TESTBED_DIR ?= $(HOME)/.cache/uc-testbed
+
+.PHONY: all build demo demo-check test unit e2e lint generate testbed-bins clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/ ./cmd/uc ./examples/foo/cmd/foo-hook ./test/testbed/cmd/uc-testbed
+
+testbed-bins:
+	./hack/testbed-bins.sh
+
+# Brings up the test bed and uc run with the Foo example; Ctrl-C tears it down.
+demo: build testbed-bins
+	./hack/demo.sh
+
+# The demo, run through once without waiting for Ctrl-C (CI runs it).
+demo-check: build testbed-bins
+	DEMO_ONESHOT=1 ./hack/demo.sh
+
+# Every test: lint, unit tests, and the e2e tests on the real test bed.
+test: lint testbed-bins
+	$(GO) test -count=1 -timeout 30m ./...
+
+unit:
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/)
+
+e2e: testbed-bins
+	$(GO) test -count=1 -timeout 30m -v ./test/e2e/
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+STATICCHECK_VERSION ?= v0.8.2
+
+generate:
+	$(GO) generate ./schemas/...
+
+clean:
+	rm -rf $(BIN) .demo

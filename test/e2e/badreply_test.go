@@ -1,0 +1,162 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+
+	"universalcontroller.dev/uc/dispatcher/worker"
+	"universalcontroller.dev/uc/schemas/hooks"
+)
+
+// barHook replies as the parent's spec.mode says: "good" gives one
+// ConfigMap; "bad-json" is not JSON; "bad-kind" adds a Secret, a kind the
+// controller does not declare.
+type barHook struct{}
+
+func (barHook) Hook() string { return hooks.Sync }
+
+func (barHook) Handle(_ context.Context, data []byte) (any, error) {
+	var req hooks.SyncRequest
+	if err := json.Unmarshal(data, &req); err != nil {
+		return nil, err
+	}
+	mode, _, _ := unstructured.NestedString(req.Parent.Object, "spec", "mode")
+	cm := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": req.Parent.GetName()},
+		"data":     map[string]any{"mode": mode},
+	}}
+	switch mode {
+	case "bad-json":
+		return []byte(`{"children": [{"apiVersion": "v1", `), nil
+	case "bad-kind":
+		secret := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": req.Parent.GetName()},
+		}}
+		return &hooks.SyncResponse{Children: []*unstructured.Unstructured{cm, secret}}, nil
+	}
+	return &hooks.SyncResponse{Status: map[string]any{"mode": mode}, Children: []*unstructured.Unstructured{cm}}, nil
+}
+
+func createBar(t *testing.T, ns, name, mode string) {
+	t.Helper()
+	bar := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "e2e.universalcontroller.dev/v1", "kind": "Bar",
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"spec":     map[string]any{"mode": mode},
+	}}
+	if _, err := env.dyn.Resource(barGVR).Namespace(ns).Create(t.Context(), bar, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func setBarMode(t *testing.T, ns, name, mode string) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"mode":%q}}`, mode)
+	if _, err := env.dyn.Resource(barGVR).Namespace(ns).Patch(t.Context(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// configMapMode returns the mode in the Bar's ConfigMap and its resourceVersion.
+func configMapMode(ctx context.Context, ns, name string) (string, string, error) {
+	cm, err := env.kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", "", err
+	}
+	return cm.Data["mode"], cm.ResourceVersion, nil
+}
+
+// rejected checks the Bar's Synced condition is False with reason
+// InvalidHookReply and a message holding want, and that a Warning Event
+// says the same.
+func rejected(ctx context.Context, ns, name, want string) error {
+	bar, err := env.dyn.Resource(barGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	c := condition(bar, "Synced")
+	if c == nil || c["status"] != "False" || c["reason"] != "InvalidHookReply" || !strings.Contains(fmt.Sprint(c["message"]), want) {
+		return fmt.Errorf("Synced condition is %v, want False/InvalidHookReply naming %q", c, want)
+	}
+	events, err := env.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.SelectorFromSet(fields.Set{
+		"involvedObject.name": name, "type": "Warning", "reason": "InvalidHookReply"}).String()})
+	if err != nil {
+		return err
+	}
+	for _, e := range events.Items {
+		if strings.Contains(e.Message, want) {
+			return nil
+		}
+	}
+	return fmt.Errorf("no Warning event InvalidHookReply naming %q among %d", want, len(events.Items))
+}
+
+// TestBadRepliesAreRejectedWhole: a reply that is not JSON, or that holds a
+// child of an undeclared kind, applies nothing, is reported on its parent,
+// and does not stop other parents from being served.
+func TestBadRepliesAreRejectedWhole(t *testing.T) {
+	ctx := t.Context()
+	go func() {
+		if err := worker.Serve(ctx, env.js, "bar-controller", barHook{}); err != nil && ctx.Err() == nil {
+			t.Errorf("bar worker: %v", err)
+		}
+	}()
+	if err := applyFile(ctx, filepath.Join(env.root, "test/e2e/testdata/bar-controller.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	ns := namespace(t)
+	createBar(t, ns, "victim", "good")
+	var rv string
+	eventually(t, time.Minute, func() error {
+		mode, v, err := configMapMode(ctx, ns, "victim")
+		if err == nil && mode != "good" {
+			err = fmt.Errorf("mode %q", mode)
+		}
+		rv = v
+		return err
+	})
+
+	for _, tc := range []struct{ mode, want string }{
+		{"bad-kind", `Secret.v1 "victim": kind not declared in childResources`},
+		{"bad-json", "not a valid sync response"},
+	} {
+		setBarMode(t, ns, "victim", tc.mode)
+		eventually(t, time.Minute, func() error { return rejected(ctx, ns, "victim", tc.want) })
+		// Other parents keep being served.
+		other := "other-" + tc.mode
+		createBar(t, ns, other, "good")
+		eventually(t, time.Minute, func() error {
+			_, _, err := configMapMode(ctx, ns, other)
+			return err
+		})
+		// Nothing of the bad reply was applied: the ConfigMap is untouched
+		// and no Secret exists.
+		if mode, v, err := configMapMode(ctx, ns, "victim"); err != nil || mode != "good" || v != rv {
+			t.Fatalf("the victim's ConfigMap changed: mode %q resourceVersion %s (was %s), err %v", mode, v, rv, err)
+		}
+		if _, err := env.kube.CoreV1().Secrets(ns).Get(ctx, "victim", metav1.GetOptions{}); err == nil {
+			t.Fatal("a Secret from a rejected reply was created")
+		}
+	}
+
+	// A good reply again clears the condition.
+	setBarMode(t, ns, "victim", "good")
+	eventually(t, time.Minute, func() error {
+		bar, err := env.dyn.Resource(barGVR).Namespace(ns).Get(ctx, "victim", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		return syncedTrue(bar)
+	})
+}
