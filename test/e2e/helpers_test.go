@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -200,19 +201,20 @@ func namespace(t *testing.T) string {
 // countingHook serves the Foo example's sync hook, counts calls per parent,
 // and can hold the calls of one parent until released.
 type countingHook struct {
-	mu    sync.Mutex
-	calls map[string]int // by namespace/name
-	gates map[string]chan struct{}
+	mu          sync.Mutex
+	generations map[string][]int64 // by namespace/name: the parent generation each call saw
+	gates       map[string]chan struct{}
 }
 
 func newCountingHook() *countingHook {
-	return &countingHook{calls: map[string]int{}, gates: map[string]chan struct{}{}}
+	return &countingHook{generations: map[string][]int64{}, gates: map[string]chan struct{}{}}
 }
 
-func (h *countingHook) count(key string) int {
+// seen lists the parent generation each call for key saw, in call order.
+func (h *countingHook) seen(key string) []int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.calls[key]
+	return slices.Clone(h.generations[key])
 }
 
 // hold makes calls for key wait until the returned release is called.

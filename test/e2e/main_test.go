@@ -78,7 +78,7 @@ func setup(m *testing.M) (int, error) {
 		}
 	}
 
-	bin := filepath.Join(dir, "uc")
+	bin := filepath.Join(dir, "uc-bin")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/uc")
 	build.Dir, build.Stdout, build.Stderr = env.root, os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {

@@ -1,0 +1,181 @@
+package applier
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/schemas/hooks"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
+)
+
+func TestContains(t *testing.T) {
+	tests := []struct {
+		name       string
+		live, want any
+		ok         bool
+	}{
+		{"equal scalars", "a", "a", true},
+		{"different scalars", "a", "b", false},
+		{"int and float of one value", int64(3), float64(3), true},
+		{"different numbers", int64(3), int64(4), false},
+		{"defaults in live are ignored", map[string]any{"a": "x", "b": "default"}, map[string]any{"a": "x"}, true},
+		{"missing field", map[string]any{"b": "y"}, map[string]any{"a": "x"}, false},
+		{"null wanted matches absent", map[string]any{}, map[string]any{"creationTimestamp": nil}, true},
+		{"empty map wanted matches absent", map[string]any{}, map[string]any{"resources": map[string]any{}}, true},
+		{"lists element by element", []any{map[string]any{"name": "c", "image": "i", "pull": "Always"}}, []any{map[string]any{"name": "c", "image": "i"}}, true},
+		{"list lengths differ", []any{"a", "b"}, []any{"a"}, false},
+		{"list element differs", []any{map[string]any{"image": "old"}}, []any{map[string]any{"image": "new"}}, false},
+		{"type differs", map[string]any{"a": "1"}, map[string]any{"a": int64(1)}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := contains(tt.live, tt.want); got != tt.ok {
+				t.Errorf("contains(%v, %v) = %v, want %v", tt.live, tt.want, got, tt.ok)
+			}
+		})
+	}
+}
+
+// fakeLive is a fixed set of live children.
+type fakeLive []*unstructured.Unstructured
+
+func (f fakeLive) owned(c *registry.Child, owner types.UID) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, o := range f {
+		if ref := metav1.GetControllerOf(o); ref != nil && ref.UID == owner && o.GetKind() == c.GVK.Kind {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+func (f fakeLive) get(c *registry.Child, ns, name string) (*unstructured.Unstructured, bool) {
+	for _, o := range f {
+		if o.GetKind() == c.GVK.Kind && o.GetNamespace() == ns && o.GetName() == name {
+			return o, true
+		}
+	}
+	return nil, false
+}
+
+func testController(method v1alpha1.ChildUpdateMethod) *registry.Controller {
+	return &registry.Controller{
+		Name: "test",
+		Parent: registry.Resource{
+			GVR:        schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "parents"},
+			GVK:        schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Parent"},
+			Namespaced: true,
+		},
+		Children: []registry.Child{{
+			Resource: registry.Resource{
+				GVR:        schema.GroupVersionResource{Version: "v1", Resource: "configmaps"},
+				GVK:        schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
+				Namespaced: true,
+			},
+			Method: method,
+		}},
+	}
+}
+
+func object(kind, ns, name string, data map[string]any, owner types.UID) *unstructured.Unstructured {
+	o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": kind, "data": data}}
+	o.SetNamespace(ns)
+	o.SetName(name)
+	o.SetUID(types.UID("uid-" + name))
+	if owner != "" {
+		yes := true
+		o.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "Parent", Name: "p", UID: owner, Controller: &yes}})
+	}
+	return o
+}
+
+func TestPlan(t *testing.T) {
+	parent := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Parent"}}
+	parent.SetNamespace("ns")
+	parent.SetName("p")
+	parent.SetUID("parent-uid")
+	cm := func(name, v string) *unstructured.Unstructured {
+		return object("ConfigMap", "", name, map[string]any{"k": v}, "")
+	}
+	tests := []struct {
+		name    string
+		method  v1alpha1.ChildUpdateMethod
+		live    fakeLive
+		desired []*unstructured.Unstructured
+		want    []string // action strings
+		err     string
+	}{
+		{name: "create", method: v1alpha1.ChildUpdateInPlace, desired: []*unstructured.Unstructured{cm("a", "1")},
+			want: []string{"apply configmaps ns/a"}},
+		{name: "unchanged child writes nothing", method: v1alpha1.ChildUpdateInPlace,
+			live:    fakeLive{object("ConfigMap", "ns", "a", map[string]any{"k": "1"}, "parent-uid")},
+			desired: []*unstructured.Unstructured{cm("a", "1")}},
+		{name: "in place update", method: v1alpha1.ChildUpdateInPlace,
+			live:    fakeLive{object("ConfigMap", "ns", "a", map[string]any{"k": "1"}, "parent-uid")},
+			desired: []*unstructured.Unstructured{cm("a", "2")}, want: []string{"apply configmaps ns/a"}},
+		{name: "on delete never updates", method: v1alpha1.ChildUpdateOnDelete,
+			live:    fakeLive{object("ConfigMap", "ns", "a", map[string]any{"k": "1"}, "parent-uid")},
+			desired: []*unstructured.Unstructured{cm("a", "2")}},
+		{name: "recreate deletes first", method: v1alpha1.ChildUpdateRecreate,
+			live:    fakeLive{object("ConfigMap", "ns", "a", map[string]any{"k": "1"}, "parent-uid")},
+			desired: []*unstructured.Unstructured{cm("a", "2")}, want: []string{"delete configmaps ns/a"}},
+		{name: "orphan is adopted", method: v1alpha1.ChildUpdateOnDelete,
+			live:    fakeLive{object("ConfigMap", "ns", "a", map[string]any{"k": "1"}, "")},
+			desired: []*unstructured.Unstructured{cm("a", "1")}, want: []string{"apply configmaps ns/a"}},
+		{name: "undesired child is deleted", method: v1alpha1.ChildUpdateInPlace,
+			live: fakeLive{object("ConfigMap", "ns", "old", nil, "parent-uid")}, want: []string{"delete configmaps ns/old"}},
+		{name: "others' children are left alone", method: v1alpha1.ChildUpdateInPlace,
+			live: fakeLive{object("ConfigMap", "ns", "theirs", nil, "other-uid")}},
+		{name: "undeclared kind rejects the reply", method: v1alpha1.ChildUpdateInPlace,
+			desired: []*unstructured.Unstructured{cm("a", "1"), object("Secret", "", "s", nil, "")},
+			err:     `children[1] Secret.v1 "s": kind not declared in childResources`},
+		{name: "other namespace rejects the reply", method: v1alpha1.ChildUpdateInPlace,
+			desired: []*unstructured.Unstructured{object("ConfigMap", "kube-system", "a", nil, "")},
+			err:     `outside the parent's namespace`},
+		{name: "child of another controller rejects the reply", method: v1alpha1.ChildUpdateInPlace,
+			live:    fakeLive{object("ConfigMap", "ns", "a", nil, "other-uid")},
+			desired: []*unstructured.Unstructured{cm("a", "1")}, err: "already controlled by Parent p"},
+		{name: "a child listed twice rejects the reply", method: v1alpha1.ChildUpdateInPlace,
+			desired: []*unstructured.Unstructured{cm("a", "1"), cm("a", "2")}, err: "listed twice"},
+		{name: "a child without a name rejects the reply", method: v1alpha1.ChildUpdateInPlace,
+			desired: []*unstructured.Unstructured{cm("", "1")}, err: "has no metadata.name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			actions, err := plan(testController(tt.method), parent, &hooks.SyncResponse{Children: tt.desired}, tt.live)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want one containing %q", err, tt.err)
+				}
+				if actions != nil {
+					t.Fatalf("a rejected reply planned %v", actions)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, a := range actions {
+				got = append(got, a.String())
+			}
+			if strings.Join(got, ";") != strings.Join(tt.want, ";") {
+				t.Fatalf("actions = %q, want %q", got, tt.want)
+			}
+			for _, a := range actions {
+				if a.verb == verbApply {
+					ref := metav1.GetControllerOf(a.obj)
+					if ref == nil || ref.UID != "parent-uid" {
+						t.Errorf("applied object is not controlled by the parent: %v", a.obj.GetOwnerReferences())
+					}
+				}
+			}
+		})
+	}
+}
