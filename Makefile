@@ -5,7 +5,7 @@ BIN     := bin
 # Test-bed binaries (kube-apiserver, etcd, kwok, …) are built once into this cache.
 export UC_TESTBED_DIR ?= $(HOME)/.cache/uc-testbed
 
-.PHONY: all build demo demo-check test unit e2e lint generate testbed-bins clean
+.PHONY: all build demo demo-check test unit e2e bench lint generate testbed-bins clean
 
 all: build
 
@@ -32,6 +32,10 @@ unit:
 
 e2e: testbed-bins
 	$(GO) test -count=1 -timeout 30m -v ./test/e2e/
+
+# Benchmarks on the test bed: BENCH=full for the 1000x5 scenario.
+bench: testbed-bins
+	$(GO) run ./test/bench $(if $(BENCH),-scenario $(BENCH))
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

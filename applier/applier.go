@@ -191,6 +191,10 @@ func (a *Applier) apply(ctx context.Context, r *reply) error {
 		log.Info("controller not registered; dropping reply")
 		return nil
 	}
+	if m.Hook != hooks.Sync && m.Hook != hooks.Finalize {
+		log.Error("dropping a reply of a hook the applier does not apply")
+		return nil
+	}
 	last, err := a.fence.last(ctx, m.ParentUID)
 	if err != nil {
 		return err
@@ -202,6 +206,9 @@ func (a *Applier) apply(ctx context.Context, r *reply) error {
 	parent, err := a.parent(ctl, m)
 	if err != nil || parent == nil {
 		return err
+	}
+	if r.typ == bus.FailureType(m.Hook) {
+		return a.reject(ctx, log, ctl, parent, m, "HookFailed", decodeFailure(r))
 	}
 	resp, err := decodeReply(r)
 	var actions []action
@@ -250,6 +257,15 @@ func decodeReply(r *reply) (*hooks.SyncResponse, error) {
 		return nil, fmt.Errorf("not a valid %s response: %w", r.meta.Hook, err)
 	}
 	return &resp, nil
+}
+
+// decodeFailure turns a hook failure into the problem reported on the parent.
+func decodeFailure(r *reply) error {
+	var f hooks.Failure
+	if err := utiljson.Unmarshal(r.data, &f); err != nil {
+		return fmt.Errorf("%s hook failed (its failure report is unreadable: %w)", r.meta.Hook, err)
+	}
+	return fmt.Errorf("%s hook failed after %d deliveries: %s: %s", r.meta.Hook, f.Deliveries, f.Reason, f.Message)
 }
 
 // reject reports a reply that cannot be applied on the parent — a Warning

@@ -25,6 +25,11 @@ func RequestType(hook string) string { return typePrefix + hook + ".request" }
 // ResponseType is the CloudEvent type of a hook's replies.
 func ResponseType(hook string) string { return typePrefix + hook + ".response" }
 
+// FailureType is the CloudEvent type published on a reply subject, in place
+// of a reply, when a hook could not be served within the maximum deliveries.
+// Its data is a hooks.Failure. The applier reports it on the parent.
+func FailureType(hook string) string { return typePrefix + hook + ".failure" }
+
 // CloudEvent extension attributes carried by every request and reply. A
 // reply copies them from its request and adds ExtRequestID.
 const (

@@ -95,6 +95,18 @@ type RelatedResourceRule struct {
 	Names         []string       `json:"names,omitempty"`
 }
 
+// Failure says why a hook could not be served. It travels on the reply
+// subject, as a CloudEvent of type bus.FailureType, after the request
+// reached its maximum deliveries and went to the dead-letter stream.
+type Failure struct {
+	// Reason is a CamelCase word: Timeout, HTTPError, InvalidReply, WorkerError…
+	Reason string `json:"reason"`
+	// Message is for humans: the status code, the timeout, the error.
+	Message string `json:"message"`
+	// Deliveries is how many times the request was tried.
+	Deliveries int `json:"deliveries"`
+}
+
 // Validate checks what can be checked of a sync reply without the cluster:
 // every child has an apiVersion, a kind and a name.
 func (r *SyncResponse) Validate() error {

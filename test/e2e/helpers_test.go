@@ -84,7 +84,7 @@ func (u *ucProcess) stop() { u.proc.Stop(10 * time.Second) }
 func (u *ucProcess) dumpLog() {
 	b, _ := os.ReadFile(filepath.Join(u.dir, "uc.log"))
 	lines := strings.Split(string(b), "\n")
-	fmt.Fprintf(os.Stderr, "--- last lines of uc.log ---\n%s\n", strings.Join(lines[max(0, len(lines)-200):], "\n"))
+	fmt.Fprintf(os.Stderr, "--- last lines of uc.log ---\n%s\n", strings.Join(lines[max(0, len(lines)-2000):], "\n"))
 }
 
 // backoffStop ends a poll at once with its error.
@@ -115,9 +115,11 @@ func poll(ctx context.Context, timeout time.Duration, check func() error) error 
 // eventually fails t unless check passes within timeout.
 func eventually(t *testing.T, timeout time.Duration, check func() error) {
 	t.Helper()
+	start := time.Now()
 	if err := poll(t.Context(), timeout, check); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("condition met after %s", time.Since(start).Round(time.Millisecond))
 }
 
 // applyFile applies every object of a YAML file with server-side apply.

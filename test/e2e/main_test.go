@@ -107,7 +107,7 @@ func setup(m *testing.M) (int, error) {
 		return 0, err
 	}
 	code := m.Run()
-	if code != 0 {
+	if code != 0 || os.Getenv("UC_E2E_DUMP") != "" {
 		env.uc.dumpLog()
 	}
 	return code, nil
