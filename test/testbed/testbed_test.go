@@ -126,7 +126,7 @@ func TestNATSKillRestart(t *testing.T) {
 
 	const stream, messages = "EVENTS", 3
 	js := connectJetStream(t, srv.URL())
-	_, err := js.CreateStream(ctx, jetstream.StreamConfig{
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{
 		Name:     stream,
 		Subjects: []string{"events.>"},
 		Storage:  jetstream.FileStorage,
