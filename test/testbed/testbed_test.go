@@ -149,7 +149,7 @@ func TestNATSKillRestart(t *testing.T) {
 		t.Fatalf("URL after restart = %s, want %s", srv.URL(), url)
 	}
 
-	s, err = connectJetStream(t, srv.URL()).Stream(ctx, stream)
+	s, err := connectJetStream(t, srv.URL()).Stream(ctx, stream)
 	if err != nil {
 		t.Fatal(err)
 	}
