@@ -158,6 +158,40 @@ type Hook struct {
 	Webhook *Webhook `json:"webhook,omitempty"`
 	// +optional
 	Destination *duckv1.Destination `json:"destination,omitempty"`
+	// Delivery says how hard uc tries to deliver the hook's requests. The
+	// dispatcher applies it to webhooks and destinations; the Go SDK reads
+	// it from each request's controller and applies it to bus-native hooks.
+	// +optional
+	Delivery *Delivery `json:"delivery,omitempty"`
+}
+
+// Delivery bounds one call of a hook and says how a failed request is
+// retried: after a growing, jittered delay, until it reached MaxDeliveries;
+// then it goes to the dead-letter stream and the parent is told why.
+type Delivery struct {
+	// Timeout of one call (default 10s). For a webhook, webhook.timeout
+	// wins when set.
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// MaxDeliveries is how many times a request is tried (default 10).
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxDeliveries *int32 `json:"maxDeliveries,omitempty"`
+	// BackoffDelay is the delay before the first retry (default 1s). It
+	// doubles with every retry, up to MaxBackoffDelay, and is cut by a
+	// random part of up to its half (jitter). A 429 response's Retry-After
+	// replaces it.
+	// +optional
+	BackoffDelay *metav1.Duration `json:"backoffDelay,omitempty"`
+	// MaxBackoffDelay caps the delay between two deliveries (default 1m).
+	// +optional
+	MaxBackoffDelay *metav1.Duration `json:"maxBackoffDelay,omitempty"`
+	// Concurrency is how many requests of this hook the dispatcher serves
+	// at once (default 16), for a webhook or a destination. A bus-native
+	// worker sets its own.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	Concurrency *int32 `json:"concurrency,omitempty"`
 }
 
 // Webhook is a Metacontroller-compatible HTTP hook.
@@ -171,6 +205,72 @@ type Webhook struct {
 	// Timeout of one call, e.g. "10s".
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// CABundle verifies the webhook's server certificate. Without it, the
+	// system's roots do.
+	// +optional
+	CABundle *CABundle `json:"caBundle,omitempty"`
+	// Authorization sends an Authorization header with a credential from a
+	// Secret, e.g. a bearer token.
+	// +optional
+	Authorization *Authorization `json:"authorization,omitempty"`
+	// BasicAuth sends HTTP basic authentication from a Secret.
+	// +optional
+	BasicAuth *BasicAuth `json:"basicAuth,omitempty"`
+	// ClientTLS presents a client certificate (mutual TLS).
+	// +optional
+	ClientTLS *ClientTLS `json:"clientTLS,omitempty"`
+}
+
+// CABundle holds PEM-encoded CA certificates, inline or in a key of a Secret
+// or a ConfigMap. Set exactly one.
+type CABundle struct {
+	// +optional
+	Inline *string `json:"inline,omitempty"`
+	// SecretRef's key defaults to ca.crt.
+	// +optional
+	SecretRef *KeyReference `json:"secretRef,omitempty"`
+	// ConfigMapRef's key defaults to ca.crt.
+	// +optional
+	ConfigMapRef *KeyReference `json:"configMapRef,omitempty"`
+}
+
+// KeyReference names one key of a Secret or ConfigMap.
+type KeyReference struct {
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// +kubebuilder:validation:MinLength=1
+	Namespace string `json:"namespace"`
+	// +optional
+	Key string `json:"key,omitempty"`
+}
+
+// SecretReference names a Secret.
+type SecretReference struct {
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// +kubebuilder:validation:MinLength=1
+	Namespace string `json:"namespace"`
+}
+
+// Authorization is an Authorization header: "<type> <credentials>".
+type Authorization struct {
+	// Type is the scheme (default Bearer).
+	// +optional
+	Type string `json:"type,omitempty"`
+	// Credentials is the Secret key holding them; the key defaults to token.
+	Credentials KeyReference `json:"credentials"`
+}
+
+// BasicAuth takes the username and password from a Secret of type
+// kubernetes.io/basic-auth (keys username and password).
+type BasicAuth struct {
+	SecretRef SecretReference `json:"secretRef"`
+}
+
+// ClientTLS takes the client certificate and key from a Secret of type
+// kubernetes.io/tls (keys tls.crt and tls.key).
+type ClientTLS struct {
+	SecretRef SecretReference `json:"secretRef"`
 }
 
 // ServiceReference names a Service serving a webhook.
