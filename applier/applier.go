@@ -10,8 +10,10 @@ package applier
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,10 +27,12 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	sigsjson "sigs.k8s.io/json"
 
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
 // Options tune an Applier.
@@ -208,9 +212,10 @@ func (a *Applier) apply(ctx context.Context, r *reply) error {
 		return err
 	}
 	if r.typ == bus.FailureType(m.Hook) {
-		return a.reject(ctx, log, ctl, parent, m, "HookFailed", decodeFailure(r))
+		reason, problem := decodeFailure(r)
+		return a.reject(ctx, log, ctl, parent, m, reason, problem)
 	}
-	resp, err := decodeReply(r)
+	resp, err := decodeReply(r, ctl.HookVersion(m.Hook))
 	var actions []action
 	if err == nil {
 		actions, err = plan(ctl, parent, resp, cacheLookup{a.reg})
@@ -218,7 +223,7 @@ func (a *Applier) apply(ctx context.Context, r *reply) error {
 	if err != nil {
 		return a.reject(ctx, log, ctl, parent, m, "InvalidHookReply", fmt.Errorf("%s hook reply rejected: %w", m.Hook, err))
 	}
-	if err := a.execute(ctx, ctl, actions); err != nil {
+	if err := a.execute(ctx, ctl, parent, actions); err != nil {
 		if permanent(err) {
 			return a.reject(ctx, log, ctl, parent, m, "ApplyFailed", err)
 		}
@@ -226,6 +231,15 @@ func (a *Applier) apply(ctx context.Context, r *reply) error {
 	}
 	if err := a.writeStatus(ctx, ctl, parent, resp.Status, m.Generation, syncedCondition(m.Generation)); err != nil {
 		return err
+	}
+	// The finalizer stays while a finalize hook exists and has not said
+	// finalized.
+	keep := ctl.Spec.Hooks.Finalize != nil && (m.Hook == hooks.Sync || !resp.Finalized)
+	if err := a.setFinalizer(ctx, ctl, parent, keep); err != nil {
+		return err
+	}
+	if resp.ResyncAfterSeconds > 0 {
+		a.resyncAfter(m, resp.ResyncAfterSeconds)
 	}
 	log.Debug("applied", "writes", len(actions))
 	return a.fence.advance(ctx, m.ParentUID, m.Observation)
@@ -248,24 +262,35 @@ func (a *Applier) parent(ctl *registry.Controller, m bus.Meta) (*unstructured.Un
 	return p, nil
 }
 
-func decodeReply(r *reply) (*hooks.SyncResponse, error) {
+// decodeReply decodes a sync or finalize reply. Hook version v2 is strict:
+// a field the response does not have is an error that names it.
+func decodeReply(r *reply, version string) (*hooks.SyncResponse, error) {
 	if want := bus.ResponseType(r.meta.Hook); r.typ != want {
 		return nil, fmt.Errorf("event type %q, want %q", r.typ, want)
 	}
 	var resp hooks.SyncResponse
-	if err := utiljson.Unmarshal(r.data, &resp); err != nil {
+	strict, err := sigsjson.UnmarshalStrict(r.data, &resp, sigsjson.DisallowUnknownFields)
+	if err != nil {
 		return nil, fmt.Errorf("not a valid %s response: %w", r.meta.Hook, err)
+	}
+	if len(strict) > 0 && version == string(v1alpha1.HookV2) {
+		return nil, fmt.Errorf("not a valid %s response: %w", r.meta.Hook, errors.Join(strict...))
 	}
 	return &resp, nil
 }
 
-// decodeFailure turns a hook failure into the problem reported on the parent.
-func decodeFailure(r *reply) error {
+// decodeFailure turns a failure event into the reason and problem reported
+// on the parent: a hook that failed its deliveries, or a parent the watcher
+// could not make a request for.
+func decodeFailure(r *reply) (string, error) {
 	var f hooks.Failure
 	if err := utiljson.Unmarshal(r.data, &f); err != nil {
-		return fmt.Errorf("%s hook failed (its failure report is unreadable: %w)", r.meta.Hook, err)
+		return "HookFailed", fmt.Errorf("%s hook failed (its failure report is unreadable: %w)", r.meta.Hook, err)
 	}
-	return fmt.Errorf("%s hook failed after %d deliveries: %s: %s", r.meta.Hook, f.Deliveries, f.Reason, f.Message)
+	if f.Deliveries == 0 {
+		return f.Reason, errors.New(f.Message)
+	}
+	return "HookFailed", fmt.Errorf("%s hook failed after %d deliveries: %s: %s", r.meta.Hook, f.Deliveries, f.Reason, f.Message)
 }
 
 // reject reports a reply that cannot be applied on the parent — a Warning
@@ -289,8 +314,15 @@ func permanent(err error) bool {
 
 // execute makes the planned writes. When there is more than one, they are
 // all tried first as a dry run, so a child the apiserver refuses stops the
-// reply before anything is written.
-func (a *Applier) execute(ctx context.Context, ctl *registry.Controller, actions []action) error {
+// reply before anything is written. Before adopting an orphan, an uncached
+// read confirms the parent still exists, is the same object, and is not
+// being deleted.
+func (a *Applier) execute(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, actions []action) error {
+	if slices.ContainsFunc(actions, func(act action) bool { return act.adopt }) {
+		if err := a.confirmParent(ctx, ctl, parent); err != nil {
+			return err
+		}
+	}
 	if len(actions) > 1 {
 		for _, act := range actions {
 			if err := a.write(ctx, ctl, act, true); err != nil {
@@ -316,6 +348,11 @@ func (a *Applier) write(ctx context.Context, ctl *registry.Controller, act actio
 	switch act.verb {
 	case verbApply:
 		_, err = res.Apply(ctx, act.obj.GetName(), act.obj, metav1.ApplyOptions{FieldManager: FieldManager(ctl.Name), Force: true, DryRun: dry})
+	case verbRelease:
+		_, err = res.Patch(ctx, act.obj.GetName(), types.JSONPatchType, releasePatch(act.obj, ctl), metav1.PatchOptions{FieldManager: FieldManager(ctl.Name), DryRun: dry})
+		if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) {
+			err = nil // gone, or changed since: the next sync sees it as it is
+		}
 	case verbDelete:
 		uid := act.obj.GetUID()
 		policy := metav1.DeletePropagationBackground

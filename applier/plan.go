@@ -1,12 +1,16 @@
 package applier
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"math"
 	"reflect"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	"universalcontroller.dev/uc/internal/registry"
@@ -18,16 +22,19 @@ import (
 type verb string
 
 const (
-	verbApply  verb = "apply"  // create or update with server-side apply
-	verbDelete verb = "delete" // delete, with a UID precondition
+	verbApply   verb = "apply"   // create or update with server-side apply
+	verbDelete  verb = "delete"  // delete, with a UID precondition
+	verbRelease verb = "release" // drop the parent's ownerReference
 )
 
 // action is one write the applier makes to a child.
 type action struct {
 	verb  verb
 	child *registry.Child
-	// obj is the object to apply, or the live object to delete.
+	// obj is the object to apply, or the live object to delete or release.
 	obj *unstructured.Unstructured
+	// adopt is set when the apply takes over an orphan.
+	adopt bool
 }
 
 func (a action) String() string {
@@ -64,30 +71,38 @@ func plan(ctl *registry.Controller, parent *unstructured.Unstructured, resp *hoo
 	if err := resp.Validate(); err != nil {
 		return nil, err
 	}
+	sel, err := ctl.Selector(parent)
+	if err != nil {
+		return nil, err
+	}
 	owner := ownerRef(ctl, parent)
 	desired := map[childID]bool{}
 	var actions []action
 	for i, d := range resp.Children {
+		name := fmt.Sprintf("children[%d] %s %q", i, hooks.GroupKey(d.GetKind(), d.GetAPIVersion()), d.GetName())
 		child, ok := ctl.Child(d.GetAPIVersion(), d.GetKind())
 		if !ok {
-			return nil, fmt.Errorf("children[%d] %s %q: kind not declared in childResources", i, hooks.GroupKey(d.GetKind(), d.GetAPIVersion()), d.GetName())
+			return nil, fmt.Errorf("%s: kind not declared in childResources", name)
 		}
 		obj, err := desiredObject(ctl, parent, child, d, owner)
 		if err != nil {
-			return nil, fmt.Errorf("children[%d] %s %q: %w", i, hooks.GroupKey(d.GetKind(), d.GetAPIVersion()), d.GetName(), err)
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if !sel.Matches(labels.Set(obj.GetLabels())) {
+			return nil, fmt.Errorf("%s: labels %v do not match the parent's selector %q", name, obj.GetLabels(), sel.String())
 		}
 		id := idOf(child, obj)
 		if desired[id] {
-			return nil, fmt.Errorf("children[%d] %s %q: listed twice", i, hooks.GroupKey(d.GetKind(), d.GetAPIVersion()), objectKey(obj))
+			return nil, fmt.Errorf("%s: listed twice", name)
 		}
 		desired[id] = true
 		cur, exists := live.get(child, obj.GetNamespace(), obj.GetName())
 		if !exists {
-			actions = append(actions, action{verbApply, child, obj})
+			actions = append(actions, action{verb: verbApply, child: child, obj: obj})
 			continue
 		}
 		if ref := metav1.GetControllerOfNoCopy(cur); ref != nil && ref.UID != parent.GetUID() {
-			return nil, fmt.Errorf("children[%d] %s %q: already controlled by %s %s", i, hooks.GroupKey(d.GetKind(), d.GetAPIVersion()), objectKey(obj), ref.Kind, ref.Name)
+			return nil, fmt.Errorf("%s: already controlled by %s %s", name, ref.Kind, ref.Name)
 		}
 		if a, ok := update(child, cur, obj); ok {
 			actions = append(actions, a)
@@ -100,8 +115,12 @@ func plan(ctl *registry.Controller, parent *unstructured.Unstructured, resp *hoo
 			return nil, err
 		}
 		for _, o := range owned {
-			if !desired[idOf(child, o)] && o.GetDeletionTimestamp() == nil {
-				actions = append(actions, action{verbDelete, child, o})
+			switch {
+			case desired[idOf(child, o)] || o.GetDeletionTimestamp() != nil:
+			case !sel.Matches(labels.Set(o.GetLabels())):
+				actions = append(actions, action{verb: verbRelease, child: child, obj: o})
+			default:
+				actions = append(actions, action{verb: verbDelete, child: child, obj: o})
 			}
 		}
 	}
@@ -109,30 +128,34 @@ func plan(ctl *registry.Controller, parent *unstructured.Unstructured, resp *hoo
 }
 
 // update decides what, if anything, brings an existing child to its desired
-// state under the child's update method. Only fields the controller sets
-// count: defaults and fields written by others never cause a write.
+// state under the child's update method. A child differs when the desired
+// object changed since it was last applied (its hash annotation) or when a
+// field the controller sets has another value; defaults and fields written by
+// others never count.
 func update(child *registry.Child, cur, want *unstructured.Unstructured) (action, bool) {
 	// The caller checked that a controller of cur can only be the parent.
-	owned := metav1.GetControllerOfNoCopy(cur) != nil
-	if owned && contains(cur.Object, withoutOwners(want).Object) {
-		return action{}, false
+	if metav1.GetControllerOfNoCopy(cur) == nil {
+		return action{verb: verbApply, child: child, obj: want, adopt: true}, true
 	}
-	switch child.Method {
-	case v1alpha1.ChildUpdateOnDelete:
-		if owned {
+	same := cur.GetAnnotations()[AnnotationAppliedHash] == want.GetAnnotations()[AnnotationAppliedHash] &&
+		contains(cur.Object, withoutOwners(want).Object)
+	switch {
+	case same, child.Method == v1alpha1.ChildUpdateOnDelete:
+		return action{}, false
+	case child.Method == v1alpha1.ChildUpdateRecreate || child.Method == v1alpha1.ChildUpdateRollingRecreate:
+		if cur.GetDeletionTimestamp() != nil {
 			return action{}, false
 		}
-	case v1alpha1.ChildUpdateRecreate, v1alpha1.ChildUpdateRollingRecreate:
-		if owned {
-			if cur.GetDeletionTimestamp() != nil {
-				return action{}, false
-			}
-			return action{verbDelete, child, cur}, true
-		}
+		return action{verb: verbDelete, child: child, obj: cur}, true
 	}
-	// InPlace and RollingInPlace update; every method adopts an orphan.
-	return action{verbApply, child, want}, true
+	// InPlace and RollingInPlace.
+	return action{verb: verbApply, child: child, obj: want}, true
 }
+
+// AnnotationAppliedHash on a child is the hash of the desired object last
+// applied, so a field dropped from the desired object is noticed (and
+// server-side apply removes it).
+const AnnotationAppliedHash = "universalcontroller.dev/applied-hash"
 
 // desiredObject is the object to apply for a desired child: in the parent's
 // namespace, controlled by the parent, without server-owned fields.
@@ -156,6 +179,14 @@ func desiredObject(ctl *registry.Controller, parent *unstructured.Unstructured, 
 		unstructured.RemoveNestedField(obj.Object, "metadata", f)
 	}
 	unstructured.RemoveNestedField(obj.Object, "status")
+	if ctl.Spec.GenerateSelector != nil && *ctl.Spec.GenerateSelector {
+		lbls := obj.GetLabels()
+		if lbls == nil {
+			lbls = map[string]string{}
+		}
+		lbls[registry.LabelControllerUID] = string(parent.GetUID())
+		obj.SetLabels(lbls)
+	}
 	refs := []metav1.OwnerReference{owner}
 	for _, r := range obj.GetOwnerReferences() {
 		if r.UID != owner.UID && (r.Controller == nil || !*r.Controller) {
@@ -163,7 +194,24 @@ func desiredObject(ctl *registry.Controller, parent *unstructured.Unstructured, 
 		}
 	}
 	obj.SetOwnerReferences(refs)
-	return obj, nil
+	return obj, setAppliedHash(obj)
+}
+
+// setAppliedHash stamps obj with the hash of its content.
+func setAppliedHash(obj *unstructured.Unstructured) error {
+	unstructured.RemoveNestedField(obj.Object, "metadata", "annotations", AnnotationAppliedHash)
+	b, err := json.Marshal(obj.Object) // maps marshal with sorted keys
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(b)
+	annotations := obj.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[AnnotationAppliedHash] = hex.EncodeToString(sum[:12])
+	obj.SetAnnotations(annotations)
+	return nil
 }
 
 func ownerRef(ctl *registry.Controller, parent *unstructured.Unstructured) metav1.OwnerReference {

@@ -65,8 +65,10 @@ func (f fakeLive) get(c *registry.Child, ns, name string) (*unstructured.Unstruc
 }
 
 func testController(method v1alpha1.ChildUpdateMethod) *registry.Controller {
+	yes := true
 	return &registry.Controller{
 		Name: "test",
+		Spec: v1alpha1.UniversalControllerSpec{GenerateSelector: &yes},
 		Parent: registry.Resource{
 			GVR:        schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "parents"},
 			GVK:        schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Parent"},
@@ -89,6 +91,7 @@ func object(kind, ns, name string, data map[string]any, owner types.UID) *unstru
 	o.SetName(name)
 	o.SetUID(types.UID("uid-" + name))
 	if owner != "" {
+		o.SetLabels(map[string]string{registry.LabelControllerUID: string(owner)})
 		yes := true
 		o.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "Parent", Name: "p", UID: owner, Controller: &yes}})
 	}
@@ -103,6 +106,16 @@ func TestPlan(t *testing.T) {
 	cm := func(name, v string) *unstructured.Unstructured {
 		return object("ConfigMap", "", name, map[string]any{"k": v}, "")
 	}
+	// applied is cm as the applier applied it earlier.
+	applied := func(name, v string, method v1alpha1.ChildUpdateMethod) *unstructured.Unstructured {
+		ctl := testController(method)
+		o, err := desiredObject(ctl, parent, &ctl.Children[0], cm(name, v), ownerRef(ctl, parent))
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.SetUID(types.UID("uid-" + name))
+		return o
+	}
 	tests := []struct {
 		name    string
 		method  v1alpha1.ChildUpdateMethod
@@ -114,8 +127,34 @@ func TestPlan(t *testing.T) {
 		{name: "create", method: v1alpha1.ChildUpdateInPlace, desired: []*unstructured.Unstructured{cm("a", "1")},
 			want: []string{"apply configmaps ns/a"}},
 		{name: "unchanged child writes nothing", method: v1alpha1.ChildUpdateInPlace,
-			live:    fakeLive{object("ConfigMap", "ns", "a", map[string]any{"k": "1"}, "parent-uid")},
+			live:    fakeLive{applied("a", "1", v1alpha1.ChildUpdateInPlace)},
 			desired: []*unstructured.Unstructured{cm("a", "1")}},
+		{name: "a field dropped from the desired object is an update", method: v1alpha1.ChildUpdateInPlace,
+			live:    fakeLive{applied("a", "1", v1alpha1.ChildUpdateInPlace)},
+			desired: []*unstructured.Unstructured{object("ConfigMap", "", "a", map[string]any{}, "")},
+			want:    []string{"apply configmaps ns/a"}},
+		{name: "a field changed by someone else is put back", method: v1alpha1.ChildUpdateInPlace,
+			live: fakeLive{func() *unstructured.Unstructured {
+				o := applied("a", "1", v1alpha1.ChildUpdateInPlace)
+				o.Object["data"] = map[string]any{"k": "drifted"}
+				return o
+			}()},
+			desired: []*unstructured.Unstructured{cm("a", "1")}, want: []string{"apply configmaps ns/a"}},
+		{name: "defaults and others' fields are no difference", method: v1alpha1.ChildUpdateRecreate,
+			live: fakeLive{func() *unstructured.Unstructured {
+				o := applied("a", "1", v1alpha1.ChildUpdateRecreate)
+				o.Object["data"] = map[string]any{"k": "1", "added-by-someone": "x"}
+				o.Object["immutable"] = false
+				return o
+			}()},
+			desired: []*unstructured.Unstructured{cm("a", "1")}},
+		{name: "owned child that stops matching the selector is released", method: v1alpha1.ChildUpdateInPlace,
+			live: fakeLive{func() *unstructured.Unstructured {
+				o := applied("a", "1", v1alpha1.ChildUpdateInPlace)
+				o.SetLabels(map[string]string{"other": "label"})
+				return o
+			}()},
+			want: []string{"release configmaps ns/a"}},
 		{name: "in place update", method: v1alpha1.ChildUpdateInPlace,
 			live:    fakeLive{object("ConfigMap", "ns", "a", map[string]any{"k": "1"}, "parent-uid")},
 			desired: []*unstructured.Unstructured{cm("a", "2")}, want: []string{"apply configmaps ns/a"}},
@@ -175,6 +214,43 @@ func TestPlan(t *testing.T) {
 						t.Errorf("applied object is not controlled by the parent: %v", a.obj.GetOwnerReferences())
 					}
 				}
+			}
+		})
+	}
+}
+
+func TestPlanWithTheParentsSelector(t *testing.T) {
+	ctl := testController(v1alpha1.ChildUpdateInPlace)
+	ctl.Spec.GenerateSelector = nil
+	parent := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Parent"}}
+	parent.SetNamespace("ns")
+	parent.SetName("p")
+	parent.SetUID("parent-uid")
+	labelled := func(lbls map[string]string) *unstructured.Unstructured {
+		o := object("ConfigMap", "", "a", nil, "")
+		o.SetLabels(lbls)
+		return o
+	}
+	tests := []struct {
+		name     string
+		selector any
+		child    *unstructured.Unstructured
+		err      string
+	}{
+		{"matching labels", map[string]any{"matchLabels": map[string]any{"app": "web"}}, labelled(map[string]string{"app": "web"}), ""},
+		{"labels that do not match", map[string]any{"matchLabels": map[string]any{"app": "web"}}, labelled(map[string]string{"app": "db"}), `do not match the parent's selector "app=web"`},
+		{"no selector", nil, labelled(nil), "no spec.selector"},
+		{"empty selector", map[string]any{}, labelled(nil), "no spec.selector"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := parent.DeepCopy()
+			if tt.selector != nil {
+				p.Object["spec"] = map[string]any{"selector": tt.selector}
+			}
+			_, err := plan(ctl, p, &hooks.SyncResponse{Children: []*unstructured.Unstructured{tt.child}}, fakeLive{})
+			if (err == nil) != (tt.err == "") || (err != nil && !strings.Contains(err.Error(), tt.err)) {
+				t.Fatalf("err = %v, want %q", err, tt.err)
 			}
 		})
 	}

@@ -8,16 +8,13 @@ package watcher
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/event"
-	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -26,13 +23,7 @@ import (
 
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/schemas/bus"
-	"universalcontroller.dev/uc/schemas/hooks"
 )
-
-// Publisher publishes a message to JetStream; jetstream.JetStream is one.
-type Publisher interface {
-	PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
-}
 
 // Options tune a Watcher.
 type Options struct {
@@ -57,7 +48,7 @@ func (k parentKey) String() string {
 // Watcher publishes hook requests for the parents of registered controllers.
 type Watcher struct {
 	reg   *registry.Registry
-	pub   Publisher
+	js    jetstream.JetStream
 	opts  Options
 	log   *slog.Logger
 	queue workqueue.TypedRateLimitingInterface[parentKey]
@@ -72,8 +63,8 @@ type handler struct {
 	reg      cache.ResourceEventHandlerRegistration
 }
 
-// New makes a watcher over the registry's controllers.
-func New(reg *registry.Registry, pub Publisher, opts Options, log *slog.Logger) *Watcher {
+// New makes a watcher over the registry's controllers, publishing to js.
+func New(reg *registry.Registry, js jetstream.JetStream, opts Options, log *slog.Logger) *Watcher {
 	if opts.Partitions <= 0 {
 		opts.Partitions = bus.DefaultPartitions
 	}
@@ -82,7 +73,7 @@ func New(reg *registry.Registry, pub Publisher, opts Options, log *slog.Logger) 
 	}
 	w := &Watcher{
 		reg:  reg,
-		pub:  pub,
+		js:   js,
 		opts: opts,
 		log:  log.With("component", "watcher"),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[parentKey](),
@@ -93,9 +84,15 @@ func New(reg *registry.Registry, pub Publisher, opts Options, log *slog.Logger) 
 	return w
 }
 
-// Run syncs parents until ctx ends.
-func (w *Watcher) Run(ctx context.Context) {
+// Run syncs parents until ctx ends. It also serves resync requests: a
+// reply's resyncAfterSeconds syncs its parent once more after that delay.
+func (w *Watcher) Run(ctx context.Context) error {
 	defer w.queue.ShutDown()
+	sub, err := w.js.Conn().Subscribe(bus.AllResyncs(), w.onResync)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
 	for range w.opts.Workers {
 		go func() {
 			for w.processNext(ctx) {
@@ -103,6 +100,20 @@ func (w *Watcher) Run(ctx context.Context) {
 		}()
 	}
 	<-ctx.Done()
+	return nil
+}
+
+func (w *Watcher) onResync(msg *nats.Msg) {
+	var r bus.Resync
+	if err := json.Unmarshal(msg.Data, &r); err != nil {
+		w.log.Error("bad resync request", "subject", msg.Subject, "err", err)
+		return
+	}
+	controller, ok := bus.ControllerOf(msg.Subject)
+	if !ok {
+		return
+	}
+	w.queue.AddAfter(parentKey{controller, r.Namespace, r.Name}, time.Duration(r.AfterSeconds*float64(time.Second)))
 }
 
 func (w *Watcher) processNext(ctx context.Context) bool {
@@ -134,9 +145,9 @@ func (w *Watcher) onController(old, cur *registry.Controller) {
 	if cur == nil {
 		return
 	}
-	add := func(res registry.Resource, fn func(obj any)) {
+	add := func(res registry.Resource, h cache.ResourceEventHandler) {
 		inf := w.reg.Informer(res.GVR)
-		reg, err := inf.AddEventHandler(changeHandler(fn))
+		reg, err := inf.AddEventHandler(h)
 		if err != nil {
 			w.log.Error("watch", "controller", cur.Name, "resource", res.GVR.String(), "err", err)
 			return
@@ -144,20 +155,23 @@ func (w *Watcher) onController(old, cur *registry.Controller) {
 		w.handlers[cur.Name] = append(w.handlers[cur.Name], handler{inf, reg})
 	}
 	name := cur.Name
-	add(cur.Parent, func(obj any) { w.enqueueParent(name, obj) })
+	skip := changedRV
+	if cur.Spec.ParentResource.IgnoreStatusChanges != nil && *cur.Spec.ParentResource.IgnoreStatusChanges {
+		skip = changedMoreThanStatus
+	}
+	add(cur.Parent, changeHandler(func(obj any) { w.enqueueParent(name, obj) }, skip))
 	for _, child := range cur.Children {
-		add(child.Resource, func(obj any) { w.enqueueOwner(name, obj) })
+		add(child.Resource, changeHandler(func(obj any) { w.enqueueOwner(name, obj) }, changedRV))
 	}
 }
 
-// changeHandler calls fn for every add, delete and real update (one that
-// changed the resourceVersion).
-func changeHandler(fn func(obj any)) cache.ResourceEventHandler {
+// changeHandler calls fn for every add, every delete, and every update that
+// changed says is one.
+func changeHandler(fn func(obj any), changed func(o, n *unstructured.Unstructured) bool) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: fn,
 		UpdateFunc: func(oldObj, newObj any) {
-			o, n := oldObj.(*unstructured.Unstructured), newObj.(*unstructured.Unstructured)
-			if o.GetResourceVersion() != n.GetResourceVersion() {
+			if changed(oldObj.(*unstructured.Unstructured), newObj.(*unstructured.Unstructured)) {
 				fn(newObj)
 			}
 		},
@@ -168,6 +182,20 @@ func changeHandler(fn func(obj any)) cache.ResourceEventHandler {
 			fn(obj)
 		},
 	}
+}
+
+// changedRV is true for a real update (not an informer resync).
+func changedRV(o, n *unstructured.Unstructured) bool {
+	return o.GetResourceVersion() != n.GetResourceVersion()
+}
+
+// changedMoreThanStatus is true unless only the status (or nothing) changed.
+func changedMoreThanStatus(o, n *unstructured.Unstructured) bool {
+	return o.GetGeneration() != n.GetGeneration() ||
+		!equality.Semantic.DeepEqual(o.GetLabels(), n.GetLabels()) ||
+		!equality.Semantic.DeepEqual(o.GetAnnotations(), n.GetAnnotations()) ||
+		!equality.Semantic.DeepEqual(o.GetFinalizers(), n.GetFinalizers()) ||
+		!equality.Semantic.DeepEqual(o.GetDeletionTimestamp(), n.GetDeletionTimestamp())
 }
 
 func (w *Watcher) enqueueParent(controller string, obj any) {
@@ -203,146 +231,10 @@ func (w *Watcher) enqueueOwner(controller string, obj any) {
 	}
 	for _, p := range parents {
 		parent := p.(*unstructured.Unstructured)
-		if sel, err := selectorOf(parent); err == nil && sel != nil && sel.Matches(labels.Set(u.GetLabels())) {
+		if sel, err := ctl.Selector(parent); err == nil && sel.Matches(labels.Set(u.GetLabels())) {
 			w.queue.Add(parentKey{controller, ns, parent.GetName()})
 		}
 	}
-}
-
-// selectorOf is the parent's spec.selector, or nil when it has none.
-func selectorOf(parent *unstructured.Unstructured) (labels.Selector, error) {
-	raw, found, err := unstructured.NestedMap(parent.Object, "spec", "selector")
-	if err != nil || !found {
-		return nil, err
-	}
-	var ls metav1.LabelSelector
-	b, err := json.Marshal(raw)
-	if err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(b, &ls); err != nil {
-		return nil, fmt.Errorf("spec.selector: %w", err)
-	}
-	sel, err := metav1.LabelSelectorAsSelector(&ls)
-	if err != nil || sel.Empty() {
-		return nil, err
-	}
-	return sel, nil
-}
-
-// sync publishes the hook request of one parent with its current observed
-// state. It is idempotent: syncing twice publishes the same state twice, and
-// the request stream keeps only the latest request per parent.
-func (w *Watcher) sync(ctx context.Context, key parentKey) error {
-	ctl, ok := w.reg.Get(key.Controller)
-	if !ok {
-		return nil
-	}
-	obj, err := w.reg.Lister(ctl.Parent.GVR).ByNamespace(key.Namespace).Get(key.Name)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	parent := obj.(*unstructured.Unstructured)
-	if !ctl.ParentSelector.Matches(labels.Set(parent.GetLabels())) {
-		return nil
-	}
-	hook := hooks.Sync
-	if parent.GetDeletionTimestamp() != nil {
-		if ctl.Spec.Hooks.Finalize == nil {
-			return nil
-		}
-		hook = hooks.Finalize
-	}
-	children, err := w.children(ctl, parent, ctl.HookVersion(hook))
-	if err != nil {
-		return err
-	}
-	req := &hooks.SyncRequest{
-		Controller: ctl.Object,
-		Parent:     parent,
-		Children:   children,
-		Related:    hooks.GroupedObjects{},
-		Finalizing: hook == hooks.Finalize,
-	}
-	if err := w.publish(ctx, ctl, parent, hook, req); err != nil {
-		return err
-	}
-	if rs := ctl.Spec.ResyncPeriodSeconds; rs != nil && *rs > 0 {
-		w.queue.AddAfter(key, time.Duration(*rs)*time.Second)
-	}
-	return nil
-}
-
-// children gathers the parent's observed children: those it controls, and
-// orphans its spec.selector would adopt. Every declared kind has an entry.
-func (w *Watcher) children(ctl *registry.Controller, parent *unstructured.Unstructured, version string) (hooks.GroupedObjects, error) {
-	sel, err := selectorOf(parent)
-	if err != nil {
-		return nil, err
-	}
-	out := hooks.GroupedObjects{}
-	for _, child := range ctl.Children {
-		out[hooks.GroupKey(child.GVK.Kind, child.APIVersion())] = hooks.ObjectMap{}
-		owned, err := w.reg.Owned(child.GVR, parent.GetUID())
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range owned {
-			out.Insert(hooks.ObjectKey(version, ctl.Parent.Namespaced, o), o)
-		}
-		if sel == nil {
-			continue
-		}
-		candidates, err := w.reg.Lister(child.GVR).ByNamespace(parent.GetNamespace()).List(sel)
-		if err != nil {
-			return nil, err
-		}
-		for _, c := range candidates {
-			if o := c.(*unstructured.Unstructured); metav1.GetControllerOfNoCopy(o) == nil && o.GetDeletionTimestamp() == nil {
-				out.Insert(hooks.ObjectKey(version, ctl.Parent.Namespaced, o), o)
-			}
-		}
-	}
-	return out, nil
-}
-
-func (w *Watcher) publish(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, hook string, req any) error {
-	meta := bus.Meta{
-		Address: bus.Address{
-			Controller: ctl.Name,
-			Hook:       hook,
-			Partition:  bus.Partition(parent.GetUID(), w.opts.Partitions),
-			ParentUID:  parent.GetUID(),
-		},
-		Namespace:       parent.GetNamespace(),
-		Name:            parent.GetName(),
-		Generation:      parent.GetGeneration(),
-		ResourceVersion: parent.GetResourceVersion(),
-		Observation:     w.clock.next(),
-	}
-	e := event.New()
-	e.SetID(uuid.NewString())
-	e.SetType(bus.RequestType(hook))
-	e.SetSource("/universalcontroller/" + ctl.Name)
-	e.SetSubject(meta.Key())
-	e.SetTime(time.Now())
-	meta.SetOn(&e)
-	bus.SetTraceParent(&e, bus.NewTraceParent())
-	if err := e.SetData(event.ApplicationJSON, req); err != nil {
-		return fmt.Errorf("encode %s request: %w", hook, err)
-	}
-	msg, err := bus.ToMsg(ctx, meta.RequestSubject(), &e)
-	if err != nil {
-		return err
-	}
-	if _, err := w.pub.PublishMsg(ctx, msg, jetstream.WithMsgID(e.ID())); err != nil {
-		return fmt.Errorf("publish %s request: %w", hook, err)
-	}
-	w.log.Debug("published", "controller", ctl.Name, "parent", meta.Key(), "hook", hook, "observation", meta.Observation)
-	return nil
 }
 
 // observationClock hands out strictly increasing observation stamps: the

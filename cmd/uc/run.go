@@ -62,7 +62,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	if cfg.roles.watcher {
 		w := watcher.New(reg, js, watcher.Options{Partitions: cfg.partitions, Workers: cfg.watcherWorkers}, log)
-		runners = append(runners, func(ctx context.Context) error { w.Run(ctx); return nil })
+		runners = append(runners, w.Run)
 	}
 	if cfg.roles.applier {
 		broadcaster := record.NewBroadcaster(record.WithContext(ctx))

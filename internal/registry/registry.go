@@ -8,6 +8,7 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -331,3 +332,45 @@ func (r *Registry) startInformers(ctx context.Context, c *Controller) error {
 	}
 	return nil
 }
+
+// LabelControllerUID labels the children of parents of controllers with
+// generateSelector: true; their selector is controller-uid=<parent UID>.
+const LabelControllerUID = "controller-uid"
+
+// ErrNoSelector is returned for a parent with neither a spec.selector nor a
+// controller that generates one.
+var ErrNoSelector = errors.New("the parent has no spec.selector (set one, or generateSelector: true on the UniversalController)")
+
+// Selector is the label selector that claims a parent's children: the
+// generated controller-uid=<UID> with generateSelector, else the parent's
+// spec.selector, which must not be empty.
+func (c *Controller) Selector(parent *unstructured.Unstructured) (labels.Selector, error) {
+	if c.Spec.GenerateSelector != nil && *c.Spec.GenerateSelector {
+		return labels.SelectorFromSet(labels.Set{LabelControllerUID: string(parent.GetUID())}), nil
+	}
+	raw, found, err := unstructured.NestedFieldNoCopy(parent.Object, "spec", "selector")
+	if err != nil || !found || raw == nil {
+		return nil, ErrNoSelector
+	}
+	var ls metav1.LabelSelector
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(asMap(raw), &ls); err != nil {
+		return nil, fmt.Errorf("spec.selector: %w", err)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(&ls)
+	if err != nil {
+		return nil, fmt.Errorf("spec.selector: %w", err)
+	}
+	if sel.Empty() {
+		return nil, ErrNoSelector
+	}
+	return sel, nil
+}
+
+func asMap(v any) map[string]any {
+	m, _ := v.(map[string]any)
+	return m
+}
+
+// Finalizer is the finalizer uc puts on parents of a controller that has a
+// finalize hook.
+func (c *Controller) Finalizer() string { return "universalcontroller.dev/" + c.Name }

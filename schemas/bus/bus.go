@@ -101,3 +101,31 @@ func SameMessage(a, b jetstream.Msg) bool {
 	mb, errB := b.Metadata()
 	return errA == nil && errB == nil && ma.Sequence.Stream == mb.Sequence.Stream
 }
+
+// ResyncPrefix is the prefix of resync requests: core NATS messages (not
+// JetStream: a restarted watcher resyncs every parent anyway) asking the
+// watcher to sync one parent again after a delay.
+const ResyncPrefix = "uc.resync"
+
+// ResyncSubject is where the applier asks for one more sync of the parent.
+func (a Address) ResyncSubject() string { return a.subject(ResyncPrefix) }
+
+// AllResyncs is the filter subject of every resync request.
+func AllResyncs() string { return ResyncPrefix + ".>" }
+
+// Resync is the body of a resync request.
+type Resync struct {
+	Namespace    string  `json:"namespace,omitempty"`
+	Name         string  `json:"name"`
+	AfterSeconds float64 `json:"afterSeconds"`
+}
+
+// ControllerOf returns the controller token of a uc subject, with its dots
+// restored.
+func ControllerOf(subject string) (string, bool) {
+	parts := strings.SplitN(subject, ".", 4)
+	if len(parts) < 4 {
+		return "", false
+	}
+	return strings.ReplaceAll(parts[2], "_", "."), true
+}

@@ -108,8 +108,12 @@ type Failure struct {
 }
 
 // Validate checks what can be checked of a sync reply without the cluster:
-// every child has an apiVersion, a kind and a name.
+// resyncAfterSeconds is not negative, and every child has an apiVersion, a
+// kind and a name.
 func (r *SyncResponse) Validate() error {
+	if r.ResyncAfterSeconds < 0 {
+		return fmt.Errorf("resyncAfterSeconds is negative (%g)", r.ResyncAfterSeconds)
+	}
 	for i, c := range r.Children {
 		switch {
 		case c == nil:

@@ -1,0 +1,82 @@
+package applier
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/nats-io/nats.go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/schemas/bus"
+)
+
+// confirmParent reads the parent from the apiserver, not the cache, and
+// fails unless it is the same object and is not being deleted.
+func (a *Applier) confirmParent(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured) error {
+	live, err := a.dyn.Resource(ctl.Parent.GVR).Namespace(parent.GetNamespace()).Get(ctx, parent.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("confirm parent before adopting: %w", err)
+	}
+	if live.GetUID() != parent.GetUID() || live.GetDeletionTimestamp() != nil {
+		return fmt.Errorf("parent %s was replaced or is being deleted: not adopting", parent.GetName())
+	}
+	return nil
+}
+
+// releasePatch removes the parent's ownerReference from a child, provided it
+// is still there at the same place (a JSON patch test).
+func releasePatch(child *unstructured.Unstructured, ctl *registry.Controller) []byte {
+	ref := metav1.GetControllerOfNoCopy(child)
+	i := slices.IndexFunc(child.GetOwnerReferences(), func(r metav1.OwnerReference) bool { return r.UID == ref.UID })
+	path := fmt.Sprintf("/metadata/ownerReferences/%d", i)
+	b, _ := json.Marshal([]map[string]any{
+		{"op": "test", "path": path + "/uid", "value": ref.UID},
+		{"op": "remove", "path": path},
+	})
+	return b
+}
+
+// setFinalizer puts the controller's finalizer on the parent, or takes it
+// off. A finalizer cannot be added to a parent being deleted. It uses
+// server-side apply with a field manager of its own, so other finalizers are
+// left alone and dropping it from the applied configuration removes it.
+func (a *Applier) setFinalizer(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, want bool) error {
+	has := slices.Contains(parent.GetFinalizers(), ctl.Finalizer())
+	if want == has || want && parent.GetDeletionTimestamp() != nil {
+		return nil
+	}
+	finalizers := []any{}
+	if want {
+		finalizers = append(finalizers, ctl.Finalizer())
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": parent.GetAPIVersion(),
+		"kind":       parent.GetKind(),
+		"metadata": map[string]any{
+			"name":       parent.GetName(),
+			"namespace":  parent.GetNamespace(),
+			"uid":        string(parent.GetUID()),
+			"finalizers": finalizers,
+		},
+	}}
+	_, err := a.dyn.Resource(ctl.Parent.GVR).Namespace(parent.GetNamespace()).
+		Apply(ctx, parent.GetName(), obj, metav1.ApplyOptions{FieldManager: FieldManager(ctl.Name) + "/finalizer", Force: true})
+	if err != nil {
+		return fmt.Errorf("set finalizer: %w", err)
+	}
+	return nil
+}
+
+// resyncAfter asks the watcher to sync the parent again after a delay. It is
+// a core NATS message: if it is lost, a restarted watcher syncs every parent
+// anyway.
+func (a *Applier) resyncAfter(m bus.Meta, seconds float64) {
+	b, _ := json.Marshal(bus.Resync{Namespace: m.Namespace, Name: m.Name, AfterSeconds: seconds})
+	if err := a.js.Conn().PublishMsg(&nats.Msg{Subject: m.ResyncSubject(), Data: b}); err != nil {
+		a.log.Warn("ask for a resync", "controller", m.Controller, "parent", m.Key(), "err", err)
+	}
+}

@@ -1,0 +1,155 @@
+package watcher
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/schemas/bus"
+	"universalcontroller.dev/uc/schemas/hooks"
+)
+
+// sync publishes the hook request of one parent with its current observed
+// state. It is idempotent: syncing twice publishes the same state twice, and
+// the request stream keeps only the latest request per parent.
+func (w *Watcher) sync(ctx context.Context, key parentKey) error {
+	ctl, ok := w.reg.Get(key.Controller)
+	if !ok {
+		return nil
+	}
+	obj, err := w.reg.Lister(ctl.Parent.GVR).ByNamespace(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	parent := obj.(*unstructured.Unstructured)
+	if !ctl.ParentSelector.Matches(labels.Set(parent.GetLabels())) {
+		return nil
+	}
+	hook := hooks.Sync
+	if parent.GetDeletionTimestamp() != nil {
+		if ctl.Spec.Hooks.Finalize == nil || !slices.Contains(parent.GetFinalizers(), ctl.Finalizer()) {
+			return nil
+		}
+		hook = hooks.Finalize
+	}
+	meta := w.meta(ctl, parent, hook)
+	sel, err := ctl.Selector(parent)
+	if err != nil {
+		// Nothing to ask the hook: report the problem on the parent.
+		return w.publish(ctx, meta, bus.FailureType(hook), meta.ReplySubject(),
+			hooks.Failure{Reason: "InvalidSelector", Message: err.Error()})
+	}
+	claimed, err := w.claim(ctl, parent, sel)
+	if err != nil {
+		return err
+	}
+	req := newSyncRequest(ctl, parent, claimed, ctl.HookVersion(hook), hook == hooks.Finalize)
+	if err := w.publish(ctx, meta, bus.RequestType(hook), meta.RequestSubject(), req); err != nil {
+		return err
+	}
+	if rs := ctl.Spec.ResyncPeriodSeconds; rs != nil && *rs > 0 {
+		w.queue.AddAfter(key, time.Duration(*rs)*time.Second)
+	}
+	return nil
+}
+
+// claim returns, per declared child resource, the parent's children: those
+// it controls that match its selector, and orphans the selector would adopt.
+// (Controlled children that stop matching are released by the applier.)
+func (w *Watcher) claim(ctl *registry.Controller, parent *unstructured.Unstructured, sel labels.Selector) ([][]*unstructured.Unstructured, error) {
+	claimed := make([][]*unstructured.Unstructured, len(ctl.Children))
+	for i, child := range ctl.Children {
+		owned, err := w.reg.Owned(child.GVR, parent.GetUID())
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range owned {
+			if sel.Matches(labels.Set(o.GetLabels())) {
+				claimed[i] = append(claimed[i], o)
+			}
+		}
+		candidates, err := w.reg.Lister(child.GVR).ByNamespace(parent.GetNamespace()).List(sel)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range candidates {
+			if o := c.(*unstructured.Unstructured); metav1.GetControllerOfNoCopy(o) == nil && o.GetDeletionTimestamp() == nil {
+				claimed[i] = append(claimed[i], o)
+			}
+		}
+	}
+	return claimed, nil
+}
+
+// newSyncRequest builds a sync or finalize request: every declared child
+// kind has an entry, its objects keyed as the hook version asks.
+func newSyncRequest(ctl *registry.Controller, parent *unstructured.Unstructured, claimed [][]*unstructured.Unstructured, version string, finalizing bool) *hooks.SyncRequest {
+	children := hooks.GroupedObjects{}
+	for i, child := range ctl.Children {
+		children[hooks.GroupKey(child.GVK.Kind, child.APIVersion())] = hooks.ObjectMap{}
+		for _, o := range claimed[i] {
+			children.Insert(hooks.ObjectKey(version, ctl.Parent.Namespaced, o), o)
+		}
+	}
+	return &hooks.SyncRequest{
+		Controller: ctl.Object,
+		Parent:     parent,
+		Children:   children,
+		Related:    hooks.GroupedObjects{},
+		Finalizing: finalizing,
+	}
+}
+
+// meta is what the events of one hook call say about the parent.
+func (w *Watcher) meta(ctl *registry.Controller, parent *unstructured.Unstructured, hook string) bus.Meta {
+	return bus.Meta{
+		Address: bus.Address{
+			Controller: ctl.Name,
+			Hook:       hook,
+			Partition:  bus.Partition(parent.GetUID(), w.opts.Partitions),
+			ParentUID:  parent.GetUID(),
+		},
+		Namespace:       parent.GetNamespace(),
+		Name:            parent.GetName(),
+		Generation:      parent.GetGeneration(),
+		ResourceVersion: parent.GetResourceVersion(),
+		Observation:     w.clock.next(),
+	}
+}
+
+// publish sends one CloudEvent about a parent to JetStream.
+func (w *Watcher) publish(ctx context.Context, meta bus.Meta, typ, subject string, data any) error {
+	e := event.New()
+	e.SetID(uuid.NewString())
+	e.SetType(typ)
+	e.SetSource("/universalcontroller/" + meta.Controller)
+	e.SetSubject(meta.Key())
+	e.SetTime(time.Now())
+	meta.SetOn(&e)
+	bus.SetTraceParent(&e, bus.NewTraceParent())
+	if err := e.SetData(event.ApplicationJSON, data); err != nil {
+		return fmt.Errorf("encode %s: %w", typ, err)
+	}
+	msg, err := bus.ToMsg(ctx, subject, &e)
+	if err != nil {
+		return err
+	}
+	if _, err := w.js.PublishMsg(ctx, msg, jetstream.WithMsgID(e.ID())); err != nil {
+		return fmt.Errorf("publish %s for %s: %w", typ, meta.Key(), err)
+	}
+	w.log.Debug("published", "controller", meta.Controller, "parent", meta.Key(), "type", typ, "observation", meta.Observation)
+	return nil
+}
