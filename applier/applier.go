@@ -91,12 +91,12 @@ func (a *Applier) Run(ctx context.Context) error {
 		return err
 	}
 	cons, err := a.js.CreateOrUpdateConsumer(ctx, bus.ReplyStream, jetstream.ConsumerConfig{
-		Durable:       bus.ApplierConsumer,
-		Description:   "appliers",
-		FilterSubject: bus.AllReplies(),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       time.Minute,
-		MaxAckPending: 20000,
+		Durable:        bus.ApplierConsumer,
+		Description:    "appliers",
+		FilterSubjects: []string{bus.HookReplies(hooks.Sync), bus.HookReplies(hooks.Finalize)},
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        time.Minute,
+		MaxAckPending:  20000,
 	})
 	if err != nil {
 		return fmt.Errorf("applier consumer: %w", err)
@@ -248,14 +248,13 @@ func (a *Applier) apply(ctx context.Context, r *reply) error {
 // parent returns the parent the reply is for, or nil when it is gone or was
 // replaced by another object of the same name.
 func (a *Applier) parent(ctl *registry.Controller, m bus.Meta) (*unstructured.Unstructured, error) {
-	obj, err := a.reg.Lister(ctl.Parent.GVR).ByNamespace(m.Namespace).Get(m.Name)
+	p, err := a.reg.Object(ctl.Parent.GVR, m.Namespace, m.Name)
 	if apierrors.IsNotFound(err) {
 		return nil, a.fence.forget(context.Background(), m.ParentUID)
 	}
 	if err != nil {
 		return nil, err
 	}
-	p := obj.(*unstructured.Unstructured)
 	if p.GetUID() != m.ParentUID {
 		return nil, nil
 	}
@@ -378,9 +377,6 @@ func (c cacheLookup) owned(ch *registry.Child, owner types.UID) ([]*unstructured
 }
 
 func (c cacheLookup) get(ch *registry.Child, namespace, name string) (*unstructured.Unstructured, bool) {
-	obj, err := c.reg.Lister(ch.GVR).ByNamespace(namespace).Get(name)
-	if err != nil {
-		return nil, false
-	}
-	return obj.(*unstructured.Unstructured), true
+	obj, err := c.reg.Object(ch.GVR, namespace, name)
+	return obj, err == nil
 }

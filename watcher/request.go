@@ -27,14 +27,13 @@ func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 	if !ok {
 		return nil
 	}
-	obj, err := w.reg.Lister(ctl.Parent.GVR).ByNamespace(key.Namespace).Get(key.Name)
+	parent, err := w.reg.Object(ctl.Parent.GVR, key.Namespace, key.Name)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	parent := obj.(*unstructured.Unstructured)
 	if !ctl.ParentSelector.Matches(labels.Set(parent.GetLabels())) {
 		return nil
 	}
@@ -56,7 +55,12 @@ func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 	if err != nil {
 		return err
 	}
-	req := newSyncRequest(ctl, parent, claimed, ctl.HookVersion(hook), hook == hooks.Finalize)
+	version := ctl.HookVersion(hook)
+	related, ok, err := w.related(ctx, ctl, parent, version)
+	if err != nil || !ok {
+		return err // without a customize reply yet, the sync follows it
+	}
+	req := newSyncRequest(ctl, parent, claimed, related, version, hook == hooks.Finalize)
 	if err := w.publish(ctx, meta, bus.RequestType(hook), meta.RequestSubject(), req); err != nil {
 		return err
 	}
@@ -96,7 +100,7 @@ func (w *Watcher) claim(ctl *registry.Controller, parent *unstructured.Unstructu
 
 // newSyncRequest builds a sync or finalize request: every declared child
 // kind has an entry, its objects keyed as the hook version asks.
-func newSyncRequest(ctl *registry.Controller, parent *unstructured.Unstructured, claimed [][]*unstructured.Unstructured, version string, finalizing bool) *hooks.SyncRequest {
+func newSyncRequest(ctl *registry.Controller, parent *unstructured.Unstructured, claimed [][]*unstructured.Unstructured, related hooks.GroupedObjects, version string, finalizing bool) *hooks.SyncRequest {
 	children := hooks.GroupedObjects{}
 	for i, child := range ctl.Children {
 		children[hooks.GroupKey(child.GVK.Kind, child.APIVersion())] = hooks.ObjectMap{}
@@ -108,7 +112,7 @@ func newSyncRequest(ctl *registry.Controller, parent *unstructured.Unstructured,
 		Controller: ctl.Object,
 		Parent:     parent,
 		Children:   children,
-		Related:    hooks.GroupedObjects{},
+		Related:    related,
 		Finalizing: finalizing,
 	}
 }

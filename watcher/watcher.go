@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
@@ -47,12 +48,13 @@ func (k parentKey) String() string {
 
 // Watcher publishes hook requests for the parents of registered controllers.
 type Watcher struct {
-	reg   *registry.Registry
-	js    jetstream.JetStream
-	opts  Options
-	log   *slog.Logger
-	queue workqueue.TypedRateLimitingInterface[parentKey]
-	clock observationClock
+	reg       *registry.Registry
+	js        jetstream.JetStream
+	opts      Options
+	log       *slog.Logger
+	queue     workqueue.TypedRateLimitingInterface[parentKey]
+	clock     observationClock
+	customize customizeCache
 
 	mu       sync.Mutex
 	handlers map[string][]handler // by controller name
@@ -61,6 +63,7 @@ type Watcher struct {
 type handler struct {
 	informer cache.SharedIndexInformer
 	reg      cache.ResourceEventHandlerRegistration
+	related  bool // follows a related resource
 }
 
 // New makes a watcher over the registry's controllers, publishing to js.
@@ -78,7 +81,8 @@ func New(reg *registry.Registry, js jetstream.JetStream, opts Options, log *slog
 		log:  log.With("component", "watcher"),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[parentKey](),
 			workqueue.TypedRateLimitingQueueConfig[parentKey]{Name: "parents"}),
-		handlers: map[string][]handler{},
+		handlers:  map[string][]handler{},
+		customize: customizeCache{parents: map[types.UID]*customized{}},
 	}
 	reg.Subscribe(w.onController)
 	return w
@@ -93,6 +97,11 @@ func (w *Watcher) Run(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	cc, err := w.consumeCustomizeReplies(ctx)
+	if err != nil {
+		return err
+	}
+	defer cc.Stop()
 	for range w.opts.Workers {
 		go func() {
 			for w.processNext(ctx) {
@@ -152,7 +161,7 @@ func (w *Watcher) onController(old, cur *registry.Controller) {
 			w.log.Error("watch", "controller", cur.Name, "resource", res.GVR.String(), "err", err)
 			return
 		}
-		w.handlers[cur.Name] = append(w.handlers[cur.Name], handler{inf, reg})
+		w.handlers[cur.Name] = append(w.handlers[cur.Name], handler{informer: inf, reg: reg})
 	}
 	name := cur.Name
 	skip := changedRV

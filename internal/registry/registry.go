@@ -238,7 +238,7 @@ func (r *Registry) resolve(u *unstructured.Unstructured) (*Controller, error) {
 	}
 	c := &Controller{Name: uc.Name, Generation: uc.Generation, Spec: uc.Spec, Object: u, ParentSelector: labels.Everything()}
 	var err error
-	if c.Parent, err = r.resource(uc.Spec.ParentResource.ResourceRule); err != nil {
+	if c.Parent, err = r.Resolve(uc.Spec.ParentResource.ResourceRule); err != nil {
 		return nil, fmt.Errorf("parent resource: %w", err)
 	}
 	if sel := uc.Spec.ParentResource.LabelSelector; sel != nil {
@@ -247,7 +247,7 @@ func (r *Registry) resolve(u *unstructured.Unstructured) (*Controller, error) {
 		}
 	}
 	for _, cr := range uc.Spec.ChildResources {
-		res, err := r.resource(cr.ResourceRule)
+		res, err := r.Resolve(cr.ResourceRule)
 		if err != nil {
 			return nil, fmt.Errorf("child resource: %w", err)
 		}
@@ -260,10 +260,10 @@ func (r *Registry) resolve(u *unstructured.Unstructured) (*Controller, error) {
 	return c, nil
 }
 
-// resource resolves an apiVersion and plural resource name through
+// Resolve resolves an apiVersion and plural resource name through
 // discovery, refreshing it once when the resource is not known yet (its CRD
 // may be new).
-func (r *Registry) resource(rule v1alpha1.ResourceRule) (Resource, error) {
+func (r *Registry) Resolve(rule v1alpha1.ResourceRule) (Resource, error) {
 	gv, err := schema.ParseGroupVersion(rule.APIVersion)
 	if err != nil {
 		return Resource{}, fmt.Errorf("apiVersion %q: %w", rule.APIVersion, err)
@@ -282,6 +282,22 @@ func (r *Registry) resource(rule v1alpha1.ResourceRule) (Resource, error) {
 		return Resource{}, fmt.Errorf("resolve %s: %w", gvk, err)
 	}
 	return Resource{GVR: gvr, GVK: gvk, Namespaced: mapping.Scope.Name() == meta.RESTScopeNameNamespace}, nil
+}
+
+// Watch starts the shared informer of a resource, if it is not running, and
+// waits until its cache is filled.
+func (r *Registry) Watch(ctx context.Context, gvr schema.GroupVersionResource) error {
+	inf := r.Informer(gvr)
+	if inf.HasSynced() {
+		return nil
+	}
+	r.factory.Start(r.stop)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return fmt.Errorf("watch %s: informer did not sync", gvr)
+	}
+	return nil
 }
 
 // ownerIndex indexes child objects by the UID of their controller owner.
@@ -374,3 +390,20 @@ func asMap(v any) map[string]any {
 // Finalizer is the finalizer uc puts on parents of a controller that has a
 // finalize hook.
 func (c *Controller) Finalizer() string { return "universalcontroller.dev/" + c.Name }
+
+// Object returns an object from the shared cache of its resource; namespace
+// is "" for a cluster-scoped object.
+func (r *Registry) Object(gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error) {
+	lister := r.Lister(gvr)
+	var obj runtime.Object
+	var err error
+	if namespace == "" {
+		obj, err = lister.Get(name)
+	} else {
+		obj, err = lister.ByNamespace(namespace).Get(name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*unstructured.Unstructured), nil
+}

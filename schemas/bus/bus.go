@@ -83,8 +83,9 @@ func HookRequests(controller, hook string) string {
 	return fmt.Sprintf("%s.%s.%s.>", RequestPrefix, Token(controller), hook)
 }
 
-// AllReplies is the filter subject of every reply.
-func AllReplies() string { return ReplyPrefix + ".>" }
+// HookReplies is the filter subject of the replies of one hook, of every
+// controller.
+func HookReplies(hook string) string { return ReplyPrefix + ".*." + hook + ".>" }
 
 // HookConsumer is the durable consumer shared by every worker serving one
 // controller's hook.
@@ -92,8 +93,12 @@ func HookConsumer(controller, hook string) string {
 	return "hook_" + Token(controller) + "_" + hook
 }
 
-// ApplierConsumer is the durable consumer of the appliers.
-const ApplierConsumer = "applier"
+// Durable consumers of uc's own roles on the reply stream: the appliers take
+// sync and finalize replies, the watcher customize replies.
+const (
+	ApplierConsumer = "applier"
+	WatcherConsumer = "watcher"
+)
 
 // SameMessage tells a redelivery of a message from another message.
 func SameMessage(a, b jetstream.Msg) bool {

@@ -7,6 +7,7 @@ package hooks
 import (
 	"fmt"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -86,13 +87,29 @@ type CustomizeResponse struct {
 }
 
 // RelatedResourceRule selects related objects by label selector, or by
-// namespace and names.
+// namespace and names; in hook version v2 also by namespace selector.
 type RelatedResourceRule struct {
-	APIVersion    string         `json:"apiVersion"`
-	Resource      string         `json:"resource"`
-	LabelSelector map[string]any `json:"labelSelector,omitempty"`
-	Namespace     string         `json:"namespace,omitempty"`
-	Names         []string       `json:"names,omitempty"`
+	APIVersion    string                `json:"apiVersion"`
+	Resource      string                `json:"resource"`
+	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
+	// NamespaceSelector (v2) selects the namespaces to look in.
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+	Namespace         string                `json:"namespace,omitempty"`
+	Names             []string              `json:"names,omitempty"`
+}
+
+// Validate checks a customize reply: a rule selects by names or by label
+// selector, not both, and names a resource.
+func (r *CustomizeResponse) Validate() error {
+	for i, rule := range r.RelatedResources {
+		switch {
+		case rule.APIVersion == "" || rule.Resource == "":
+			return fmt.Errorf("relatedResources[%d] has no apiVersion or resource", i)
+		case len(rule.Names) > 0 && rule.LabelSelector != nil:
+			return fmt.Errorf("relatedResources[%d] (%s) has both names and labelSelector", i, rule.Resource)
+		}
+	}
+	return nil
 }
 
 // Failure says why a hook could not be served. It travels on the reply

@@ -2,7 +2,6 @@ package jsonschema
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"testing"
 	"time"
@@ -132,12 +131,10 @@ func TestGoValuesAreValid(t *testing.T) {
 	cm.Object["data"] = map[string]any{"replicas": "2"}
 	related.Related.Insert(hooks.ObjectKey("v2", true, cm), cm)
 
-	var selector map[string]any
-	b, _ := json.Marshal(metav1.LabelSelector{
+	selector := &metav1.LabelSelector{
 		MatchLabels:      map[string]string{"app": "nginx"},
 		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"web"}}},
-	})
-	_ = json.Unmarshal(b, &selector)
+	}
 
 	for _, tc := range []struct {
 		name string
@@ -160,6 +157,7 @@ func TestGoValuesAreValid(t *testing.T) {
 		{"customize response", bus.ResponseType(hooks.Customize), &hooks.CustomizeResponse{
 			RelatedResources: []hooks.RelatedResourceRule{
 				{APIVersion: "v1", Resource: "configmaps", LabelSelector: selector},
+				{APIVersion: "v1", Resource: "configmaps", LabelSelector: selector, NamespaceSelector: selector},
 				{APIVersion: "v1", Resource: "secrets", Namespace: "default", Names: []string{"a", "b"}},
 			}}},
 		{"customize response, nothing (null)", bus.ResponseType(hooks.Customize), &hooks.CustomizeResponse{}},

@@ -1,0 +1,12 @@
+// Command configmap-propagation-hook serves the ConfigMapPropagation
+// controller's customize and sync hooks on the bus.
+package main
+
+import (
+	propagation "universalcontroller.dev/uc/examples/configmap-propagation"
+	"universalcontroller.dev/uc/dispatcher/worker"
+)
+
+func main() {
+	worker.Main(propagation.Controller, worker.Customize(propagation.Customize), worker.Sync(propagation.Sync))
+}

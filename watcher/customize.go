@@ -1,0 +1,296 @@
+package watcher
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+
+	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/schemas/bus"
+	"universalcontroller.dev/uc/schemas/hooks"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
+)
+
+// A controller with a customize hook asks it, once per parent generation,
+// which related objects the parent's sync requests carry. The watcher
+// consumes the customize replies itself, caches them per parent UID and
+// generation, and re-syncs exactly the parents whose rules select a related
+// object that changed.
+
+// customized is a parent's customize reply.
+type customized struct {
+	key        parentKey
+	generation int64
+	rules      []relatedRule
+}
+
+// relatedRule is a relatedResources entry, resolved.
+type relatedRule struct {
+	hooks.RelatedResourceRule
+	res       registry.Resource
+	selector  labels.Selector // nil when the rule selects by names
+	namespace labels.Selector // v2 namespaceSelector, or nil
+}
+
+// customizeCache holds the customize replies by parent UID.
+type customizeCache struct {
+	mu      sync.RWMutex
+	parents map[types.UID]*customized
+}
+
+func (c *customizeCache) get(uid types.UID) *customized {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.parents[uid]
+}
+
+func (c *customizeCache) put(uid types.UID, cz *customized) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old := c.parents[uid]; old == nil || old.generation <= cz.generation {
+		c.parents[uid] = cz
+	}
+}
+
+// selecting lists the parents of a controller whose rules select obj.
+func (c *customizeCache) selecting(controller string, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, nsLabels func(string) labels.Set) []parentKey {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out []parentKey
+	for _, cz := range c.parents {
+		if cz.key.Controller != controller {
+			continue
+		}
+		for _, r := range cz.rules {
+			if r.res.GVR == gvr && r.matches(obj, cz.key.Namespace, nsLabels) {
+				out = append(out, cz.key)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// matches tells whether the rule selects obj for a parent in parentNS ("" for
+// a cluster-scoped parent, which may look in any namespace).
+func (r relatedRule) matches(obj *unstructured.Unstructured, parentNS string, nsLabels func(string) labels.Set) bool {
+	ns := obj.GetNamespace()
+	switch {
+	case parentNS != "" && ns != parentNS && r.namespace == nil:
+		return false
+	case r.Namespace != "" && ns != r.Namespace:
+		return false
+	case r.namespace != nil && !r.namespace.Matches(nsLabels(ns)):
+		return false
+	case r.selector == nil:
+		for _, n := range r.Names {
+			if n == obj.GetName() {
+				return true
+			}
+		}
+		return false
+	}
+	return r.selector.Matches(labels.Set(obj.GetLabels()))
+}
+
+// lookIn is the one namespace the rule can select objects in, or "" for all.
+func (r relatedRule) lookIn(parentNS string) string {
+	if r.Namespace != "" {
+		return r.Namespace
+	}
+	if r.namespace != nil {
+		return ""
+	}
+	return parentNS
+}
+
+// retryDelay is how long a customize reply that could not be handled waits.
+const retryDelay = 2 * time.Second
+
+// consumeCustomizeReplies takes the customize replies of every controller.
+func (w *Watcher) consumeCustomizeReplies(ctx context.Context) (jetstream.ConsumeContext, error) {
+	cons, err := w.js.CreateOrUpdateConsumer(ctx, bus.ReplyStream, jetstream.ConsumerConfig{
+		Durable:       bus.WatcherConsumer,
+		Description:   "watcher: customize replies",
+		FilterSubject: bus.HookReplies(hooks.Customize),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("customize reply consumer: %w", err)
+	}
+	return cons.Consume(func(msg jetstream.Msg) {
+		if err := w.onCustomizeReply(ctx, msg); err != nil {
+			w.log.Error("customize reply", "subject", msg.Subject(), "err", err)
+			_ = msg.NakWithDelay(retryDelay)
+			return
+		}
+		_ = msg.Ack()
+	})
+}
+
+// onCustomizeReply caches a customize reply and syncs its parent, or reports
+// a reply it cannot use on the parent.
+func (w *Watcher) onCustomizeReply(ctx context.Context, msg jetstream.Msg) error {
+	e, err := bus.FromMsg(ctx, msg.Subject(), msg.Headers(), msg.Data())
+	if err != nil {
+		return nil // not a uc event: nothing to retry
+	}
+	meta, err := bus.MetaOf(e)
+	if err != nil {
+		return nil
+	}
+	ctl, ok := w.reg.Get(meta.Controller)
+	if !ok {
+		return nil
+	}
+	key := parentKey{ctl.Name, meta.Namespace, meta.Name}
+	failure := func(reason string, problem error) error {
+		// The applier reports failures of the parent's sync.
+		meta.Hook = hooks.Sync
+		return w.publish(ctx, meta, bus.FailureType(hooks.Sync), meta.ReplySubject(), hooks.Failure{Reason: reason, Message: problem.Error()})
+	}
+	if e.Type() == bus.FailureType(hooks.Customize) {
+		var f hooks.Failure
+		if err := utiljson.Unmarshal(e.Data(), &f); err != nil {
+			f.Message = err.Error()
+		}
+		return failure("HookFailed", fmt.Errorf("customize hook failed after %d deliveries: %s: %s", f.Deliveries, f.Reason, f.Message))
+	}
+	rules, err := w.decodeCustomize(ctx, ctl, e.Data())
+	if err != nil {
+		return failure("InvalidHookReply", fmt.Errorf("customize hook reply rejected: %w", err))
+	}
+	w.customize.put(meta.ParentUID, &customized{key: key, generation: meta.Generation, rules: rules})
+	w.queue.Add(key)
+	return nil
+}
+
+// decodeCustomize decodes and resolves a customize reply, and starts
+// watching every related resource it names.
+func (w *Watcher) decodeCustomize(ctx context.Context, ctl *registry.Controller, data []byte) ([]relatedRule, error) {
+	var resp hooks.CustomizeResponse
+	if err := utiljson.Unmarshal(data, &resp); err != nil {
+		return nil, fmt.Errorf("not a valid customize response: %w", err)
+	}
+	if err := resp.Validate(); err != nil {
+		return nil, err
+	}
+	rules := make([]relatedRule, 0, len(resp.RelatedResources))
+	for i, rr := range resp.RelatedResources {
+		r := relatedRule{RelatedResourceRule: rr}
+		var err error
+		if r.res, err = w.reg.Resolve(v1alpha1.ResourceRule{APIVersion: rr.APIVersion, Resource: rr.Resource}); err != nil {
+			return nil, fmt.Errorf("relatedResources[%d]: %w", i, err)
+		}
+		if len(rr.Names) == 0 {
+			if r.selector, err = selectorOrEverything(rr.LabelSelector); err != nil {
+				return nil, fmt.Errorf("relatedResources[%d].labelSelector: %w", i, err)
+			}
+		}
+		if rr.NamespaceSelector != nil {
+			if ctl.HookVersion(hooks.Customize) != string(v1alpha1.HookV2) {
+				return nil, fmt.Errorf("relatedResources[%d]: namespaceSelector needs hook version v2", i)
+			}
+			if r.namespace, err = selectorOrEverything(rr.NamespaceSelector); err != nil {
+				return nil, fmt.Errorf("relatedResources[%d].namespaceSelector: %w", i, err)
+			}
+		}
+		if err := w.watchRelated(ctx, ctl, r.res); err != nil {
+			return nil, err
+		}
+		rules = append(rules, r)
+	}
+	return rules, nil
+}
+
+func selectorOrEverything(ls *metav1.LabelSelector) (labels.Selector, error) {
+	if ls == nil {
+		return labels.Everything(), nil
+	}
+	return metav1.LabelSelectorAsSelector(ls)
+}
+
+// watchRelated makes sure the watcher follows a related resource for the
+// controller: a change re-syncs the parents whose rules select the object.
+func (w *Watcher) watchRelated(ctx context.Context, ctl *registry.Controller, res registry.Resource) error {
+	if err := w.reg.Watch(ctx, res.GVR); err != nil {
+		return err
+	}
+	if err := w.reg.Watch(ctx, namespacesGVR); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	inf := w.reg.Informer(res.GVR)
+	for _, h := range w.handlers[ctl.Name] {
+		if h.informer == inf && h.related {
+			return nil
+		}
+	}
+	name, gvr := ctl.Name, res.GVR
+	reg, err := inf.AddEventHandler(changeHandler(func(obj any) {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			for _, key := range w.customize.selecting(name, gvr, u, w.namespaceLabels) {
+				w.queue.Add(key)
+			}
+		}
+	}, changedRV))
+	if err != nil {
+		return fmt.Errorf("watch related %s: %w", res.GVR.Resource, err)
+	}
+	w.handlers[ctl.Name] = append(w.handlers[ctl.Name], handler{informer: inf, reg: reg, related: true})
+	return nil
+}
+
+var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+
+// namespaceLabels returns a namespace's labels from the cache.
+func (w *Watcher) namespaceLabels(ns string) labels.Set {
+	obj, err := w.reg.Lister(namespacesGVR).Get(ns)
+	if err != nil {
+		return nil
+	}
+	return obj.(*unstructured.Unstructured).GetLabels()
+}
+
+// related returns the parent's related objects, or ok=false after asking the
+// customize hook when it has no answer for the parent's generation yet.
+func (w *Watcher) related(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, version string) (hooks.GroupedObjects, bool, error) {
+	out := hooks.GroupedObjects{}
+	if ctl.Spec.Hooks.Customize == nil {
+		return out, true, nil
+	}
+	cz := w.customize.get(parent.GetUID())
+	if cz == nil || cz.generation != parent.GetGeneration() {
+		meta := w.meta(ctl, parent, hooks.Customize)
+		req := &hooks.CustomizeRequest{Controller: ctl.Object, Parent: parent}
+		return nil, false, w.publish(ctx, meta, bus.RequestType(hooks.Customize), meta.RequestSubject(), req)
+	}
+	for _, r := range cz.rules {
+		group := hooks.GroupKey(r.res.GVK.Kind, r.res.APIVersion())
+		if out[group] == nil {
+			out[group] = hooks.ObjectMap{}
+		}
+		objs, err := w.reg.Lister(r.res.GVR).ByNamespace(r.lookIn(parent.GetNamespace())).List(labels.Everything())
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, false, err
+		}
+		for _, o := range objs {
+			u := o.(*unstructured.Unstructured)
+			if r.matches(u, parent.GetNamespace(), w.namespaceLabels) {
+				out.Insert(hooks.ObjectKey(version, ctl.Parent.Namespaced, u), u)
+			}
+		}
+	}
+	return out, true, nil
+}
