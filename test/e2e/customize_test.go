@@ -64,7 +64,9 @@ func TestConfigMapPropagation(t *testing.T) {
 	if _, err := env.dyn.Resource(propagationGVR).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = env.dyn.Resource(propagationGVR).Delete(context.Background(), source, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = env.dyn.Resource(propagationGVR).Delete(context.Background(), source, metav1.DeleteOptions{})
+	})
 	copiesAt := func(level string) func() error {
 		return func() error {
 			for _, ns := range targets {
@@ -100,7 +102,9 @@ func TestConfigMapPropagation(t *testing.T) {
 	if _, err := env.dyn.Resource(propagationGVR).Create(ctx, bad, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = env.dyn.Resource(propagationGVR).Delete(context.Background(), "bad", metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = env.dyn.Resource(propagationGVR).Delete(context.Background(), "bad", metav1.DeleteOptions{})
+	})
 	eventually(t, time.Minute, func() error {
 		obj, err := env.dyn.Resource(propagationGVR).Get(ctx, "bad", metav1.GetOptions{})
 		if err != nil {

@@ -3,8 +3,8 @@
 package main
 
 import (
-	propagation "universalcontroller.dev/uc/examples/configmap-propagation"
 	"universalcontroller.dev/uc/dispatcher/worker"
+	propagation "universalcontroller.dev/uc/examples/configmap-propagation"
 )
 
 func main() {
