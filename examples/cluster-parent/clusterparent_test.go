@@ -1,0 +1,54 @@
+package clusterparent
+
+import (
+	"slices"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"universalcontroller.dev/uc/schemas/hooks"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
+)
+
+func TestSync(t *testing.T) {
+	parent := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "examples.universalcontroller.dev/v1alpha1", "kind": "ClusterConfig",
+		"metadata": map[string]any{"name": "c"},
+		"spec":     map[string]any{"namespaces": []any{"b", "a", "b"}, "data": map[string]any{"k": "v"}},
+	}}
+	resp, err := Sync(t.Context(), &hooks.SyncRequest{Parent: parent, Children: hooks.GroupedObjects{
+		"ConfigMap.v1": {"a/c": {}, "z/c": {}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range resp.Children {
+		got = append(got, c.GetNamespace()+"/"+c.GetName())
+	}
+	if !slices.Equal(got, []string{"a/c", "b/c"}) {
+		t.Errorf("children %v, want one ConfigMap in a and b", got)
+	}
+	if resp.Status["present"] != int64(2) {
+		t.Errorf("status = %v, want the two observed", resp.Status)
+	}
+}
+
+func TestManifests(t *testing.T) {
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.UnmarshalStrict(CRD, &crd); err != nil {
+		t.Fatal(err)
+	}
+	if crd.Spec.Scope != apiextensionsv1.ClusterScoped || crd.Spec.Names.Plural != GVR.Resource {
+		t.Errorf("crd.yaml is not the cluster-scoped %s", GVR)
+	}
+	var uc v1alpha1.UniversalController
+	if err := yaml.UnmarshalStrict(ControllerManifest, &uc); err != nil {
+		t.Fatal(err)
+	}
+	if uc.Name != Controller || uc.Spec.ParentResource.Resource != GVR.Resource || uc.Spec.Hooks.Sync.Version != v1alpha1.HookV1 {
+		t.Errorf("controller.yaml registers %s for %s (hook %s)", uc.Name, uc.Spec.ParentResource.Resource, uc.Spec.Hooks.Sync.Version)
+	}
+}

@@ -1,0 +1,65 @@
+package updatestrategies
+
+import (
+	"encoding/base64"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"universalcontroller.dev/uc/schemas/hooks"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
+)
+
+func TestSync(t *testing.T) {
+	parent := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "examples.universalcontroller.dev/v1alpha1", "kind": "StrategyDemo",
+		"metadata": map[string]any{"name": "d", "namespace": "ns"},
+		"spec":     map[string]any{"message": "new"},
+	}}
+	oldSecret := &unstructured.Unstructured{Object: map[string]any{"data": map[string]any{"message": base64.StdEncoding.EncodeToString([]byte("old"))}}}
+	req := &hooks.SyncRequest{Parent: parent, Children: hooks.GroupedObjects{
+		"ConfigMap.v1": {"d-ondelete": {Object: map[string]any{"data": map[string]any{"message": "old"}}}},
+		"Secret.v1":    {"d-recreate": oldSecret},
+		"Service.v1":   {},
+	}}
+	resp, err := Sync(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"onDelete": "old", "recreate": "old"}
+	got := resp.Status["messages"].(map[string]any)
+	if len(got) != len(want) || got["onDelete"] != "old" || got["recreate"] != "old" {
+		t.Errorf("status.messages = %v, want %v", got, want)
+	}
+	kinds := map[string]string{}
+	for _, c := range resp.Children {
+		kinds[c.GetKind()] = c.GetName()
+	}
+	if kinds["ConfigMap"] != "d-ondelete" || kinds["Secret"] != "d-recreate" || kinds["Service"] != "d-inplace" {
+		t.Errorf("children = %v", kinds)
+	}
+}
+
+func TestManifests(t *testing.T) {
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.UnmarshalStrict(CRD, &crd); err != nil {
+		t.Fatal(err)
+	}
+	if crd.Spec.Group != GVR.Group || crd.Spec.Names.Plural != GVR.Resource || crd.Spec.Versions[0].Name != GVR.Version {
+		t.Errorf("crd.yaml is not %s", GVR)
+	}
+	var uc v1alpha1.UniversalController
+	if err := yaml.UnmarshalStrict(ControllerManifest, &uc); err != nil {
+		t.Fatal(err)
+	}
+	methods := map[string]v1alpha1.ChildUpdateMethod{}
+	for _, c := range uc.Spec.ChildResources {
+		methods[c.Resource] = c.UpdateStrategy.Method
+	}
+	if uc.Name != Controller || methods["configmaps"] != v1alpha1.ChildUpdateOnDelete ||
+		methods["secrets"] != v1alpha1.ChildUpdateRecreate || methods["services"] != v1alpha1.ChildUpdateInPlace {
+		t.Errorf("controller.yaml registers %s with %v", uc.Name, methods)
+	}
+}
