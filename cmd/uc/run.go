@@ -54,7 +54,15 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	// One informer factory for every role in this process: a resource type
 	// is watched once, however many roles and controllers use it.
 	factory := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
-	reg := registry.New(factory, kube.Discovery(), log)
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "universalcontroller"})
+	var regOpts []registry.Option
+	if cfg.roles.dispatcher { // the dispatcher reports on UniversalControllers
+		regOpts = append(regOpts, registry.WithStatus(dyn, recorder))
+	}
+	reg := registry.New(factory, kube.Discovery(), log, regOpts...)
 
 	var runners []func(context.Context) error
 	if cfg.roles.dispatcher {
@@ -65,10 +73,6 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		runners = append(runners, w.Run)
 	}
 	if cfg.roles.applier {
-		broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-		defer broadcaster.Shutdown()
-		recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "universalcontroller"})
 		a := applier.New(reg, dyn, js, recorder, applier.Options{Workers: cfg.applierWorkers, Replicas: cfg.replicas}, log)
 		runners = append(runners, a.Run)
 	}

@@ -1,6 +1,12 @@
 // Package worker is the Go SDK for bus-native hooks: it serves a Go function
 // as one controller's hook, consuming the hook's requests from JetStream and
 // publishing its replies, with bounded concurrency and graceful shutdown.
+// It keeps the delivery promises of the controller's spec.hooks.<hook>.delivery
+// (see Policy): a timeout per call, retries with jittered exponential backoff,
+// a 429's Retry-After honoured for the parent, and, after the last try, the
+// request in the dead-letter stream and a failure event for the applier,
+// which reports it on the parent. The dispatcher serves webhooks and
+// Knative destinations with this same code.
 //
 //	func sync(ctx context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error) { ... }
 //
@@ -13,14 +19,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/apimachinery/pkg/types"
 
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
@@ -31,6 +39,9 @@ import (
 type SyncFunc func(ctx context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error)
 
 // Handler serves one hook: it turns the request's JSON data into the reply's.
+// Its context ends at the call's timeout, and holds the request (Request)
+// and a logger naming the parent (Logger). A reply that is a []byte is sent
+// as is; anything else is encoded as JSON. An *Error says why a call failed.
 type Handler interface {
 	Hook() string
 	Handle(ctx context.Context, data []byte) (any, error)
@@ -57,21 +68,50 @@ func (h syncHandler) Handle(ctx context.Context, data []byte) (any, error) {
 	return h.fn(ctx, &req)
 }
 
+type callKey struct{}
+
+type callInfo struct {
+	req *event.Event
+	log *slog.Logger
+}
+
+func withRequest(ctx context.Context, req *event.Event, log *slog.Logger) context.Context {
+	return context.WithValue(ctx, callKey{}, callInfo{req, log})
+}
+
+// Request is the request a handler is called with, as the CloudEvent that
+// carried it.
+func Request(ctx context.Context) (*event.Event, bool) {
+	c, ok := ctx.Value(callKey{}).(callInfo)
+	return c.req, ok
+}
+
+// Logger is the logger of the call, with the controller, hook, parent and
+// request, or slog.Default() outside a call.
+func Logger(ctx context.Context) *slog.Logger {
+	if c, ok := ctx.Value(callKey{}).(callInfo); ok {
+		return c.log
+	}
+	return slog.Default()
+}
+
 // Option configures Serve.
 type Option func(*options)
 
 type options struct {
 	concurrency int
-	timeout     time.Duration
+	policy      Policy
 	log         *slog.Logger
 }
 
 // WithConcurrency sets how many requests are served at once (default 16).
+// A request that hangs takes one of them until its timeout, never more.
 func WithConcurrency(n int) Option { return func(o *options) { o.concurrency = n } }
 
-// WithTimeout bounds one call of the hook function (default 25s, under the
-// consumer's 30s ack wait).
-func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+// WithTimeout bounds one call of the hook function when the controller sets
+// no timeout (default 10s). The call's context ends then, and the request
+// is retried.
+func WithTimeout(d time.Duration) Option { return func(o *options) { o.policy.Timeout = d } }
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
@@ -80,12 +120,13 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // taking requests and waits for those in flight. It waits for the hook's
 // consumer, which uc creates when the controller is registered.
 func Serve(ctx context.Context, js jetstream.JetStream, controller string, h Handler, opts ...Option) error {
-	o := options{concurrency: 16, timeout: 25 * time.Second, log: slog.Default()}
+	o := options{concurrency: 16, policy: DefaultPolicy, log: slog.Default()}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	s := &server{js: js, controller: controller, h: h, opts: o,
-		log: o.log.With("controller", controller, "hook", h.Hook())}
+		log:       o.log.With("controller", controller, "hook", h.Hook()),
+		notBefore: map[types.UID]time.Time{}}
 	cons, err := s.consumer(ctx)
 	if err != nil {
 		return err
@@ -99,6 +140,9 @@ type server struct {
 	h          Handler
 	opts       options
 	log        *slog.Logger
+
+	mu        sync.Mutex
+	notBefore map[types.UID]time.Time // parents whose hook asked to wait (429 Retry-After)
 }
 
 // consumer waits until the hook's durable consumer exists.
@@ -133,6 +177,9 @@ func (s *server) consume(ctx context.Context, cons jetstream.Consumer) error {
 	s.log.Info("serving")
 	q := newParentQueue(s.opts.concurrency)
 	defer q.wait()
+	heartbeatCtx, stopHeartbeat := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHeartbeat()
+	go heartbeat(heartbeatCtx, q, cons.CachedInfo().Config.AckWait/3)
 	for {
 		msg, err := msgs.Next()
 		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
@@ -146,134 +193,170 @@ func (s *server) consume(ctx context.Context, cons jetstream.Consumer) error {
 	}
 }
 
-// parentQueue serves at most one request per parent at a time. A request
-// that arrives while its parent is being served waits, and a newer one
-// replaces it: many changes during one hook call give one more call, with the
-// latest state.
-type parentQueue struct {
-	sem      chan struct{}
-	inflight sync.WaitGroup
-	mu       sync.Mutex
-	waiting  map[string]jetstream.Msg // by parent; nil while busy with nothing waiting
-}
-
-func newParentQueue(concurrency int) *parentQueue {
-	return &parentQueue{sem: make(chan struct{}, concurrency), waiting: map[string]jetstream.Msg{}}
-}
-
-// parentOf is the per-parent token: the last token of the subject.
-func parentOf(msg jetstream.Msg) string {
-	subj := msg.Subject()
-	return subj[strings.LastIndexByte(subj, '.')+1:]
-}
-
-func (q *parentQueue) add(msg jetstream.Msg, serve func(jetstream.Msg)) {
-	parent := parentOf(msg)
-	q.mu.Lock()
-	prev, busy := q.waiting[parent]
-	if busy {
-		q.waiting[parent] = msg
-		q.mu.Unlock()
-		if prev != nil && !bus.SameMessage(prev, msg) {
-			_ = prev.Ack() // superseded: the stream already holds only msg
+// heartbeat tells JetStream that every request the queue holds is still
+// being worked on, so a long call, or a request waiting for its parent's
+// call, is not delivered again meanwhile.
+func heartbeat(ctx context.Context, q *parentQueue, every time.Duration) {
+	tick := time.NewTicker(max(every, 100*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			q.each(func(m jetstream.Msg) { _ = m.InProgress() })
 		}
-		return
 	}
-	q.waiting[parent] = nil
-	q.mu.Unlock()
-	q.sem <- struct{}{}
-	q.inflight.Add(1)
-	go func() {
-		defer func() { <-q.sem; q.inflight.Done() }()
-		for msg != nil {
-			serve(msg)
-			q.mu.Lock()
-			msg = q.waiting[parent]
-			if msg == nil {
-				delete(q.waiting, parent)
-			} else {
-				q.waiting[parent] = nil
-			}
-			q.mu.Unlock()
-		}
-	}()
 }
 
-func (q *parentQueue) wait() { q.inflight.Wait() }
-
-// serve answers one request. A failed call is retried by JetStream with a
-// growing delay; a request that cannot be decoded is terminated.
+// serve answers one request. A failed call is retried after a backoff; after
+// its last delivery the request is dead-lettered. A request that cannot be
+// decoded is terminated.
 func (s *server) serve(ctx context.Context, msg jetstream.Msg) {
 	req, err := bus.FromMsg(ctx, msg.Subject(), msg.Headers(), msg.Data())
-	if err != nil {
-		s.log.Error("bad request", "subject", msg.Subject(), "err", err)
-		_ = msg.Term()
-		return
+	var meta bus.Meta
+	if err == nil {
+		meta, err = bus.MetaOf(req)
 	}
-	meta, err := bus.MetaOf(req)
 	if err != nil {
 		s.log.Error("bad request", "subject", msg.Subject(), "err", err)
 		_ = msg.Term()
 		return
 	}
 	log := s.log.With("parent", meta.Key(), "request", req.ID())
-	reply, err := s.call(ctx, req)
-	if err == nil {
-		err = s.publish(ctx, req, meta, reply)
-	}
-	if err != nil {
-		md, _ := msg.Metadata()
-		delay := retryDelay(md)
-		log.Error("hook failed", "err", err, "retryIn", delay)
-		_ = msg.NakWithDelay(delay)
+	if wait := s.holdOff(meta.ParentUID, 0); wait > 0 {
+		log.Debug("hook asked to wait", "retryIn", wait)
+		_ = msg.NakWithDelay(wait)
 		return
 	}
-	log.Debug("replied")
-	if err := msg.Ack(); err != nil {
-		log.Warn("ack", "err", err)
+	policy := s.opts.policy.forRequest(req.Data(), meta.Hook)
+	reply, err := s.call(withRequest(ctx, req, log), req, policy.Timeout)
+	if err == nil {
+		err = s.publish(ctx, req, meta, bus.ResponseType(meta.Hook), reply)
+	}
+	if err == nil {
+		log.Debug("replied")
+		if err := msg.Ack(); err != nil {
+			log.Warn("ack", "err", err)
+		}
+		return
+	}
+	deliveries := 1
+	if md, mdErr := msg.Metadata(); mdErr == nil {
+		deliveries = int(md.NumDelivered)
+	}
+	reason, retryAfter := reasonOf(err)
+	if deliveries >= policy.MaxDeliveries {
+		s.deadLetter(ctx, msg, req, meta, hooks.Failure{Reason: reason, Message: err.Error(), Deliveries: deliveries}, log)
+		return
+	}
+	delay := policy.jitteredBackoff(deliveries)
+	if retryAfter > 0 {
+		delay = s.holdOff(meta.ParentUID, retryAfter)
+	}
+	log.Warn("hook failed; will retry", "reason", reason, "err", err, "delivery", deliveries, "retryIn", delay)
+	_ = msg.NakWithDelay(delay)
+}
+
+// holdOff records that the parent's hook asked not to be called for d, when
+// d is positive, and returns how long it must still wait.
+func (s *server) holdOff(parent types.UID, d time.Duration) time.Duration {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d > 0 {
+		s.notBefore[parent] = now.Add(d)
+	}
+	wait := s.notBefore[parent].Sub(now)
+	if wait <= 0 {
+		delete(s.notBefore, parent)
+	}
+	return max(wait, 0)
+}
+
+// call runs the handler with the timeout. A handler that does not return in
+// time is left behind, so it never holds up other requests; a panic becomes
+// an error.
+func (s *server) call(ctx context.Context, req *event.Event, timeout time.Duration) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	type result struct {
+		reply any
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				done <- result{err: fmt.Errorf("hook panicked: %v\n%s", r, debug.Stack())}
+			}
+		}()
+		reply, err := s.h.Handle(ctx, req.Data())
+		done <- result{reply, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil && ctx.Err() != nil {
+			return nil, &Error{Reason: ReasonTimeout, Err: fmt.Errorf("no reply within %s: %w", timeout, r.err)}
+		}
+		return r.reply, r.err
+	case <-ctx.Done():
+		return nil, &Error{Reason: ReasonTimeout, Err: fmt.Errorf("no reply within %s", timeout)}
 	}
 }
 
-// call runs the handler with the timeout, turning a panic into an error.
-func (s *server) call(ctx context.Context, req *event.Event) (reply any, err error) {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.timeout)
-	defer cancel()
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("hook panicked: %v\n%s", r, debug.Stack())
-		}
-	}()
-	return s.h.Handle(ctx, req.Data())
-}
-
-func (s *server) publish(ctx context.Context, req *event.Event, meta bus.Meta, reply any) error {
+// publish sends an event answering req on the request's reply subject: the
+// hook's reply, or a failure. It carries the request's uc* extensions.
+func (s *server) publish(ctx context.Context, req *event.Event, meta bus.Meta, typ string, data any) error {
 	e := event.New()
 	e.SetID(uuid.NewString())
-	e.SetType(bus.ResponseType(meta.Hook))
+	e.SetType(typ)
 	e.SetSource("/universalcontroller/" + meta.Controller + "/worker")
 	e.SetSubject(req.Subject())
 	e.SetTime(time.Now())
 	meta.RequestID = req.ID()
 	meta.SetOn(&e)
 	bus.SetTraceParent(&e, bus.ChildTraceParent(bus.TraceParent(req)))
-	if err := e.SetData(event.ApplicationJSON, reply); err != nil {
-		return fmt.Errorf("encode reply: %w", err)
+	if err := e.SetData(event.ApplicationJSON, data); err != nil {
+		return &Error{Reason: ReasonInvalidReply, Err: fmt.Errorf("encode %s: %w", typ, err)}
 	}
 	out, err := bus.ToMsg(ctx, meta.ReplySubject(), &e)
 	if err != nil {
 		return err
 	}
 	if _, err := s.js.PublishMsg(ctx, out, jetstream.WithMsgID(e.ID())); err != nil {
-		return fmt.Errorf("publish reply: %w", err)
+		return fmt.Errorf("publish %s: %w", typ, err)
 	}
 	return nil
 }
 
-// retryDelay grows with the number of deliveries: 1s, 2s, 4s … up to 1m.
-func retryDelay(md *jetstream.MsgMetadata) time.Duration {
-	n := uint64(1)
-	if md != nil {
-		n = md.NumDelivered
+// Headers a dead letter carries besides the request's own.
+const (
+	HeaderFailureReason  = "Uc-Failure-Reason"
+	HeaderFailureMessage = "Uc-Failure-Message"
+)
+
+// deadLetter moves a request whose last delivery failed to the dead-letter
+// stream, tells the applier why on the reply subject, and terminates the
+// request. When a publish fails, the request is tried again and
+// dead-lettered again; the dead letter keeps the request's message id, so
+// the stream holds it once.
+func (s *server) deadLetter(ctx context.Context, msg jetstream.Msg, req *event.Event, meta bus.Meta, f hooks.Failure, log *slog.Logger) {
+	log = log.With("reason", f.Reason, "deliveries", f.Deliveries)
+	header := maps.Clone(msg.Headers())
+	header.Set(HeaderFailureReason, f.Reason)
+	header.Set(HeaderFailureMessage, f.Message)
+	_, err := s.js.PublishMsg(ctx, &nats.Msg{Subject: meta.DeadLetterSubject(), Header: header, Data: msg.Data()})
+	if err == nil {
+		err = s.publish(ctx, req, meta, bus.FailureType(meta.Hook), f)
 	}
-	return min(time.Second<<min(n-1, 6), time.Minute)
+	if err != nil {
+		log.Error("dead-letter failed; will retry", "err", err)
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
+	log.Error("hook failed; request dead-lettered", "err", f.Message)
+	if err := msg.TermWithReason(f.Reason); err != nil {
+		log.Warn("terminate", "err", err)
+	}
 }

@@ -23,9 +23,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -95,27 +97,47 @@ type Listener func(old, cur *Controller)
 // with Get and objects with Lister.
 type Registry struct {
 	factory dynamicinformer.DynamicSharedInformerFactory
+	disco   discovery.CachedDiscoveryInterface
 	mapper  *restmapper.DeferredDiscoveryRESTMapper
 	ucs     cache.SharedIndexInformer
 	queue   workqueue.TypedRateLimitingInterface[string]
 	log     *slog.Logger
 	stop    <-chan struct{}
+	status  *statusWriter // nil: this process does not report on UniversalControllers
 
 	mu          sync.RWMutex
 	controllers map[string]*Controller
 	listeners   []Listener
 }
 
+// Option configures a Registry.
+type Option func(*Registry)
+
+// WithStatus makes the registry report on every UniversalController: a
+// Ready condition in its status, and a Warning Event when it cannot run.
+// One role per installation does it.
+func WithStatus(dyn dynamic.Interface, events record.EventRecorder) Option {
+	return func(r *Registry) { r.status = &statusWriter{dyn: dyn, events: events} }
+}
+
 // New makes a registry that watches UniversalControllers and everything they
 // name through factory.
-func New(factory dynamicinformer.DynamicSharedInformerFactory, disco discovery.DiscoveryInterface, log *slog.Logger) *Registry {
+func New(factory dynamicinformer.DynamicSharedInformerFactory, disco discovery.DiscoveryInterface, log *slog.Logger, opts ...Option) *Registry {
+	cached := memory.NewMemCacheClient(disco)
+	// A controller whose CRDs are missing is retried within seconds of
+	// their creation.
+	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 5*time.Second)
 	r := &Registry{
 		factory:     factory,
-		mapper:      restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco)),
+		disco:       cached,
+		mapper:      restmapper.NewDeferredDiscoveryRESTMapper(cached),
 		ucs:         factory.ForResource(v1alpha1.Resource).Informer(),
-		queue:       workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "universalcontrollers"}),
+		queue:       workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: "universalcontrollers"}),
 		log:         log.With("component", "registry"),
 		controllers: map[string]*Controller{},
+	}
+	for _, opt := range opts {
+		opt(r)
 	}
 	enqueue := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
@@ -201,13 +223,20 @@ func (r *Registry) sync(ctx context.Context, name string) error {
 		return nil
 	}
 	cur, err := r.resolve(u)
-	if err != nil {
-		return err
+	if err == nil {
+		err = r.startInformers(ctx, cur)
 	}
-	if err := r.startInformers(ctx, cur); err != nil {
+	if err != nil {
+		r.set(name, old, nil) // a spec that cannot run stops the old one
+		if serr := r.status.report(ctx, u, err); serr != nil {
+			r.log.Error("report", "controller", name, "err", serr)
+		}
 		return err
 	}
 	r.set(name, old, cur)
+	if err := r.status.report(ctx, u, nil); err != nil {
+		r.log.Error("report", "controller", name, "err", err)
+	}
 	return nil
 }
 
@@ -240,6 +269,9 @@ func (r *Registry) resolve(u *unstructured.Unstructured) (*Controller, error) {
 	var err error
 	if c.Parent, err = r.Resolve(uc.Spec.ParentResource.ResourceRule); err != nil {
 		return nil, fmt.Errorf("parent resource: %w", err)
+	}
+	if err := r.hasStatus(c.Parent); err != nil {
+		return nil, err
 	}
 	if sel := uc.Spec.ParentResource.LabelSelector; sel != nil {
 		if c.ParentSelector, err = metav1.LabelSelectorAsSelector(sel); err != nil {
@@ -282,6 +314,21 @@ func (r *Registry) Resolve(rule v1alpha1.ResourceRule) (Resource, error) {
 		return Resource{}, fmt.Errorf("resolve %s: %w", gvk, err)
 	}
 	return Resource{GVR: gvr, GVK: gvk, Namespaced: mapping.Scope.Name() == meta.RESTScopeNameNamespace}, nil
+}
+
+// hasStatus checks that a parent resource has a status subresource, where
+// uc writes the hook's status.
+func (r *Registry) hasStatus(res Resource) error {
+	list, err := r.disco.ServerResourcesForGroupVersion(res.GVR.GroupVersion().String())
+	if err != nil {
+		return fmt.Errorf("discover %s: %w", res.GVR.GroupVersion(), err)
+	}
+	for _, api := range list.APIResources {
+		if api.Name == res.GVR.Resource+"/status" {
+			return nil
+		}
+	}
+	return fmt.Errorf("parent resource %s has no status subresource; add `subresources: {status: {}}` to its CRD", res.GVR.GroupResource())
 }
 
 // Watch starts the shared informer of a resource, if it is not running, and

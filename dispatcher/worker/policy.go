@@ -1,0 +1,121 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"universalcontroller.dev/uc/schemas/v1alpha1"
+)
+
+// Policy is how one hook's requests are delivered: how long one call may
+// take, how many times a request is tried before it is dead-lettered, and
+// how long to wait between two tries.
+type Policy struct {
+	Timeout       time.Duration
+	MaxDeliveries int
+	// BackoffDelay is the delay before the first retry. It doubles with every
+	// retry, up to MaxBackoffDelay.
+	BackoffDelay    time.Duration
+	MaxBackoffDelay time.Duration
+}
+
+// DefaultPolicy is the policy of a hook whose controller sets none.
+var DefaultPolicy = Policy{Timeout: 10 * time.Second, MaxDeliveries: 10, BackoffDelay: time.Second, MaxBackoffDelay: time.Minute}
+
+// WithSpec returns p overridden by what a hook's spec sets.
+func (p Policy) WithSpec(h *v1alpha1.Hook) Policy {
+	if h == nil {
+		return p
+	}
+	if d := h.Delivery; d != nil {
+		setDuration(&p.Timeout, d.Timeout)
+		setDuration(&p.BackoffDelay, d.BackoffDelay)
+		setDuration(&p.MaxBackoffDelay, d.MaxBackoffDelay)
+		if d.MaxDeliveries != nil && *d.MaxDeliveries > 0 {
+			p.MaxDeliveries = int(*d.MaxDeliveries)
+		}
+	}
+	if h.Webhook != nil {
+		setDuration(&p.Timeout, h.Webhook.Timeout)
+	}
+	return p
+}
+
+func setDuration(dst *time.Duration, src *metav1.Duration) {
+	if src != nil && src.Duration > 0 {
+		*dst = src.Duration
+	}
+}
+
+// forRequest is p overridden by the delivery spec of the hook in the
+// request's controller, so a controller's settings reach every worker of
+// its hooks, however they are deployed. A request that is not JSON keeps
+// p: the handler fails on it and reports why.
+func (p Policy) forRequest(data []byte, hook string) Policy {
+	var req struct {
+		Controller struct {
+			Spec struct {
+				Hooks map[string]*v1alpha1.Hook `json:"hooks"`
+			} `json:"spec"`
+		} `json:"controller"`
+	}
+	if err := json.Unmarshal(data, &req); err != nil {
+		return p
+	}
+	return p.WithSpec(req.Controller.Spec.Hooks[hook])
+}
+
+// Backoff is the delay after the n-th delivery (n ≥ 1) failed:
+// BackoffDelay·2ⁿ⁻¹, capped at MaxBackoffDelay, less a random part of up to
+// its half (jitter) that r, in [0, 1), picks.
+func (p Policy) Backoff(n int, r float64) time.Duration {
+	d := p.BackoffDelay
+	for i := 1; i < n && d > 0 && d < p.MaxBackoffDelay; i++ {
+		d *= 2
+	}
+	d = min(d, p.MaxBackoffDelay)
+	return d - time.Duration(r*float64(d/2))
+}
+
+func (p Policy) jitteredBackoff(n int) time.Duration { return p.Backoff(n, rand.Float64()) }
+
+// The reasons a call fails, as hooks.Failure reports them.
+const (
+	ReasonTimeout      = "Timeout"
+	ReasonHTTPError    = "HTTPError"
+	ReasonInvalidReply = "InvalidReply"
+	ReasonWorkerError  = "WorkerError"
+)
+
+// Error is a failed call that says why. A handler returns one to name the
+// reason reported on the parent, or to set the delay before the next try
+// (a 429's Retry-After). Any other error is a WorkerError, or a Timeout when
+// the call ran out of time.
+type Error struct {
+	Reason string
+	// RetryAfter, when positive, replaces the backoff before the next try,
+	// and no request of the same parent is tried before it has passed.
+	RetryAfter time.Duration
+	Err        error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// reasonOf classifies a failed call.
+func reasonOf(err error) (reason string, retryAfter time.Duration) {
+	var e *Error
+	switch {
+	case errors.As(err, &e):
+		return e.Reason, e.RetryAfter
+	case errors.Is(err, context.DeadlineExceeded):
+		return ReasonTimeout, 0
+	default:
+		return ReasonWorkerError, 0
+	}
+}

@@ -1,0 +1,217 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/google/uuid"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/apimachinery/pkg/types"
+
+	"universalcontroller.dev/uc/dispatcher"
+	"universalcontroller.dev/uc/dispatcher/worker"
+	"universalcontroller.dev/uc/schemas/bus"
+	"universalcontroller.dev/uc/schemas/hooks"
+)
+
+// startJetStream runs an embedded JetStream server with uc's streams and the
+// sync hook consumer of controller c.
+func startJetStream(t *testing.T) jetstream.JetStream {
+	t.Helper()
+	ns, err := server.NewServer(&server.Options{Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	t.Cleanup(ns.Shutdown)
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("NATS did not start")
+	}
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dispatcher.EnsureStreams(t.Context(), js, dispatcher.TopologyOptions{Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateOrUpdateConsumer(t.Context(), bus.RequestStream, dispatcher.HookConsumerConfig("c", hooks.Sync)); err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// delivery is the sync hook's delivery spec in every request.
+const delivery = `{"timeout":"300ms","maxDeliveries":3,"backoffDelay":"200ms","maxBackoffDelay":"1s"}`
+
+// request publishes a sync request for parent name of controller c.
+func request(t *testing.T, js jetstream.JetStream, name string) bus.Meta {
+	t.Helper()
+	uid := types.UID(uuid.NewString())
+	meta := bus.Meta{Address: bus.Address{Controller: "c", Hook: hooks.Sync, Partition: bus.Partition(uid, 4), ParentUID: uid},
+		Namespace: "ns", Name: name, Generation: 1, ResourceVersion: "7", Observation: time.Now().UnixNano()}
+	e := event.New()
+	e.SetID(uuid.NewString())
+	e.SetType(bus.RequestType(hooks.Sync))
+	e.SetSource("/test")
+	meta.SetOn(&e)
+	body := `{"controller":{"spec":{"hooks":{"sync":{"delivery":` + delivery + `}}}},"parent":{"metadata":{"name":"` + name + `"}}}`
+	if err := e.SetData(event.ApplicationJSON, json.RawMessage(body)); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := bus.ToMsg(t.Context(), meta.RequestSubject(), &e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.PublishMsg(t.Context(), msg); err != nil {
+		t.Fatal(err)
+	}
+	return meta
+}
+
+// steeredHook fails, hangs or answers as each parent's name says, and
+// records when it was called.
+type steeredHook struct {
+	mu    sync.Mutex
+	calls map[string][]time.Time
+	fail  map[string]error
+}
+
+func (h *steeredHook) Hook() string { return hooks.Sync }
+
+func (h *steeredHook) Handle(ctx context.Context, data []byte) (any, error) {
+	var req struct {
+		Parent struct {
+			Metadata struct{ Name string } `json:"metadata"`
+		} `json:"parent"`
+	}
+	if err := json.Unmarshal(data, &req); err != nil {
+		return nil, err
+	}
+	name := req.Parent.Metadata.Name
+	h.mu.Lock()
+	h.calls[name] = append(h.calls[name], time.Now())
+	n := len(h.calls[name])
+	h.mu.Unlock()
+	switch {
+	case name == "hangs":
+		<-make(chan struct{}) // never returns: Serve leaves it behind
+	case name == "busy" && n == 1:
+		return nil, &worker.Error{Reason: worker.ReasonHTTPError, RetryAfter: time.Second, Err: errors.New("429 Too Many Requests")}
+	case name == "broken":
+		return nil, &worker.Error{Reason: worker.ReasonHTTPError, Err: errors.New("500 Internal Server Error")}
+	}
+	return &hooks.SyncResponse{Status: map[string]any{"calls": n}}, nil
+}
+
+func (h *steeredHook) callTimes(name string) []time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]time.Time(nil), h.calls[name]...)
+}
+
+// last waits for a message on subject of stream and returns the last one.
+func last(t *testing.T, js jetstream.JetStream, stream, subject string) *jetstream.RawStreamMsg {
+	t.Helper()
+	s, err := js.Stream(t.Context(), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		msg, err := s.GetLastMsgForSubject(t.Context(), subject)
+		if err == nil {
+			return msg
+		}
+		if !errors.Is(err, jetstream.ErrMsgNotFound) || time.Now().After(deadline) {
+			t.Fatalf("nothing on %s: %v", subject, err)
+		}
+	}
+}
+
+func decode(t *testing.T, msg *jetstream.RawStreamMsg) (*event.Event, bus.Meta) {
+	t.Helper()
+	e, err := bus.FromMsg(t.Context(), msg.Subject, msg.Header, msg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := bus.MetaOf(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, m
+}
+
+// TestServeDeliveryPromises: a failing request is tried the controller's
+// maxDeliveries times with a growing backoff, then dead-lettered, and a
+// failure event naming the reason goes to the applier; a 429's Retry-After
+// is waited for; a hung call times out without holding up other parents.
+func TestServeDeliveryPromises(t *testing.T) {
+	js := startJetStream(t)
+	h := &steeredHook{calls: map[string][]time.Time{}}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() { _ = worker.Serve(ctx, js, "c", h, worker.WithConcurrency(2)) }()
+
+	broken, hangs, busy := request(t, js, "broken"), request(t, js, "hangs"), request(t, js, "busy")
+	ok := request(t, js, "ok")
+
+	// Other parents are served while "hangs" holds a slot.
+	if _, m := decode(t, last(t, js, bus.ReplyStream, ok.ReplySubject())); m.Name != "ok" {
+		t.Fatalf("reply for %s on ok's subject", m.Name)
+	}
+
+	// 429: the second call waits for Retry-After (1s), not the 200ms backoff.
+	if e, _ := decode(t, last(t, js, bus.ReplyStream, busy.ReplySubject())); e.Type() != bus.ResponseType(hooks.Sync) {
+		t.Fatalf("busy: got a %s", e.Type())
+	}
+	if calls := h.callTimes("busy"); len(calls) != 2 || calls[1].Sub(calls[0]) < time.Second {
+		t.Errorf("busy: calls at %v, want 2 calls 1s apart", calls)
+	} else {
+		t.Logf("429 Retry-After 1s: second call after %s", calls[1].Sub(calls[0]).Round(time.Millisecond))
+	}
+
+	for _, tc := range []struct {
+		meta   bus.Meta
+		reason string
+	}{{broken, worker.ReasonHTTPError}, {hangs, worker.ReasonTimeout}} {
+		dl := last(t, js, bus.DeadLetterStream, tc.meta.DeadLetterSubject())
+		if got := dl.Header.Get(worker.HeaderFailureReason); got != tc.reason {
+			t.Errorf("%s: dead letter reason %q, want %q", tc.meta.Name, got, tc.reason)
+		}
+		e, m := decode(t, last(t, js, bus.ReplyStream, tc.meta.ReplySubject()))
+		var f hooks.Failure
+		if err := json.Unmarshal(e.Data(), &f); err != nil {
+			t.Fatal(err)
+		}
+		if e.Type() != bus.FailureType(hooks.Sync) || f.Reason != tc.reason || f.Deliveries != 3 {
+			t.Errorf("%s: failure event %s %+v, want %s after 3 deliveries", tc.meta.Name, e.Type(), f, tc.reason)
+		}
+		if m.Observation != tc.meta.Observation || m.ParentUID != tc.meta.ParentUID || m.RequestID == "" {
+			t.Errorf("%s: failure event meta %+v does not answer the request %+v", tc.meta.Name, m, tc.meta)
+		}
+		t.Logf("%s: %s: %s", tc.meta.Name, f.Reason, f.Message)
+	}
+	calls := h.callTimes("broken")
+	if len(calls) != 3 {
+		t.Fatalf("broken: %d calls, want 3", len(calls))
+	}
+	// Backoff 200ms then 400ms, each less up to half its jitter.
+	for i, min := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond} {
+		if gap := calls[i+1].Sub(calls[i]); gap < min {
+			t.Errorf("broken: retry %d after %s, want at least %s", i+1, gap, min)
+		} else {
+			t.Logf("broken: retry %d after %s", i+1, gap.Round(time.Millisecond))
+		}
+	}
+}
