@@ -331,8 +331,10 @@ func (a *Applier) execute(ctx context.Context, ctl *registry.Controller, parent 
 	}
 	for _, act := range actions {
 		if err := a.write(ctx, ctl, act, false); err != nil {
+			a.events.Eventf(parent, "Warning", "ChildWriteFailed", "%s: %v", act, err)
 			return err
 		}
+		a.events.Eventf(parent, "Normal", act.event, "%s %s", act.child.GVK.Kind, objectKey(act.obj))
 	}
 	return nil
 }

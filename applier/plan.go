@@ -35,6 +35,8 @@ type action struct {
 	obj *unstructured.Unstructured
 	// adopt is set when the apply takes over an orphan.
 	adopt bool
+	// event is the reason of the Normal Event recorded on the parent.
+	event string
 }
 
 func (a action) String() string {
@@ -98,7 +100,7 @@ func plan(ctl *registry.Controller, parent *unstructured.Unstructured, resp *hoo
 		desired[id] = true
 		cur, exists := live.get(child, obj.GetNamespace(), obj.GetName())
 		if !exists {
-			actions = append(actions, action{verb: verbApply, child: child, obj: obj})
+			actions = append(actions, action{verb: verbApply, child: child, obj: obj, event: "Created"})
 			continue
 		}
 		if ref := metav1.GetControllerOfNoCopy(cur); ref != nil && ref.UID != parent.GetUID() {
@@ -118,9 +120,9 @@ func plan(ctl *registry.Controller, parent *unstructured.Unstructured, resp *hoo
 			switch {
 			case desired[idOf(child, o)] || o.GetDeletionTimestamp() != nil:
 			case !sel.Matches(labels.Set(o.GetLabels())):
-				actions = append(actions, action{verb: verbRelease, child: child, obj: o})
+				actions = append(actions, action{verb: verbRelease, child: child, obj: o, event: "Released"})
 			default:
-				actions = append(actions, action{verb: verbDelete, child: child, obj: o})
+				actions = append(actions, action{verb: verbDelete, child: child, obj: o, event: "Deleted"})
 			}
 		}
 	}
@@ -135,7 +137,7 @@ func plan(ctl *registry.Controller, parent *unstructured.Unstructured, resp *hoo
 func update(child *registry.Child, cur, want *unstructured.Unstructured) (action, bool) {
 	// The caller checked that a controller of cur can only be the parent.
 	if metav1.GetControllerOfNoCopy(cur) == nil {
-		return action{verb: verbApply, child: child, obj: want, adopt: true}, true
+		return action{verb: verbApply, child: child, obj: want, adopt: true, event: "Adopted"}, true
 	}
 	same := cur.GetAnnotations()[AnnotationAppliedHash] == want.GetAnnotations()[AnnotationAppliedHash] &&
 		contains(cur.Object, withoutOwners(want).Object)
@@ -146,10 +148,10 @@ func update(child *registry.Child, cur, want *unstructured.Unstructured) (action
 		if cur.GetDeletionTimestamp() != nil {
 			return action{}, false
 		}
-		return action{verb: verbDelete, child: child, obj: cur}, true
+		return action{verb: verbDelete, child: child, obj: cur, event: "Recreating"}, true
 	}
 	// InPlace and RollingInPlace.
-	return action{verb: verbApply, child: child, obj: want}, true
+	return action{verb: verbApply, child: child, obj: want, event: "Updated"}, true
 }
 
 // AnnotationAppliedHash on a child is the hash of the desired object last
