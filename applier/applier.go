@@ -331,7 +331,7 @@ func (a *Applier) execute(ctx context.Context, ctl *registry.Controller, parent 
 	}
 	for _, act := range actions {
 		if err := a.write(ctx, ctl, act, false); err != nil {
-			a.events.Eventf(parent, "Warning", "ChildWriteFailed", "%s: %v", act, err)
+			a.events.Eventf(parent, "Warning", "ChildWriteFailed", "%v", err)
 			return err
 		}
 		a.events.Eventf(parent, "Normal", act.event, "%s %s", act.child.GVK.Kind, objectKey(act.obj))
