@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"time"
+)
+
+// window is a measurement in progress: the counters as they were when it
+// opened.
+type window struct {
+	e       *env
+	uc      *ucProcess // nil when uc is not running
+	start   time.Time
+	metrics apiMetrics
+	driver  verbCounts
+	calls   int64
+}
+
+// measurement is what happened in a window.
+type measurement struct {
+	// Requests is every client's resource requests at the apiserver, by
+	// verb: the driver's, uc's, and the control plane's own (the garbage
+	// collector, leases, kwok's node heartbeats).
+	Requests verbCounts `json:"requests"`
+	// Driver is the driver's own requests (its writes), counted client-side.
+	Driver verbCounts `json:"driverRequests"`
+	// ByResource is Requests by resource.
+	ByResource map[string]verbCounts `json:"requestsByResource"`
+	HookCalls  int64                 `json:"hookCalls"`
+	// PeakRSSMiB and RSSMiB are uc's: its most during the window, and at
+	// its end.
+	PeakRSSMiB float64 `json:"peakRSSMiB,omitempty"`
+	RSSMiB     float64 `json:"rssMiB,omitempty"`
+}
+
+// workloadResources are the resources of the Fanout workload. The driver
+// writes nothing else with its counted client.
+var workloadResources = []string{"fanouts", "fanouts/status", "configmaps"}
+
+// workloadWrites is the writes to the workload made by others than the
+// driver: uc's, and in the delete phase the garbage collector's.
+func (m measurement) workloadWrites() int64 {
+	var n int64
+	for _, res := range workloadResources {
+		n += m.ByResource[res].writes()
+	}
+	return n - m.Driver.writes()
+}
+
+// otherWrites is the writes to anything else: uc's own status and Events,
+// the control plane's leases and kwok's node heartbeats.
+func (m measurement) otherWrites() int64 {
+	return m.Requests.writes() - m.Driver.writes() - m.workloadWrites()
+}
+
+// open starts a window; uc may be nil.
+func (e *env) open(ctx context.Context, uc *ucProcess) (*window, error) {
+	w := &window{e: e, uc: uc, driver: e.driverRequests.snapshot(), calls: e.hook.calls.Load()}
+	if uc != nil {
+		if err := resetPeak(uc.pid()); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	if w.metrics, err = scrapeMetrics(ctx, e.api.kube.CoreV1().RESTClient()); err != nil {
+		return nil, err
+	}
+	w.start = time.Now()
+	return w, nil
+}
+
+// callsSince is the hook calls since the window opened.
+func (w *window) callsSince() int64 { return w.e.hook.calls.Load() - w.calls }
+
+// close ends the window.
+func (w *window) close(ctx context.Context) (measurement, error) {
+	after, err := scrapeMetrics(ctx, w.e.api.kube.CoreV1().RESTClient())
+	if err != nil {
+		return measurement{}, err
+	}
+	m := measurement{
+		ByResource: after.since(w.metrics),
+		Driver:     w.e.driverRequests.snapshot().minus(w.driver),
+		HookCalls:  w.callsSince(),
+	}
+	m.Requests = byVerb(m.ByResource)
+	if w.uc != nil {
+		mem, err := w.uc.memory()
+		if err != nil {
+			return m, err
+		}
+		m.PeakRSSMiB, m.RSSMiB = mib(mem.Peak), mib(mem.RSS)
+	}
+	return m, nil
+}

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"universalcontroller.dev/uc/examples/fanout"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
+)
+
+// resyncPeriod is the resyncPeriodSeconds the resync phase sets.
+const resyncPeriod = 10
+
+// phase is one step of the workload: changes the driver makes, and what
+// tells that uc has made the cluster match them.
+type phase struct {
+	name string
+	// change makes the phase's changes.
+	change func(ctx context.Context) error
+	// reached is the goal of each parent the driver changes; the phase has
+	// converged when every parent reached it.
+	reached func(parent string) bool
+	// converged, for a phase that changes no parent, tells instead when it
+	// has converged.
+	converged func(ctx context.Context, w *window) (bool, error)
+}
+
+// session is uc running the Fanout controller for the phases.
+type session struct {
+	e       *env
+	uc      *ucProcess
+	hooks   *workers
+	obs     *observer
+	parents []string
+}
+
+func runPhases(ctx context.Context, e *env, res *results) error {
+	s, err := startSession(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+	floors := map[string]float64{}
+	for _, f := range res.Floor {
+		floors[f.Name] = f.Seconds
+	}
+	for _, p := range s.phases() {
+		r, err := s.run(ctx, p)
+		r.summarize(floors[p.name])
+		res.Phases = append(res.Phases, r)
+		if err != nil {
+			e.failed = true
+			return fmt.Errorf("phase %s: %w", p.name, err)
+		}
+	}
+	return nil
+}
+
+func startSession(ctx context.Context, e *env) (*session, error) {
+	s := &session{e: e, parents: parentNames(e.cfg.parents)}
+	var err error
+	if s.obs, err = startObserver(ctx, e.api, phaseNamespace); err != nil {
+		return nil, err
+	}
+	if s.uc, err = e.startUC(ctx, "uc"); err != nil {
+		return nil, err
+	}
+	ctl, err := controllerObject(fanout.Controller, nil)
+	if err == nil {
+		err = e.registerControllers(ctx, ctl)
+	}
+	if err != nil {
+		s.uc.stop()
+		return nil, err
+	}
+	s.hooks = serveHook(ctx, s.uc, e.hook, fanout.Controller)
+	if err := s.uc.hookReady(ctx, fanout.Controller); err != nil {
+		s.stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *session) stop() {
+	s.hooks.stop()
+	s.uc.stop()
+	if err := s.e.unregisterControllers(context.Background(), fanout.Controller); err != nil {
+		logf("%v", err)
+	}
+}
+
+// phases are create, update, heal, resync and delete, in that order.
+func (s *session) phases() []phase {
+	m := s.e.cfg.children
+	return []phase{{
+		name: "create",
+		change: s.eachParent(func(ctx context.Context, p string) error {
+			_, err := s.e.driver.dyn.Resource(fanout.GVR).Namespace(phaseNamespace).
+				Create(ctx, newFanout(phaseNamespace, p, m, createPayload, nil), metav1.CreateOptions{})
+			return err
+		}),
+		reached: func(p string) bool { return s.obs.synced(p, m, createPayload) },
+	}, {
+		name: "update",
+		change: s.eachParent(func(ctx context.Context, p string) error {
+			_, err := s.e.driver.dyn.Resource(fanout.GVR).Namespace(phaseNamespace).
+				Patch(ctx, p, types.MergePatchType, mergePatch(updatePayload, "spec", "payload"), metav1.PatchOptions{})
+			return err
+		}),
+		reached: func(p string) bool { return s.obs.carrying(p, updatePayload) == m },
+	},
+		s.heal(),
+		{
+			name:      "resync",
+			change:    s.setResyncPeriod,
+			converged: s.resynced,
+		}, {
+			name: "delete",
+			change: s.eachParent(func(ctx context.Context, p string) error {
+				return s.e.driver.dyn.Resource(fanout.GVR).Namespace(phaseNamespace).Delete(ctx, p, metav1.DeleteOptions{})
+			}),
+			reached: s.obs.gone,
+		}}
+}
+
+// heal deletes the first ConfigMap of every parent; a parent is healed when
+// a new one (another UID) carries the payload again.
+func (s *session) heal() phase {
+	deleted := map[string]types.UID{}
+	child := func(p string) string { return fanout.ChildName(p, 0) }
+	write := s.eachParent(func(ctx context.Context, p string) error {
+		uid := deleted[p]
+		return s.e.driver.kube.CoreV1().ConfigMaps(phaseNamespace).
+			Delete(ctx, child(p), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	})
+	return phase{
+		name: "heal",
+		change: func(ctx context.Context) error {
+			for _, p := range s.parents {
+				cm := s.obs.child(child(p))
+				if cm == nil {
+					return fmt.Errorf("ConfigMap %s is missing before the heal", child(p))
+				}
+				deleted[p] = cm.UID
+			}
+			return write(ctx)
+		},
+		reached: func(p string) bool {
+			cm := s.obs.child(child(p))
+			return cm != nil && cm.UID != deleted[p] && cm.Data[fanout.PayloadKey] == updatePayload
+		},
+	}
+}
+
+// setResyncPeriod sets resyncPeriodSeconds on the controller. Changing the
+// controller re-registers it, which syncs every parent at once; the period
+// then syncs every parent again.
+func (s *session) setResyncPeriod(ctx context.Context) error {
+	_, err := s.e.api.dyn.Resource(v1alpha1.Resource).Patch(ctx, fanout.Controller, types.MergePatchType,
+		mergePatch(resyncPeriod, "spec", "resyncPeriodSeconds"), metav1.PatchOptions{})
+	return err
+}
+
+// resynced holds once every parent was synced by the periodic resync — a
+// hook call a period after the phase began — and nothing is left on the bus.
+func (s *session) resynced(ctx context.Context, w *window) (bool, error) {
+	periodic := w.start.Add(resyncPeriod * time.Second)
+	if s.e.hook.calledSince(periodic, phaseNamespace, s.parents) < len(s.parents) {
+		return false, nil
+	}
+	return s.uc.drained(ctx)
+}
+
+// eachParent is a change that calls write for every parent, at the bench's
+// concurrency, telling the observer when each parent's change begins.
+func (s *session) eachParent(write func(ctx context.Context, parent string) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		return parallel(ctx, len(s.parents), s.e.cfg.concurrency, func(ctx context.Context, i int) error {
+			s.obs.changing(s.parents[i])
+			return write(ctx, s.parents[i])
+		})
+	}
+}
+
+// run runs one phase: it opens a measurement window, makes the changes,
+// waits until they converged (the phase's wall time), then until uc is idle
+// (the end of the window, so trailing no-op syncs count too).
+func (s *session) run(ctx context.Context, p phase) (phaseResult, error) {
+	r := phaseResult{Name: p.name}
+	w, err := s.e.open(ctx, s.uc)
+	if err != nil {
+		return r, err
+	}
+	logf("phase %s", p.name)
+	converged := p.converged
+	if p.reached != nil {
+		s.obs.track(p.reached)
+		converged = func(context.Context, *window) (bool, error) { return s.obs.reachedAll(len(s.parents)), nil }
+	}
+	err = p.change(ctx)
+	if err == nil {
+		err = waitFor(ctx, s.e.cfg.phaseTimeout, "convergence", func(ctx context.Context) (bool, error) {
+			if err := s.uc.exited(); err != nil {
+				return false, fatalError{err}
+			}
+			return converged(ctx, w)
+		}, func() string { return s.progress(p, w) })
+	}
+	end := time.Now()
+	if p.reached != nil {
+		latencies, last := s.obs.outcome()
+		r.setLatencies(latencies)
+		if err == nil {
+			end = last
+		}
+	}
+	r.Seconds = end.Sub(w.start).Seconds()
+	r.Converged = err == nil
+	if err == nil {
+		err = s.uc.settle(ctx, s.e.hook, s.e.cfg.phaseTimeout)
+	}
+	r.SettledSeconds = time.Since(w.start).Seconds()
+	m, closeErr := w.close(ctx)
+	r.measurement = m
+	if err != nil {
+		return r, err
+	}
+	logf("phase %s: converged in %.2fs, idle after %.2fs, %d hook calls", p.name, r.Seconds, r.SettledSeconds, m.HookCalls)
+	return r, closeErr
+}
+
+func (s *session) progress(p phase, w *window) string {
+	if p.reached != nil {
+		return s.obs.progress(len(s.parents))
+	}
+	return fmt.Sprintf("%d hook calls", w.callsSince())
+}

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bufio"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// results is everything one run measured; it is written as JSON.
+type results struct {
+	Date        time.Time       `json:"date"`
+	Machine     machine         `json:"machine"`
+	Scenario    string          `json:"scenario"`
+	Parents     int             `json:"parents"`
+	Children    int             `json:"children"`
+	Concurrency int             `json:"concurrency"`
+	UCFlags     []string        `json:"ucFlags,omitempty"`
+	Floor       []floorResult   `json:"floor"`
+	Phases      []phaseResult   `json:"phases"`
+	Sharing     []sharingResult `json:"sharing,omitempty"`
+	Error       string          `json:"error,omitempty"`
+}
+
+type machine struct {
+	CPUs      int    `json:"cpus"`
+	CPUModel  string `json:"cpuModel"`
+	MemoryGiB int64  `json:"memoryGiB"`
+	Kernel    string `json:"kernel"`
+	Go        string `json:"go"`
+}
+
+// phaseResult is one phase run by uc.
+type phaseResult struct {
+	Name string `json:"name"`
+	// Seconds is from the first change until the last parent converged.
+	Seconds float64 `json:"seconds"`
+	// SettledSeconds is until uc went idle: the window of the counts.
+	SettledSeconds float64 `json:"settledSeconds"`
+	Converged      bool    `json:"converged"`
+	FloorSeconds   float64 `json:"floorSeconds,omitempty"`
+	FloorRatio     float64 `json:"floorRatio,omitempty"`
+	// Latency from the change of a parent to the observer seeing it
+	// applied, over the parents.
+	LatencyP50Seconds float64 `json:"latencyP50Seconds,omitempty"`
+	LatencyP99Seconds float64 `json:"latencyP99Seconds,omitempty"`
+	measurement
+	// WorkloadWrites is the writes to Fanouts and ConfigMaps by everyone but
+	// the driver: uc's, and in the delete phase the garbage collector's.
+	WorkloadWrites int64 `json:"workloadWrites"`
+	// OtherWrites is the writes to anything else by everyone but the driver.
+	OtherWrites int64 `json:"otherWrites"`
+}
+
+// summarize sets the ratio to the floor (seconds, 0 when the phase has no
+// floor) and the write counts.
+func (r *phaseResult) summarize(seconds float64) {
+	if seconds > 0 {
+		r.FloorSeconds, r.FloorRatio = seconds, r.Seconds/seconds
+	}
+	r.WorkloadWrites, r.OtherWrites = r.workloadWrites(), r.otherWrites()
+}
+
+func (r *phaseResult) setLatencies(sorted []time.Duration) {
+	r.LatencyP50Seconds = percentile(sorted, 0.50).Seconds()
+	r.LatencyP99Seconds = percentile(sorted, 0.99).Seconds()
+}
+
+// percentile is the nearest-rank percentile of sorted durations.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[max(0, int(math.Ceil(p*float64(len(sorted))))-1)]
+}
+
+func newResults(cfg config) *results {
+	return &results{
+		Date: time.Now().UTC(), Machine: describeMachine(),
+		Scenario: cfg.scenario, Parents: cfg.parents, Children: cfg.children,
+		Concurrency: cfg.concurrency, UCFlags: cfg.ucFlags,
+	}
+}
+
+func describeMachine() machine {
+	m := machine{CPUs: runtime.NumCPU(), Go: runtime.Version()}
+	m.CPUModel = procField("/proc/cpuinfo", "model name")
+	if kb := procField("/proc/meminfo", "MemTotal"); kb != "" {
+		if n, err := kiB(kb); err == nil {
+			m.MemoryGiB = (n + 1<<29) >> 30
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	return m
+}
+
+// procField is the value of the first "key: value" line with that key.
+func procField(path, key string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// writeJSON writes the results to dir/<date>.json.
+func (r *results) writeJSON(dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, r.Date.Format("20060102T150405Z")+"-"+r.Scenario+".json")
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	return path, os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// print writes the human-readable tables.
+func (r *results) print(out io.Writer) {
+	fmt.Fprintf(out, "\nuc on the test bed — %d parents × %d ConfigMaps, concurrency %d, %d CPUs, %s\n",
+		r.Parents, r.Children, r.Concurrency, r.Machine.CPUs, r.Date.Format(time.RFC3339))
+	if len(r.UCFlags) > 0 {
+		fmt.Fprintf(out, "uc flags: %s\n", strings.Join(r.UCFlags, " "))
+	}
+	r.printPhases(out)
+	r.printRequests(out)
+	r.printSharing(out)
+	if r.Error != "" {
+		fmt.Fprintf(out, "\nFAILED: %s\n", r.Error)
+	}
+}
+
+func (r *results) printPhases(out io.Writer) {
+	n := float64(r.Parents)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(out)
+	fmt.Fprintln(tw, "phase\twall\tfloor\t× floor\thook calls\tper parent\tp50\tp99\tuc writes\tdry runs\tother writes\tpeak RSS\t")
+	for _, p := range r.Phases {
+		wall := seconds(p.Seconds)
+		if !p.Converged {
+			wall = "DNF " + wall
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.2f\t%s\t%s\t%d\t%d\t%d\t%.0f MiB\t\n", p.Name, wall,
+			orDash(p.FloorSeconds, seconds), orDash(p.FloorRatio, func(x float64) string { return fmt.Sprintf("%.2f×", x) }),
+			p.HookCalls, float64(p.HookCalls)/n,
+			orDash(p.LatencyP50Seconds, seconds), orDash(p.LatencyP99Seconds, seconds),
+			p.WorkloadWrites, p.Requests.dryRuns(), p.OtherWrites, p.PeakRSSMiB)
+	}
+	tw.Flush()
+}
+
+func (r *results) printRequests(out io.Writer) {
+	type row struct {
+		name string
+		m    measurement
+	}
+	var rows []row
+	for _, f := range r.Floor {
+		rows = append(rows, row{"floor " + f.Name, f.measurement})
+	}
+	for _, p := range r.Phases {
+		rows = append(rows, row{p.Name, p.measurement})
+	}
+	seen := map[string]bool{}
+	for _, row := range rows {
+		for v := range row.m.Requests {
+			seen[v] = true
+		}
+	}
+	verbs := slices.SortedFunc(maps.Keys(seen), func(a, b string) int {
+		return cmp.Or(verbOrder(a)-verbOrder(b), strings.Compare(a, b))
+	})
+	fmt.Fprintln(out, "\napiserver requests during each phase, by verb (every client; the driver's own in brackets)")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "phase\t%s\t\n", strings.Join(verbs, "\t"))
+	for _, row := range rows {
+		fmt.Fprint(tw, row.name)
+		for _, v := range verbs {
+			cell := fmt.Sprint(row.m.Requests[v])
+			if d := row.m.Driver[v]; d != 0 {
+				cell += fmt.Sprintf(" (%d)", d)
+			}
+			fmt.Fprintf(tw, "\t%s", cell)
+		}
+		fmt.Fprintln(tw, "\t")
+	}
+	tw.Flush()
+}
+
+// verbOrder puts writes first, then dry runs, then reads.
+func verbOrder(v string) int {
+	order := []string{"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION",
+		"POST dry-run", "PUT dry-run", "PATCH dry-run", "APPLY dry-run", "DELETE dry-run", "GET", "LIST", "WATCH"}
+	if i := slices.Index(order, v); i >= 0 {
+		return i
+	}
+	return len(order)
+}
+
+func (r *results) printSharing(out io.Writer) {
+	if len(r.Sharing) == 0 {
+		return
+	}
+	fmt.Fprintln(out, "\ncontrollers sharing one child kind (ConfigMaps): uc idle after syncing every parent once")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "controllers\tRSS\tpeak RSS\tuc's watches\ton configmaps\thook calls\twrites\t")
+	for _, s := range r.Sharing {
+		fmt.Fprintf(tw, "%d\t%.1f MiB\t%.1f MiB\t%d\t%d\t%d\t%d\t\n", s.Controllers, s.RSSMiB, s.PeakRSSMiB,
+			sum(s.Watches), s.Watches["configmaps"], s.HookCalls, s.Writes)
+	}
+	tw.Flush()
+}
+
+func seconds(s float64) string { return fmt.Sprintf("%.2fs", s) }
+
+func orDash(v float64, format func(float64) string) string {
+	if v == 0 {
+		return "–"
+	}
+	return format(v)
+}
