@@ -1,7 +1,9 @@
 // Package dispatcher owns the bus topology — the JetStream streams, and one
 // durable consumer per hook of every registered controller — and delivers
-// requests to hooks that are not on the bus. Package dispatcher/worker is the
-// Go SDK for hooks that are.
+// requests to hooks that are not on the bus (Dispatcher): webhooks and
+// Knative Addressables, over HTTP. Package dispatcher/worker is the Go SDK
+// for hooks that are; the dispatcher serves its hooks with it too, so both
+// keep the same delivery promises.
 package dispatcher
 
 import (
@@ -16,6 +18,7 @@ import (
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
 // TopologyOptions tune the streams.
@@ -95,7 +98,7 @@ func (t *Topology) onController(old, cur *registry.Controller) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if cur == nil {
-		for _, hook := range []string{hooks.Sync, hooks.Finalize, hooks.Customize} {
+		for _, hook := range allHooks {
 			err := t.js.DeleteConsumer(ctx, bus.RequestStream, bus.HookConsumer(old.Name, hook))
 			if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 				t.log.Error("delete hook consumer", "controller", old.Name, "hook", hook, "err", err)
@@ -103,20 +106,24 @@ func (t *Topology) onController(old, cur *registry.Controller) {
 		}
 		return
 	}
-	for _, hook := range declaredHooks(cur) {
+	for hook := range hooksOf(cur) {
 		if _, err := t.js.CreateOrUpdateConsumer(ctx, bus.RequestStream, HookConsumerConfig(cur.Name, hook)); err != nil {
 			t.log.Error("create hook consumer", "controller", cur.Name, "hook", hook, "err", err)
 		}
 	}
 }
 
-func declaredHooks(c *registry.Controller) []string {
-	out := []string{hooks.Sync}
+// allHooks names every hook a controller may declare.
+var allHooks = []string{hooks.Sync, hooks.Finalize, hooks.Customize}
+
+// hooksOf is a controller's declared hooks, by name.
+func hooksOf(c *registry.Controller) map[string]*v1alpha1.Hook {
+	out := map[string]*v1alpha1.Hook{hooks.Sync: &c.Spec.Hooks.Sync}
 	if c.Spec.Hooks.Finalize != nil {
-		out = append(out, hooks.Finalize)
+		out[hooks.Finalize] = c.Spec.Hooks.Finalize
 	}
 	if c.Spec.Hooks.Customize != nil {
-		out = append(out, hooks.Customize)
+		out[hooks.Customize] = c.Spec.Hooks.Customize
 	}
 	return out
 }

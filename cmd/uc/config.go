@@ -26,6 +26,7 @@ type config struct {
 	partitions     int
 	watcherWorkers int
 	applierWorkers int
+	maxReplyBytes  int64
 	logLevel       string
 }
 
@@ -41,6 +42,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.replicas, "stream-replicas", 1, "replicas of the JetStream streams (3 on a NATS cluster)")
 	fs.IntVar(&c.partitions, "partitions", bus.DefaultPartitions, "partitions parents are spread over; fixed at install")
 	fs.IntVar(&c.watcherWorkers, "watcher-workers", 8, "parents the watcher syncs at once")
+	fs.Int64Var(&c.maxReplyBytes, "max-reply-bytes", 0, "largest hook reply the dispatcher takes from a webhook or destination (0: the NATS server's max payload)")
 	fs.IntVar(&c.applierWorkers, "applier-workers", 16, "parents the applier applies at once")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 }

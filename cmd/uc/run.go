@@ -67,6 +67,8 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	var runners []func(context.Context) error
 	if cfg.roles.dispatcher {
 		dispatcher.NewTopology(js, reg, log)
+		d := dispatcher.New(js, reg, kube, dyn, dispatcher.Options{MaxReplyBytes: cfg.maxReplyBytes}, log)
+		runners = append(runners, d.Run)
 	}
 	if cfg.roles.watcher {
 		w := watcher.New(reg, js, watcher.Options{Partitions: cfg.partitions, Workers: cfg.watcherWorkers}, log)

@@ -75,7 +75,10 @@ type callInfo struct {
 	log *slog.Logger
 }
 
-func withRequest(ctx context.Context, req *event.Event, log *slog.Logger) context.Context {
+// ContextWithRequest is the context Serve calls a handler with: it holds
+// the request and the call's logger. Use it to call a handler elsewhere,
+// e.g. in its tests.
+func ContextWithRequest(ctx context.Context, req *event.Event, log *slog.Logger) context.Context {
 	return context.WithValue(ctx, callKey{}, callInfo{req, log})
 }
 
@@ -230,7 +233,7 @@ func (s *server) serve(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	policy := s.opts.policy.forRequest(req.Data(), meta.Hook)
-	reply, err := s.call(withRequest(ctx, req, log), req, policy.Timeout)
+	reply, err := s.call(ContextWithRequest(ctx, req, log), req, policy.Timeout)
 	if err == nil {
 		err = s.publish(ctx, req, meta, bus.ResponseType(meta.Hook), reply)
 	}
