@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"os"
 
 	"universalcontroller.dev/uc/schemas/bus"
 )
@@ -28,6 +29,10 @@ type config struct {
 	applierWorkers int
 	maxReplyBytes  int64
 	logLevel       string
+
+	leaderElect    bool
+	leaseNamespace string
+	healthAddr     string
 }
 
 func (c *config) register(fs *flag.FlagSet) {
@@ -45,4 +50,18 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.Int64Var(&c.maxReplyBytes, "max-reply-bytes", 0, "largest hook reply the dispatcher takes from a webhook or destination (0: the NATS server's max payload)")
 	fs.IntVar(&c.applierWorkers, "applier-workers", 16, "parents the applier applies at once")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.healthAddr, "health-addr", "", "address serving /healthz and /readyz, e.g. :8081 (off when empty)")
+	if c.roles.watcher {
+		// uc run is one process: no election unless asked; uc watcher
+		// replicas elect one active watcher.
+		fs.BoolVar(&c.leaderElect, "leader-elect", !c.embedded, "run the watcher only while holding the uc-watcher Lease")
+		fs.StringVar(&c.leaseNamespace, "leader-elect-namespace", envOr("POD_NAMESPACE", "default"), "namespace of the uc-watcher Lease")
+	}
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }

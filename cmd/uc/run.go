@@ -72,13 +72,20 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	if cfg.roles.watcher {
 		w := watcher.New(reg, js, watcher.Options{Partitions: cfg.partitions, Workers: cfg.watcherWorkers}, log)
-		runners = append(runners, w.Run)
+		if cfg.leaderElect {
+			runners = append(runners, leaderElected(kube, cfg.leaseNamespace, "uc-watcher", log, w.Run))
+		} else {
+			runners = append(runners, w.Run)
+		}
 	}
 	if cfg.roles.applier {
 		a := applier.New(reg, dyn, js, recorder, applier.Options{Workers: cfg.applierWorkers, Replicas: cfg.replicas}, log)
 		runners = append(runners, a.Run)
 	}
 	runners = append(runners, func(ctx context.Context) error { reg.Run(ctx); return nil })
+	if cfg.healthAddr != "" {
+		runners = append(runners, serveHealth(cfg.healthAddr, nc))
+	}
 
 	log.Info("uc started", "watcher", cfg.roles.watcher, "dispatcher", cfg.roles.dispatcher, "applier", cfg.roles.applier, "apiserver", restCfg.Host, "nats", nc.ConnectedUrlRedacted())
 	return runAll(ctx, runners)
