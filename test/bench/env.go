@@ -72,7 +72,11 @@ func startEnv(ctx context.Context, cfg config) (*env, error) {
 	e := &env{cfg: cfg, dir: dir, driverRequests: newRequestCounter(), hook: newCountingHook()}
 	begin := time.Now()
 	built := make(chan error, 1)
-	go func() { built <- e.buildUC(ctx) }()
+	if e.ucBin = cfg.ucBin; e.ucBin != "" {
+		built <- nil
+	} else {
+		go func() { built <- e.buildUC(ctx) }()
+	}
 	if e.bed, err = testbed.Start(ctx, testbed.Options{Dir: filepath.Join(dir, "bed"), Logf: logf}); err != nil {
 		<-built
 		e.failed = true

@@ -38,6 +38,8 @@ type config struct {
 	sharingParents int
 	out            string
 	ucFlags        stringList
+	ucBin          string
+	ignoreStatus   bool
 }
 
 // scenarios are the named N×M workloads.
@@ -56,6 +58,8 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.sharingParents, "sharing-parents", 100, "parents shared out among the controllers of the sharing measurement")
 	fs.StringVar(&cfg.out, "out", "bench-results", "directory of the JSON results")
 	fs.Var(&cfg.ucFlags, "uc-flag", "extra flag for uc run, e.g. -uc-flag=--kube-api-qps=1000 (repeatable)")
+	fs.StringVar(&cfg.ucBin, "uc-bin", "", "a uc binary to measure (default: build ./cmd/uc)")
+	fs.BoolVar(&cfg.ignoreStatus, "ignore-status-changes", false, "set parentResource.ignoreStatusChanges on the Fanout controllers")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}

@@ -14,6 +14,7 @@ type window struct {
 	metrics apiMetrics
 	driver  verbCounts
 	calls   int64
+	cpu     cpuSeconds
 }
 
 // measurement is what happened in a window.
@@ -31,6 +32,9 @@ type measurement struct {
 	// its end.
 	PeakRSSMiB float64 `json:"peakRSSMiB,omitempty"`
 	RSSMiB     float64 `json:"rssMiB,omitempty"`
+	// CPUSeconds is the CPU time each process used: the test bed's
+	// components, uc, and the bench itself (driver and hook).
+	CPUSeconds cpuSeconds `json:"cpuSeconds"`
 }
 
 // workloadResources are the resources of the Fanout workload. The driver
@@ -65,6 +69,9 @@ func (e *env) open(ctx context.Context, uc *ucProcess) (*window, error) {
 	if w.metrics, err = scrapeMetrics(ctx, e.api.kube.CoreV1().RESTClient()); err != nil {
 		return nil, err
 	}
+	if w.cpu, err = readCPU(); err != nil {
+		return nil, err
+	}
 	w.start = time.Now()
 	return w, nil
 }
@@ -74,6 +81,10 @@ func (w *window) callsSince() int64 { return w.e.hook.calls.Load() - w.calls }
 
 // close ends the window.
 func (w *window) close(ctx context.Context) (measurement, error) {
+	cpu, err := readCPU()
+	if err != nil {
+		return measurement{}, err
+	}
 	after, err := scrapeMetrics(ctx, w.e.api.kube.CoreV1().RESTClient())
 	if err != nil {
 		return measurement{}, err
@@ -82,6 +93,7 @@ func (w *window) close(ctx context.Context) (measurement, error) {
 		ByResource: after.since(w.metrics),
 		Driver:     w.e.driverRequests.snapshot().minus(w.driver),
 		HookCalls:  w.callsSince(),
+		CPUSeconds: cpu.minus(w.cpu),
 	}
 	m.Requests = byVerb(m.ByResource)
 	if w.uc != nil {

@@ -69,7 +69,7 @@ func startSession(ctx context.Context, e *env) (*session, error) {
 	if s.uc, err = e.startUC(ctx, "uc"); err != nil {
 		return nil, err
 	}
-	ctl, err := controllerObject(fanout.Controller, nil)
+	ctl, err := e.controllerObject(fanout.Controller, nil)
 	if err == nil {
 		err = e.registerControllers(ctx, ctl)
 	}

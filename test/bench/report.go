@@ -19,17 +19,19 @@ import (
 
 // results is everything one run measured; it is written as JSON.
 type results struct {
-	Date        time.Time       `json:"date"`
-	Machine     machine         `json:"machine"`
-	Scenario    string          `json:"scenario"`
-	Parents     int             `json:"parents"`
-	Children    int             `json:"children"`
-	Concurrency int             `json:"concurrency"`
-	UCFlags     []string        `json:"ucFlags,omitempty"`
-	Floor       []floorResult   `json:"floor"`
-	Phases      []phaseResult   `json:"phases"`
-	Sharing     []sharingResult `json:"sharing,omitempty"`
-	Error       string          `json:"error,omitempty"`
+	Date        time.Time `json:"date"`
+	Machine     machine   `json:"machine"`
+	Scenario    string    `json:"scenario"`
+	Parents     int       `json:"parents"`
+	Children    int       `json:"children"`
+	Concurrency int       `json:"concurrency"`
+	UCFlags     []string  `json:"ucFlags,omitempty"`
+	// IgnoreStatusChanges is set on the controllers (-ignore-status-changes).
+	IgnoreStatusChanges bool            `json:"ignoreStatusChanges,omitempty"`
+	Floor               []floorResult   `json:"floor"`
+	Phases              []phaseResult   `json:"phases"`
+	Sharing             []sharingResult `json:"sharing,omitempty"`
+	Error               string          `json:"error,omitempty"`
 }
 
 type machine struct {
@@ -88,7 +90,7 @@ func newResults(cfg config) *results {
 	return &results{
 		Date: time.Now().UTC(), Machine: describeMachine(),
 		Scenario: cfg.scenario, Parents: cfg.parents, Children: cfg.children,
-		Concurrency: cfg.concurrency, UCFlags: cfg.ucFlags,
+		Concurrency: cfg.concurrency, UCFlags: cfg.ucFlags, IgnoreStatusChanges: cfg.ignoreStatus,
 	}
 }
 
@@ -142,8 +144,12 @@ func (r *results) print(out io.Writer) {
 	if len(r.UCFlags) > 0 {
 		fmt.Fprintf(out, "uc flags: %s\n", strings.Join(r.UCFlags, " "))
 	}
+	if r.IgnoreStatusChanges {
+		fmt.Fprintln(out, "controllers set parentResource.ignoreStatusChanges")
+	}
 	r.printPhases(out)
 	r.printRequests(out)
+	r.printCPU(out)
 	r.printSharing(out)
 	if r.Error != "" {
 		fmt.Fprintf(out, "\nFAILED: %s\n", r.Error)
@@ -203,6 +209,37 @@ func (r *results) printRequests(out io.Writer) {
 			fmt.Fprintf(tw, "\t%s", cell)
 		}
 		fmt.Fprintln(tw, "\t")
+	}
+	tw.Flush()
+}
+
+// printCPU shows where each phase's time went: the CPU seconds of each
+// process over the window, and how busy that kept the machine.
+func (r *results) printCPU(out io.Writer) {
+	type row struct {
+		name    string
+		seconds float64
+		cpu     cpuSeconds
+	}
+	var rows []row
+	for _, f := range r.Floor {
+		rows = append(rows, row{"floor " + f.Name, f.Seconds, f.CPUSeconds})
+	}
+	for _, p := range r.Phases {
+		rows = append(rows, row{p.Name, p.SettledSeconds, p.CPUSeconds})
+	}
+	procs := []string{"kube-apiserver", "etcd", "uc", "bench", "kube-controller"}
+	fmt.Fprintf(out, "\nCPU seconds during each phase, by process (bench = driver + hook; busy = all processes / (window × %d CPUs))\n", r.Machine.CPUs)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "phase\twindow\t%s\tothers\tbusy\t\n", strings.Join(procs, "\t"))
+	for _, row := range rows {
+		fmt.Fprintf(tw, "%s\t%s", row.name, seconds(row.seconds))
+		rest := row.cpu.total()
+		for _, p := range procs {
+			fmt.Fprintf(tw, "\t%.1f", row.cpu[p])
+			rest -= row.cpu[p]
+		}
+		fmt.Fprintf(tw, "\t%.1f\t%.0f%%\t\n", max(rest, 0), 100*row.cpu.total()/(row.seconds*float64(r.Machine.CPUs)))
 	}
 	tw.Flush()
 }

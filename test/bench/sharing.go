@@ -102,7 +102,7 @@ func (s *sharing) round(ctx context.Context, k int, name string) (sharingResult,
 		return r, err
 	}
 	defer uc.stop()
-	ucs, names, err := sharingControllers(name, k)
+	ucs, names, err := s.e.sharingControllers(name, k)
 	if err != nil {
 		return r, err
 	}
@@ -188,7 +188,7 @@ func sum(m map[string]int64) int64 {
 }
 
 // sharingControllers are k Fanout controllers that share out the shards.
-func sharingControllers(prefix string, k int) ([]*unstructured.Unstructured, []string, error) {
+func (e *env) sharingControllers(prefix string, k int) ([]*unstructured.Unstructured, []string, error) {
 	var ucs []*unstructured.Unstructured
 	var names []string
 	for i := range k {
@@ -197,7 +197,7 @@ func sharingControllers(prefix string, k int) ([]*unstructured.Unstructured, []s
 			mine = append(mine, strconv.Itoa(j))
 		}
 		name := fmt.Sprintf("fanout-%s-%d-of-%d", prefix, i+1, k)
-		uc, err := controllerObject(name, &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+		uc, err := e.controllerObject(name, &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
 			Key: shardLabel, Operator: metav1.LabelSelectorOpIn, Values: mine,
 		}}})
 		if err != nil {

@@ -54,13 +54,16 @@ func mergePatch(value any, path ...string) []byte {
 
 // controllerObject is examples/fanout/controller.yaml under another name,
 // taking only the parents sel selects when sel is set.
-func controllerObject(name string, sel *metav1.LabelSelector) (*unstructured.Unstructured, error) {
+func (e *env) controllerObject(name string, sel *metav1.LabelSelector) (*unstructured.Unstructured, error) {
 	var uc v1alpha1.UniversalController
 	if err := yaml.UnmarshalStrict(fanout.ControllerManifest, &uc); err != nil {
 		return nil, err
 	}
 	uc.Name = name
 	uc.Spec.ParentResource.LabelSelector = sel
+	if e.cfg.ignoreStatus {
+		uc.Spec.ParentResource.IgnoreStatusChanges = &e.cfg.ignoreStatus
+	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&uc)
 	if err != nil {
 		return nil, err
