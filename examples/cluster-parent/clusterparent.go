@@ -10,7 +10,6 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -64,14 +63,19 @@ func Sync(_ context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error
 		}})
 	}
 	// The observed ConfigMaps are keyed "namespace/name".
-	present := []any{}
-	for _, key := range slices.Sorted(maps.Keys(req.Children[hooks.GroupKey("ConfigMap", "v1")])) {
+	var present []string
+	for key := range req.Children[hooks.GroupKey("ConfigMap", "v1")] {
 		if ns, n, ok := strings.Cut(key, "/"); ok && n == name {
 			present = append(present, ns)
 		}
 	}
+	slices.Sort(present)
+	namespaces := []any{}
+	for _, ns := range present {
+		namespaces = append(namespaces, ns)
+	}
 	return &hooks.SyncResponse{
-		Status:   map[string]any{"present": int64(len(present)), "namespaces": present},
+		Status:   map[string]any{"present": int64(len(present)), "namespaces": namespaces},
 		Children: children,
 	}, nil
 }

@@ -1,0 +1,916 @@
+package e2e
+
+// The CompositeController semantics of issue 3 on the test bed: adoption
+// and release by selector, children of other controllers, the parents'
+// labelSelector, ignoreStatusChanges, resyncs, removed fields, strict v2
+// replies, and bad input. Each test registers its own UniversalController
+// on the test-only Composite kind, whose hook echoes the parent's spec (see
+// testdata/composite-crd.yaml), so a test says what the hook replies by
+// editing the parent.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/restmapper"
+
+	"universalcontroller.dev/uc/dispatcher/worker"
+	"universalcontroller.dev/uc/schemas/hooks"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
+)
+
+var compositeGVR = schema.GroupVersionResource{Group: "e2e.universalcontroller.dev", Version: "v1", Resource: "composites"}
+
+// controllerLabel on a Composite says which test controller handles it.
+const controllerLabel = "e2e.universalcontroller.dev/controller"
+
+// hookCall is one recorded hook call.
+type hookCall struct {
+	hook            string
+	generation      int64
+	resourceVersion string
+	finalizing      bool
+	children        map[string][]string // keys of the observed children, by group
+}
+
+// recorder records a controller's hook calls per parent (namespace/name).
+type recorder struct {
+	mu    sync.Mutex
+	calls map[string][]hookCall
+}
+
+func newRecorder() *recorder { return &recorder{calls: map[string][]hookCall{}} }
+
+// handler serves fn as the hook, recording every call before it runs.
+func (r *recorder) handler(hook string, fn func(context.Context, *hooks.SyncRequest) (any, error)) worker.Handler {
+	return recordingHandler{hook, r, fn}
+}
+
+type recordingHandler struct {
+	hook string
+	r    *recorder
+	fn   func(context.Context, *hooks.SyncRequest) (any, error)
+}
+
+func (h recordingHandler) Hook() string { return h.hook }
+
+func (h recordingHandler) Handle(ctx context.Context, data []byte) (any, error) {
+	var req hooks.SyncRequest
+	if err := json.Unmarshal(data, &req); err != nil {
+		return nil, err
+	}
+	c := hookCall{hook: h.hook, generation: req.Parent.GetGeneration(), resourceVersion: req.Parent.GetResourceVersion(),
+		finalizing: req.Finalizing, children: map[string][]string{}}
+	for group, objs := range req.Children {
+		c.children[group] = slices.Sorted(maps.Keys(objs))
+	}
+	key := req.Parent.GetNamespace() + "/" + req.Parent.GetName()
+	h.r.mu.Lock()
+	h.r.calls[key] = append(h.r.calls[key], c)
+	h.r.mu.Unlock()
+	return h.fn(ctx, &req)
+}
+
+// of lists the calls for a parent.
+func (r *recorder) of(namespace, name string) []hookCall {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.calls[namespace+"/"+name])
+}
+
+func (r *recorder) count(namespace, name string) int { return len(r.of(namespace, name)) }
+
+// typed adapts a SyncFunc to recorder.handler.
+func typed(fn worker.SyncFunc) func(context.Context, *hooks.SyncRequest) (any, error) {
+	return func(ctx context.Context, req *hooks.SyncRequest) (any, error) {
+		resp, err := fn(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return resp, nil
+	}
+}
+
+// serveHooks serves the handlers as the controller's hooks, in this
+// process, until the test ends.
+func serveHooks(t *testing.T, controller string, handlers ...worker.Handler) {
+	t.Helper()
+	ctx := t.Context()
+	for _, h := range handlers {
+		go func() {
+			if err := worker.Serve(ctx, env.js, controller, h); err != nil && ctx.Err() == nil {
+				t.Errorf("%s %s worker: %v", controller, h.Hook(), err)
+			}
+		}()
+	}
+}
+
+// installCRD applies a CRD manifest and waits until its resource is served.
+func installCRD(t *testing.T, path string, gvr schema.GroupVersionResource) {
+	t.Helper()
+	if err := applyFile(t.Context(), filepath.Join(env.root, path)); err != nil {
+		t.Fatal(err)
+	}
+	if err := poll(t.Context(), 30*time.Second, func() error {
+		_, err := env.dyn.Resource(gvr).List(t.Context(), metav1.ListOptions{Limit: 1})
+		return err
+	}); err != nil {
+		t.Fatalf("%s is not served: %v", gvr, err)
+	}
+}
+
+// registerManifest applies the objects of a manifest, each changed by edit
+// first, and deletes the UniversalControllers among them when the test
+// ends.
+func registerManifest(t *testing.T, path string, edit func(*unstructured.Unstructured)) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(env.root, path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(env.kube.Discovery()))
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	for {
+		var obj unstructured.Unstructured
+		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			return
+		} else if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if obj.Object == nil {
+			continue
+		}
+		if edit != nil {
+			edit(&obj)
+		}
+		if err := applyObject(t.Context(), mapper, &obj); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if obj.GetKind() == "UniversalController" {
+			name := obj.GetName()
+			t.Cleanup(func() {
+				_ = env.dyn.Resource(v1alpha1.Resource).Delete(context.Background(), name, metav1.DeleteOptions{})
+			})
+		}
+	}
+}
+
+// registerComposite registers a copy of testdata/composite-controller.yaml
+// named name, for the Composites labelled with that name, changed by edit,
+// and serves its sync hook with the echo hook. It returns the recorder of
+// the hook's calls.
+func registerComposite(t *testing.T, name string, edit func(spec map[string]any)) *recorder {
+	t.Helper()
+	installCRD(t, "test/e2e/testdata/composite-crd.yaml", compositeGVR)
+	rec := newRecorder()
+	serveHooks(t, name, rec.handler(hooks.Sync, echo))
+	registerManifest(t, "test/e2e/testdata/composite-controller.yaml", func(u *unstructured.Unstructured) {
+		u.SetName(name)
+		_ = unstructured.SetNestedField(u.Object, name, "spec", "parentResource", "labelSelector", "matchLabels", controllerLabel)
+		if edit != nil {
+			spec, _, _ := unstructured.NestedMap(u.Object, "spec")
+			edit(spec)
+			u.Object["spec"] = spec
+		}
+	})
+	return rec
+}
+
+// echo is the Composites' sync hook: it replies what the parent's spec says.
+// spec.children are the desired children, spec.status the status (default
+// {"echo": true}), spec.resyncAfterSeconds is passed on, and the fields of
+// spec.extra are added to the reply as they are.
+func echo(_ context.Context, req *hooks.SyncRequest) (any, error) {
+	spec, _, _ := unstructured.NestedMap(req.Parent.Object, "spec")
+	reply := map[string]any{"children": []any{}, "status": map[string]any{"echo": true}}
+	if c, ok := spec["children"]; ok && c != nil {
+		reply["children"] = c
+	}
+	if s, ok := spec["status"]; ok {
+		reply["status"] = s
+	}
+	if r, ok := spec["resyncAfterSeconds"]; ok {
+		reply["resyncAfterSeconds"] = r
+	}
+	if extra, ok := spec["extra"].(map[string]any); ok {
+		maps.Copy(reply, extra)
+	}
+	return reply, nil
+}
+
+// cm is a desired ConfigMap child, as the hook returns it.
+func cm(name string, labels map[string]any, data map[string]any) map[string]any {
+	meta := map[string]any{"name": name}
+	if labels != nil {
+		meta["labels"] = labels
+	}
+	obj := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta}
+	if data != nil {
+		obj["data"] = data
+	}
+	return obj
+}
+
+// selectApp is a parent's spec.selector for the label app=value.
+func selectApp(value string) map[string]any {
+	return map[string]any{"matchLabels": map[string]any{"app": value}}
+}
+
+func createComposite(t *testing.T, ns, name, controller string, spec map[string]any) *unstructured.Unstructured {
+	t.Helper()
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "e2e.universalcontroller.dev/v1", "kind": "Composite",
+		"metadata": map[string]any{"name": name, "namespace": ns, "labels": map[string]any{controllerLabel: controller}},
+		"spec":     spec,
+	}}
+	created, err := env.dyn.Resource(compositeGVR).Namespace(ns).Create(t.Context(), obj, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return created
+}
+
+// patchComposite merge-patches a Composite.
+func patchComposite(t *testing.T, ns, name string, patch map[string]any) *unstructured.Unstructured {
+	t.Helper()
+	b, _ := json.Marshal(patch)
+	obj, err := env.dyn.Resource(compositeGVR).Namespace(ns).Patch(t.Context(), name, types.MergePatchType, b, metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obj
+}
+
+func getComposite(ctx context.Context, ns, name string) (*unstructured.Unstructured, error) {
+	return env.dyn.Resource(compositeGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+// compositeSynced checks the Composite's latest generation was applied.
+func compositeSynced(ctx context.Context, ns, name string) error {
+	p, err := getComposite(ctx, ns, name)
+	if err != nil {
+		return err
+	}
+	if err := syncedTrue(p); err != nil {
+		return err
+	}
+	if c := condition(p, "Synced"); fmt.Sprint(c["observedGeneration"]) != fmt.Sprint(p.GetGeneration()) {
+		return fmt.Errorf("%s: Synced is for generation %v, the parent is at %d", name, c["observedGeneration"], p.GetGeneration())
+	}
+	return nil
+}
+
+func getConfigMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {
+	return env.kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+// controlledBy checks obj's controller is the object of that UID.
+func controlledBy(obj metav1.Object, uid types.UID) error {
+	if ref := metav1.GetControllerOf(obj); ref == nil || ref.UID != uid {
+		return fmt.Errorf("%s is controlled by %v, want %s", obj.GetName(), ref, uid)
+	}
+	return nil
+}
+
+// gone checks an object no longer exists.
+func gone(err error, what string) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err == nil {
+		return fmt.Errorf("%s still exists", what)
+	}
+	return err
+}
+
+// rejectedWith checks the parent's Synced condition is False with the
+// reason and a message holding want, and that a Warning Event on the parent
+// says the same.
+func rejectedWith(ctx context.Context, gvr schema.GroupVersionResource, ns, name, reason, want string) error {
+	p, err := env.dyn.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	c := condition(p, "Synced")
+	if c == nil || c["status"] != "False" || c["reason"] != reason || !strings.Contains(fmt.Sprint(c["message"]), want) {
+		return fmt.Errorf("%s: Synced condition is %v, want False/%s naming %q", name, c, reason, want)
+	}
+	events, err := env.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.SelectorFromSet(fields.Set{
+		"involvedObject.name": name, "involvedObject.uid": string(p.GetUID()), "type": "Warning", "reason": reason}).String()})
+	if err != nil {
+		return err
+	}
+	for _, e := range events.Items {
+		if strings.Contains(e.Message, want) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s: no Warning Event %s naming %q among %d", name, reason, want, len(events.Items))
+}
+
+// consistently fails t if check fails at any time during d.
+func consistently(t *testing.T, d time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if err := check(); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// seenChild checks that some call of the hook for the parent observed the
+// child under that key.
+func seenChild(calls []hookCall, group, key string) bool {
+	return slices.ContainsFunc(calls, func(c hookCall) bool { return slices.Contains(c.children[group], key) })
+}
+
+// TestCompositeAdoptionAndRelease: with the parent's spec.selector (no
+// generateSelector), an orphan matching it is adopted — the same object,
+// now controlled by the parent, updated to the desired state — while
+// objects that do not match, and a matching one controlled by another
+// owner, are never shown to the hook nor touched. When the parent's
+// selector changes, its children that no longer match are released (their
+// owner reference removed), not deleted. A reply desiring the child of
+// another owner is rejected whole, naming it.
+func TestCompositeAdoptionAndRelease(t *testing.T) {
+	ctx := t.Context()
+	const ctl = "e2e-adoption"
+	rec := registerComposite(t, ctl, nil)
+	ns := namespace(t)
+	cms := env.kube.CoreV1().ConfigMaps(ns)
+
+	orphan, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "orphan", Labels: map[string]string{"app": "adopt"}},
+		Data: map[string]string{"from": "someone"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "stranger", Labels: map[string]string{"app": "other"}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	yes := true
+	foreign, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "foreign", Labels: map[string]string{"app": "adopt"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: owner.UID, Controller: &yes}}},
+		Data: map[string]string{"from": "another controller"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	adoptLabels := map[string]any{"app": "adopt"}
+	parent := createComposite(t, ns, "p", ctl, map[string]any{
+		"selector": selectApp("adopt"),
+		"children": []any{
+			cm("orphan", adoptLabels, map[string]any{"from": "hook"}),
+			cm("fresh", adoptLabels, map[string]any{"from": "hook"}),
+		},
+	})
+	eventually(t, time.Minute, func() error {
+		for _, name := range []string{"orphan", "fresh"} {
+			c, err := getConfigMap(ctx, ns, name)
+			if err != nil {
+				return err
+			}
+			if err := controlledBy(c, parent.GetUID()); err != nil {
+				return err
+			}
+			if c.Data["from"] != "hook" {
+				return fmt.Errorf("%s data %v", name, c.Data)
+			}
+		}
+		return compositeSynced(ctx, ns, "p")
+	})
+	if c, _ := getConfigMap(ctx, ns, "orphan"); c.UID != orphan.UID {
+		t.Errorf("the orphan was replaced (UID %s, was %s), not adopted", c.UID, orphan.UID)
+	}
+	calls := rec.of(ns, "p")
+	t.Logf("%d hook calls; children observed by the last: %v", len(calls), calls[len(calls)-1].children)
+	if !seenChild(calls, "ConfigMap.v1", "orphan") {
+		t.Errorf("no hook call observed the matching orphan")
+	}
+	for _, c := range calls {
+		for _, other := range []string{"stranger", "foreign", "owner"} {
+			if slices.Contains(c.children["ConfigMap.v1"], other) {
+				t.Errorf("a hook call observed %q, which the parent may not claim: %v", other, c.children)
+			}
+		}
+	}
+	for _, before := range []*corev1.ConfigMap{stranger, foreign, owner} {
+		now, err := getConfigMap(ctx, ns, before.Name)
+		if err != nil || now.ResourceVersion != before.ResourceVersion {
+			t.Errorf("%s was touched: resourceVersion %s → %v (err %v)", before.Name, before.ResourceVersion, now, err)
+		}
+	}
+
+	// Desiring the other owner's child: the reply is rejected whole.
+	patchComposite(t, ns, "p", map[string]any{"spec": map[string]any{"children": []any{
+		cm("orphan", adoptLabels, map[string]any{"from": "hook"}),
+		cm("fresh", adoptLabels, map[string]any{"from": "hook, again"}),
+		cm("foreign", adoptLabels, map[string]any{"from": "hook"}),
+	}}})
+	eventually(t, time.Minute, func() error {
+		return rejectedWith(ctx, compositeGVR, ns, "p", "InvalidHookReply", `"foreign": already controlled by ConfigMap owner`)
+	})
+	if c, err := getConfigMap(ctx, ns, "foreign"); err != nil || c.ResourceVersion != foreign.ResourceVersion {
+		t.Errorf("the other owner's child was touched: %v (err %v)", c, err)
+	}
+	if c, err := getConfigMap(ctx, ns, "fresh"); err != nil || c.Data["from"] != "hook" {
+		t.Errorf("part of a rejected reply was applied: fresh is %v (err %v)", c, err)
+	}
+
+	// A new selector: the old children no longer match and are released.
+	patchComposite(t, ns, "p", map[string]any{"spec": map[string]any{
+		"selector": selectApp("adopt2"),
+		"children": []any{cm("fresh2", map[string]any{"app": "adopt2"}, map[string]any{"from": "hook"})},
+	}})
+	eventually(t, time.Minute, func() error {
+		c, err := getConfigMap(ctx, ns, "fresh2")
+		if err != nil {
+			return err
+		}
+		if err := controlledBy(c, parent.GetUID()); err != nil {
+			return err
+		}
+		for _, name := range []string{"orphan", "fresh"} {
+			c, err := getConfigMap(ctx, ns, name)
+			if err != nil {
+				return fmt.Errorf("%s: %w (a child that stops matching is released, not deleted)", name, err)
+			}
+			if ref := metav1.GetControllerOf(c); ref != nil {
+				return fmt.Errorf("%s is still controlled by %s %s", name, ref.Kind, ref.Name)
+			}
+		}
+		return compositeSynced(ctx, ns, "p")
+	})
+	if c, _ := getConfigMap(ctx, ns, "orphan"); c.UID != orphan.UID {
+		t.Errorf("the released child was replaced")
+	}
+}
+
+// TestCompositeParentLabelSelector: parentResource.labelSelector limits the
+// parents a controller handles: a parent it does not select gets no hook
+// call, no child and no condition, until it is labelled to match.
+func TestCompositeParentLabelSelector(t *testing.T) {
+	ctx := t.Context()
+	const ctl = "e2e-parentselector"
+	rec := registerComposite(t, ctl, nil)
+	ns := namespace(t)
+	spec := func(name string) map[string]any {
+		return map[string]any{"selector": selectApp(name), "children": []any{cm(name, map[string]any{"app": name}, nil)}}
+	}
+	createComposite(t, ns, "unselected", "someone-else", spec("unselected"))
+	createComposite(t, ns, "selected", ctl, spec("selected"))
+	eventually(t, time.Minute, func() error {
+		if _, err := getConfigMap(ctx, ns, "selected"); err != nil {
+			return err
+		}
+		return compositeSynced(ctx, ns, "selected")
+	})
+	n := rec.count(ns, "unselected")
+	t.Logf("hook calls: selected %d, unselected %d", rec.count(ns, "selected"), n)
+	if n != 0 {
+		t.Errorf("the parent the labelSelector excludes had %d hook calls", n)
+	}
+	if _, err := getConfigMap(ctx, ns, "unselected"); !apierrors.IsNotFound(err) {
+		t.Errorf("the excluded parent got a child (err %v)", err)
+	}
+	if p, _ := getComposite(ctx, ns, "unselected"); condition(p, "Synced") != nil {
+		t.Errorf("the excluded parent got a Synced condition: %v", condition(p, "Synced"))
+	}
+
+	patchComposite(t, ns, "unselected", map[string]any{"metadata": map[string]any{"labels": map[string]any{controllerLabel: ctl}}})
+	eventually(t, time.Minute, func() error {
+		if _, err := getConfigMap(ctx, ns, "unselected"); err != nil {
+			return err
+		}
+		return compositeSynced(ctx, ns, "unselected")
+	})
+}
+
+// TestCompositeIgnoreStatusChanges: a status-only update of a parent syncs
+// it, unless the controller sets ignoreStatusChanges; then only other
+// changes do.
+func TestCompositeIgnoreStatusChanges(t *testing.T) {
+	ctx := t.Context()
+	ns := namespace(t)
+	var reacted time.Duration
+	for _, ignore := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ignoreStatusChanges=%v", ignore), func(t *testing.T) {
+			ctl := fmt.Sprintf("e2e-ignorestatus-%v", ignore)
+			rec := registerComposite(t, ctl, func(spec map[string]any) {
+				_ = unstructured.SetNestedField(spec, ignore, "parentResource", "ignoreStatusChanges")
+			})
+			name := ctl
+			createComposite(t, ns, name, ctl, map[string]any{"selector": selectApp(name)})
+			eventually(t, time.Minute, func() error { return compositeSynced(ctx, ns, name) })
+			before := rec.count(ns, name)
+
+			// Someone else writes the status.
+			start := time.Now()
+			if _, err := env.dyn.Resource(compositeGVR).Namespace(ns).Patch(ctx, name, types.MergePatchType,
+				[]byte(`{"status":{"poked":"by the test"}}`), metav1.PatchOptions{FieldManager: "e2e-poker"}, "status"); err != nil {
+				t.Fatal(err)
+			}
+			if !ignore {
+				eventually(t, 30*time.Second, func() error {
+					if n := rec.count(ns, name); n <= before {
+						return fmt.Errorf("%d hook calls, as before the status update", n)
+					}
+					return nil
+				})
+				reacted = time.Since(start)
+				t.Logf("the status update gave a hook call after %s (calls %d → %d)", reacted.Round(time.Millisecond), before, rec.count(ns, name))
+				return
+			}
+			window := max(3*time.Second, 10*reacted)
+			consistently(t, window, func() error {
+				if n := rec.count(ns, name); n != before {
+					return fmt.Errorf("the status update gave %d hook calls", n-before)
+				}
+				return nil
+			})
+			t.Logf("no hook call in %s after the status update (calls stay %d)", window, before)
+			// The controller is alive: a label change syncs the parent.
+			patchComposite(t, ns, name, map[string]any{"metadata": map[string]any{"labels": map[string]any{"touched": "yes"}}})
+			eventually(t, 30*time.Second, func() error {
+				if n := rec.count(ns, name); n <= before {
+					return fmt.Errorf("a label change gave no hook call")
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// TestCompositeResyncs: resyncPeriodSeconds re-syncs every parent
+// periodically; resyncAfterSeconds in a reply re-syncs that parent once
+// more (and again for as long as its replies ask). A resync of an unchanged
+// parent writes nothing: its child and its own resourceVersion stay put.
+func TestCompositeResyncs(t *testing.T) {
+	ctx := t.Context()
+	ns := namespace(t)
+	for _, tc := range []struct {
+		name       string
+		controller func(spec map[string]any)
+		parent     map[string]any // spec fields of the resynced parent
+	}{
+		{"resyncPeriodSeconds", func(spec map[string]any) { spec["resyncPeriodSeconds"] = int64(1) }, nil},
+		{"resyncAfterSeconds", nil, map[string]any{"resyncAfterSeconds": 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctl := "e2e-" + strings.ToLower(tc.name)
+			rec := registerComposite(t, ctl, tc.controller)
+			name := strings.ToLower(tc.name)
+			spec := map[string]any{"selector": selectApp(name), "children": []any{cm(name, map[string]any{"app": name}, map[string]any{"k": "v"})}}
+			maps.Copy(spec, tc.parent)
+			createComposite(t, ns, name, ctl, spec)
+			// A second parent that asks for nothing.
+			quiet := name + "-quiet"
+			createComposite(t, ns, quiet, ctl, map[string]any{"selector": selectApp(quiet)})
+			eventually(t, time.Minute, func() error {
+				if _, err := getConfigMap(ctx, ns, name); err != nil {
+					return err
+				}
+				if err := compositeSynced(ctx, ns, quiet); err != nil {
+					return err
+				}
+				return compositeSynced(ctx, ns, name)
+			})
+			child, _ := getConfigMap(ctx, ns, name)
+			parent, _ := getComposite(ctx, ns, name)
+			before, quietBefore := rec.count(ns, name), rec.count(ns, quiet)
+			start := time.Now()
+			const more = 4
+			eventually(t, 30*time.Second, func() error {
+				if n := rec.count(ns, name); n < before+more {
+					return fmt.Errorf("%d hook calls since, want %d", n-before, more)
+				}
+				return nil
+			})
+			took := time.Since(start)
+			quietCalls := rec.count(ns, quiet) - quietBefore
+			t.Logf("%d resyncs in %s; the quiet parent: %d calls meanwhile", more, took.Round(time.Millisecond), quietCalls)
+			if took < time.Duration(more-1)*time.Second*8/10 {
+				t.Errorf("%d calls within %s: faster than one a second", more, took)
+			}
+			if tc.name == "resyncAfterSeconds" && quietCalls != 0 {
+				t.Errorf("resyncAfterSeconds of one parent synced another %d times", quietCalls)
+			}
+			if tc.name == "resyncPeriodSeconds" && quietCalls < more-1 {
+				t.Errorf("resyncPeriodSeconds re-synced the other parent %d times", quietCalls)
+			}
+			// Nothing was written by the resyncs.
+			if now, err := getConfigMap(ctx, ns, name); err != nil || now.ResourceVersion != child.ResourceVersion {
+				t.Errorf("the child was written during resyncs: resourceVersion %s → %v (err %v)", child.ResourceVersion, now.ResourceVersion, err)
+			}
+			if now, err := getComposite(ctx, ns, name); err != nil || now.GetResourceVersion() != parent.GetResourceVersion() {
+				t.Errorf("the parent was written during resyncs (resourceVersion %s → %s)", parent.GetResourceVersion(), now.GetResourceVersion())
+			}
+			if tc.name != "resyncAfterSeconds" {
+				return
+			}
+			// Replies that stop asking stop the resyncs.
+			patchComposite(t, ns, name, map[string]any{"spec": map[string]any{"resyncAfterSeconds": nil}})
+			var settled int
+			eventually(t, 30*time.Second, func() error {
+				calls := rec.of(ns, name)
+				if calls[len(calls)-1].generation <= parent.GetGeneration() {
+					return fmt.Errorf("the hook has not seen the change yet")
+				}
+				settled = len(calls)
+				return nil
+			})
+			// At most one resync asked for before the change is still due.
+			consistently(t, 3*time.Second, func() error {
+				if n := rec.count(ns, name); n > settled+1 {
+					return fmt.Errorf("%d more hook calls after the replies stopped asking", n-settled)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// TestCompositeRemovedFieldIsRemoved: a field, label or annotation dropped
+// from the desired child is removed from the cluster object (InPlace), and
+// the child is the same object.
+func TestCompositeRemovedFieldIsRemoved(t *testing.T) {
+	ctx := t.Context()
+	const ctl = "e2e-removedfield"
+	registerComposite(t, ctl, nil)
+	ns := namespace(t)
+	full := cm("c", map[string]any{"app": "c", "extra": "yes"}, map[string]any{"keep": "1", "drop": "2"})
+	_ = unstructured.SetNestedField(full, map[string]any{"note": "dropped later"}, "metadata", "annotations")
+	createComposite(t, ns, "p", ctl, map[string]any{"selector": selectApp("c"), "children": []any{full}})
+	var first *corev1.ConfigMap
+	eventually(t, time.Minute, func() error {
+		c, err := getConfigMap(ctx, ns, "c")
+		if err == nil && c.Data["drop"] != "2" {
+			err = fmt.Errorf("data %v", c.Data)
+		}
+		first = c
+		return err
+	})
+	patchComposite(t, ns, "p", map[string]any{"spec": map[string]any{"children": []any{
+		cm("c", map[string]any{"app": "c"}, map[string]any{"keep": "1"}),
+	}}})
+	eventually(t, time.Minute, func() error {
+		c, err := getConfigMap(ctx, ns, "c")
+		if err != nil {
+			return err
+		}
+		if _, ok := c.Data["drop"]; ok {
+			return fmt.Errorf("data still holds the dropped key: %v", c.Data)
+		}
+		if _, ok := c.Labels["extra"]; ok {
+			return fmt.Errorf("labels still hold the dropped one: %v", c.Labels)
+		}
+		if _, ok := c.Annotations["note"]; ok {
+			return fmt.Errorf("annotations still hold the dropped one: %v", c.Annotations)
+		}
+		if c.Data["keep"] != "1" || c.UID != first.UID {
+			return fmt.Errorf("data %v, UID %s (was %s)", c.Data, c.UID, first.UID)
+		}
+		return nil
+	})
+}
+
+// TestCompositeHookVersions: the children arrive keyed by name (v1) or
+// namespace/name (v2); a reply with a field the response does not have is
+// applied in v1 and rejected in v2, the error naming the field.
+func TestCompositeHookVersions(t *testing.T) {
+	ctx := t.Context()
+	ns := namespace(t)
+	for _, tc := range []struct {
+		version, keyPrefix string
+		strict             bool
+	}{
+		{"v1", "", false},
+		{"v2", ns + "/", true},
+	} {
+		t.Run(tc.version, func(t *testing.T) {
+			ctl := "e2e-hook-" + tc.version
+			rec := registerComposite(t, ctl, func(spec map[string]any) {
+				_ = unstructured.SetNestedField(spec, tc.version, "hooks", "sync", "version")
+			})
+			name := "p-" + tc.version
+			createComposite(t, ns, name, ctl, map[string]any{"selector": selectApp(name),
+				"children": []any{cm("c-"+tc.version, map[string]any{"app": name}, map[string]any{"v": "1"})}})
+			eventually(t, time.Minute, func() error {
+				if key := tc.keyPrefix + "c-" + tc.version; !seenChild(rec.of(ns, name), "ConfigMap.v1", key) {
+					return fmt.Errorf("no call observed the child under %q: %v", key, rec.of(ns, name))
+				}
+				return compositeSynced(ctx, ns, name)
+			})
+			// The reply carries a misspelt field and a change of the child.
+			patchComposite(t, ns, name, map[string]any{"spec": map[string]any{
+				"children": []any{cm("c-"+tc.version, map[string]any{"app": name}, map[string]any{"v": "2"})},
+				"extra":    map[string]any{"resyncAfterSecond": 5},
+			}})
+			if tc.strict {
+				eventually(t, time.Minute, func() error {
+					return rejectedWith(ctx, compositeGVR, ns, name, "InvalidHookReply", `unknown field "resyncAfterSecond"`)
+				})
+				if c, _ := getConfigMap(ctx, ns, "c-"+tc.version); c.Data["v"] != "1" {
+					t.Errorf("the rejected reply was applied: %v", c.Data)
+				}
+				return
+			}
+			eventually(t, time.Minute, func() error {
+				c, err := getConfigMap(ctx, ns, "c-"+tc.version)
+				if err == nil && c.Data["v"] != "2" {
+					err = fmt.Errorf("data %v", c.Data)
+				}
+				if err != nil {
+					return err
+				}
+				return compositeSynced(ctx, ns, name)
+			})
+		})
+	}
+}
+
+// TestCompositeBadInput: each bad reply, or a parent with no selector,
+// gives a clear error on the parent (a Warning Event and Synced=False
+// naming the problem), nothing of the reply is applied — neither its good
+// change of an existing child nor its new child — and the controller goes
+// on serving other parents.
+func TestCompositeBadInput(t *testing.T) {
+	ctx := t.Context()
+	const ctl = "e2e-badinput"
+	rec := registerComposite(t, ctl, nil)
+	ns := namespace(t)
+	for i, tc := range []struct {
+		name   string
+		bad    func(p string) map[string]any // spec fields that make the reply bad
+		reason string
+		want   string
+	}{
+		{"child in another namespace", func(p string) map[string]any {
+			c := cm(p+"-elsewhere", map[string]any{"app": p}, nil)
+			_ = unstructured.SetNestedField(c, "default", "metadata", "namespace")
+			return map[string]any{"children": []any{c}}
+		}, "InvalidHookReply", `namespace "default" is outside the parent's namespace`},
+		{"child without a name", func(p string) map[string]any {
+			return map[string]any{"children": []any{cm("", map[string]any{"app": p}, nil)}}
+		}, "InvalidHookReply", "has no metadata.name"},
+		{"labels do not match the selector", func(p string) map[string]any {
+			return map[string]any{"children": []any{cm(p+"-stray", map[string]any{"app": "stray"}, nil)}}
+		}, "InvalidHookReply", "do not match the parent's selector"},
+		{"status not an object", func(string) map[string]any {
+			return map[string]any{"status": "fine"}
+		}, "InvalidHookReply", "SyncResponse.status"},
+		{"negative resyncAfterSeconds", func(string) map[string]any {
+			return map[string]any{"resyncAfterSeconds": -3}
+		}, "InvalidHookReply", "resyncAfterSeconds is negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := fmt.Sprintf("bad-%d", i)
+			labels := map[string]any{"app": p}
+			createComposite(t, ns, p, ctl, map[string]any{"selector": selectApp(p),
+				"children": []any{cm(p+"-cm", labels, map[string]any{"v": "1"})}})
+			var before *corev1.ConfigMap
+			eventually(t, time.Minute, func() error {
+				var err error
+				before, err = getConfigMap(ctx, ns, p+"-cm")
+				if err != nil {
+					return err
+				}
+				return compositeSynced(ctx, ns, p)
+			})
+			// The bad reply also changes the existing child and adds one.
+			spec := map[string]any{"children": []any{
+				cm(p+"-cm", labels, map[string]any{"v": "2"}),
+				cm(p+"-new", labels, nil),
+			}}
+			bad := tc.bad(p)
+			if extra, ok := bad["children"].([]any); ok {
+				bad["children"] = append(spec["children"].([]any), extra...)
+			}
+			maps.Copy(spec, bad)
+			patchComposite(t, ns, p, map[string]any{"spec": spec})
+			eventually(t, time.Minute, func() error { return rejectedWith(ctx, compositeGVR, ns, p, tc.reason, tc.want) })
+
+			// Another parent of the same controller is served meanwhile.
+			other := p + "-other"
+			createComposite(t, ns, other, ctl, map[string]any{"selector": selectApp(other),
+				"children": []any{cm(other, map[string]any{"app": other}, nil)}})
+			eventually(t, time.Minute, func() error {
+				if _, err := getConfigMap(ctx, ns, other); err != nil {
+					return err
+				}
+				return compositeSynced(ctx, ns, other)
+			})
+			// Nothing of the bad reply was applied.
+			if c, err := getConfigMap(ctx, ns, p+"-cm"); err != nil || c.ResourceVersion != before.ResourceVersion {
+				t.Errorf("the existing child was changed by the rejected reply: %v (err %v)", c, err)
+			}
+			for _, name := range []string{p + "-new", p + "-stray"} {
+				if _, err := getConfigMap(ctx, ns, name); !apierrors.IsNotFound(err) {
+					t.Errorf("%s of the rejected reply was created (err %v)", name, err)
+				}
+			}
+			if _, err := getConfigMap(ctx, "default", p+"-elsewhere"); !apierrors.IsNotFound(err) {
+				t.Errorf("a child in another namespace was created (err %v)", err)
+			}
+			t.Logf("%d hook calls for %s", rec.count(ns, p), p)
+		})
+	}
+
+	t.Run("parent without a selector", func(t *testing.T) {
+		createComposite(t, ns, "no-selector", ctl, map[string]any{"children": []any{cm("no-selector", nil, nil)}})
+		eventually(t, time.Minute, func() error {
+			return rejectedWith(ctx, compositeGVR, ns, "no-selector", "InvalidSelector", "no spec.selector")
+		})
+		if n := rec.count(ns, "no-selector"); n != 0 {
+			t.Errorf("the hook was called %d times for a parent without a selector", n)
+		}
+		if _, err := getConfigMap(ctx, ns, "no-selector"); !apierrors.IsNotFound(err) {
+			t.Errorf("a parent without a selector got a child (err %v)", err)
+		}
+	})
+}
+
+// TestCompositeStatusAndUndesiredChildren: the reply's status replaces the
+// parent's .status (a field the hook drops is removed), with
+// observedGeneration set to the generation the hook saw; an owned child the
+// hook no longer desires is deleted.
+func TestCompositeStatusAndUndesiredChildren(t *testing.T) {
+	ctx := t.Context()
+	const ctl = "e2e-status"
+	registerComposite(t, ctl, nil)
+	ns := namespace(t)
+	labels := map[string]any{"app": "p"}
+	createComposite(t, ns, "p", ctl, map[string]any{"selector": selectApp("p"),
+		"status":   map[string]any{"first": "1", "shared": "a"},
+		"children": []any{cm("kept", labels, nil), cm("dropped", labels, nil)}})
+	statusIs := func(want map[string]any) error {
+		p, err := getComposite(ctx, ns, "p")
+		if err != nil {
+			return err
+		}
+		status, _, _ := unstructured.NestedMap(p.Object, "status")
+		delete(status, "conditions")
+		want["observedGeneration"] = p.GetGeneration()
+		if fmt.Sprint(status) != fmt.Sprint(want) {
+			return fmt.Errorf("status %v, want %v", status, want)
+		}
+		return compositeSynced(ctx, ns, "p")
+	}
+	eventually(t, time.Minute, func() error {
+		if _, err := getConfigMap(ctx, ns, "dropped"); err != nil {
+			return err
+		}
+		return statusIs(map[string]any{"first": "1", "shared": "a"})
+	})
+	kept, _ := getConfigMap(ctx, ns, "kept")
+	patchComposite(t, ns, "p", map[string]any{"spec": map[string]any{
+		"status":   map[string]any{"first": nil, "shared": "b", "second": "2"},
+		"children": []any{cm("kept", labels, nil)},
+	}})
+	eventually(t, time.Minute, func() error {
+		_, err := getConfigMap(ctx, ns, "dropped")
+		if err := gone(err, "the child no longer desired"); err != nil {
+			return err
+		}
+		return statusIs(map[string]any{"shared": "b", "second": "2"})
+	})
+	if now, err := getConfigMap(ctx, ns, "kept"); err != nil || now.ResourceVersion != kept.ResourceVersion {
+		t.Errorf("the child still desired was written (err %v)", err)
+	}
+}
