@@ -39,8 +39,10 @@ import (
 type Options struct {
 	// Workers is the number of parents applied at once.
 	Workers int
-	// Replicas of the fence bucket (1 on a single server).
+	// Replicas of the fence and ownership buckets (1 on a single server).
 	Replicas int
+	// Partitions parents are spread over; the watcher's number.
+	Partitions int
 }
 
 // Applier applies hook replies.
@@ -56,6 +58,7 @@ type Applier struct {
 
 	mu      sync.Mutex
 	pending map[types.UID]*reply // newest reply per parent, not yet being applied
+	held    map[int]*partition   // the partitions this replica holds
 }
 
 // reply is one hook reply received from the bus.
@@ -71,6 +74,9 @@ func New(reg *registry.Registry, dyn dynamic.Interface, js jetstream.JetStream, 
 	if opts.Workers <= 0 {
 		opts.Workers = 16
 	}
+	if opts.Partitions <= 0 {
+		opts.Partitions = bus.DefaultPartitions
+	}
 	limiter := workqueue.NewTypedMaxOfRateLimiter(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](100*time.Millisecond, 30*time.Second),
 		&workqueue.TypedBucketRateLimiter[types.UID]{Limiter: rate.NewLimiter(rate.Limit(50), 300)},
@@ -80,40 +86,30 @@ func New(reg *registry.Registry, dyn dynamic.Interface, js jetstream.JetStream, 
 		log:     log.With("component", "applier"),
 		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "replies"}),
 		pending: map[types.UID]*reply{},
+		held:    map[int]*partition{},
 	}
 }
 
-// Run consumes and applies replies until ctx ends.
+// Run consumes and applies the replies of the partitions this replica holds
+// until ctx ends.
 func (a *Applier) Run(ctx context.Context) error {
 	defer a.queue.ShutDown()
 	var err error
 	if a.fence, err = newKVFence(ctx, a.js, a.opts.Replicas); err != nil {
 		return err
 	}
-	cons, err := a.js.CreateOrUpdateConsumer(ctx, bus.ReplyStream, jetstream.ConsumerConfig{
-		Durable:        bus.ApplierConsumer,
-		Description:    "appliers",
-		FilterSubjects: []string{bus.HookReplies(hooks.Sync), bus.HookReplies(hooks.Finalize)},
-		AckPolicy:      jetstream.AckExplicitPolicy,
-		AckWait:        time.Minute,
-		MaxAckPending:  20000,
-	})
+	own, err := newOwner(ctx, a)
 	if err != nil {
-		return fmt.Errorf("applier consumer: %w", err)
+		return err
 	}
-	cc, err := cons.Consume(a.receive)
-	if err != nil {
-		return fmt.Errorf("consume replies: %w", err)
-	}
-	defer cc.Stop()
 	for range a.opts.Workers {
 		go func() {
 			for a.processNext(ctx) {
 			}
 		}()
 	}
-	a.log.Info("applying replies")
-	<-ctx.Done()
+	a.log.Info("applying replies", "replica", own.id)
+	own.run(ctx)
 	return nil
 }
 
@@ -158,7 +154,16 @@ func (a *Applier) processNext(ctx context.Context) bool {
 	if r == nil {
 		return true
 	}
-	if err := a.apply(ctx, r); err != nil {
+	part, ok := a.begin(r.meta.Partition)
+	if !ok {
+		_ = r.msg.Nak() // the partition moved to another replica
+		return true
+	}
+	defer part.active.Done()
+	a.log.Debug("apply", "phase", "start", "parent", r.meta.Key(), "parentUID", r.meta.ParentUID, "at", time.Now().UnixNano())
+	err := a.apply(ctx, r)
+	a.log.Debug("apply", "phase", "end", "parent", r.meta.Key(), "parentUID", r.meta.ParentUID, "at", time.Now().UnixNano())
+	if err != nil {
 		a.log.Error("apply failed; will retry", "controller", r.meta.Controller, "parent", r.meta.Key(), "err", err)
 		a.retry(uid, r)
 		return true

@@ -79,7 +79,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		}
 	}
 	if cfg.roles.applier {
-		a := applier.New(reg, dyn, js, recorder, applier.Options{Workers: cfg.applierWorkers, Replicas: cfg.replicas}, log)
+		a := applier.New(reg, dyn, js, recorder, applier.Options{Workers: cfg.applierWorkers, Replicas: cfg.replicas, Partitions: cfg.partitions}, log)
 		runners = append(runners, a.Run)
 	}
 	runners = append(runners, func(ctx context.Context) error { reg.Run(ctx); return nil })

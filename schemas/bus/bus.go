@@ -134,3 +134,9 @@ func ControllerOf(subject string) (string, bool) {
 	}
 	return strings.ReplaceAll(parts[2], "_", "."), true
 }
+
+// PartitionReplies is the filter subject of the replies of one hook in one
+// partition, of every controller.
+func PartitionReplies(hook string, partition int) string {
+	return fmt.Sprintf("%s.*.%s.%d.>", ReplyPrefix, hook, partition)
+}

@@ -1,0 +1,241 @@
+package applier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"universalcontroller.dev/uc/schemas/bus"
+	"universalcontroller.dev/uc/schemas/hooks"
+)
+
+// Partition ownership. Parents are spread over P partitions (bus.Partition).
+// Every applier replica heartbeats in the uc_appliers key-value bucket; the
+// live replicas split the partitions by rendezvous hashing, and a replica
+// holds a partition through a key in uc_partitions that it created and
+// renews (both buckets expire keys after leaseTTL). A replica consumes, with
+// the partition's own durable consumer, only the partitions it holds. When a
+// replica joins, the owners of the partitions it should get stop consuming
+// them, wait for their applies in flight, and delete their keys; the newcomer
+// then creates the keys. When a replica dies, its keys expire. So a parent is
+// applied by one replica at a time, even while ownership moves.
+const (
+	membersBucket = "uc_appliers"
+	ownersBucket  = "uc_partitions"
+	leaseTTL      = 15 * time.Second
+	renewEvery    = 5 * time.Second
+	// A replica stops applying a partition it could not renew for this long,
+	// well before its key can expire and another replica take it.
+	staleAfter = leaseTTL - renewEvery
+)
+
+// partition is one partition this replica holds.
+type partition struct {
+	n         int
+	cc        jetstream.ConsumeContext
+	rev       uint64    // revision of its key in uc_partitions
+	renewed   time.Time // last successful renewal
+	releasing bool
+	active    sync.WaitGroup // applies in flight
+}
+
+// owner runs the ownership protocol for one replica.
+type owner struct {
+	a               *Applier
+	id              string
+	members, owners jetstream.KeyValue
+}
+
+func newOwner(ctx context.Context, a *Applier) (*owner, error) {
+	host, _ := os.Hostname()
+	o := &owner{a: a, id: bus.Token(host) + "_" + uuid.NewString()[:8]}
+	var err error
+	for _, b := range []struct {
+		name string
+		kv   *jetstream.KeyValue
+	}{{membersBucket, &o.members}, {ownersBucket, &o.owners}} {
+		*b.kv, err = a.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: b.name, TTL: leaseTTL, Storage: jetstream.FileStorage, Replicas: max(a.opts.Replicas, 1),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("bucket %s: %w", b.name, err)
+		}
+	}
+	return o, nil
+}
+
+// run balances partitions every renewEvery until ctx ends, then releases
+// every partition it holds.
+func (o *owner) run(ctx context.Context) {
+	tick := time.NewTicker(renewEvery)
+	defer tick.Stop()
+	for {
+		o.balance(ctx)
+		select {
+		case <-ctx.Done():
+			release, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			for _, p := range o.held() {
+				o.release(release, p)
+			}
+			cancel()
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (o *owner) held() []*partition {
+	o.a.mu.Lock()
+	defer o.a.mu.Unlock()
+	out := make([]*partition, 0, len(o.a.held))
+	for _, p := range o.a.held {
+		out = append(out, p)
+	}
+	return out
+}
+
+// balance heartbeats, renews or releases the partitions held, and tries to
+// acquire those this replica should hold.
+func (o *owner) balance(ctx context.Context) {
+	if _, err := o.members.Put(ctx, o.id, nil); err != nil {
+		o.a.log.Warn("applier heartbeat", "err", err)
+	}
+	members, err := o.members.Keys(ctx)
+	if err != nil || !slices.Contains(members, o.id) {
+		members = append(members, o.id)
+	}
+	want := map[int]bool{}
+	for n := range o.a.opts.Partitions {
+		if rendezvous(members, n) == o.id {
+			want[n] = true
+		}
+	}
+	for _, p := range o.held() {
+		if want[p.n] {
+			o.renew(ctx, p)
+		} else {
+			o.release(ctx, p)
+		}
+	}
+	for n := range want {
+		o.acquire(ctx, n)
+	}
+}
+
+// rendezvous picks the member that should own partition n.
+func rendezvous(members []string, n int) string {
+	var best string
+	var bestScore uint64
+	for _, m := range members {
+		h := fnv.New64a()
+		fmt.Fprintf(h, "%s/%d", m, n)
+		if s := h.Sum64(); best == "" || s > bestScore {
+			best, bestScore = m, s
+		}
+	}
+	return best
+}
+
+func ownerKey(n int) string { return fmt.Sprintf("p%d", n) }
+
+// acquire takes partition n if no replica holds it, and starts consuming it.
+func (o *owner) acquire(ctx context.Context, n int) {
+	o.a.mu.Lock()
+	_, held := o.a.held[n]
+	o.a.mu.Unlock()
+	if held {
+		return
+	}
+	rev, err := o.owners.Create(ctx, ownerKey(n), []byte(o.id))
+	if err != nil {
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			o.a.log.Warn("acquire partition", "partition", n, "err", err)
+		}
+		return
+	}
+	cons, err := o.a.js.CreateOrUpdateConsumer(ctx, bus.ReplyStream, jetstream.ConsumerConfig{
+		Durable:     fmt.Sprintf("%s_%d", bus.ApplierConsumer, n),
+		Description: fmt.Sprintf("appliers, partition %d", n),
+		FilterSubjects: []string{
+			bus.PartitionReplies(hooks.Sync, n), bus.PartitionReplies(hooks.Finalize, n),
+		},
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       30 * time.Second,
+		MaxAckPending: 5000,
+	})
+	var cc jetstream.ConsumeContext
+	if err == nil {
+		cc, err = cons.Consume(o.a.receive)
+	}
+	if err != nil {
+		o.a.log.Error("consume partition", "partition", n, "err", err)
+		_ = o.owners.Delete(ctx, ownerKey(n), jetstream.LastRevision(rev))
+		return
+	}
+	o.a.mu.Lock()
+	o.a.held[n] = &partition{n: n, cc: cc, rev: rev, renewed: time.Now()}
+	o.a.mu.Unlock()
+	o.a.log.Info("partition acquired", "partition", n, "replica", o.id)
+}
+
+// renew extends the hold on a partition; losing it stops its consumption.
+func (o *owner) renew(ctx context.Context, p *partition) {
+	rev, err := o.owners.Update(ctx, ownerKey(p.n), []byte(o.id), p.rev)
+	if err != nil {
+		o.a.log.Error("partition lost", "partition", p.n, "err", err)
+		o.stop(p)
+		return
+	}
+	o.a.mu.Lock()
+	p.rev, p.renewed = rev, time.Now()
+	o.a.mu.Unlock()
+}
+
+// release hands a partition over: stop consuming it, give its waiting
+// replies back to the bus, wait for its applies in flight, delete its key.
+func (o *owner) release(ctx context.Context, p *partition) {
+	o.stop(p)
+	if err := o.owners.Delete(ctx, ownerKey(p.n), jetstream.LastRevision(p.rev)); err != nil {
+		o.a.log.Warn("release partition", "partition", p.n, "err", err)
+	}
+	o.a.log.Info("partition released", "partition", p.n, "replica", o.id)
+}
+
+func (o *owner) stop(p *partition) {
+	o.a.mu.Lock()
+	p.releasing = true
+	delete(o.a.held, p.n)
+	o.a.mu.Unlock()
+	p.cc.Drain()
+	<-p.cc.Closed()
+	o.a.mu.Lock()
+	for uid, r := range o.a.pending {
+		if r.meta.Partition == p.n {
+			delete(o.a.pending, uid)
+			_ = r.msg.Nak()
+		}
+	}
+	o.a.mu.Unlock()
+	p.active.Wait()
+}
+
+// begin marks an apply of partition n in flight, if this replica may apply
+// it now; end it with p.active.Done().
+func (a *Applier) begin(n int) (*partition, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p := a.held[n]
+	if p == nil || p.releasing || time.Since(p.renewed) > staleAfter {
+		return nil, false
+	}
+	p.active.Add(1)
+	return p, true
+}
