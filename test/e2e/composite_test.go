@@ -798,6 +798,9 @@ func TestCompositeBadInput(t *testing.T) {
 		{"negative resyncAfterSeconds", func(string) map[string]any {
 			return map[string]any{"resyncAfterSeconds": -3}
 		}, "InvalidHookReply", "resyncAfterSeconds is negative"},
+		{"resyncAfterSeconds not a number", func(string) map[string]any {
+			return map[string]any{"resyncAfterSeconds": "soon"}
+		}, "InvalidHookReply", "SyncResponse.resyncAfterSeconds"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := fmt.Sprintf("bad-%d", i)

@@ -203,6 +203,19 @@ func TestExampleUpdateStrategies(t *testing.T) {
 	if third.recreate.UID != second.recreate.UID || third.inPlace.UID != second.inPlace.UID {
 		t.Errorf("the other children were recreated when the ConfigMap was")
 	}
+	// Fields another client writes are not uc's: an annotation added to the
+	// Recreate Secret and the InPlace Service neither recreates nor
+	// updates them.
+	for _, res := range []string{"secrets", "services"} {
+		name := updatestrategies.RecreateName("demo")
+		if res == "services" {
+			name = updatestrategies.InPlaceName("demo")
+		}
+		if _, err := env.dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: res}).Namespace(ns).Patch(ctx, name, types.MergePatchType,
+			[]byte(`{"metadata":{"annotations":{"someone-else":"was here"}}}`), metav1.PatchOptions{FieldManager: "someone-else"}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// And still no Recreate loop, nor any write, once settled.
 	resyncsWriteNothing(t, rec, ns, "demo", updatestrategies.GVR, versions)
 }
