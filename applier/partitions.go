@@ -2,9 +2,10 @@ package applier
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"os"
 	"slices"
 	"sync"
@@ -130,14 +131,15 @@ func (o *owner) balance(ctx context.Context) {
 	}
 }
 
-// rendezvous picks the member that should own partition n.
+// rendezvous picks the member that should own partition n: the highest
+// score of a well-mixed hash (FNV's scores correlate across partitions and
+// gave one member everything).
 func rendezvous(members []string, n int) string {
 	var best string
 	var bestScore uint64
 	for _, m := range members {
-		h := fnv.New64a()
-		fmt.Fprintf(h, "%s/%d", m, n)
-		if s := h.Sum64(); best == "" || s > bestScore {
+		sum := sha256.Sum256(fmt.Appendf(nil, "%s/%d", m, n))
+		if s := binary.BigEndian.Uint64(sum[:8]); best == "" || s > bestScore {
 			best, bestScore = m, s
 		}
 	}

@@ -22,12 +22,14 @@ import (
 
 var widgetGVR = schema.GroupVersionResource{Group: "e2e.universalcontroller.dev", Version: "v1", Resource: "widgets"}
 
-// widgetSync gives every Widget one ConfigMap named after it.
+// widgetSync gives every Widget one ConfigMap named after it, carrying its
+// spec.value.
 func widgetSync(_ context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error) {
+	value, _, _ := unstructured.NestedString(req.Parent.Object, "spec", "value")
 	cm := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": req.Parent.GetName()},
-		"data":     map[string]any{"widget": req.Parent.GetName()},
+		"data":     map[string]any{"widget": req.Parent.GetName(), "value": value},
 	}}
 	return &hooks.SyncResponse{Children: []*unstructured.Unstructured{cm}}, nil
 }

@@ -1,0 +1,208 @@
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"universalcontroller.dev/uc/dispatcher/worker"
+	"universalcontroller.dev/uc/test/testbed"
+)
+
+// interval is one apply of one parent by one replica.
+type interval struct {
+	replica    string
+	start, end int64
+}
+
+var applyLine = regexp.MustCompile(`msg=apply .*phase=(start|end) .*parentUID=(\S+) at=(\d+)`)
+
+// applies reads the apply intervals a replica logged; an apply it started
+// but never ended (it was killed) lasts until until.
+func applies(t *testing.T, r *roleProcess, until int64) map[string][]interval {
+	t.Helper()
+	f, err := os.Open(r.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string][]interval{}
+	open := map[string]int64{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		m := applyLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		at, _ := strconv.ParseInt(m[3], 10, 64)
+		if m[1] == "start" {
+			open[m[2]] = at
+			continue
+		}
+		out[m[2]] = append(out[m[2]], interval{r.name, open[m[2]], at})
+		delete(open, m[2])
+	}
+	for uid, start := range open {
+		out[uid] = append(out[uid], interval{r.name, start, until})
+	}
+	return out
+}
+
+// TestAppliersNeverOverlap runs three applier processes on one bus while
+// parents keep changing: replicas are added one by one and one is killed
+// (SIGKILL). Every apply's start and end, per parent, across all replicas,
+// shows no two applies of one parent at once; every parent converges.
+func TestAppliersNeverOverlap(t *testing.T) {
+	ctx := t.Context()
+	ns := namespace(t)
+	dir := t.TempDir()
+	srv, err := testbed.StartNATS(ctx, filepath.Join(dir, "nats"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	common := []string{"--kubeconfig", env.bed.Kubeconfig(), "--nats-url", srv.URL(), "--log-level", "debug", "--partitions", "8"}
+	startRole(t, dir, "dispatcher", append([]string{"dispatcher"}, common...)...)
+	startRole(t, dir, "watcher", append([]string{"watcher", "--leader-elect=false"}, common...)...)
+	appliers := []*roleProcess{startRole(t, dir, "applier-1", append([]string{"applier"}, common...)...)}
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = worker.Serve(ctx, js, "widget-controller", worker.Sync(widgetSync)) }()
+	if err := applyFile(ctx, filepath.Join(env.root, "test/e2e/testdata/widget-crd.yaml")); err != nil {
+		t.Fatal(err)
+	}
+
+	const parents = 40
+	uids := map[types.UID]string{}
+	for i := range parents {
+		w := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "e2e.universalcontroller.dev/v1", "kind": "Widget",
+			"metadata": map[string]any{"name": fmt.Sprintf("w-%02d", i), "namespace": ns},
+			"spec":     map[string]any{"value": "0"},
+		}}
+		got, err := env.dyn.Resource(widgetGVR).Namespace(ns).Create(ctx, w, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		uids[got.GetUID()] = got.GetName()
+	}
+	// Keep every parent changing while replicas come and go.
+	stop := make(chan struct{})
+	var round int
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for round = 1; ; round++ {
+			for i := range parents {
+				patch := fmt.Sprintf(`{"spec":{"value":"%d"}}`, round)
+				_, _ = env.dyn.Resource(widgetGVR).Namespace(ns).Patch(ctx, fmt.Sprintf("w-%02d", i), types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+			}
+			select {
+			case <-stop:
+				return
+			default:
+			}
+		}
+	}()
+	acquired := func(r *roleProcess) func() error {
+		return func() error {
+			if !r.logHas("partition acquired") {
+				return fmt.Errorf("%s holds no partition yet", r.name)
+			}
+			return nil
+		}
+	}
+	eventually(t, time.Minute, acquired(appliers[0]))
+	for _, name := range []string{"applier-2", "applier-3"} {
+		r := startRole(t, dir, name, append([]string{"applier"}, common...)...)
+		appliers = append(appliers, r)
+		eventually(t, time.Minute, acquired(r))
+	}
+	appliers[0].proc.Kill()
+	killedAt := time.Now().UnixNano()
+	t.Log("applier-1 killed")
+	// Let the survivors take over applier-1's partitions under load.
+	eventually(t, time.Minute, func() error {
+		for _, r := range appliers[1:] {
+			if !r.logHas("partition acquired") {
+				return fmt.Errorf("%s holds nothing", r.name)
+			}
+		}
+		return nil
+	})
+	close(stop)
+	wg.Wait()
+	final := strconv.Itoa(round)
+	eventually(t, 2*time.Minute, func() error {
+		for i := range parents {
+			cm, err := env.kube.CoreV1().ConfigMaps(ns).Get(ctx, fmt.Sprintf("w-%02d", i), metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if cm.Data["value"] != final {
+				return fmt.Errorf("w-%02d has value %q, want %q", i, cm.Data["value"], final)
+			}
+		}
+		return nil
+	})
+
+	now := time.Now().UnixNano()
+	all := map[string][]interval{}
+	perReplica := map[string]map[string]bool{}
+	for i, r := range appliers {
+		until := now
+		if i == 0 {
+			until = killedAt
+		}
+		for uid, ivs := range applies(t, r, until) {
+			if _, ours := uids[types.UID(uid)]; !ours {
+				continue
+			}
+			all[uid] = append(all[uid], ivs...)
+			if perReplica[r.name] == nil {
+				perReplica[r.name] = map[string]bool{}
+			}
+			perReplica[r.name][uid] = true
+		}
+	}
+	total := 0
+	for uid, ivs := range all {
+		total += len(ivs)
+		slices.SortFunc(ivs, func(a, b interval) int { return int(a.start - b.start) })
+		for i := 1; i < len(ivs); i++ {
+			if ivs[i].start < ivs[i-1].end {
+				t.Errorf("parent %s: apply by %s started at %d while one by %s ran until %d",
+					uids[types.UID(uid)], ivs[i].replica, ivs[i].start, ivs[i-1].replica, ivs[i-1].end)
+			}
+		}
+	}
+	for _, r := range appliers {
+		t.Logf("%s applied %d of the %d parents", r.name, len(perReplica[r.name]), parents)
+	}
+	t.Logf("%d applies of %d parents over %d rounds of changes, no overlap found", total, parents, round)
+	if total < parents*2 {
+		t.Fatalf("only %d applies recorded: the logs do not show the applies", total)
+	}
+}
