@@ -855,18 +855,24 @@ func TestCompositeBadInput(t *testing.T) {
 		})
 	}
 
-	t.Run("parent without a selector", func(t *testing.T) {
-		createComposite(t, ns, "no-selector", ctl, map[string]any{"children": []any{cm("no-selector", nil, nil)}})
-		eventually(t, time.Minute, func() error {
-			return rejectedWith(ctx, compositeGVR, ns, "no-selector", "InvalidSelector", "no spec.selector")
+	for name, selector := range map[string]any{"no-selector": nil, "empty-selector": map[string]any{}} {
+		t.Run(name, func(t *testing.T) {
+			spec := map[string]any{"children": []any{cm(name, nil, nil)}}
+			if selector != nil {
+				spec["selector"] = selector
+			}
+			createComposite(t, ns, name, ctl, spec)
+			eventually(t, time.Minute, func() error {
+				return rejectedWith(ctx, compositeGVR, ns, name, "InvalidSelector", "no spec.selector")
+			})
+			if n := rec.count(ns, name); n != 0 {
+				t.Errorf("the hook was called %d times for a parent without a selector", n)
+			}
+			if _, err := getConfigMap(ctx, ns, name); !apierrors.IsNotFound(err) {
+				t.Errorf("a parent without a selector got a child (err %v)", err)
+			}
 		})
-		if n := rec.count(ns, "no-selector"); n != 0 {
-			t.Errorf("the hook was called %d times for a parent without a selector", n)
-		}
-		if _, err := getConfigMap(ctx, ns, "no-selector"); !apierrors.IsNotFound(err) {
-			t.Errorf("a parent without a selector got a child (err %v)", err)
-		}
-	})
+	}
 }
 
 // TestCompositeStatusAndUndesiredChildren: the reply's status replaces the

@@ -80,6 +80,10 @@ func strategyDemoAt(t *testing.T, ns, name string, want [3]string) strategyChild
 			if err := controlledBy(o, p.GetUID()); err != nil {
 				return err
 			}
+			// generateSelector: children carry the parent's UID.
+			if got := o.GetLabels()["controller-uid"]; got != string(p.GetUID()) {
+				return fmt.Errorf("%s is labelled controller-uid=%q, want the parent's UID", o.GetName(), got)
+			}
 		}
 		status, _, _ := unstructured.NestedStringMap(p.Object, "status", "messages")
 		if status["onDelete"] != want[0] || status["recreate"] != want[1] || status["inPlace"] != want[2] {
