@@ -22,8 +22,8 @@ import (
 )
 
 // startJetStream runs an embedded JetStream server with uc's streams and the
-// sync hook consumer of controller c.
-func startJetStream(t *testing.T) jetstream.JetStream {
+// sync hook consumer of controller c, with the given ack wait.
+func startJetStream(t *testing.T, ackWait time.Duration) jetstream.JetStream {
 	t.Helper()
 	ns, err := server.NewServer(&server.Options{Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
 	if err != nil {
@@ -46,17 +46,20 @@ func startJetStream(t *testing.T) jetstream.JetStream {
 	if err := dispatcher.EnsureStreams(t.Context(), js, dispatcher.TopologyOptions{Storage: jetstream.MemoryStorage}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.CreateOrUpdateConsumer(t.Context(), bus.RequestStream, dispatcher.HookConsumerConfig("c", hooks.Sync)); err != nil {
+	cfg := dispatcher.HookConsumerConfig("c", hooks.Sync)
+	cfg.AckWait = ackWait
+	if _, err := js.CreateOrUpdateConsumer(t.Context(), bus.RequestStream, cfg); err != nil {
 		t.Fatal(err)
 	}
 	return js
 }
 
-// delivery is the sync hook's delivery spec in every request.
-const delivery = `{"timeout":"300ms","maxDeliveries":3,"backoffDelay":"200ms","maxBackoffDelay":"1s"}`
+// fastDelivery gives up after 3 tries of 300ms, 200ms and 400ms apart.
+const fastDelivery = `{"timeout":"300ms","maxDeliveries":3,"backoffDelay":"200ms","maxBackoffDelay":"1s"}`
 
-// request publishes a sync request for parent name of controller c.
-func request(t *testing.T, js jetstream.JetStream, name string) bus.Meta {
+// request publishes a sync request for parent name of controller c, whose
+// sync hook has the delivery spec delivery.
+func request(t *testing.T, js jetstream.JetStream, name, delivery string) bus.Meta {
 	t.Helper()
 	uid := types.UID(uuid.NewString())
 	meta := bus.Meta{Address: bus.Address{Controller: "c", Hook: hooks.Sync, Partition: bus.Partition(uid, 4), ParentUID: uid},
@@ -109,6 +112,12 @@ func (h *steeredHook) Handle(ctx context.Context, data []byte) (any, error) {
 		<-make(chan struct{}) // never returns: Serve leaves it behind
 	case name == "busy" && n == 1:
 		return nil, &worker.Error{Reason: worker.ReasonHTTPError, RetryAfter: time.Second, Err: errors.New("429 Too Many Requests")}
+	case name == "long":
+		select {
+		case <-time.After(2500 * time.Millisecond): // the hook's work
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	case name == "broken":
 		return nil, &worker.Error{Reason: worker.ReasonHTTPError, Err: errors.New("500 Internal Server Error")}
 	}
@@ -157,14 +166,14 @@ func decode(t *testing.T, msg *jetstream.RawStreamMsg) (*event.Event, bus.Meta) 
 // failure event naming the reason goes to the applier; a 429's Retry-After
 // is waited for; a hung call times out without holding up other parents.
 func TestServeDeliveryPromises(t *testing.T) {
-	js := startJetStream(t)
+	js := startJetStream(t, 30*time.Second)
 	h := &steeredHook{calls: map[string][]time.Time{}}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	go func() { _ = worker.Serve(ctx, js, "c", h, worker.WithConcurrency(2)) }()
 
-	broken, hangs, busy := request(t, js, "broken"), request(t, js, "hangs"), request(t, js, "busy")
-	ok := request(t, js, "ok")
+	broken, hangs, busy := request(t, js, "broken", fastDelivery), request(t, js, "hangs", fastDelivery), request(t, js, "busy", fastDelivery)
+	ok := request(t, js, "ok", fastDelivery)
 
 	// Other parents are served while "hangs" holds a slot.
 	if _, m := decode(t, last(t, js, bus.ReplyStream, ok.ReplySubject())); m.Name != "ok" {
@@ -213,5 +222,25 @@ func TestServeDeliveryPromises(t *testing.T) {
 		} else {
 			t.Logf("broken: retry %d after %s", i+1, gap.Round(time.Millisecond))
 		}
+	}
+}
+
+// TestServeLongCalls: two workers share a hook; a call that takes longer
+// than the consumer's ack wait is not delivered again, to either of them,
+// while it is in progress.
+func TestServeLongCalls(t *testing.T) {
+	js := startJetStream(t, time.Second)
+	h := &steeredHook{calls: map[string][]time.Time{}}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	for range 2 {
+		go func() { _ = worker.Serve(ctx, js, "c", h) }()
+	}
+	long := request(t, js, "long", `{"timeout":"10s"}`)
+	if _, m := decode(t, last(t, js, bus.ReplyStream, long.ReplySubject())); m.Name != "long" {
+		t.Fatalf("reply for %s", m.Name)
+	}
+	if n := len(h.callTimes("long")); n != 1 {
+		t.Fatalf("a 2.5s call with a 1s ack wait was made %d times", n)
 	}
 }

@@ -170,8 +170,9 @@ func echoSync(parent *unstructured.Unstructured, server string) *hooks.SyncRespo
 // parent with 429 and Retry-After: 2; "slow" takes 300ms. It records the
 // calls.
 type echoHook struct {
-	server  string
-	release chan struct{}
+	server      string
+	release     chan struct{}
+	releaseOnce sync.Once
 
 	mu          sync.Mutex
 	calls       map[string][]time.Time // by parent name
@@ -185,13 +186,14 @@ func newEchoHook(t *testing.T, server string, wrap func(http.Handler) http.Handl
 	h := &echoHook{server: server, release: make(chan struct{}), calls: map[string][]time.Time{}}
 	srv := httptest.NewUnstartedServer(wrap(h))
 	t.Cleanup(srv.Close)
-	t.Cleanup(sync.OnceFunc(h.releaseAll))
+	t.Cleanup(h.releaseAll)
 	return h, srv
 }
 
 func plain(h http.Handler) http.Handler { return h }
 
-func (h *echoHook) releaseAll() { close(h.release) }
+// releaseAll lets the hanging calls answer.
+func (h *echoHook) releaseAll() { h.releaseOnce.Do(func() { close(h.release) }) }
 
 func (h *echoHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var req hooks.SyncRequest
@@ -248,10 +250,11 @@ func (h *echoHook) callTimes(parent string) []time.Time {
 	return append([]time.Time(nil), h.calls[parent]...)
 }
 
-func (h *echoHook) concurrency() (now, peak int) {
+// peakConcurrency is the most calls the hook had at once.
+func (h *echoHook) peakConcurrency() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.inflight, h.maxInflight
+	return h.maxInflight
 }
 
 func webhookAt(url string) v1alpha1.Hook {

@@ -1,0 +1,163 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"universalcontroller.dev/uc/dispatcher/worker"
+	"universalcontroller.dev/uc/schemas/bus"
+	"universalcontroller.dev/uc/schemas/hooks"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
+)
+
+// deadLetterReason is the failure reason of the parent's last dead-lettered
+// sync request.
+func deadLetterReason(ctx context.Context, controller string, parent *unstructured.Unstructured) (string, error) {
+	s, err := env.js.Stream(ctx, bus.DeadLetterStream)
+	if err != nil {
+		return "", err
+	}
+	addr := bus.Address{Controller: controller, Hook: hooks.Sync, Partition: bus.Partition(parent.GetUID(), bus.DefaultPartitions), ParentUID: parent.GetUID()}
+	msg, err := s.GetLastMsgForSubject(ctx, addr.DeadLetterSubject())
+	if err != nil {
+		return "", fmt.Errorf("dead letter of %s: %w", parent.GetName(), err)
+	}
+	return msg.Header.Get(worker.HeaderFailureReason), nil
+}
+
+// TestDeliveryDeadLetter: a hook that times out, or answers 500, is tried
+// maxDeliveries (3) times with a growing backoff; then the request is
+// dead-lettered, and the parent gets Synced=False and a Warning Event
+// naming the timeout or the status code, while its children stay as they
+// are. A later successful sync clears the condition.
+func TestDeliveryDeadLetter(t *testing.T) {
+	const controller = "delivery-dlq"
+	h, srv := newEchoHook(t, controller, plain)
+	srv.Start()
+	registerEchoController(t, controller, v1alpha1.Hook{Webhook: &v1alpha1.Webhook{URL: &srv.URL}, Delivery: fastDelivery(time.Second)})
+	ns := namespace(t)
+	for _, tc := range []struct{ mode, reason, want string }{
+		{"hang", worker.ReasonTimeout, "after 3 deliveries: Timeout: no reply within 1s"},
+		{"fail", worker.ReasonHTTPError, `after 3 deliveries: HTTPError: POST ` + srv.URL + `: 500 Internal Server Error: "echo hook is broken"`},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			ctx := t.Context()
+			name := "dlq-" + tc.mode
+			echo := createEcho(t, ns, name, controller, "v1", "")
+			eventually(t, time.Minute, func() error { return echoSynced(ctx, ns, name, controller, "v1") })
+			cm, err := env.kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := len(h.callTimes(name))
+
+			setEcho(t, ns, name, "v2", tc.mode)
+			eventually(t, time.Minute, func() error { return hookFailed(ctx, ns, name, tc.want) })
+			eventually(t, 10*time.Second, func() error {
+				reason, err := deadLetterReason(ctx, controller, echo)
+				if err == nil && reason != tc.reason {
+					err = fmt.Errorf("dead letter reason %q, want %q", reason, tc.reason)
+				}
+				return err
+			})
+			calls := h.callTimes(name)[before:]
+			if len(calls) < 3 {
+				t.Fatalf("%d calls, want 3 before the dead letter", len(calls))
+			}
+			// Each retry waits the backoff (200ms, then 400ms, less up to
+			// half of it as jitter) after the failed call.
+			for i, least := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond} {
+				gap := calls[i+1].Sub(calls[i])
+				t.Logf("retry %d came %s after the call before", i+1, gap.Round(time.Millisecond))
+				if gap < least {
+					t.Errorf("retry %d came %s after the call before, want at least %s", i+1, gap, least)
+				}
+			}
+			if got, err := env.kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{}); err != nil || got.ResourceVersion != cm.ResourceVersion {
+				t.Fatalf("the failing hook changed the child: %v (err %v)", got.Data, err)
+			}
+
+			setEcho(t, ns, name, "v3", "")
+			eventually(t, time.Minute, func() error { return echoSynced(ctx, ns, name, controller, "v3") })
+		})
+	}
+}
+
+// TestDelivery429: a 429 with Retry-After: 2 delays the parent's next call
+// by 2s, not by the 200ms backoff.
+func TestDelivery429(t *testing.T) {
+	const controller = "delivery-429"
+	h, srv := newEchoHook(t, controller, plain)
+	srv.Start()
+	registerEchoController(t, controller, v1alpha1.Hook{Webhook: &v1alpha1.Webhook{URL: &srv.URL}, Delivery: fastDelivery(5 * time.Second)})
+	ns := namespace(t)
+	createEcho(t, ns, "busy", controller, "hi", "busy")
+	eventually(t, time.Minute, func() error { return echoSynced(t.Context(), ns, "busy", controller, "hi") })
+	calls := h.callTimes("busy")
+	if len(calls) < 2 {
+		t.Fatalf("%d calls, want a 429 and a success", len(calls))
+	}
+	gap := calls[1].Sub(calls[0])
+	t.Logf("the call after the 429 came %s later", gap.Round(time.Millisecond))
+	if gap < 2*time.Second {
+		t.Fatalf("the call after a 429 with Retry-After: 2 came %s later", gap)
+	}
+}
+
+// TestDeliveryNoBlocking: a hook call that hangs holds one of its hook's
+// slots and nothing else: other parents of the same controller are served,
+// never more at once than the hook's concurrency (2), and so is another
+// controller.
+func TestDeliveryNoBlocking(t *testing.T) {
+	ctx := t.Context()
+	two := int32(2)
+	a, srvA := newEchoHook(t, "noblock-a", plain)
+	srvA.Start()
+	registerEchoController(t, "noblock-a", v1alpha1.Hook{Webhook: &v1alpha1.Webhook{URL: &srvA.URL},
+		Delivery: &v1alpha1.Delivery{Timeout: &metav1.Duration{Duration: 5 * time.Minute}, Concurrency: &two}})
+	_, srvB := newEchoHook(t, "noblock-b", plain)
+	srvB.Start()
+	registerEchoController(t, "noblock-b", webhookAt(srvB.URL))
+	ns := namespace(t)
+
+	createEcho(t, ns, "stuck", "noblock-a", "waiting", "hang")
+	eventually(t, time.Minute, func() error {
+		if len(a.callTimes("stuck")) == 0 {
+			return fmt.Errorf("the hanging call has not started")
+		}
+		return nil
+	})
+	const parents = 4
+	for i := range parents {
+		createEcho(t, ns, fmt.Sprintf("slow-%d", i), "noblock-a", "done", "slow")
+	}
+	createEcho(t, ns, "other", "noblock-b", "done", "")
+	eventually(t, time.Minute, func() error { return echoSynced(ctx, ns, "other", "noblock-b", "done") })
+	eventually(t, time.Minute, func() error {
+		for i := range parents {
+			if err := echoSynced(ctx, ns, fmt.Sprintf("slow-%d", i), "noblock-a", "done"); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	peak := a.peakConcurrency()
+	t.Logf("noblock-a: at most %d calls at once", peak)
+	if n := len(a.callTimes("stuck")); n != 1 {
+		t.Fatalf("the stuck parent had %d calls, want its first still hanging", n)
+	}
+	if _, err := env.kube.CoreV1().ConfigMaps(ns).Get(ctx, "stuck", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the stuck parent's call should still hang, but it has a child (err %v)", err)
+	}
+	if peak > 2 {
+		t.Fatalf("%d calls at once, over the hook's concurrency of 2", peak)
+	}
+	a.releaseAll()
+	eventually(t, time.Minute, func() error { return echoSynced(ctx, ns, "stuck", "noblock-a", "waiting") })
+}
