@@ -22,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/dynamic"
@@ -381,6 +382,20 @@ type cacheLookup struct{ reg *registry.Registry }
 
 func (c cacheLookup) owned(ch *registry.Child, owner types.UID) ([]*unstructured.Unstructured, error) {
 	return c.reg.Owned(ch.GVR, owner)
+}
+
+func (c cacheLookup) orphans(ch *registry.Child, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
+	objs, err := c.reg.Lister(ch.GVR).ByNamespace(namespace).List(sel)
+	if err != nil {
+		return nil, err
+	}
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		if u := o.(*unstructured.Unstructured); metav1.GetControllerOfNoCopy(u) == nil && u.GetDeletionTimestamp() == nil {
+			out = append(out, u)
+		}
+	}
+	return out, nil
 }
 
 func (c cacheLookup) get(ch *registry.Child, namespace, name string) (*unstructured.Unstructured, bool) {

@@ -60,9 +60,13 @@ func idOf(c *registry.Child, o *unstructured.Unstructured) childID {
 	return childID{c.GVR.String(), o.GetNamespace(), o.GetName()}
 }
 
-// liveObjects finds a child's live object by kind, namespace and name.
+// liveObjects finds a parent's live children.
 type liveObjects interface {
+	// owned lists the objects of a child resource that owner controls.
 	owned(c *registry.Child, owner types.UID) ([]*unstructured.Unstructured, error)
+	// orphans lists the objects of a child resource in namespace ("" for
+	// all) that nothing controls and sel matches.
+	orphans(c *registry.Child, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error)
 	get(c *registry.Child, namespace, name string) (*unstructured.Unstructured, bool)
 }
 
@@ -123,6 +127,21 @@ func plan(ctl *registry.Controller, parent *unstructured.Unstructured, resp *hoo
 				actions = append(actions, action{verb: verbRelease, child: child, obj: o, event: "Released"})
 			default:
 				actions = append(actions, action{verb: verbDelete, child: child, obj: o, event: "Deleted"})
+			}
+		}
+		// Orphans the selector claims were observed as children: those not
+		// desired are deleted, after the same check as an adoption.
+		ns := ""
+		if ctl.Parent.Namespaced {
+			ns = parent.GetNamespace()
+		}
+		orphans, err := live.orphans(child, ns, sel)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range orphans {
+			if !desired[idOf(child, o)] {
+				actions = append(actions, action{verb: verbDelete, child: child, obj: o, adopt: true, event: "Deleted"})
 			}
 		}
 	}

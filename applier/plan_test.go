@@ -6,6 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -49,6 +50,16 @@ func (f fakeLive) owned(c *registry.Child, owner types.UID) ([]*unstructured.Uns
 	var out []*unstructured.Unstructured
 	for _, o := range f {
 		if ref := metav1.GetControllerOf(o); ref != nil && ref.UID == owner && o.GetKind() == c.GVK.Kind {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+func (f fakeLive) orphans(c *registry.Child, ns string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, o := range f {
+		if metav1.GetControllerOf(o) == nil && o.GetKind() == c.GVK.Kind && (ns == "" || o.GetNamespace() == ns) && sel.Matches(labels.Set(o.GetLabels())) {
 			out = append(out, o)
 		}
 	}
@@ -167,6 +178,13 @@ func TestPlan(t *testing.T) {
 		{name: "orphan is adopted", method: v1alpha1.ChildUpdateOnDelete,
 			live:    fakeLive{object("ConfigMap", "ns", "a", map[string]any{"k": "1"}, "")},
 			desired: []*unstructured.Unstructured{cm("a", "1")}, want: []string{"apply configmaps ns/a"}},
+		{name: "an orphan the selector claims but the hook does not want is deleted", method: v1alpha1.ChildUpdateInPlace,
+			live: fakeLive{func() *unstructured.Unstructured {
+				o := object("ConfigMap", "ns", "stray", nil, "")
+				o.SetLabels(map[string]string{registry.LabelControllerUID: "parent-uid"})
+				return o
+			}()},
+			want: []string{"delete configmaps ns/stray"}},
 		{name: "undesired child is deleted", method: v1alpha1.ChildUpdateInPlace,
 			live: fakeLive{object("ConfigMap", "ns", "old", nil, "parent-uid")}, want: []string{"delete configmaps ns/old"}},
 		{name: "others' children are left alone", method: v1alpha1.ChildUpdateInPlace,

@@ -39,10 +39,13 @@ func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 	}
 	hook := hooks.Sync
 	if parent.GetDeletionTimestamp() != nil {
-		if ctl.Spec.Hooks.Finalize == nil || !slices.Contains(parent.GetFinalizers(), ctl.Finalizer()) {
-			return nil
+		switch {
+		case !slices.Contains(parent.GetFinalizers(), ctl.Finalizer()):
+			return nil // nothing of uc's holds the parent
+		case ctl.Spec.Hooks.Finalize != nil:
+			hook = hooks.Finalize
 		}
-		hook = hooks.Finalize
+		// else the finalize hook is gone: a sync reply lets the parent go.
 	}
 	meta := w.meta(ctl, parent, hook)
 	sel, err := ctl.Selector(parent)

@@ -923,3 +923,89 @@ func TestCompositeStatusAndUndesiredChildren(t *testing.T) {
 		t.Errorf("the child still desired was written (err %v)", err)
 	}
 }
+
+// TestCompositeOrphanNotDesired: an orphan that matches the selector is
+// one of the parent's observed children — it is in the hook's request. The
+// contract (DESIGN.md: "a child that is observed but not desired is
+// deleted"; Metacontroller adopts every matching orphan, then deletes those
+// not desired) says that when the hook does not desire it, it goes.
+func TestCompositeOrphanNotDesired(t *testing.T) {
+	ctx := t.Context()
+	const ctl = "e2e-orphan"
+	rec := registerComposite(t, ctl, nil)
+	ns := namespace(t)
+	leftover, err := env.kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "leftover", Labels: map[string]string{"app": "p"}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	createComposite(t, ns, "p", ctl, map[string]any{"selector": selectApp("p"),
+		"children": []any{cm("kept", map[string]any{"app": "p"}, nil)}})
+	eventually(t, time.Minute, func() error {
+		if _, err := getConfigMap(ctx, ns, "kept"); err != nil {
+			return err
+		}
+		return compositeSynced(ctx, ns, "p")
+	})
+	if !seenChild(rec.of(ns, "p"), "ConfigMap.v1", "leftover") {
+		t.Fatalf("the hook never observed the matching orphan: %v", rec.of(ns, "p"))
+	}
+	eventually(t, 30*time.Second, func() error {
+		now, err := getConfigMap(ctx, ns, "leftover")
+		if err == nil && now.UID != leftover.UID {
+			return nil // deleted, and someone made another
+		}
+		return gone(err, "the observed orphan the hook does not desire")
+	})
+}
+
+// TestCompositeFinalizeHookRemoved: a parent being finalized when its
+// controller loses the finalize hook does not stay forever: with no
+// finalize hook there is nothing to wait for, and uc's finalizer comes off
+// (as Metacontroller removes its finalizer when the finalize hook is gone).
+func TestCompositeFinalizeHookRemoved(t *testing.T) {
+	ctx := t.Context()
+	const ctl = "e2e-finalizeremoved"
+	withFinalize := func(spec map[string]any) { _ = unstructured.SetNestedMap(spec, map[string]any{}, "hooks", "finalize") }
+	rec := registerComposite(t, ctl, withFinalize)
+	serveHooks(t, ctl, rec.handler(hooks.Finalize, echo)) // never says finalized
+	ns := namespace(t)
+	t.Cleanup(func() {
+		_, _ = env.dyn.Resource(compositeGVR).Namespace(ns).Patch(context.Background(), "p", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	})
+	createComposite(t, ns, "p", ctl, map[string]any{"selector": selectApp("p")})
+	finalizer := "universalcontroller.dev/" + ctl
+	eventually(t, time.Minute, func() error {
+		p, err := getComposite(ctx, ns, "p")
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(p.GetFinalizers(), finalizer) {
+			return fmt.Errorf("finalizers %v", p.GetFinalizers())
+		}
+		return compositeSynced(ctx, ns, "p")
+	})
+	if err := env.dyn.Resource(compositeGVR).Namespace(ns).Delete(ctx, "p", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, func() error {
+		for _, c := range rec.of(ns, "p") {
+			if c.finalizing {
+				return nil
+			}
+		}
+		return fmt.Errorf("no finalize call")
+	})
+	// The controller loses its finalize hook.
+	registerManifest(t, "test/e2e/testdata/composite-controller.yaml", func(u *unstructured.Unstructured) {
+		u.SetName(ctl)
+		_ = unstructured.SetNestedField(u.Object, ctl, "spec", "parentResource", "labelSelector", "matchLabels", controllerLabel)
+	})
+	eventually(t, time.Minute, func() error {
+		p, err := getComposite(ctx, ns, "p")
+		if err != nil {
+			return gone(err, "the parent")
+		}
+		return fmt.Errorf("the parent is still there, finalizers %v", p.GetFinalizers())
+	})
+}
