@@ -11,7 +11,6 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
-	"github.com/cloudevents/sdk-go/v2/client"
 	"github.com/cloudevents/sdk-go/v2/event"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -26,6 +25,7 @@ import (
 	"knative.dev/pkg/resolver"
 	"knative.dev/pkg/tracker"
 
+	"universalcontroller.dev/uc/dispatcher/dispatchertest"
 	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
@@ -70,14 +70,7 @@ func TestDestination(t *testing.T) {
 		}
 		return &reply, nil
 	}
-	p, err := cehttp.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	receive, err := client.NewHTTPReceiveHandler(t.Context(), p, fn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	receive := dispatchertest.FunctionHandler(t, fn)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		prefer, binary = r.Header.Get("Prefer"), r.Header.Get("Ce-Id")
 		receive.ServeHTTP(w, r)

@@ -1,6 +1,6 @@
-// Package dispatchertest helps test hooks the dispatcher calls over TLS: it
-// makes a certificate authority and the server and client certificates it
-// signs, in memory.
+// Package dispatchertest helps test hooks the dispatcher calls: it makes a
+// certificate authority and the server and client certificates it signs, in
+// memory, for webhooks over TLS, and serves Knative-style functions.
 package dispatchertest
 
 import (

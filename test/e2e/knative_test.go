@@ -9,15 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/client"
 	"github.com/cloudevents/sdk-go/v2/event"
-	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	duckv1 "knative.dev/pkg/apis/duck/v1"
 
+	"universalcontroller.dev/uc/dispatcher/dispatchertest"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -28,7 +27,7 @@ var knativeServiceGVR = schema.GroupVersionResource{Group: "serving.knative.dev"
 // echoFunction is the Echo hook as a function of the shape Knative's func
 // generates for Go, naming itself server. An Echo in mode "silent" gets no
 // reply event.
-func echoFunction(server string) func(context.Context, event.Event) (*event.Event, error) {
+func echoFunction(server string) dispatchertest.Function {
 	return func(_ context.Context, e event.Event) (*event.Event, error) {
 		var req hooks.SyncRequest
 		if err := json.Unmarshal(e.Data(), &req); err != nil {
@@ -48,19 +47,9 @@ func echoFunction(server string) func(context.Context, event.Event) (*event.Even
 	}
 }
 
-// serveFunction serves fn over HTTP with the CloudEvents SDK until the test
-// ends.
-func serveFunction(t *testing.T, fn func(context.Context, event.Event) (*event.Event, error)) *httptest.Server {
-	t.Helper()
-	p, err := cehttp.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := client.NewHTTPReceiveHandler(t.Context(), p, fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
+// serveFunction serves fn over HTTP until the test ends.
+func serveFunction(t *testing.T, fn dispatchertest.Function) *httptest.Server {
+	srv := httptest.NewServer(dispatchertest.FunctionHandler(t, fn))
 	t.Cleanup(srv.Close)
 	return srv
 }

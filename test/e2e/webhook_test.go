@@ -132,15 +132,21 @@ func echoSynced(ctx context.Context, ns, name, server, message string) error {
 // hookFailed checks that the Echo is Synced=False with reason HookFailed and
 // a message holding want, and that a Warning Event says the same.
 func hookFailed(ctx context.Context, ns, name, want string) error {
-	echo, err := env.dyn.Resource(echoGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	return syncFailed(ctx, echoGVR, ns, name, "HookFailed", want)
+}
+
+// syncFailed checks that a parent is Synced=False with the reason and a
+// message holding want, and that a Warning Event says the same.
+func syncFailed(ctx context.Context, gvr schema.GroupVersionResource, ns, name, reason, want string) error {
+	parent, err := env.dyn.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
-	if c := condition(echo, "Synced"); c == nil || c["status"] != "False" || c["reason"] != "HookFailed" || !strings.Contains(fmt.Sprint(c["message"]), want) {
-		return fmt.Errorf("Synced condition is %v, want False/HookFailed naming %q", c, want)
+	if c := condition(parent, "Synced"); c == nil || c["status"] != "False" || c["reason"] != reason || !strings.Contains(fmt.Sprint(c["message"]), want) {
+		return fmt.Errorf("Synced condition is %v, want False/%s naming %q", c, reason, want)
 	}
 	events, err := env.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.SelectorFromSet(fields.Set{
-		"involvedObject.name": name, "type": corev1.EventTypeWarning, "reason": "HookFailed"}).String()})
+		"involvedObject.name": name, "type": corev1.EventTypeWarning, "reason": reason}).String()})
 	if err != nil {
 		return err
 	}
@@ -149,7 +155,7 @@ func hookFailed(ctx context.Context, ns, name, want string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("no Warning Event HookFailed naming %q among %d", want, len(events.Items))
+	return fmt.Errorf("no Warning Event %s naming %q among %d", reason, want, len(events.Items))
 }
 
 // echoSync is the Echo hook: a ConfigMap with the parent's message and the
