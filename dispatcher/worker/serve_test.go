@@ -88,7 +88,6 @@ func request(t *testing.T, js jetstream.JetStream, name, delivery string) bus.Me
 type steeredHook struct {
 	mu    sync.Mutex
 	calls map[string][]time.Time
-	fail  map[string]error
 }
 
 func (h *steeredHook) Hook() string { return hooks.Sync }
