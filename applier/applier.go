@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -95,13 +96,21 @@ func New(reg *registry.Registry, dyn dynamic.Interface, js jetstream.JetStream, 
 // until ctx ends.
 func (a *Applier) Run(ctx context.Context) error {
 	defer a.queue.ShutDown()
-	var err error
-	if a.fence, err = newKVFence(ctx, a.js, a.opts.Replicas); err != nil {
-		return err
-	}
-	own, err := newOwner(ctx, a)
+	var own *owner
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		attempt, cancel := context.WithTimeout(ctx, 10*time.Second) // a cluster electing its leader drops requests
+		defer cancel()
+		var err error
+		if a.fence, err = newKVFence(attempt, a.js, a.opts.Replicas); err == nil {
+			own, err = newOwner(attempt, a)
+		}
+		if err != nil {
+			a.log.Warn("retrying", "what", "create the fence and ownership buckets", "err", err)
+		}
+		return err == nil, nil
+	})
 	if err != nil {
-		return err
+		return fmt.Errorf("create the applier's buckets: %w", err)
 	}
 	for range a.opts.Workers {
 		go func() {

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
@@ -39,7 +41,12 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if err := dispatcher.EnsureStreams(ctx, js, dispatcher.TopologyOptions{Replicas: cfg.replicas}); err != nil {
+	// A NATS cluster that is still electing its leaders answers with
+	// timeouts: wait for it rather than exit.
+	err = retryUntil(ctx, 2*time.Minute, log, "create the streams", func(ctx context.Context) error {
+		return dispatcher.EnsureStreams(ctx, js, dispatcher.TopologyOptions{Replicas: cfg.replicas})
+	})
+	if err != nil {
 		return err
 	}
 
@@ -89,6 +96,26 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 
 	log.Info("uc started", "watcher", cfg.roles.watcher, "dispatcher", cfg.roles.dispatcher, "applier", cfg.roles.applier, "apiserver", restCfg.Host, "nats", nc.ConnectedUrlRedacted())
 	return runAll(ctx, runners)
+}
+
+// retryUntil calls fn until it succeeds, every second, each attempt for at
+// most 10s, for at most timeout.
+func retryUntil(ctx context.Context, timeout time.Duration, log *slog.Logger, what string, fn func(context.Context) error) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		// A cluster electing its leader drops requests: bound each attempt.
+		attempt, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if last = fn(attempt); last != nil {
+			log.Warn("retrying", "what", what, "err", last)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil && last != nil {
+		return fmt.Errorf("%s: %w", what, last)
+	}
+	return err
 }
 
 // runAll runs every runner; the first error stops them all.

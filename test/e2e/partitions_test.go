@@ -12,13 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/test/testbed"
 )
 
@@ -68,43 +64,21 @@ func applies(t *testing.T, r *roleProcess, until int64) map[string][]interval {
 // shows no two applies of one parent at once; every parent converges.
 func TestAppliersNeverOverlap(t *testing.T) {
 	ctx := t.Context()
-	ns := namespace(t)
-	dir := t.TempDir()
-	srv, err := testbed.StartNATS(ctx, filepath.Join(dir, "nats"), 0)
+	srv, err := testbed.StartNATS(ctx, filepath.Join(t.TempDir(), "nats"), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	common := []string{"--kubeconfig", env.bed.Kubeconfig(), "--nats-url", srv.URL(), "--log-level", "debug", "--partitions", "8"}
-	startRole(t, dir, "dispatcher", append([]string{"dispatcher"}, common...)...)
-	startRole(t, dir, "watcher", append([]string{"watcher", "--leader-elect=false"}, common...)...)
-	appliers := []*roleProcess{startRole(t, dir, "applier-1", append([]string{"applier"}, common...)...)}
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = worker.Serve(ctx, js, "widget-controller", worker.Sync(widgetSync)) }()
-	if err := applyFile(ctx, filepath.Join(env.root, "test/e2e/testdata/widget-crd.yaml")); err != nil {
-		t.Fatal(err)
-	}
+	b := newRolesOnBus(t, srv.URL(), "--partitions", "8")
+	ns := b.ns
+	b.start("dispatcher", "dispatcher")
+	b.start("watcher", "watcher", "--leader-elect=false")
+	appliers := []*roleProcess{b.start("applier-1", "applier")}
 
 	const parents = 40
 	uids := map[types.UID]string{}
 	for i := range parents {
-		w := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "e2e.universalcontroller.dev/v1", "kind": "Widget",
-			"metadata": map[string]any{"name": fmt.Sprintf("w-%02d", i), "namespace": ns},
-			"spec":     map[string]any{"value": "0"},
-		}}
-		got, err := env.dyn.Resource(widgetGVR).Namespace(ns).Create(ctx, w, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		got := b.createWidget(fmt.Sprintf("w-%02d", i), "0")
 		uids[got.GetUID()] = got.GetName()
 	}
 	// Keep every parent changing while replicas come and go.
@@ -136,7 +110,7 @@ func TestAppliersNeverOverlap(t *testing.T) {
 	}
 	eventually(t, time.Minute, acquired(appliers[0]))
 	for _, name := range []string{"applier-2", "applier-3"} {
-		r := startRole(t, dir, name, append([]string{"applier"}, common...)...)
+		r := b.start(name, "applier")
 		appliers = append(appliers, r)
 		eventually(t, time.Minute, acquired(r))
 	}
@@ -154,19 +128,11 @@ func TestAppliersNeverOverlap(t *testing.T) {
 	})
 	close(stop)
 	wg.Wait()
-	final := strconv.Itoa(round)
-	eventually(t, 2*time.Minute, func() error {
-		for i := range parents {
-			cm, err := env.kube.CoreV1().ConfigMaps(ns).Get(ctx, fmt.Sprintf("w-%02d", i), metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if cm.Data["value"] != final {
-				return fmt.Errorf("w-%02d has value %q, want %q", i, cm.Data["value"], final)
-			}
-		}
-		return nil
-	})
+	var names []string
+	for _, n := range uids {
+		names = append(names, n)
+	}
+	eventually(t, 2*time.Minute, b.converged(strconv.Itoa(round), names...))
 
 	now := time.Now().UnixNano()
 	all := map[string][]interval{}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -22,6 +23,7 @@ type NATSServer struct {
 	dir         string
 	port        int
 	monitorPort int
+	cluster     []string // for a cluster member: its name, cluster port, and routes
 	proc        *Process
 }
 
@@ -53,24 +55,36 @@ func StartNATS(ctx context.Context, dir string, port int) (*NATSServer, error) {
 // start launches the process and waits for its health endpoint, which
 // reports ok once JetStream is up.
 func (s *NATSServer) start(ctx context.Context) error {
-	p, err := StartProcess("nats-server", s.bin, filepath.Join(s.dir, "nats-server.log"),
+	if err := s.launch(); err != nil {
+		return err
+	}
+	return s.wait(ctx)
+}
+
+func (s *NATSServer) launch() error {
+	args := []string{
 		"--addr=127.0.0.1",
-		"--port="+strconv.Itoa(s.port),
-		"--http_port="+strconv.Itoa(s.monitorPort),
+		"--port=" + strconv.Itoa(s.port),
+		"--http_port=" + strconv.Itoa(s.monitorPort),
 		"--jetstream",
-		"--store_dir="+s.dir,
-	)
+		"--store_dir=" + s.dir,
+	}
+	p, err := StartProcess("nats-server", s.bin, filepath.Join(s.dir, "nats-server.log"), append(args, s.cluster...)...)
 	if err != nil {
 		return err
 	}
+	s.proc = p
+	return nil
+}
+
+func (s *NATSServer) wait(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, natsStartTimeout)
 	defer cancel()
 	health := httpCheck(httpClient(nil), loopbackURL("http", s.monitorPort)+"/healthz", "")
-	if err := poll(ctx, "nats-server", health, p); err != nil {
-		p.Kill()
+	if err := poll(ctx, "nats-server", health, s.proc); err != nil {
+		s.proc.Kill()
 		return err
 	}
-	s.proc = p
 	return nil
 }
 
@@ -89,4 +103,85 @@ func (s *NATSServer) Kill() { s.proc.Kill() }
 func (s *NATSServer) Restart(ctx context.Context) error {
 	s.Stop()
 	return s.start(ctx)
+}
+
+// NATSCluster is a JetStream cluster of nats-server processes on loopback,
+// with file storage, for tests that kill nodes.
+type NATSCluster struct {
+	Servers []*NATSServer
+}
+
+// StartNATSCluster starts n clustered nats-server processes storing into
+// dir/n<i>, and waits until every one is healthy.
+func StartNATSCluster(ctx context.Context, dir string, n int) (*NATSCluster, error) {
+	bins, err := ensureBinaries(ctx, slogf)
+	if err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(3 * n)
+	if err != nil {
+		return nil, err
+	}
+	routes := make([]string, n)
+	for i := range n {
+		routes[i] = loopbackURL("nats", ports[3*i+2])
+	}
+	c := &NATSCluster{}
+	for i := range n {
+		s := &NATSServer{bin: bins.bin("nats-server"), dir: filepath.Join(dir, fmt.Sprintf("n%d", i)),
+			port: ports[3*i], monitorPort: ports[3*i+1]}
+		s.cluster = []string{
+			fmt.Sprintf("--server_name=n%d", i),
+			"--cluster_name=uc",
+			"--cluster=" + routes[i],
+			"--routes=" + strings.Join(routes, ","),
+		}
+		if err := os.MkdirAll(s.dir, 0o755); err != nil {
+			return nil, err
+		}
+		c.Servers = append(c.Servers, s)
+	}
+	return c, c.start(ctx)
+}
+
+func (c *NATSCluster) start(ctx context.Context) error {
+	for _, s := range c.Servers {
+		if err := s.launch(); err != nil {
+			c.Stop()
+			return err
+		}
+	}
+	for _, s := range c.Servers {
+		if err := s.wait(ctx); err != nil {
+			c.Stop()
+			return err
+		}
+	}
+	return nil
+}
+
+// URL returns every member's client URL, comma-separated, as NATS clients
+// take them.
+func (c *NATSCluster) URL() string {
+	urls := make([]string, len(c.Servers))
+	for i, s := range c.Servers {
+		urls[i] = s.URL()
+	}
+	return strings.Join(urls, ",")
+}
+
+// Stop stops every member.
+func (c *NATSCluster) Stop() {
+	for _, s := range c.Servers {
+		if s.proc != nil {
+			s.Stop()
+		}
+	}
+}
+
+// Restart stops the whole cluster and starts it again on the same ports and
+// storage.
+func (c *NATSCluster) Restart(ctx context.Context) error {
+	c.Stop()
+	return c.start(ctx)
 }

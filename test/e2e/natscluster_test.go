@@ -1,0 +1,62 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"universalcontroller.dev/uc/test/testbed"
+)
+
+// TestNATSCluster runs uc's roles on a three-node NATS JetStream cluster
+// with streams replicated three times. One node is killed (SIGKILL) in the
+// middle of a burst of creations, then the whole cluster is restarted in the
+// middle of a burst of updates: every parent converges, nothing is lost.
+func TestNATSCluster(t *testing.T) {
+	ctx := t.Context()
+	cluster, err := testbed.StartNATSCluster(ctx, filepath.Join(t.TempDir(), "nats"), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Stop)
+	b := newRolesOnBus(t, cluster.URL(), "--stream-replicas", "3")
+	b.start("dispatcher", "dispatcher")
+	b.start("watcher", "watcher", "--leader-elect=false")
+	b.start("applier", "applier")
+
+	const n = 40
+	names := make([]string, n)
+	for i := range n {
+		names[i] = fmt.Sprintf("w-%02d", i)
+	}
+	for i, name := range names {
+		if i == n/2 {
+			cluster.Servers[1].Kill()
+			t.Log("killed NATS node n1 in the middle of the creations")
+		}
+		b.createWidget(name, "created")
+	}
+	eventually(t, 2*time.Minute, b.converged("created", names...))
+	if err := cluster.Servers[1].Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	for i, name := range names {
+		if i == n/2 {
+			start := time.Now()
+			if err := cluster.Restart(ctx); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("restarted the whole NATS cluster in the middle of the updates (%s)", time.Since(start).Round(time.Millisecond))
+		}
+		patch := `{"spec":{"value":"updated"}}`
+		if _, err := env.dyn.Resource(widgetGVR).Namespace(b.ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 3*time.Minute, b.converged("updated", names...))
+}

@@ -1,0 +1,130 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"universalcontroller.dev/uc/dispatcher/worker"
+	"universalcontroller.dev/uc/schemas/hooks"
+	"universalcontroller.dev/uc/test/testbed"
+)
+
+// Tests in this file's family run uc as separate role processes (uc
+// watcher, uc dispatcher, uc applier) on an external NATS server or
+// cluster, serving the test-only Widget controller.
+
+var widgetGVR = schema.GroupVersionResource{Group: "e2e.universalcontroller.dev", Version: "v1", Resource: "widgets"}
+
+// widgetSync gives every Widget one ConfigMap named after it, carrying its
+// spec.value.
+func widgetSync(_ context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error) {
+	value, _, _ := unstructured.NestedString(req.Parent.Object, "spec", "value")
+	cm := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": req.Parent.GetName()},
+		"data":     map[string]any{"widget": req.Parent.GetName(), "value": value},
+	}}
+	return &hooks.SyncResponse{Children: []*unstructured.Unstructured{cm}}, nil
+}
+
+// roleProcess is one uc role running as its own process.
+type roleProcess struct {
+	name string
+	log  string
+	proc *testbed.Process
+}
+
+func (r *roleProcess) logHas(s string) bool {
+	b, _ := os.ReadFile(r.log)
+	return strings.Contains(string(b), s)
+}
+
+// rolesOnBus is a namespace, a work dir and a NATS URL on which tests start
+// uc's roles; the Widget controller is registered and its hook served.
+type rolesOnBus struct {
+	t    *testing.T
+	ns   string
+	dir  string
+	args []string // flags every role gets
+}
+
+func newRolesOnBus(t *testing.T, natsURL string, flags ...string) *rolesOnBus {
+	t.Helper()
+	ctx := t.Context()
+	b := &rolesOnBus{t: t, ns: namespace(t), dir: t.TempDir(),
+		args: append([]string{"--kubeconfig", env.bed.Kubeconfig(), "--nats-url", natsURL, "--log-level", "debug"}, flags...)}
+	nc, err := nats.Connect(natsURL, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = worker.Serve(ctx, js, "widget-controller", worker.Sync(widgetSync)) }()
+	if err := applyFile(ctx, filepath.Join(env.root, "test/e2e/testdata/widget-crd.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// start starts one role process named name: `uc <role> <flags…> <args…>`.
+func (b *rolesOnBus) start(name, role string, args ...string) *roleProcess {
+	t := b.t
+	t.Helper()
+	log := filepath.Join(b.dir, name+".log")
+	p, err := testbed.StartProcess(name, env.uc.bin, log, append(append([]string{role}, b.args...), args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Stop(5 * time.Second)
+		if t.Failed() {
+			out, _ := os.ReadFile(log)
+			t.Logf("--- %s log ---\n%s", name, out)
+		}
+	})
+	return &roleProcess{name: name, log: log, proc: p}
+}
+
+// createWidget creates a Widget with spec.value.
+func (b *rolesOnBus) createWidget(name, value string) *unstructured.Unstructured {
+	w := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "e2e.universalcontroller.dev/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": name, "namespace": b.ns},
+		"spec":     map[string]any{"value": value},
+	}}
+	got, err := env.dyn.Resource(widgetGVR).Namespace(b.ns).Create(b.t.Context(), w, metav1.CreateOptions{})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return got
+}
+
+// converged checks every named Widget's ConfigMap carries value.
+func (b *rolesOnBus) converged(value string, names ...string) func() error {
+	return func() error {
+		for _, n := range names {
+			cm, err := env.kube.CoreV1().ConfigMaps(b.ns).Get(b.t.Context(), n, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if cm.Data["value"] != value {
+				return fmt.Errorf("%s has value %q, want %q", n, cm.Data["value"], value)
+			}
+		}
+		return nil
+	}
+}
