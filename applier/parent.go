@@ -53,16 +53,8 @@ func (a *Applier) setFinalizer(ctx context.Context, ctl *registry.Controller, pa
 	if want {
 		finalizers = append(finalizers, ctl.Finalizer())
 	}
-	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": parent.GetAPIVersion(),
-		"kind":       parent.GetKind(),
-		"metadata": map[string]any{
-			"name":       parent.GetName(),
-			"namespace":  parent.GetNamespace(),
-			"uid":        string(parent.GetUID()),
-			"finalizers": finalizers,
-		},
-	}}
+	obj := parentConfig(parent)
+	obj.Object["metadata"].(map[string]any)["finalizers"] = finalizers
 	_, err := a.dyn.Resource(ctl.Parent.GVR).Namespace(parent.GetNamespace()).
 		Apply(ctx, parent.GetName(), obj, metav1.ApplyOptions{FieldManager: FieldManager(ctl.Name) + "/finalizer", Force: true})
 	if err != nil {
@@ -79,4 +71,19 @@ func (a *Applier) resyncAfter(m bus.Meta, seconds float64) {
 	if err := a.js.Conn().PublishMsg(&nats.Msg{Subject: m.ResyncSubject(), Data: b}); err != nil {
 		a.log.Warn("ask for a resync", "controller", m.Controller, "parent", m.Key(), "err", err)
 	}
+}
+
+// parentConfig is the start of a server-side apply configuration of the
+// parent: its identity, with the UID, so that an apply to a parent replaced
+// by another of the same name fails.
+func parentConfig(parent *unstructured.Unstructured) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": parent.GetAPIVersion(),
+		"kind":       parent.GetKind(),
+		"metadata": map[string]any{
+			"name":      parent.GetName(),
+			"namespace": parent.GetNamespace(),
+			"uid":       string(parent.GetUID()),
+		},
+	}}
 }

@@ -55,16 +55,8 @@ func (a *Applier) writeStatus(ctx context.Context, ctl *registry.Controller, par
 	if contains(live, next) && contains(next, live) {
 		return nil
 	}
-	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": parent.GetAPIVersion(),
-		"kind":       parent.GetKind(),
-		"metadata": map[string]any{
-			"name":      parent.GetName(),
-			"namespace": parent.GetNamespace(),
-			"uid":       string(parent.GetUID()),
-		},
-		"status": next,
-	}}
+	obj := parentConfig(parent)
+	obj.Object["status"] = next
 	_, err := a.dyn.Resource(ctl.Parent.GVR).Namespace(parent.GetNamespace()).
 		ApplyStatus(ctx, parent.GetName(), obj, metav1.ApplyOptions{FieldManager: FieldManager(ctl.Name), Force: true})
 	if err != nil {
