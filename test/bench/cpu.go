@@ -18,10 +18,21 @@ const clockTicks = 100
 // it shows where a phase's time goes.
 type cpuSeconds map[string]float64
 
-// readCPU reads the CPU time of this process and of its children.
-func readCPU() (cpuSeconds, error) {
+// machineKey is the CPU time of the whole machine, every process included:
+// what the bench's processes did not use of it was used by others sharing
+// the machine, which slows a phase down without showing anywhere else.
+const machineKey = "machine"
+
+// readCPU reads the CPU time of this process and of its children; the one
+// of pid ucPID (0: none) counts as uc's, whatever its binary's name.
+func readCPU(ucPID int) (cpuSeconds, error) {
 	self := os.Getpid()
 	out := cpuSeconds{}
+	busy, err := machineBusy()
+	if err != nil {
+		return nil, err
+	}
+	out[machineKey] = busy
 	stats, err := filepath.Glob("/proc/[0-9]*/stat")
 	if err != nil {
 		return nil, err
@@ -35,11 +46,39 @@ func readCPU() (cpuSeconds, error) {
 		switch {
 		case pid == self:
 			out["bench"] += secs
+		case pid == ucPID:
+			out["uc"] += secs
 		case ppid == self:
 			out[name] += secs
 		}
 	}
 	return out, nil
+}
+
+// machineBusy is the CPU seconds all CPUs spent busy since boot, from the
+// first line of /proc/stat: user nice system idle iowait irq softirq steal.
+func machineBusy() (float64, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: malformed")
+	}
+	var ticks float64
+	for i, v := range f[1:9] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/stat: %w", err)
+		}
+		ticks += n
+	}
+	return ticks / clockTicks, nil
 }
 
 // readStat reads a process's command name, parent and CPU seconds.
@@ -62,8 +101,7 @@ func readStat(path string) (name string, ppid int, secs float64, err error) {
 	ppid, _ = strconv.Atoi(f[1])
 	utime, _ := strconv.ParseFloat(f[11], 64)
 	stime, _ := strconv.ParseFloat(f[12], 64)
-	name = strings.TrimSuffix(s[open+1:closing], "-bin") // uc runs as uc-bin
-	return name, ppid, (utime + stime) / clockTicks, nil
+	return s[open+1 : closing], ppid, (utime + stime) / clockTicks, nil
 }
 
 func (c cpuSeconds) minus(o cpuSeconds) cpuSeconds {
@@ -76,10 +114,16 @@ func (c cpuSeconds) minus(o cpuSeconds) cpuSeconds {
 	return out
 }
 
-func (c cpuSeconds) total() float64 {
+// ours is the CPU seconds of the bench's processes.
+func (c cpuSeconds) ours() float64 {
 	var t float64
-	for _, v := range c {
-		t += v
+	for k, v := range c {
+		if k != machineKey {
+			t += v
+		}
 	}
 	return t
 }
+
+// foreign is the CPU seconds of the processes that are not the bench's.
+func (c cpuSeconds) foreign() float64 { return max(c[machineKey]-c.ours(), 0) }

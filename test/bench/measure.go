@@ -69,11 +69,18 @@ func (e *env) open(ctx context.Context, uc *ucProcess) (*window, error) {
 	if w.metrics, err = scrapeMetrics(ctx, e.api.kube.CoreV1().RESTClient()); err != nil {
 		return nil, err
 	}
-	if w.cpu, err = readCPU(); err != nil {
+	if w.cpu, err = readCPU(w.ucPID()); err != nil {
 		return nil, err
 	}
 	w.start = time.Now()
 	return w, nil
+}
+
+func (w *window) ucPID() int {
+	if w.uc == nil {
+		return 0
+	}
+	return w.uc.pid()
 }
 
 // callsSince is the hook calls since the window opened.
@@ -81,7 +88,7 @@ func (w *window) callsSince() int64 { return w.e.hook.calls.Load() - w.calls }
 
 // close ends the window.
 func (w *window) close(ctx context.Context) (measurement, error) {
-	cpu, err := readCPU()
+	cpu, err := readCPU(w.ucPID())
 	if err != nil {
 		return measurement{}, err
 	}

@@ -27,6 +27,9 @@ type phase struct {
 	// converged, for a phase that changes no parent, tells instead when it
 	// has converged.
 	converged func(ctx context.Context, w *window) (bool, error)
+	// undo, when set, undoes what change did that must not outlast the
+	// phase, once it converged.
+	undo func(ctx context.Context) error
 }
 
 // session is uc running the Fanout controller for the phases.
@@ -116,8 +119,9 @@ func (s *session) phases() []phase {
 		s.heal(),
 		{
 			name:      "resync",
-			change:    s.setResyncPeriod,
+			change:    func(ctx context.Context) error { return s.setResyncPeriod(ctx, resyncPeriod) },
 			converged: s.resynced,
+			undo:      func(ctx context.Context) error { return s.setResyncPeriod(ctx, nil) },
 		}, {
 			name: "delete",
 			change: s.eachParent(func(ctx context.Context, p string) error {
@@ -156,12 +160,12 @@ func (s *session) heal() phase {
 	}
 }
 
-// setResyncPeriod sets resyncPeriodSeconds on the controller. Changing the
-// controller re-registers it, which syncs every parent at once; the period
-// then syncs every parent again.
-func (s *session) setResyncPeriod(ctx context.Context) error {
+// setResyncPeriod sets resyncPeriodSeconds on the controller (nil: unsets
+// it). Changing the controller re-registers it, which syncs every parent at
+// once; a period then syncs every parent again after it.
+func (s *session) setResyncPeriod(ctx context.Context, seconds any) error {
 	_, err := s.e.api.dyn.Resource(v1alpha1.Resource).Patch(ctx, fanout.Controller, types.MergePatchType,
-		mergePatch(resyncPeriod, "spec", "resyncPeriodSeconds"), metav1.PatchOptions{})
+		mergePatch(seconds, "spec", "resyncPeriodSeconds"), metav1.PatchOptions{})
 	return err
 }
 
@@ -187,8 +191,9 @@ func (s *session) eachParent(write func(ctx context.Context, parent string) erro
 }
 
 // run runs one phase: it opens a measurement window, makes the changes,
-// waits until they converged (the phase's wall time), then until uc is idle
-// (the end of the window, so trailing no-op syncs count too).
+// waits until they converged (the phase's wall time), undoes what must not
+// outlast the phase, then waits until uc is idle (the end of the window, so
+// trailing no-op syncs count too).
 func (s *session) run(ctx context.Context, p phase) (phaseResult, error) {
 	r := phaseResult{Name: p.name}
 	w, err := s.e.open(ctx, s.uc)
@@ -220,6 +225,9 @@ func (s *session) run(ctx context.Context, p phase) (phaseResult, error) {
 	}
 	r.Seconds = end.Sub(w.start).Seconds()
 	r.Converged = err == nil
+	if err == nil && p.undo != nil {
+		err = p.undo(ctx)
+	}
 	if err == nil {
 		err = s.uc.settle(ctx, s.e.hook, s.e.cfg.phaseTimeout)
 	}

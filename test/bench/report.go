@@ -214,7 +214,8 @@ func (r *results) printRequests(out io.Writer) {
 }
 
 // printCPU shows where each phase's time went: the CPU seconds of each
-// process over the window, and how busy that kept the machine.
+// process over the window, the CPU others sharing the machine took, and how
+// busy all of it kept the machine.
 func (r *results) printCPU(out io.Writer) {
 	type row struct {
 		name    string
@@ -229,17 +230,18 @@ func (r *results) printCPU(out io.Writer) {
 		rows = append(rows, row{p.Name, p.SettledSeconds, p.CPUSeconds})
 	}
 	procs := []string{"kube-apiserver", "etcd", "uc", "bench", "kube-controller"}
-	fmt.Fprintf(out, "\nCPU seconds during each phase, by process (bench = driver + hook; busy = all processes / (window × %d CPUs))\n", r.Machine.CPUs)
+	fmt.Fprintf(out, "\nCPU seconds during each phase, by process (bench = driver + hook; not ours = other processes on the machine; busy = all / (window × %d CPUs))\n", r.Machine.CPUs)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "phase\twindow\t%s\tothers\tbusy\t\n", strings.Join(procs, "\t"))
+	fmt.Fprintf(tw, "phase\twindow\t%s\tothers\tnot ours\tbusy\t\n", strings.Join(procs, "\t"))
 	for _, row := range rows {
 		fmt.Fprintf(tw, "%s\t%s", row.name, seconds(row.seconds))
-		rest := row.cpu.total()
+		rest := row.cpu.ours()
 		for _, p := range procs {
 			fmt.Fprintf(tw, "\t%.1f", row.cpu[p])
 			rest -= row.cpu[p]
 		}
-		fmt.Fprintf(tw, "\t%.1f\t%.0f%%\t\n", max(rest, 0), 100*row.cpu.total()/(row.seconds*float64(r.Machine.CPUs)))
+		fmt.Fprintf(tw, "\t%.1f\t%.1f\t%.0f%%\t\n", max(rest, 0), row.cpu.foreign(),
+			100*row.cpu[machineKey]/(row.seconds*float64(r.Machine.CPUs)))
 	}
 	tw.Flush()
 }
