@@ -31,7 +31,7 @@ import (
 const (
 	membersBucket = "uc_appliers"
 	ownersBucket  = "uc_partitions"
-	leaseTTL      = 15 * time.Second
+	leaseTTL      = 30 * time.Second
 	renewEvery    = 5 * time.Second
 	// A replica stops applying a partition it could not renew for this long,
 	// well before its key can expire and another replica take it.
@@ -104,8 +104,11 @@ func (o *owner) held() []*partition {
 }
 
 // balance heartbeats, renews or releases the partitions held, and tries to
-// acquire those this replica should hold.
+// acquire those this replica should hold. Acquiring stops after renewEvery,
+// to renew in time what it holds (a slow bus makes each acquisition slow);
+// the rest waits for the next round.
 func (o *owner) balance(ctx context.Context) {
+	deadline := time.Now().Add(renewEvery)
 	if _, err := o.members.Put(ctx, o.id, nil); err != nil {
 		o.a.log.Warn("applier heartbeat", "err", err)
 	}
@@ -127,6 +130,9 @@ func (o *owner) balance(ctx context.Context) {
 		}
 	}
 	for n := range want {
+		if time.Now().After(deadline) {
+			return
+		}
 		o.acquire(ctx, n)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -79,8 +80,13 @@ func New(reg *registry.Registry, js jetstream.JetStream, opts Options, log *slog
 		js:   js,
 		opts: opts,
 		log:  log.With("component", "watcher"),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[parentKey](),
-			workqueue.TypedRateLimitingQueueConfig[parentKey]{Name: "parents"}),
+		// A parent whose request cannot be published (the bus is electing a
+		// leader, or down) is retried with a backoff capped at 10s, so it is
+		// published soon after the bus is back.
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.NewTypedMaxOfRateLimiter(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[parentKey](5*time.Millisecond, 10*time.Second),
+			&workqueue.TypedBucketRateLimiter[parentKey]{Limiter: rate.NewLimiter(rate.Limit(100), 500)},
+		), workqueue.TypedRateLimitingQueueConfig[parentKey]{Name: "parents"}),
 		handlers:  map[string][]handler{},
 		customize: customizeCache{parents: map[types.UID]*customized{}},
 	}

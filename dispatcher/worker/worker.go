@@ -153,13 +153,15 @@ func (s *server) consumer(ctx context.Context) (jetstream.Consumer, error) {
 	name := bus.HookConsumer(s.controller, s.h.Hook())
 	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
 		cons, err := s.js.Consumer(ctx, bus.RequestStream, name)
-		if err == nil {
+		switch {
+		case err == nil:
 			return cons, nil
+		case errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound):
+			s.log.Info("waiting for the controller to be registered", "consumer", name)
+		case ctx.Err() == nil:
+			// A bus that is down or electing a leader: wait for it.
+			s.log.Warn("waiting for the bus", "consumer", name, "err", err)
 		}
-		if !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
-			return nil, fmt.Errorf("consumer %s: %w", name, err)
-		}
-		s.log.Info("waiting for the controller to be registered", "consumer", name)
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()

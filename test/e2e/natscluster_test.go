@@ -23,7 +23,9 @@ func TestNATSCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(cluster.Stop)
-	b := newRolesOnBus(t, cluster.URL(), "--stream-replicas", "3")
+	// Each partition has its own R3 consumer (a raft group): 8 keep this
+	// two-core test bed responsive.
+	b := newRolesOnBus(t, cluster.URL(), "--stream-replicas", "3", "--partitions", "8")
 	b.start("dispatcher", "dispatcher")
 	b.start("watcher", "watcher", "--leader-elect=false")
 	b.start("applier", "applier")
@@ -40,7 +42,7 @@ func TestNATSCluster(t *testing.T) {
 		}
 		b.createWidget(name, "created")
 	}
-	eventually(t, 2*time.Minute, b.converged("created", names...))
+	eventually(t, 3*time.Minute, b.converged("created", names...))
 	if err := cluster.Servers[1].Restart(ctx); err != nil {
 		t.Fatal(err)
 	}

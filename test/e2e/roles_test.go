@@ -91,7 +91,7 @@ func (b *rolesOnBus) start(name, role string, args ...string) *roleProcess {
 	}
 	t.Cleanup(func() {
 		p.Stop(5 * time.Second)
-		if t.Failed() {
+		if t.Failed() || os.Getenv("UC_E2E_DUMP") != "" {
 			out, _ := os.ReadFile(log)
 			t.Logf("--- %s log ---\n%s", name, out)
 		}
