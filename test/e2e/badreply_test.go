@@ -81,25 +81,7 @@ func configMapMode(ctx context.Context, ns, name string) (string, string, error)
 // InvalidHookReply and a message holding want, and that a Warning Event
 // says the same.
 func rejected(ctx context.Context, ns, name, want string) error {
-	bar, err := env.dyn.Resource(barGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	c := condition(bar, "Synced")
-	if c == nil || c["status"] != "False" || c["reason"] != "InvalidHookReply" || !strings.Contains(fmt.Sprint(c["message"]), want) {
-		return fmt.Errorf("Synced condition is %v, want False/InvalidHookReply naming %q", c, want)
-	}
-	events, err := env.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.SelectorFromSet(fields.Set{
-		"involvedObject.name": name, "type": "Warning", "reason": "InvalidHookReply"}).String()})
-	if err != nil {
-		return err
-	}
-	for _, e := range events.Items {
-		if strings.Contains(e.Message, want) {
-			return nil
-		}
-	}
-	return fmt.Errorf("no Warning event InvalidHookReply naming %q among %d", want, len(events.Items))
+	return syncFailed(ctx, barGVR, ns, name, "InvalidHookReply", want)
 }
 
 // TestBadRepliesAreRejectedWhole: a reply that is not JSON, or that holds a
