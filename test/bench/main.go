@@ -17,6 +17,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -129,13 +130,15 @@ func measureAll(ctx context.Context, cfg config, res *results) error {
 	if res.Floor, err = runFloor(ctx, e); err != nil {
 		return fmt.Errorf("floor: %w", err)
 	}
-	if err := runPhases(ctx, e, res); err != nil {
-		return err
+	phasesErr := runPhases(ctx, e, res)
+	if ctx.Err() != nil {
+		return phasesErr
 	}
-	if res.Sharing, err = runSharing(ctx, e); err != nil {
-		return fmt.Errorf("sharing: %w", err)
+	res.Sharing, err = runSharing(ctx, e)
+	if err != nil {
+		err = fmt.Errorf("sharing: %w", err)
 	}
-	return nil
+	return errors.Join(phasesErr, err)
 }
 
 func logf(format string, args ...any) {

@@ -2,19 +2,21 @@ package main
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
 // window is a measurement in progress: the counters as they were when it
 // opened.
 type window struct {
-	e       *env
-	uc      *ucProcess // nil when uc is not running
-	start   time.Time
-	metrics apiMetrics
-	driver  verbCounts
-	calls   int64
-	cpu     cpuSeconds
+	e         *env
+	uc        *ucProcess // nil when uc is not running
+	start     time.Time
+	metrics   apiMetrics
+	driver    verbCounts
+	calls     int64
+	perParent map[string]int64
+	cpu       cpuSeconds
 }
 
 // measurement is what happened in a window.
@@ -28,6 +30,8 @@ type measurement struct {
 	// ByResource is Requests by resource.
 	ByResource map[string]verbCounts `json:"requestsByResource"`
 	HookCalls  int64                 `json:"hookCalls"`
+	// HookSpread is how the hook calls spread over the parents called.
+	HookSpread spread `json:"hookCallsPerParent"`
 	// PeakRSSMiB and RSSMiB are uc's: its most during the window, and at
 	// its end.
 	PeakRSSMiB float64 `json:"peakRSSMiB,omitempty"`
@@ -59,7 +63,7 @@ func (m measurement) otherWrites() int64 {
 
 // open starts a window; uc may be nil.
 func (e *env) open(ctx context.Context, uc *ucProcess) (*window, error) {
-	w := &window{e: e, uc: uc, driver: e.driverRequests.snapshot(), calls: e.hook.calls.Load()}
+	w := &window{e: e, uc: uc, driver: e.driverRequests.snapshot(), calls: e.hook.calls.Load(), perParent: e.hook.perParent()}
 	if uc != nil {
 		if err := resetPeak(uc.pid()); err != nil {
 			return nil, err
@@ -100,6 +104,7 @@ func (w *window) close(ctx context.Context) (measurement, error) {
 		ByResource: after.since(w.metrics),
 		Driver:     w.e.driverRequests.snapshot().minus(w.driver),
 		HookCalls:  w.callsSince(),
+		HookSpread: spreadOf(w.e.hook.perParent(), w.perParent),
 		CPUSeconds: cpu.minus(w.cpu),
 	}
 	m.Requests = byVerb(m.ByResource)
@@ -111,4 +116,27 @@ func (w *window) close(ctx context.Context) (measurement, error) {
 		m.PeakRSSMiB, m.RSSMiB = mib(mem.Peak), mib(mem.RSS)
 	}
 	return m, nil
+}
+
+// spread is how many parents were called and the least, median and most
+// calls one of them got.
+type spread struct {
+	Parents int   `json:"parents"`
+	Min     int64 `json:"min"`
+	Median  int64 `json:"median"`
+	Max     int64 `json:"max"`
+}
+
+func spreadOf(now, before map[string]int64) spread {
+	var calls []int64
+	for p, n := range now {
+		if d := n - before[p]; d > 0 {
+			calls = append(calls, d)
+		}
+	}
+	if len(calls) == 0 {
+		return spread{}
+	}
+	slices.Sort(calls)
+	return spread{Parents: len(calls), Min: calls[0], Median: calls[len(calls)/2], Max: calls[len(calls)-1]}
 }

@@ -116,10 +116,19 @@ func (o *observer) reachedAll(n int) bool {
 	return len(o.goal.applied) >= n
 }
 
-func (o *observer) progress(n int) string {
+// progress says how many of the parents reached the goal, and names some
+// that did not.
+func (o *observer) progress(parents []string) string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return fmt.Sprintf("%d of %d parents reached the goal, %d changed", len(o.goal.applied), n, len(o.goal.changed))
+	var late []string
+	for _, p := range parents {
+		if _, ok := o.goal.applied[p]; !ok {
+			late = append(late, p)
+		}
+	}
+	return fmt.Sprintf("%d of %d parents reached the goal, %d changed; not %s",
+		len(o.goal.applied), len(parents), len(o.goal.changed), examples(late))
 }
 
 // outcome returns the change-to-applied latency of every parent that

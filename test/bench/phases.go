@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,6 +43,9 @@ type session struct {
 	parents []string
 }
 
+// runPhases runs the phases in order. After a phase that did not converge
+// it goes on with the next one as long as uc went idle, so one miss does not
+// hide the other measurements; it returns every failure.
 func runPhases(ctx context.Context, e *env, res *results) error {
 	s, err := startSession(ctx, e)
 	if err != nil {
@@ -51,16 +56,20 @@ func runPhases(ctx context.Context, e *env, res *results) error {
 	for _, f := range res.Floor {
 		floors[f.Name] = f.Seconds
 	}
+	var errs []error
 	for _, p := range s.phases() {
 		r, err := s.run(ctx, p)
 		r.summarize(floors[p.name])
 		res.Phases = append(res.Phases, r)
 		if err != nil {
 			e.failed = true
-			return fmt.Errorf("phase %s: %w", p.name, err)
+			errs = append(errs, fmt.Errorf("phase %s: %w", p.name, err))
+			if !r.Idle {
+				break
+			}
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func startSession(ctx context.Context, e *env) (*session, error) {
@@ -169,14 +178,13 @@ func (s *session) setResyncPeriod(ctx context.Context, seconds any) error {
 	return err
 }
 
-// resynced holds once every parent was synced by the periodic resync — a
-// hook call a period after the phase began — and nothing is left on the bus.
-func (s *session) resynced(ctx context.Context, w *window) (bool, error) {
+// resynced holds once every parent was synced by the periodic resync: a
+// hook call a period after the phase began. (Not that the bus is empty: when
+// a round takes longer than the period, it never is until the period is
+// unset.)
+func (s *session) resynced(_ context.Context, w *window) (bool, error) {
 	periodic := w.start.Add(resyncPeriod * time.Second)
-	if s.e.hook.calledSince(periodic, phaseNamespace, s.parents) < len(s.parents) {
-		return false, nil
-	}
-	return s.uc.drained(ctx)
+	return s.e.hook.calledSince(periodic, phaseNamespace, s.parents) == len(s.parents), nil
 }
 
 // eachParent is a change that calls write for every parent, at the bench's
@@ -225,25 +233,37 @@ func (s *session) run(ctx context.Context, p phase) (phaseResult, error) {
 	}
 	r.Seconds = end.Sub(w.start).Seconds()
 	r.Converged = err == nil
-	if err == nil && p.undo != nil {
-		err = p.undo(ctx)
+	// Converged or not, undo and wait until uc is idle, so that the next
+	// phase starts from a quiet uc.
+	var undoErr error
+	if p.undo != nil {
+		undoErr = p.undo(ctx)
 	}
-	if err == nil {
-		err = s.uc.settle(ctx, s.e.hook, s.e.cfg.phaseTimeout)
-	}
+	idleErr := s.uc.settle(ctx, s.e.hook, s.e.cfg.phaseTimeout)
+	r.Idle = idleErr == nil
 	r.SettledSeconds = time.Since(w.start).Seconds()
 	m, closeErr := w.close(ctx)
 	r.measurement = m
-	if err != nil {
+	if err := errors.Join(err, undoErr, idleErr, closeErr); err != nil {
 		return r, err
 	}
 	logf("phase %s: converged in %.2fs, idle after %.2fs, %d hook calls", p.name, r.Seconds, r.SettledSeconds, m.HookCalls)
-	return r, closeErr
+	return r, nil
 }
 
 func (s *session) progress(p phase, w *window) string {
 	if p.reached != nil {
-		return s.obs.progress(len(s.parents))
+		return s.obs.progress(s.parents)
 	}
-	return fmt.Sprintf("%d hook calls", w.callsSince())
+	late := s.e.hook.notCalledSince(w.start.Add(resyncPeriod*time.Second), phaseNamespace, s.parents)
+	return fmt.Sprintf("%d hook calls; %d parents not resynced, such as %s", w.callsSince(), len(late), examples(late))
+}
+
+// examples names the first few of a list.
+func examples(names []string) string {
+	const few = 3
+	if len(names) > few {
+		return strings.Join(names[:few], ", ") + ", …"
+	}
+	return strings.Join(names, ", ")
 }

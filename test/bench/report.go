@@ -50,8 +50,10 @@ type phaseResult struct {
 	// SettledSeconds is until uc went idle: the window of the counts.
 	SettledSeconds float64 `json:"settledSeconds"`
 	Converged      bool    `json:"converged"`
-	FloorSeconds   float64 `json:"floorSeconds,omitempty"`
-	FloorRatio     float64 `json:"floorRatio,omitempty"`
+	// Idle is whether uc went idle after the phase.
+	Idle         bool    `json:"idle"`
+	FloorSeconds float64 `json:"floorSeconds,omitempty"`
+	FloorRatio   float64 `json:"floorRatio,omitempty"`
 	// Latency from the change of a parent to the observer seeing it
 	// applied, over the parents.
 	LatencyP50Seconds float64 `json:"latencyP50Seconds,omitempty"`
@@ -160,15 +162,15 @@ func (r *results) printPhases(out io.Writer) {
 	n := float64(r.Parents)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(out)
-	fmt.Fprintln(tw, "phase\twall\tfloor\t× floor\thook calls\tper parent\tp50\tp99\tuc writes\tdry runs\tother writes\tpeak RSS\t")
+	fmt.Fprintln(tw, "phase\twall\tfloor\t× floor\thook calls\tper parent\tmin–max\tp50\tp99\tuc writes\tdry runs\tother writes\tpeak RSS\t")
 	for _, p := range r.Phases {
 		wall := seconds(p.Seconds)
 		if !p.Converged {
 			wall = "DNF " + wall
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.2f\t%s\t%s\t%d\t%d\t%d\t%.0f MiB\t\n", p.Name, wall,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.2f\t%d–%d\t%s\t%s\t%d\t%d\t%d\t%.0f MiB\t\n", p.Name, wall,
 			orDash(p.FloorSeconds, seconds), orDash(p.FloorRatio, func(x float64) string { return fmt.Sprintf("%.2f×", x) }),
-			p.HookCalls, float64(p.HookCalls)/n,
+			p.HookCalls, float64(p.HookCalls)/n, p.HookSpread.Min, p.HookSpread.Max,
 			orDash(p.LatencyP50Seconds, seconds), orDash(p.LatencyP99Seconds, seconds),
 			p.WorkloadWrites, p.Requests.dryRuns(), p.OtherWrites, p.PeakRSSMiB)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -193,12 +194,15 @@ func (u *ucProcess) memory() (memory, error) { return readMemory(u.pid()) }
 // countingHook serves the Fanout hook, counting its calls and remembering
 // when it last served each parent.
 type countingHook struct {
-	calls atomic.Int64
-	mu    sync.Mutex
-	last  map[string]time.Time // by parent namespace/name
+	calls  atomic.Int64
+	mu     sync.Mutex
+	last   map[string]time.Time // by parent namespace/name
+	counts map[string]int64     // calls by parent namespace/name
 }
 
-func newCountingHook() *countingHook { return &countingHook{last: map[string]time.Time{}} }
+func newCountingHook() *countingHook {
+	return &countingHook{last: map[string]time.Time{}, counts: map[string]int64{}}
+}
 
 func (h *countingHook) Hook() string { return hooks.Sync }
 
@@ -208,24 +212,39 @@ func (h *countingHook) Handle(ctx context.Context, data []byte) (any, error) {
 		return nil, fmt.Errorf("decode request: %w", err)
 	}
 	h.calls.Add(1)
+	key := req.Parent.GetNamespace() + "/" + req.Parent.GetName()
 	h.mu.Lock()
-	h.last[req.Parent.GetNamespace()+"/"+req.Parent.GetName()] = time.Now()
+	h.last[key] = time.Now()
+	h.counts[key]++
 	h.mu.Unlock()
 	return fanout.Sync(ctx, &req)
+}
+
+// perParent returns the calls so far by parent.
+func (h *countingHook) perParent() map[string]int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.counts)
 }
 
 // calledSince counts the parents of ns, of those named, that the hook
 // served at t or later.
 func (h *countingHook) calledSince(t time.Time, ns string, parents []string) int {
+	return len(parents) - len(h.notCalledSince(t, ns, parents))
+}
+
+// notCalledSince lists the parents of ns, of those named, that the hook has
+// not served since t.
+func (h *countingHook) notCalledSince(t time.Time, ns string, parents []string) []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	n := 0
+	var late []string
 	for _, p := range parents {
-		if !h.last[ns+"/"+p].Before(t) {
-			n++
+		if h.last[ns+"/"+p].Before(t) {
+			late = append(late, p)
 		}
 	}
-	return n
+	return late
 }
 
 // workers serve the hook of some controllers in this process, on uc's bus.
