@@ -67,7 +67,9 @@ func TestControllerLifecycle(t *testing.T) {
 		if _, err := env.dyn.Resource(v1alpha1.Resource).Create(ctx, uc, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = env.dyn.Resource(v1alpha1.Resource).Delete(context.Background(), name, metav1.DeleteOptions{}) })
+		t.Cleanup(func() {
+			_ = env.dyn.Resource(v1alpha1.Resource).Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
 	}
 	crdGVR := apiextensionsv1.SchemeGroupVersion.WithResource("customresourcedefinitions")
 	create := func(obj *unstructured.Unstructured) {
@@ -75,7 +77,9 @@ func TestControllerLifecycle(t *testing.T) {
 		if _, err := env.dyn.Resource(crdGVR).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = env.dyn.Resource(crdGVR).Delete(context.Background(), obj.GetName(), metav1.DeleteOptions{}) })
+		t.Cleanup(func() {
+			_ = env.dyn.Resource(crdGVR).Delete(context.Background(), obj.GetName(), metav1.DeleteOptions{})
+		})
 	}
 
 	register("late-controller", "late.e2e.universalcontroller.dev", "lates")
