@@ -223,10 +223,10 @@ func selectorOrEverything(ls *metav1.LabelSelector) (labels.Selector, error) {
 // watchRelated makes sure the watcher follows a related resource for the
 // controller: a change re-syncs the parents whose rules select the object.
 func (w *Watcher) watchRelated(ctx context.Context, ctl *registry.Controller, res registry.Resource) error {
-	if err := w.reg.Watch(ctx, res.GVR); err != nil {
+	if err := w.reg.Watch(ctx, ctl.Name, res.GVR); err != nil {
 		return err
 	}
-	if err := w.reg.Watch(ctx, namespacesGVR); err != nil {
+	if err := w.reg.Watch(ctx, ctl.Name, namespacesGVR); err != nil {
 		return err
 	}
 	w.mu.Lock()

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -58,9 +57,8 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	// One informer factory for every role in this process: a resource type
-	// is watched once, however many roles and controllers use it.
-	factory := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+	// One registry for every role in this process: a resource type is
+	// watched once, however many roles and controllers use it.
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
@@ -69,7 +67,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	if cfg.roles.dispatcher { // the dispatcher reports on UniversalControllers
 		regOpts = append(regOpts, registry.WithStatus(dyn, recorder))
 	}
-	reg := registry.New(factory, kube.Discovery(), log, regOpts...)
+	reg := registry.New(dyn, kube.Discovery(), log, regOpts...)
 
 	var runners []func(context.Context) error
 	if cfg.roles.dispatcher {

@@ -24,7 +24,6 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -96,13 +95,12 @@ type Listener func(old, cur *Controller)
 // Registry tracks UniversalController objects. Run it, then read controllers
 // with Get and objects with Lister.
 type Registry struct {
-	factory dynamicinformer.DynamicSharedInformerFactory
+	informers *informerSet
 	disco   discovery.CachedDiscoveryInterface
 	mapper  *restmapper.DeferredDiscoveryRESTMapper
 	ucs     cache.SharedIndexInformer
 	queue   workqueue.TypedRateLimitingInterface[string]
 	log     *slog.Logger
-	stop    <-chan struct{}
 	status  *statusWriter // nil: this process does not report on UniversalControllers
 
 	mu          sync.RWMutex
@@ -121,21 +119,22 @@ func WithStatus(dyn dynamic.Interface, events record.EventRecorder) Option {
 }
 
 // New makes a registry that watches UniversalControllers and everything they
-// name through factory.
-func New(factory dynamicinformer.DynamicSharedInformerFactory, disco discovery.DiscoveryInterface, log *slog.Logger, opts ...Option) *Registry {
+// name with the dynamic client.
+func New(dyn dynamic.Interface, disco discovery.DiscoveryInterface, log *slog.Logger, opts ...Option) *Registry {
 	cached := memory.NewMemCacheClient(disco)
 	// A controller whose CRDs are missing is retried within seconds of
 	// their creation.
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 5*time.Second)
 	r := &Registry{
-		factory:     factory,
+		informers:   newInformerSet(dyn),
 		disco:       cached,
 		mapper:      restmapper.NewDeferredDiscoveryRESTMapper(cached),
-		ucs:         factory.ForResource(v1alpha1.Resource).Informer(),
+		ucs:         nil,
 		queue:       workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: "universalcontrollers"}),
 		log:         log.With("component", "registry"),
 		controllers: map[string]*Controller{},
 	}
+	r.ucs = r.informers.get(v1alpha1.Resource).Informer()
 	for _, opt := range opts {
 		opt(r)
 	}
@@ -151,6 +150,10 @@ func New(factory dynamicinformer.DynamicSharedInformerFactory, disco discovery.D
 	})
 	return r
 }
+
+// registryUser uses the UniversalController informer; upper case, it is
+// never a controller's name.
+const registryUser = "UniversalControllers"
 
 // Subscribe adds a listener. Subscribe before Run.
 func (r *Registry) Subscribe(l Listener) {
@@ -169,20 +172,20 @@ func (r *Registry) Get(name string) (*Controller, bool) {
 
 // Informer returns the shared informer of a resource.
 func (r *Registry) Informer(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
-	return r.factory.ForResource(gvr).Informer()
+	return r.informers.get(gvr).Informer()
 }
 
 // Lister returns the shared lister of a resource.
 func (r *Registry) Lister(gvr schema.GroupVersionResource) cache.GenericLister {
-	return r.factory.ForResource(gvr).Lister()
+	return r.informers.get(gvr).Lister()
 }
 
 // Run processes UniversalController changes until ctx ends.
 func (r *Registry) Run(ctx context.Context) {
 	defer r.queue.ShutDown()
-	r.stop = ctx.Done()
-	r.factory.Start(r.stop)
-	if !cache.WaitForCacheSync(r.stop, r.ucs.HasSynced) {
+	r.informers.use(registryUser, v1alpha1.Resource)
+	defer r.informers.only(registryUser)
+	if !cache.WaitForCacheSync(ctx.Done(), r.ucs.HasSynced) {
 		return
 	}
 	go func() {
@@ -216,6 +219,7 @@ func (r *Registry) sync(ctx context.Context, name string) error {
 	old, _ := r.Get(name)
 	if !exists {
 		r.set(name, old, nil)
+		r.informers.only(name)
 		return nil
 	}
 	u := obj.(*unstructured.Unstructured)
@@ -228,6 +232,7 @@ func (r *Registry) sync(ctx context.Context, name string) error {
 	}
 	if err != nil {
 		r.set(name, old, nil) // a spec that cannot run stops the old one
+		r.informers.only(name)
 		if serr := r.status.report(ctx, u, err); serr != nil {
 			r.log.Error("report", "controller", name, "err", serr)
 		}
@@ -331,14 +336,12 @@ func (r *Registry) hasStatus(res Resource) error {
 	return fmt.Errorf("parent resource %s has no status subresource; add `subresources: {status: {}}` to its CRD", res.GVR.GroupResource())
 }
 
-// Watch starts the shared informer of a resource, if it is not running, and
-// waits until its cache is filled.
-func (r *Registry) Watch(ctx context.Context, gvr schema.GroupVersionResource) error {
+// Watch starts the shared informer of a resource that controller uses
+// besides its parent and children (its related objects), if it is not
+// running, and waits until its cache is filled.
+func (r *Registry) Watch(ctx context.Context, controller string, gvr schema.GroupVersionResource) error {
 	inf := r.Informer(gvr)
-	if inf.HasSynced() {
-		return nil
-	}
-	r.factory.Start(r.stop)
+	r.informers.use(controller, gvr)
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
@@ -387,7 +390,11 @@ func (r *Registry) startInformers(ctx context.Context, c *Controller) error {
 		}
 		synced = append(synced, inf.HasSynced)
 	}
-	r.factory.Start(r.stop)
+	gvrs := []schema.GroupVersionResource{c.Parent.GVR}
+	for _, ch := range c.Children {
+		gvrs = append(gvrs, ch.GVR)
+	}
+	r.informers.only(c.Name, gvrs...)
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
