@@ -96,12 +96,12 @@ type Listener func(old, cur *Controller)
 // with Get and objects with Lister.
 type Registry struct {
 	informers *informerSet
-	disco   discovery.CachedDiscoveryInterface
-	mapper  *restmapper.DeferredDiscoveryRESTMapper
-	ucs     cache.SharedIndexInformer
-	queue   workqueue.TypedRateLimitingInterface[string]
-	log     *slog.Logger
-	status  *statusWriter // nil: this process does not report on UniversalControllers
+	disco     discovery.CachedDiscoveryInterface
+	mapper    *restmapper.DeferredDiscoveryRESTMapper
+	ucs       cache.SharedIndexInformer
+	queue     workqueue.TypedRateLimitingInterface[string]
+	log       *slog.Logger
+	status    *statusWriter // nil: this process does not report on UniversalControllers
 
 	mu          sync.RWMutex
 	controllers map[string]*Controller
