@@ -129,7 +129,6 @@ func New(dyn dynamic.Interface, disco discovery.DiscoveryInterface, log *slog.Lo
 		informers:   newInformerSet(dyn),
 		disco:       cached,
 		mapper:      restmapper.NewDeferredDiscoveryRESTMapper(cached),
-		ucs:         nil,
 		queue:       workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: "universalcontrollers"}),
 		log:         log.With("component", "registry"),
 		controllers: map[string]*Controller{},
