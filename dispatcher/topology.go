@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/schemas/bus"
@@ -107,9 +108,24 @@ func (t *Topology) onController(old, cur *registry.Controller) {
 		return
 	}
 	for hook := range hooksOf(cur) {
-		if _, err := t.js.CreateOrUpdateConsumer(ctx, bus.RequestStream, HookConsumerConfig(cur.Name, hook)); err != nil {
-			t.log.Error("create hook consumer", "controller", cur.Name, "hook", hook, "err", err)
+		go t.ensureConsumer(cur.Name, hook)
+	}
+}
+
+// ensureConsumer creates a hook's consumer, retrying while the bus is down
+// or electing a leader (it drops requests then), for up to 5 minutes.
+func (t *Topology) ensureConsumer(controller, hook string) {
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		attempt, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if _, err := t.js.CreateOrUpdateConsumer(attempt, bus.RequestStream, HookConsumerConfig(controller, hook)); err != nil {
+			t.log.Warn("retrying", "what", "create hook consumer", "controller", controller, "hook", hook, "err", err)
+			return false, nil
 		}
+		return true, nil
+	})
+	if err != nil {
+		t.log.Error("create hook consumer", "controller", controller, "hook", hook, "err", err)
 	}
 }
 

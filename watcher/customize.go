@@ -118,8 +118,10 @@ func (r relatedRule) lookIn(parentNS string) string {
 const retryDelay = 2 * time.Second
 
 // consumeCustomizeReplies takes the customize replies of every controller.
-func (w *Watcher) consumeCustomizeReplies(ctx context.Context) (jetstream.ConsumeContext, error) {
-	cons, err := w.js.CreateOrUpdateConsumer(ctx, bus.ReplyStream, jetstream.ConsumerConfig{
+// The consumer is created within attempt; the replies are handled within
+// ctx.
+func (w *Watcher) consumeCustomizeReplies(ctx, attempt context.Context) (jetstream.ConsumeContext, error) {
+	cons, err := w.js.CreateOrUpdateConsumer(attempt, bus.ReplyStream, jetstream.ConsumerConfig{
 		Durable:       bus.WatcherConsumer,
 		Description:   "watcher: customize replies",
 		FilterSubject: bus.HookReplies(hooks.Customize),

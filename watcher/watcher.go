@@ -8,6 +8,7 @@ package watcher
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
@@ -103,9 +105,20 @@ func (w *Watcher) Run(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	cc, err := w.consumeCustomizeReplies(ctx)
+	// A NATS cluster electing its leaders drops requests: retry, each
+	// attempt bounded.
+	var cc jetstream.ConsumeContext
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(poll context.Context) (bool, error) {
+		attempt, cancel := context.WithTimeout(poll, 10*time.Second)
+		defer cancel()
+		if cc, err = w.consumeCustomizeReplies(ctx, attempt); err != nil {
+			w.log.Warn("retrying", "what", "consume customize replies", "err", err)
+			return false, nil
+		}
+		return true, nil
+	})
 	if err != nil {
-		return err
+		return fmt.Errorf("consume customize replies: %w", err)
 	}
 	defer cc.Stop()
 	for range w.opts.Workers {
