@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"universalcontroller.dev/uc/dispatcher"
 	"universalcontroller.dev/uc/dispatcher/worker"
@@ -136,15 +137,18 @@ func last(t *testing.T, js jetstream.JetStream, stream, subject string) *jetstre
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		msg, err := s.GetLastMsgForSubject(t.Context(), subject)
-		if err == nil {
-			return msg
+	var msg *jetstream.RawStreamMsg
+	err = wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		msg, err = s.GetLastMsgForSubject(ctx, subject)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return false, nil
 		}
-		if !errors.Is(err, jetstream.ErrMsgNotFound) || time.Now().After(deadline) {
-			t.Fatalf("nothing on %s: %v", subject, err)
-		}
+		return err == nil, err
+	})
+	if err != nil {
+		t.Fatalf("nothing on %s: %v", subject, err)
 	}
+	return msg
 }
 
 func decode(t *testing.T, msg *jetstream.RawStreamMsg) (*event.Event, bus.Meta) {
