@@ -23,6 +23,9 @@ type cpuSeconds map[string]float64
 // the machine, which slows a phase down without showing anywhere else.
 const machineKey = "machine"
 
+// apiserver is the kube-apiserver's command name.
+const apiserver = "kube-apiserver"
+
 // readCPU reads the CPU time of this process and of its children; the one
 // of pid ucPID (0: none) counts as uc's, whatever its binary's name.
 func readCPU(ucPID int) (cpuSeconds, error) {

@@ -52,9 +52,9 @@ func runPhases(ctx context.Context, e *env, res *results) error {
 		return err
 	}
 	defer s.stop()
-	floors := map[string]float64{}
+	floors := map[string]floorResult{}
 	for _, f := range res.Floor {
-		floors[f.Name] = f.Seconds
+		floors[f.Name] = f
 	}
 	var errs []error
 	for _, p := range s.phases() {

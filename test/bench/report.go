@@ -54,6 +54,10 @@ type phaseResult struct {
 	Idle         bool    `json:"idle"`
 	FloorSeconds float64 `json:"floorSeconds,omitempty"`
 	FloorRatio   float64 `json:"floorRatio,omitempty"`
+	// APIServerCPURatio is the apiserver's CPU seconds over the phase's
+	// window to those over the floor's: the work uc's requests cost it,
+	// which other load on a shared machine changes less than wall times.
+	APIServerCPURatio float64 `json:"apiserverCPURatio,omitempty"`
 	// Latency from the change of a parent to the observer seeing it
 	// applied, over the parents.
 	LatencyP50Seconds float64 `json:"latencyP50Seconds,omitempty"`
@@ -66,11 +70,14 @@ type phaseResult struct {
 	OtherWrites int64 `json:"otherWrites"`
 }
 
-// summarize sets the ratio to the floor (seconds, 0 when the phase has no
-// floor) and the write counts.
-func (r *phaseResult) summarize(seconds float64) {
-	if seconds > 0 {
-		r.FloorSeconds, r.FloorRatio = seconds, r.Seconds/seconds
+// summarize sets the ratios to the phase's floor (the zero floorResult
+// when the phase has none) and the write counts.
+func (r *phaseResult) summarize(floor floorResult) {
+	if floor.Seconds > 0 {
+		r.FloorSeconds, r.FloorRatio = floor.Seconds, r.Seconds/floor.Seconds
+	}
+	if cpu := floor.CPUSeconds[apiserver]; cpu > 0 {
+		r.APIServerCPURatio = r.CPUSeconds[apiserver] / cpu
 	}
 	r.WorkloadWrites, r.OtherWrites = r.workloadWrites(), r.otherWrites()
 }
@@ -162,14 +169,14 @@ func (r *results) printPhases(out io.Writer) {
 	n := float64(r.Parents)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(out)
-	fmt.Fprintln(tw, "phase\twall\tfloor\t× floor\thook calls\tper parent\tmin–max\tp50\tp99\tuc writes\tdry runs\tother writes\tpeak RSS\t")
+	fmt.Fprintln(tw, "phase\twall\tfloor\t× floor\tapiserver CPU × floor\thook calls\tper parent\tmin–max\tp50\tp99\tuc writes\tdry runs\tother writes\tpeak RSS\t")
 	for _, p := range r.Phases {
 		wall := seconds(p.Seconds)
 		if !p.Converged {
 			wall = "DNF " + wall
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.2f\t%d–%d\t%s\t%s\t%d\t%d\t%d\t%.0f MiB\t\n", p.Name, wall,
-			orDash(p.FloorSeconds, seconds), orDash(p.FloorRatio, func(x float64) string { return fmt.Sprintf("%.2f×", x) }),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%.2f\t%d–%d\t%s\t%s\t%d\t%d\t%d\t%.0f MiB\t\n", p.Name, wall,
+			orDash(p.FloorSeconds, seconds), orDash(p.FloorRatio, times), orDash(p.APIServerCPURatio, times),
 			p.HookCalls, float64(p.HookCalls)/n, p.HookSpread.Min, p.HookSpread.Max,
 			orDash(p.LatencyP50Seconds, seconds), orDash(p.LatencyP99Seconds, seconds),
 			p.WorkloadWrites, p.Requests.dryRuns(), p.OtherWrites, p.PeakRSSMiB)
@@ -231,7 +238,7 @@ func (r *results) printCPU(out io.Writer) {
 	for _, p := range r.Phases {
 		rows = append(rows, row{p.Name, p.SettledSeconds, p.CPUSeconds})
 	}
-	procs := []string{"kube-apiserver", "etcd", "uc", "bench", "kube-controller"}
+	procs := []string{apiserver, "etcd", "uc", "bench", "kube-controller"}
 	fmt.Fprintf(out, "\nCPU seconds during each phase, by process (bench = driver + hook; not ours = other processes on the machine; busy = all / (window × %d CPUs))\n", r.Machine.CPUs)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "phase\twindow\t%s\tothers\tnot ours\tbusy\t\n", strings.Join(procs, "\t"))
@@ -273,6 +280,8 @@ func (r *results) printSharing(out io.Writer) {
 }
 
 func seconds(s float64) string { return fmt.Sprintf("%.2fs", s) }
+
+func times(x float64) string { return fmt.Sprintf("%.2f×", x) }
 
 func orDash(v float64, format func(float64) string) string {
 	if v == 0 {
