@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 
 	"universalcontroller.dev/uc/examples/fanout"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -107,37 +108,62 @@ func (s *session) stop() {
 
 // phases are create, update, heal, resync and delete, in that order.
 func (s *session) phases() []phase {
+	return []phase{s.create(), s.update(), s.heal(), s.resync(), s.delete()}
+}
+
+// fanouts is the driver's client of the parents.
+func (s *session) fanouts() dynamic.ResourceInterface {
+	return s.e.driver.dyn.Resource(fanout.GVR).Namespace(phaseNamespace)
+}
+
+// create creates every parent; a parent has converged when its status
+// shows its M children at its generation and they carry its payload.
+func (s *session) create() phase {
 	m := s.e.cfg.children
-	return []phase{{
+	return phase{
 		name: "create",
 		change: s.eachParent(func(ctx context.Context, p string) error {
-			_, err := s.e.driver.dyn.Resource(fanout.GVR).Namespace(phaseNamespace).
-				Create(ctx, newFanout(phaseNamespace, p, m, createPayload, nil), metav1.CreateOptions{})
+			_, err := s.fanouts().Create(ctx, newFanout(phaseNamespace, p, m, createPayload, nil), metav1.CreateOptions{})
 			return err
 		}),
 		reached: func(p string) bool { return s.obs.synced(p, m, createPayload) },
-	}, {
+	}
+}
+
+// update changes every parent's payload; a parent has converged when its M
+// children carry the new one.
+func (s *session) update() phase {
+	return phase{
 		name: "update",
 		change: s.eachParent(func(ctx context.Context, p string) error {
-			_, err := s.e.driver.dyn.Resource(fanout.GVR).Namespace(phaseNamespace).
-				Patch(ctx, p, types.MergePatchType, mergePatch(updatePayload, "spec", "payload"), metav1.PatchOptions{})
+			_, err := s.fanouts().Patch(ctx, p, types.MergePatchType, mergePatch(updatePayload, "spec", "payload"), metav1.PatchOptions{})
 			return err
 		}),
-		reached: func(p string) bool { return s.obs.carrying(p, updatePayload) == m },
-	},
-		s.heal(),
-		{
-			name:      "resync",
-			change:    func(ctx context.Context) error { return s.setResyncPeriod(ctx, resyncPeriod) },
-			converged: s.resynced,
-			undo:      func(ctx context.Context) error { return s.setResyncPeriod(ctx, nil) },
-		}, {
-			name: "delete",
-			change: s.eachParent(func(ctx context.Context, p string) error {
-				return s.e.driver.dyn.Resource(fanout.GVR).Namespace(phaseNamespace).Delete(ctx, p, metav1.DeleteOptions{})
-			}),
-			reached: s.obs.gone,
-		}}
+		reached: func(p string) bool { return s.obs.carrying(p, updatePayload) == s.e.cfg.children },
+	}
+}
+
+// resync makes uc sync every unchanged parent periodically, until every
+// parent was synced by the period, then stops it.
+func (s *session) resync() phase {
+	return phase{
+		name:      "resync",
+		change:    func(ctx context.Context) error { return s.setResyncPeriod(ctx, resyncPeriod) },
+		converged: s.resynced,
+		undo:      func(ctx context.Context) error { return s.setResyncPeriod(ctx, nil) },
+	}
+}
+
+// delete deletes every parent; a parent has converged when the garbage
+// collector deleted its children.
+func (s *session) delete() phase {
+	return phase{
+		name: "delete",
+		change: s.eachParent(func(ctx context.Context, p string) error {
+			return s.fanouts().Delete(ctx, p, metav1.DeleteOptions{})
+		}),
+		reached: s.obs.gone,
+	}
 }
 
 // heal deletes the first ConfigMap of every parent; a parent is healed when
