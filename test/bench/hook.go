@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"universalcontroller.dev/uc/dispatcher/worker"
+	"universalcontroller.dev/uc/examples/fanout"
+	"universalcontroller.dev/uc/schemas/hooks"
+)
+
+// countingHook serves the Fanout hook, counting its calls and remembering
+// when it last served each parent.
+type countingHook struct {
+	calls  atomic.Int64
+	mu     sync.Mutex
+	last   map[string]time.Time // by parent namespace/name
+	counts map[string]int64     // calls by parent namespace/name
+}
+
+func newCountingHook() *countingHook {
+	return &countingHook{last: map[string]time.Time{}, counts: map[string]int64{}}
+}
+
+func (h *countingHook) Hook() string { return hooks.Sync }
+
+func (h *countingHook) Handle(ctx context.Context, data []byte) (any, error) {
+	var req hooks.SyncRequest
+	if err := json.Unmarshal(data, &req); err != nil {
+		return nil, fmt.Errorf("decode request: %w", err)
+	}
+	h.calls.Add(1)
+	key := req.Parent.GetNamespace() + "/" + req.Parent.GetName()
+	h.mu.Lock()
+	h.last[key] = time.Now()
+	h.counts[key]++
+	h.mu.Unlock()
+	return fanout.Sync(ctx, &req)
+}
+
+// perParent returns the calls so far by parent.
+func (h *countingHook) perParent() map[string]int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.counts)
+}
+
+// calledSince counts the parents of ns, of those named, that the hook
+// served at t or later.
+func (h *countingHook) calledSince(t time.Time, ns string, parents []string) int {
+	return len(parents) - len(h.notCalledSince(t, ns, parents))
+}
+
+// notCalledSince lists the parents of ns, of those named, that the hook has
+// not served since t.
+func (h *countingHook) notCalledSince(t time.Time, ns string, parents []string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var late []string
+	for _, p := range parents {
+		if h.last[ns+"/"+p].Before(t) {
+			late = append(late, p)
+		}
+	}
+	return late
+}
+
+// workers serve the hook of some controllers in this process, on uc's bus.
+type workers struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func serveHook(ctx context.Context, u *ucProcess, h worker.Handler, controllers ...string) *workers {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &workers{cancel: cancel}
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	for _, c := range controllers {
+		w.wg.Go(func() {
+			err := worker.Serve(ctx, u.js, c, h, worker.WithLogger(quiet))
+			if err != nil && !errors.Is(err, context.Canceled) {
+				logf("hook worker of %s: %v", c, err)
+			}
+		})
+	}
+	return w
+}
+
+func (w *workers) stop() {
+	w.cancel()
+	w.wg.Wait()
+}
