@@ -394,13 +394,13 @@ func (c cacheLookup) owned(ch *registry.Child, owner types.UID) ([]*unstructured
 }
 
 func (c cacheLookup) orphans(ch *registry.Child, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
-	objs, err := c.reg.Lister(ch.GVR).ByNamespace(namespace).List(sel)
+	objs, err := c.reg.Orphans(ch.GVR, namespace)
 	if err != nil {
 		return nil, err
 	}
 	var out []*unstructured.Unstructured
-	for _, o := range objs {
-		if u := o.(*unstructured.Unstructured); metav1.GetControllerOfNoCopy(u) == nil && u.GetDeletionTimestamp() == nil {
+	for _, u := range objs {
+		if u.GetDeletionTimestamp() == nil && sel.Matches(labels.Set(u.GetLabels())) {
 			out = append(out, u)
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -88,12 +87,12 @@ func (w *Watcher) claim(ctl *registry.Controller, parent *unstructured.Unstructu
 				claimed[i] = append(claimed[i], o)
 			}
 		}
-		candidates, err := w.reg.Lister(child.GVR).ByNamespace(parent.GetNamespace()).List(sel)
+		orphans, err := w.reg.Orphans(child.GVR, parent.GetNamespace())
 		if err != nil {
 			return nil, err
 		}
-		for _, c := range candidates {
-			if o := c.(*unstructured.Unstructured); metav1.GetControllerOfNoCopy(o) == nil && o.GetDeletionTimestamp() == nil {
+		for _, o := range orphans {
+			if o.GetDeletionTimestamp() == nil && sel.Matches(labels.Set(o.GetLabels())) {
 				claimed[i] = append(claimed[i], o)
 			}
 		}

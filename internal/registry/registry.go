@@ -363,6 +363,43 @@ func indexByController(obj any) ([]string, error) {
 	return nil, nil
 }
 
+// orphanIndex indexes child objects that no controller owns by namespace,
+// and every one of them under allNamespaces, so claiming orphans costs the
+// number of orphans, not the number of objects of the kind.
+const (
+	orphanIndex   = "uc-orphans"
+	allNamespaces = "\x00all"
+)
+
+func indexOrphans(obj any) ([]string, error) {
+	o, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	if metav1.GetControllerOfNoCopy(o) != nil {
+		return nil, nil
+	}
+	return []string{o.GetNamespace(), allNamespaces}, nil
+}
+
+// Orphans lists the objects of a child resource that no controller owns, in
+// namespace, or in every namespace when namespace is "".
+func (r *Registry) Orphans(gvr schema.GroupVersionResource, namespace string) ([]*unstructured.Unstructured, error) {
+	key := namespace
+	if key == "" {
+		key = allNamespaces
+	}
+	objs, err := r.Informer(gvr).GetIndexer().ByIndex(orphanIndex, key)
+	if err != nil {
+		return nil, fmt.Errorf("list orphan %s: %w", gvr.Resource, err)
+	}
+	out := make([]*unstructured.Unstructured, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o.(*unstructured.Unstructured))
+	}
+	return out, nil
+}
+
 // Owned lists the objects of a child resource whose controller is owner.
 func (r *Registry) Owned(gvr schema.GroupVersionResource, owner types.UID) ([]*unstructured.Unstructured, error) {
 	objs, err := r.Informer(gvr).GetIndexer().ByIndex(ownerIndex, string(owner))
@@ -382,8 +419,14 @@ func (r *Registry) startInformers(ctx context.Context, c *Controller) error {
 	synced := []cache.InformerSynced{r.Informer(c.Parent.GVR).HasSynced}
 	for _, ch := range c.Children {
 		inf := r.Informer(ch.GVR)
-		if _, ok := inf.GetIndexer().GetIndexers()[ownerIndex]; !ok {
-			if err := inf.AddIndexers(cache.Indexers{ownerIndex: indexByController}); err != nil {
+		missing := cache.Indexers{}
+		for name, fn := range map[string]cache.IndexFunc{ownerIndex: indexByController, orphanIndex: indexOrphans} {
+			if _, ok := inf.GetIndexer().GetIndexers()[name]; !ok {
+				missing[name] = fn
+			}
+		}
+		if len(missing) > 0 {
+			if err := inf.AddIndexers(missing); err != nil {
 				return fmt.Errorf("index %s: %w", ch.GVR.Resource, err)
 			}
 		}
