@@ -59,16 +59,8 @@ type Applier struct {
 	queue  workqueue.TypedRateLimitingInterface[types.UID]
 
 	mu      sync.Mutex
-	pending map[types.UID]*reply // newest reply per parent, not yet being applied
+	pending map[types.UID]*batch // newest replies per parent, not yet being applied
 	held    map[int]*partition   // the partitions this replica holds
-}
-
-// reply is one hook reply received from the bus.
-type reply struct {
-	msg  jetstream.Msg
-	meta bus.Meta
-	typ  string
-	data []byte
 }
 
 // New makes an Applier.
@@ -87,7 +79,7 @@ func New(reg *registry.Registry, dyn dynamic.Interface, js jetstream.JetStream, 
 		reg: reg, dyn: dyn, js: js, events: events, opts: opts,
 		log:     log.With("component", "applier"),
 		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "replies"}),
-		pending: map[types.UID]*reply{},
+		pending: map[types.UID]*batch{},
 		held:    map[int]*partition{},
 	}
 }
@@ -123,7 +115,8 @@ func (a *Applier) Run(ctx context.Context) error {
 	return nil
 }
 
-// receive keeps the newest reply of each parent and queues the parent.
+// receive keeps the newest replies of each parent and queues the parent once
+// it has every reply of its newest observation.
 func (a *Applier) receive(msg jetstream.Msg) {
 	e, err := bus.FromMsg(context.Background(), msg.Subject(), msg.Headers(), msg.Data())
 	var meta bus.Meta
@@ -137,18 +130,29 @@ func (a *Applier) receive(msg jetstream.Msg) {
 	}
 	r := &reply{msg: msg, meta: meta, typ: e.Type(), data: e.Data()}
 	a.mu.Lock()
-	prev := a.pending[meta.ParentUID]
-	if prev != nil && prev.meta.Observation > meta.Observation {
+	b := a.pending[meta.ParentUID]
+	if b != nil && b.meta.Observation > meta.Observation {
 		a.mu.Unlock()
 		_ = msg.Ack() // an older observation than one already waiting
 		return
 	}
-	a.pending[meta.ParentUID] = r
-	a.mu.Unlock()
-	if prev != nil && !bus.SameMessage(prev.msg, msg) {
-		_ = prev.msg.Ack() // superseded by r
+	var superseded *batch
+	if b == nil || b.meta.Observation < meta.Observation {
+		superseded, b = b, newBatch(meta)
+		a.pending[meta.ParentUID] = b
 	}
-	a.queue.Add(meta.ParentUID)
+	replaced := b.add(r)
+	complete := b.complete()
+	a.mu.Unlock()
+	if superseded != nil {
+		superseded.each(ack)
+	}
+	if replaced != nil && !bus.SameMessage(replaced.msg, msg) {
+		_ = replaced.msg.Ack() // superseded by r
+	}
+	if complete {
+		a.queue.Add(meta.ParentUID)
+	}
 }
 
 func (a *Applier) processNext(ctx context.Context) bool {
@@ -158,51 +162,61 @@ func (a *Applier) processNext(ctx context.Context) bool {
 	}
 	defer a.queue.Done(uid)
 	a.mu.Lock()
-	r := a.pending[uid]
-	delete(a.pending, uid)
+	b := a.pending[uid]
+	if b != nil && b.complete() {
+		delete(a.pending, uid)
+	} else {
+		b = nil
+	}
 	a.mu.Unlock()
-	if r == nil {
+	if b == nil {
 		return true
 	}
-	part, ok := a.begin(r.meta.Partition)
+	part, ok := a.begin(b.meta.Partition)
 	if !ok {
-		_ = r.msg.Nak() // the partition moved to another replica
+		b.each(nak) // the partition moved to another replica
 		return true
 	}
 	defer part.active.Done()
-	a.log.Debug("apply", "phase", "start", "parent", r.meta.Key(), "parentUID", r.meta.ParentUID, "at", time.Now().UnixNano())
-	err := a.apply(ctx, r)
-	a.log.Debug("apply", "phase", "end", "parent", r.meta.Key(), "parentUID", r.meta.ParentUID, "at", time.Now().UnixNano())
+	key := b.meta.Key()
+	a.log.Debug("apply", "phase", "start", "parent", key, "parentUID", uid, "at", time.Now().UnixNano())
+	err := a.apply(ctx, b)
+	a.log.Debug("apply", "phase", "end", "parent", key, "parentUID", uid, "at", time.Now().UnixNano())
 	if err != nil {
-		a.log.Error("apply failed; will retry", "controller", r.meta.Controller, "parent", r.meta.Key(), "err", err)
-		a.retry(uid, r)
+		a.log.Error("apply failed; will retry", "controller", b.meta.Controller, "parent", key, "err", err)
+		a.retry(uid, b)
 		return true
 	}
 	a.queue.Forget(uid)
-	if err := r.msg.Ack(); err != nil {
-		a.log.Warn("ack reply", "parent", r.meta.Key(), "err", err)
-	}
+	b.each(ack)
 	return true
 }
 
-// retry puts a failed reply back unless a newer one arrived meanwhile.
-func (a *Applier) retry(uid types.UID, r *reply) {
+// retry puts a failed batch back unless newer replies arrived meanwhile.
+func (a *Applier) retry(uid types.UID, b *batch) {
 	a.mu.Lock()
-	newer := a.pending[uid] != nil
-	if !newer {
-		a.pending[uid] = r
+	defer a.mu.Unlock()
+	newer := a.pending[uid]
+	if newer == nil {
+		a.pending[uid] = b
 	}
-	a.mu.Unlock()
-	if newer {
-		_ = r.msg.Ack()
-	} else {
-		_ = r.msg.InProgress()
+	switch {
+	case newer == nil:
+		b.each(inProgress)
+	case newer.meta.Observation > b.meta.Observation:
+		b.each(ack)
+	default:
+		// The same replies, delivered again while b was applied: b is
+		// complete, keep it.
+		a.pending[uid] = b
 	}
 	a.queue.AddRateLimited(uid)
 }
 
-// apply makes the cluster match one reply. It is idempotent.
-func (a *Applier) apply(ctx context.Context, r *reply) error {
+// apply makes the cluster match the replies of one observation of a parent.
+// It is idempotent.
+func (a *Applier) apply(ctx context.Context, b *batch) error {
+	r := b.latest()
 	m := r.meta
 	log := a.log.With("controller", m.Controller, "parent", m.Key(), "hook", m.Hook, "observation", m.Observation)
 	ctl, ok := a.reg.Get(m.Controller)
@@ -226,11 +240,19 @@ func (a *Applier) apply(ctx context.Context, r *reply) error {
 	if err != nil || parent == nil {
 		return err
 	}
-	if r.typ == bus.FailureType(m.Hook) {
-		reason, problem := decodeFailure(r)
+	if f := b.failure(); f != nil {
+		reason, problem := decodeFailure(f)
 		return a.reject(ctx, log, ctl, parent, m, reason, problem)
 	}
-	resp, err := decodeReply(r, ctl.HookVersion(m.Hook))
+	replies, err := b.decode(ctl.HookVersion(m.Hook))
+	resp := replies[m.LatestRevision()]
+	var ro *rollout
+	if err == nil && ctl.Rolling() {
+		if ro, err = a.rollout(ctx, ctl, parent, m, replies); err != nil {
+			return err
+		}
+		resp = &hooks.SyncResponse{Status: resp.Status, Children: ro.children, ResyncAfterSeconds: resp.ResyncAfterSeconds, Finalized: resp.Finalized}
+	}
 	var actions []action
 	if err == nil {
 		actions, err = plan(ctl, parent, resp, cacheLookup{a.reg})
@@ -238,13 +260,22 @@ func (a *Applier) apply(ctx context.Context, r *reply) error {
 	if err != nil {
 		return a.reject(ctx, log, ctl, parent, m, "InvalidHookReply", fmt.Errorf("%s hook reply rejected: %w", m.Hook, err))
 	}
+	conditions := []map[string]any{syncedCondition(m.Generation)}
+	if ro != nil {
+		actions = ro.keepOnly(actions)
+		// The rollout's progress is saved before any child is touched.
+		if err := a.saveRevisions(ctx, ro); err != nil {
+			return err
+		}
+		conditions = append(conditions, ro.condition(m.Generation))
+	}
 	if err := a.execute(ctx, ctl, parent, actions); err != nil {
 		if permanent(err) {
 			return a.reject(ctx, log, ctl, parent, m, "ApplyFailed", err)
 		}
 		return err
 	}
-	if err := a.writeStatus(ctx, ctl, parent, resp.Status, m.Generation, syncedCondition(m.Generation)); err != nil {
+	if err := a.writeStatus(ctx, ctl, parent, resp.Status, m.Generation, conditions...); err != nil {
 		return err
 	}
 	// The finalizer stays while a finalize hook exists and has not said
@@ -276,8 +307,23 @@ func (a *Applier) parent(ctl *registry.Controller, m bus.Meta) (*unstructured.Un
 	return p, nil
 }
 
-// decodeReply decodes a sync or finalize reply. Hook version v2 is strict:
-// a field the response does not have is an error that names it.
+// decode decodes every reply of a batch, by revision. Hook version v2 is
+// strict: a field the response does not have is an error that names it.
+func (b *batch) decode(version string) (map[string]*hooks.SyncResponse, error) {
+	out := map[string]*hooks.SyncResponse{}
+	for rev, r := range b.replies {
+		resp, err := decodeReply(r, version)
+		if err != nil && rev != b.meta.LatestRevision() {
+			err = fmt.Errorf("the reply for the parent at its older revision %s: %w", rev, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[rev] = resp
+	}
+	return out, nil
+}
+
 func decodeReply(r *reply, version string) (*hooks.SyncResponse, error) {
 	if want := bus.ResponseType(r.meta.Hook); r.typ != want {
 		return nil, fmt.Errorf("event type %q, want %q", r.typ, want)

@@ -225,10 +225,10 @@ func (o *owner) stop(p *partition) {
 	p.cc.Drain()
 	<-p.cc.Closed()
 	o.a.mu.Lock()
-	for uid, r := range o.a.pending {
-		if r.meta.Partition == p.n {
+	for uid, b := range o.a.pending {
+		if b.meta.Partition == p.n {
 			delete(o.a.pending, uid)
-			_ = r.msg.Nak()
+			b.each(nak)
 		}
 	}
 	o.a.mu.Unlock()

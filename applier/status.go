@@ -17,16 +17,16 @@ import (
 const ConditionSynced = "Synced"
 
 func syncedCondition(generation int64) map[string]any {
-	return condition(generation, "True", "Applied", "the latest hook reply was applied")
+	return condition(ConditionSynced, generation, "True", "Applied", "the latest hook reply was applied")
 }
 
 func failedCondition(generation int64, reason, message string) map[string]any {
-	return condition(generation, "False", reason, message)
+	return condition(ConditionSynced, generation, "False", reason, message)
 }
 
-func condition(generation int64, status, reason, message string) map[string]any {
+func condition(typ string, generation int64, status, reason, message string) map[string]any {
 	return map[string]any{
-		"type":               ConditionSynced,
+		"type":               typ,
 		"status":             status,
 		"reason":             reason,
 		"message":            message,
@@ -37,9 +37,9 @@ func condition(generation int64, status, reason, message string) map[string]any 
 
 // writeStatus sets the parent's status with server-side apply: the hook's
 // status with observedGeneration, or — when status is nil — the live status
-// unchanged, and in both cases uc's Synced condition. It writes nothing when
-// the result equals the live status.
-func (a *Applier) writeStatus(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, status map[string]any, generation int64, cond map[string]any) error {
+// unchanged, and in both cases uc's conditions (Synced, and Updated for a
+// rollout). It writes nothing when the result equals the live status.
+func (a *Applier) writeStatus(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, status map[string]any, generation int64, conds ...map[string]any) error {
 	live, _, _ := unstructured.NestedMap(parent.Object, "status")
 	var next map[string]any
 	if status != nil {
@@ -51,7 +51,9 @@ func (a *Applier) writeStatus(ctx context.Context, ctl *registry.Controller, par
 			next = map[string]any{}
 		}
 	}
-	next["conditions"] = setCondition(next["conditions"], live["conditions"], cond)
+	for _, cond := range conds {
+		next["conditions"] = setCondition(next["conditions"], live["conditions"], cond)
+	}
 	if contains(live, next) && contains(next, live) {
 		return nil
 	}

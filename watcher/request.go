@@ -14,8 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/internal/revision"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
 // sync publishes the hook request of one parent with its current observed
@@ -62,14 +64,71 @@ func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 	if err != nil || !ok {
 		return err // without a customize reply yet, the sync follows it
 	}
+	revs, err := w.liveRevisions(ctl, parent, &meta)
+	if err != nil {
+		return err
+	}
 	req := newSyncRequest(ctl, parent, claimed, related, version, hook == hooks.Finalize)
 	if err := w.publish(ctx, meta, bus.RequestType(hook), meta.RequestSubject(), req); err != nil {
 		return err
+	}
+	// One more request per older revision that children are still on, with
+	// the parent as it was at that revision: the applier keeps those
+	// children as that revision's reply wants them until they roll.
+	for _, rev := range revs {
+		m := meta
+		m.Revision = rev.hash
+		req := newSyncRequest(ctl, rev.parent, claimed, related, version, hook == hooks.Finalize)
+		if err := w.publish(ctx, m, bus.RequestType(hook), m.RequestSubject(), req); err != nil {
+			return err
+		}
 	}
 	if rs := ctl.Spec.ResyncPeriodSeconds; rs != nil && *rs > 0 {
 		w.queue.AddAfter(key, time.Duration(*rs)*time.Second)
 	}
 	return nil
+}
+
+// olderRevision is the parent as it was at an older revision.
+type olderRevision struct {
+	hash   string
+	parent *unstructured.Unstructured
+}
+
+// liveRevisions returns, for a controller that rolls its children out, the
+// older revisions of the parent that children are still on, and records in
+// meta every revision the hook is asked about, the latest first.
+func (w *Watcher) liveRevisions(ctl *registry.Controller, parent *unstructured.Unstructured, meta *bus.Meta) ([]olderRevision, error) {
+	if !ctl.Rolling() {
+		return nil, nil
+	}
+	paths := revision.FieldPaths(&ctl.Spec)
+	latest, err := revision.Hash(revision.Patch(parent, paths))
+	if err != nil {
+		return nil, err
+	}
+	meta.Revisions = []string{latest}
+	owned, err := w.reg.Owned(v1alpha1.RevisionResource, parent.GetUID())
+	if err != nil {
+		return nil, err
+	}
+	var older []olderRevision
+	for _, u := range owned {
+		rev, err := revision.Decode(u)
+		if err != nil {
+			return nil, err
+		}
+		if rev.Hash == latest || !rev.HasChildren() {
+			continue
+		}
+		patch, err := rev.PatchOf()
+		if err != nil {
+			return nil, err
+		}
+		older = append(older, olderRevision{rev.Hash, revision.At(parent, patch, paths)})
+		meta.Revisions = append(meta.Revisions, rev.Hash)
+	}
+	return older, nil
 }
 
 // claim returns, per declared child resource, the parent's children: those

@@ -27,6 +27,7 @@ import (
 
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/schemas/bus"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
 // Options tune a Watcher.
@@ -190,6 +191,11 @@ func (w *Watcher) onController(old, cur *registry.Controller) {
 	add(cur.Parent, changeHandler(func(obj any) { w.enqueueParent(name, obj) }, skip))
 	for _, child := range cur.Children {
 		add(child.Resource, changeHandler(func(obj any) { w.enqueueOwner(name, obj) }, changedRV))
+	}
+	if cur.Rolling() {
+		// A rollout's progress is in the parent's revisions: the requests
+		// follow it.
+		add(registry.Resource{GVR: v1alpha1.RevisionResource}, changeHandler(func(obj any) { w.enqueueOwner(name, obj) }, changedRV))
 	}
 }
 

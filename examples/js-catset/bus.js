@@ -14,6 +14,7 @@ const token = (controller) => controller.replaceAll(".", "_");
 const UC_EXTENSIONS = [
   "uccontroller", "uchook", "ucparentuid", "ucnamespace", "ucname",
   "ucgeneration", "ucresourceversion", "ucpartition", "ucobservation",
+  "ucrevision", "ucrevisions",
 ];
 
 /** Decodes a request message into a CloudEvent. */

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -46,6 +47,14 @@ func (r Resource) APIVersion() string { return r.GVK.GroupVersion().String() }
 type Child struct {
 	Resource
 	Method v1alpha1.ChildUpdateMethod
+	// StatusChecks gate a rolling update: a child on the latest revision
+	// must pass them before the next one moves.
+	StatusChecks []v1alpha1.StatusConditionCheck
+}
+
+// Rolling tells children that roll out one at a time, through revisions.
+func (c *Child) Rolling() bool {
+	return c.Method == v1alpha1.ChildUpdateRollingRecreate || c.Method == v1alpha1.ChildUpdateRollingInPlace
 }
 
 // Controller is a registered UniversalController, resolved.
@@ -59,6 +68,12 @@ type Controller struct {
 	Children []Child
 	// ParentSelector is parentResource.labelSelector (everything when unset).
 	ParentSelector labels.Selector
+}
+
+// Rolling tells a controller with a child kind that rolls out: its parents
+// have ControllerRevisions.
+func (c *Controller) Rolling() bool {
+	return slices.ContainsFunc(c.Children, func(ch Child) bool { return ch.Rolling() })
 }
 
 // Child returns the declared child resource of the given apiVersion and kind.
@@ -287,11 +302,19 @@ func (r *Registry) resolve(u *unstructured.Unstructured) (*Controller, error) {
 		if err != nil {
 			return nil, fmt.Errorf("child resource: %w", err)
 		}
-		method := v1alpha1.ChildUpdateOnDelete
-		if cr.UpdateStrategy != nil && cr.UpdateStrategy.Method != "" {
-			method = cr.UpdateStrategy.Method
+		child := Child{Resource: res, Method: v1alpha1.ChildUpdateOnDelete}
+		if us := cr.UpdateStrategy; us != nil {
+			if us.Method != "" {
+				child.Method = us.Method
+			}
+			if us.StatusChecks != nil {
+				child.StatusChecks = us.StatusChecks.Conditions
+			}
 		}
-		c.Children = append(c.Children, Child{Resource: res, Method: method})
+		c.Children = append(c.Children, child)
+	}
+	if c.Rolling() && !c.Parent.Namespaced {
+		return nil, fmt.Errorf("rolling update methods need a namespaced parent resource: its ControllerRevisions live in the parent's namespace")
 	}
 	return c, nil
 }
@@ -417,8 +440,16 @@ func (r *Registry) Owned(gvr schema.GroupVersionResource, owner types.UID) ([]*u
 // their caches are filled, so nothing acts on a partial view.
 func (r *Registry) startInformers(ctx context.Context, c *Controller) error {
 	synced := []cache.InformerSynced{r.Informer(c.Parent.GVR).HasSynced}
+	gvrs := []schema.GroupVersionResource{c.Parent.GVR}
 	for _, ch := range c.Children {
-		inf := r.Informer(ch.GVR)
+		gvrs = append(gvrs, ch.GVR)
+	}
+	if c.Rolling() {
+		// A parent's revisions are its owned objects, like its children.
+		gvrs = append(gvrs, v1alpha1.RevisionResource)
+	}
+	for _, gvr := range gvrs[1:] {
+		inf := r.Informer(gvr)
 		missing := cache.Indexers{}
 		for name, fn := range map[string]cache.IndexFunc{ownerIndex: indexByController, orphanIndex: indexOrphans} {
 			if _, ok := inf.GetIndexer().GetIndexers()[name]; !ok {
@@ -427,14 +458,10 @@ func (r *Registry) startInformers(ctx context.Context, c *Controller) error {
 		}
 		if len(missing) > 0 {
 			if err := inf.AddIndexers(missing); err != nil {
-				return fmt.Errorf("index %s: %w", ch.GVR.Resource, err)
+				return fmt.Errorf("index %s: %w", gvr.Resource, err)
 			}
 		}
 		synced = append(synced, inf.HasSynced)
-	}
-	gvrs := []schema.GroupVersionResource{c.Parent.GVR}
-	for _, ch := range c.Children {
-		gvrs = append(gvrs, ch.GVR)
 	}
 	r.informers.only(c.Name, gvrs...)
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)

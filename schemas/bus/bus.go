@@ -10,6 +10,10 @@
 //	uc.reply.<controller>.<hook>.<partition>.<parent-uid>  hook replies
 //	uc.dlq.<controller>.<hook>.<partition>.<parent-uid>    requests no hook could serve
 //
+// A controller that rolls its children out asks its sync hook once per live
+// revision of a parent: the latest revision's messages use the parent's UID as
+// the last token, an older revision's use <parent-uid>_<revision-hash>.
+//
 // Dots in a controller's name become underscores (Kubernetes names never hold
 // underscores, so the mapping is one to one).
 package bus
@@ -50,6 +54,9 @@ type Address struct {
 	Hook       string
 	Partition  int
 	ParentUID  types.UID
+	// Revision is the hash of an older revision the request is for; empty
+	// for the latest.
+	Revision string
 }
 
 // Token makes a name safe as one subject token.
@@ -75,7 +82,15 @@ func (a Address) ReplySubject() string { return a.subject(ReplyPrefix) }
 func (a Address) DeadLetterSubject() string { return a.subject(DeadLetterPrefix) }
 
 func (a Address) subject(prefix string) string {
-	return fmt.Sprintf("%s.%s.%s.%d.%s", prefix, Token(a.Controller), a.Hook, a.Partition, a.ParentUID)
+	return fmt.Sprintf("%s.%s.%s.%d.%s", prefix, Token(a.Controller), a.Hook, a.Partition, a.parentToken())
+}
+
+// parentToken is the per-parent token: one per parent and revision.
+func (a Address) parentToken() string {
+	if a.Revision == "" {
+		return string(a.ParentUID)
+	}
+	return string(a.ParentUID) + "_" + a.Revision
 }
 
 // HookRequests is the filter subject of every request of one controller's hook.

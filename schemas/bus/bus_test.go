@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -46,11 +47,26 @@ func TestPartition(t *testing.T) {
 }
 
 func TestEventRoundTrip(t *testing.T) {
-	m := Meta{
+	base := Meta{
 		Address:   Address{Controller: "c", Hook: "sync", Partition: 3, ParentUID: "u-1"},
 		Namespace: "ns", Name: "p.with.dots", Generation: 4, ResourceVersion: "99", Observation: 1234567890123,
 		RequestID: "req-1",
 	}
+	latest, older := base, base
+	latest.Revisions = []string{"aaaa", "bbbb"}
+	older.Revisions, older.Revision = latest.Revisions, "bbbb"
+	for name, m := range map[string]Meta{"plain": base, "latest revision": latest, "older revision": older} {
+		t.Run(name, func(t *testing.T) { roundTrip(t, m) })
+	}
+	if s := older.ReplySubject(); s != "uc.reply.c.sync.3.u-1_bbbb" {
+		t.Errorf("older revision's reply subject %q", s)
+	}
+	if s := latest.ReplySubject(); s != "uc.reply.c.sync.3.u-1" {
+		t.Errorf("latest revision's reply subject %q", s)
+	}
+}
+
+func roundTrip(t *testing.T, m Meta) {
 	e := event.New()
 	e.SetID("id-1")
 	e.SetType(ResponseType("sync"))
@@ -75,7 +91,7 @@ func TestEventRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if gm != m {
+	if !reflect.DeepEqual(gm, m) {
 		t.Fatalf("meta = %+v, want %+v", gm, m)
 	}
 	if tp := TraceParent(got); len(tp) != 55 || ChildTraceParent(tp)[:36] != tp[:36] {

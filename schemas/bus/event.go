@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"strings"
 
 	ce "github.com/cloudevents/sdk-go/protocol/nats_jetstream/v2"
 	"github.com/cloudevents/sdk-go/v2/binding"
@@ -46,6 +47,13 @@ const (
 	ExtObservation = "ucobservation"
 	// ExtRequestID, on a reply, is the id of the request it answers.
 	ExtRequestID = "ucrequestid"
+	// ExtRevision is the hash of the revision of the parent a request is
+	// for, set only for controllers that roll their children out.
+	ExtRevision = "ucrevision"
+	// ExtRevisions lists, comma-separated and latest first, the revisions
+	// the sync hook is asked about for the same observation; the applier
+	// applies once it has a reply for each.
+	ExtRevisions = "ucrevisions"
 )
 
 // Meta is what every event says about the parent it concerns.
@@ -58,6 +66,26 @@ type Meta struct {
 	Observation     int64
 	// RequestID is set on replies only.
 	RequestID string
+	// Revisions lists the revisions asked about for this observation, the
+	// latest first (rolling controllers only). Address.Revision is empty for
+	// the latest one.
+	Revisions []string
+}
+
+// LatestRevision is the hash of the parent's latest revision, or "".
+func (m Meta) LatestRevision() string {
+	if len(m.Revisions) == 0 {
+		return ""
+	}
+	return m.Revisions[0]
+}
+
+// ThisRevision is the hash of the revision the event is about, or "".
+func (m Meta) ThisRevision() string {
+	if m.Revision != "" {
+		return m.Revision
+	}
+	return m.LatestRevision()
 }
 
 // Key is the parent's namespace/name, for logs.
@@ -82,6 +110,10 @@ func (m Meta) SetOn(e *event.Event) {
 	if m.RequestID != "" {
 		e.SetExtension(ExtRequestID, m.RequestID)
 	}
+	if len(m.Revisions) > 0 {
+		e.SetExtension(ExtRevision, m.ThisRevision())
+		e.SetExtension(ExtRevisions, strings.Join(m.Revisions, ","))
+	}
 }
 
 // MetaOf reads the parent's Meta from an event's extensions.
@@ -105,6 +137,12 @@ func MetaOf(e *event.Event) (Meta, error) {
 	}
 	if m.Observation, err = strconv.ParseInt(str(ExtObservation), 10, 64); err != nil {
 		return m, fmt.Errorf("event %s: %s: %w", e.ID(), ExtObservation, err)
+	}
+	if revs := str(ExtRevisions); revs != "" {
+		m.Revisions = strings.Split(revs, ",")
+		if rev := str(ExtRevision); rev != m.Revisions[0] {
+			m.Revision = rev
+		}
 	}
 	return m, nil
 }

@@ -3,6 +3,7 @@ package jsonschema
 import (
 	"context"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -154,7 +155,7 @@ func TestBusRoundTrip(t *testing.T) {
 				t.Errorf("reply %s = %q, want the request id %q", bus.ExtRequestID, repMeta.RequestID, req.ID())
 			}
 			repMeta.RequestID = ""
-			if repMeta != reqMeta {
+			if !reflect.DeepEqual(repMeta, reqMeta) {
 				t.Errorf("reply meta %+v, want the request's %+v", repMeta, reqMeta)
 			}
 			if rt, qt := bus.TraceParent(rep), bus.TraceParent(req); rt[:36] != qt[:36] || rt == qt {

@@ -18,8 +18,10 @@ const (
 )
 
 // controllers are the kube-controller-manager controllers the test bed
-// runs: enough for workloads, garbage collection and namespace deletion.
-const controllers = "garbagecollector,namespace,deployment,replicaset,statefulset,job,serviceaccount,serviceaccount-token"
+// runs: enough for workloads, garbage collection, namespace deletion, and
+// PersistentVolumeClaims bound to PersistentVolumes a test creates.
+const controllers = "garbagecollector,namespace,deployment,replicaset,statefulset,job,serviceaccount,serviceaccount-token," +
+	"persistentvolume-binder-controller,persistentvolume-protection-controller,persistentvolumeclaim-protection-controller"
 
 // startControlPlane starts etcd, kube-apiserver, kube-controller-manager and
 // kube-scheduler and waits until they are healthy.

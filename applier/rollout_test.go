@@ -1,0 +1,181 @@
+package applier
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"universalcontroller.dev/uc/internal/revision"
+	"universalcontroller.dev/uc/schemas/hooks"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
+)
+
+// rev is a revision of parent "p" with the named ConfigMaps on it.
+func rev(hash string, n int64, names ...string) *revision.Revision {
+	r := &revision.Revision{Hash: hash, ControllerRevision: &v1alpha1.ControllerRevision{
+		ObjectMeta: metav1.ObjectMeta{Name: revision.Name("p", hash), Namespace: "ns"},
+		Revision:   n,
+	}}
+	for _, name := range names {
+		r.Add("", "ConfigMap", name)
+	}
+	return r
+}
+
+// wants is a reply wanting ConfigMaps name=version, in that order.
+func wants(pairs ...string) *hooks.SyncResponse {
+	resp := &hooks.SyncResponse{}
+	for _, p := range pairs {
+		name, v, _ := strings.Cut(p, "=")
+		resp.Children = append(resp.Children, object("ConfigMap", "", name, map[string]any{"v": v}, ""))
+	}
+	return resp
+}
+
+// ready is a live child passing a Ready=True status check, or not.
+func ready(name string, ok bool) *unstructured.Unstructured {
+	o := object("ConfigMap", "ns", name, nil, "parent-uid")
+	status := "False"
+	if ok {
+		status = "True"
+	}
+	o.Object["status"] = map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": status}}}
+	return o
+}
+
+func TestPlanRollout(t *testing.T) {
+	parent := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Parent"}}
+	parent.SetNamespace("ns")
+	parent.SetName("p")
+	parent.SetUID("parent-uid")
+	ctl := testController(v1alpha1.ChildUpdateRollingRecreate)
+	isTrue := "True"
+	ctl.Children[0].StatusChecks = []v1alpha1.StatusConditionCheck{{Type: "Ready", Status: &isTrue}}
+
+	tests := []struct {
+		name    string
+		revs    []*revision.Revision
+		replies map[string]*hooks.SyncResponse
+		live    fakeLive
+		// want: the desired children as name=version, the revisions as
+		// hash:names after the step ("-" for a deleted one), the reason.
+		children  []string
+		revisions []string
+		keep      []string
+		reason    string
+		latest    string // h2 unless set
+	}{{
+		name:      "first sync puts every child on a new revision",
+		replies:   map[string]*hooks.SyncResponse{"h2": wants("c=2", "b=2", "a=2")},
+		children:  []string{"a=2", "b=2", "c=2"},
+		revisions: []string{"h2:a,b,c"},
+		reason:    ReasonOnLatestRevision,
+	}, {
+		name:      "a new revision moves the first child in the reply's order",
+		revs:      []*revision.Revision{rev("h1", 1, "a", "b", "c")},
+		replies:   map[string]*hooks.SyncResponse{"h2": wants("c=2", "b=2", "a=2"), "h1": wants("c=1", "b=1", "a=1")},
+		live:      fakeLive{ready("a", true), ready("b", true), ready("c", true)},
+		children:  []string{"a=1", "b=1", "c=2"},
+		revisions: []string{"h1:a,b", "h2:c"},
+		reason:    ReasonRolloutProgressing,
+	}, {
+		name:      "the next child waits for the moved one to be ready",
+		revs:      []*revision.Revision{rev("h1", 1, "a", "b"), rev("h2", 2, "c")},
+		replies:   map[string]*hooks.SyncResponse{"h2": wants("c=2", "b=2", "a=2"), "h1": wants("c=1", "b=1", "a=1")},
+		live:      fakeLive{ready("a", true), ready("b", true), ready("c", false)},
+		children:  []string{"a=1", "b=1", "c=2"},
+		revisions: []string{"h1:a,b", "h2:c"},
+		reason:    ReasonRolloutWaiting,
+	}, {
+		name:      "a deleted child not moved yet comes back at its old revision",
+		revs:      []*revision.Revision{rev("h1", 1, "a", "b"), rev("h2", 2, "c")},
+		replies:   map[string]*hooks.SyncResponse{"h2": wants("c=2", "b=2", "a=2"), "h1": wants("c=1", "b=1", "a=1")},
+		live:      fakeLive{ready("b", true), ready("c", false)},
+		children:  []string{"a=1", "b=1", "c=2"},
+		revisions: []string{"h1:a,b", "h2:c"},
+		reason:    ReasonRolloutWaiting,
+	}, {
+		name:      "the last move deletes the unused revision",
+		revs:      []*revision.Revision{rev("h1", 1, "a"), rev("h2", 2, "b", "c")},
+		replies:   map[string]*hooks.SyncResponse{"h2": wants("c=2", "b=2", "a=2"), "h1": wants("c=1", "b=1", "a=1")},
+		live:      fakeLive{ready("a", true), ready("b", true), ready("c", true)},
+		children:  []string{"a=2", "b=2", "c=2"},
+		revisions: []string{"h1:-", "h2:a,b,c"},
+		reason:    ReasonRolloutProgressing,
+	}, {
+		name:      "a child only its old revision wants is deleted by its move",
+		revs:      []*revision.Revision{rev("h1", 1, "b"), rev("h2", 2, "a")},
+		replies:   map[string]*hooks.SyncResponse{"h2": wants("a=2"), "h1": wants("a=1", "b=1")},
+		live:      fakeLive{ready("a", true), ready("b", true)},
+		children:  []string{"a=2"},
+		revisions: []string{"h1:-", "h2:a"},
+		reason:    ReasonRolloutProgressing,
+	}, {
+		name:      "children of a revision without a reply are kept as they are",
+		revs:      []*revision.Revision{rev("h1", 1, "a"), rev("h2", 2, "b")},
+		replies:   map[string]*hooks.SyncResponse{"h2": wants("b=2", "a=2")},
+		live:      fakeLive{ready("a", true), ready("b", false)},
+		children:  []string{"b=2"},
+		revisions: []string{"h1:a", "h2:b"},
+		keep:      []string{"a"},
+		reason:    ReasonRolloutWaiting,
+	}, {
+		name:      "going back to an older revision makes it the newest",
+		latest:    "h1",
+		revs:      []*revision.Revision{rev("h1", 1), rev("h2", 2, "a", "b")},
+		replies:   map[string]*hooks.SyncResponse{"h1": wants("a=1", "b=1"), "h2": wants("a=2", "b=2")},
+		live:      fakeLive{ready("a", true), ready("b", true)},
+		children:  []string{"a=1", "b=2"},
+		revisions: []string{"h2:b", "h1:a"},
+		reason:    ReasonRolloutProgressing,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			latest := "h2"
+			if tt.latest != "" {
+				latest = tt.latest
+			}
+			ro, err := planRollout(ctl, parent, map[string]any{"spec": map[string]any{}}, latest, tt.revs, tt.replies, tt.live)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var children []string
+			for _, c := range ro.children {
+				children = append(children, fmt.Sprintf("%s=%v", c.GetName(), c.Object["data"].(map[string]any)["v"]))
+			}
+			slices.Sort(children)
+			if !slices.Equal(children, tt.children) {
+				t.Errorf("children %v, want %v", children, tt.children)
+			}
+			unused := ro.unused()
+			var revs []string
+			for _, r := range ro.revs {
+				names := "-"
+				if !slices.Contains(unused, r) {
+					names = ""
+					for _, c := range r.Children {
+						names += strings.Join(c.Names, ",")
+					}
+				}
+				revs = append(revs, r.Hash+":"+names)
+			}
+			if !slices.Equal(revs, tt.revisions) {
+				t.Errorf("revisions %v, want %v", revs, tt.revisions)
+			}
+			var keep []string
+			for id := range ro.keep {
+				keep = append(keep, id.name)
+			}
+			if !slices.Equal(keep, tt.keep) {
+				t.Errorf("kept %v, want %v", keep, tt.keep)
+			}
+			if ro.reason != tt.reason {
+				t.Errorf("reason %s (%s), want %s", ro.reason, ro.message, tt.reason)
+			}
+		})
+	}
+}
