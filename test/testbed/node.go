@@ -2,8 +2,11 @@ package testbed
 
 import (
 	"context"
+	"embed"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -55,7 +58,33 @@ func (b *Bed) startKwok() (*Process, error) {
 	for _, s := range stages {
 		args = append(args, "--config="+b.bins.stage(s))
 	}
-	return b.launch("kwok", args...)
+	own, err := b.writeOwnStages()
+	if err != nil {
+		return nil, err
+	}
+	return b.launch("kwok", append(args, own...)...)
+}
+
+// ownStages are kwok stages of the test bed's own, besides kwok's; each
+// acts only on pods that ask for it (see the files).
+//
+//go:embed stages/*.yaml
+var ownStages embed.FS
+
+// writeOwnStages writes ownStages into the work directory and returns
+// kwok's flags to load them.
+func (b *Bed) writeOwnStages() ([]string, error) {
+	files, _ := ownStages.ReadDir("stages")
+	var args []string
+	for _, f := range files {
+		data, _ := ownStages.ReadFile("stages/" + f.Name())
+		path := filepath.Join(b.dir, "stage-"+f.Name())
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			return nil, fmt.Errorf("write kwok stage: %w", err)
+		}
+		args = append(args, "--config="+path)
+	}
+	return args, nil
 }
 
 // createNode registers the kwok node, large enough for any benchmark. An

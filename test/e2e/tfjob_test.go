@@ -1,0 +1,585 @@
+package e2e
+
+// The TFJob example (thesis use case 2, tf-operator as a hook) on the test
+// bed. kwok makes the Pods Running; the test bed's own kwok stage completes
+// those labelled testbed.universalcontroller.dev/complete=true, and the test
+// fails a Pod by writing its status, as a kubelet would.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/client-go/util/retry"
+
+	"universalcontroller.dev/uc/examples/tfjob"
+	"universalcontroller.dev/uc/schemas/hooks"
+)
+
+// Pods labelled so are completed by the test bed's kwok stage
+// (test/testbed/stages/pod-complete-labelled.yaml), after the delay in the
+// annotation.
+const (
+	labelComplete      = "testbed.universalcontroller.dev/complete"
+	annotationComplete = "testbed.universalcontroller.dev/complete-after"
+)
+
+// tfReplicas is a replica type of a TFJob: replicas, restart policy, the
+// tensorflow container's port, and whether kwok completes its Pods.
+type tfReplicas struct {
+	replicas int64
+	policy   tfjob.RestartPolicy
+	port     int64
+	complete bool
+}
+
+func (r tfReplicas) spec() map[string]any {
+	meta := map[string]any{}
+	if r.complete {
+		meta["labels"] = map[string]any{labelComplete: "true"}
+		meta["annotations"] = map[string]any{annotationComplete: "2s"} // Running for a while first
+	}
+	return map[string]any{"replicas": r.replicas, "restartPolicy": string(r.policy),
+		"template": map[string]any{"metadata": meta, "spec": map[string]any{"containers": []any{tfContainer(r.port)}}}}
+}
+
+// tfContainer is the tensorflow container listening on port.
+func tfContainer(port int64) map[string]any {
+	return map[string]any{"name": tfjob.ContainerName, "image": "tensorflow/tensorflow:2.16.1",
+		"ports": []any{map[string]any{"name": tfjob.PortName, "containerPort": port}}}
+}
+
+func createTFJob(t *testing.T, ns, name, successPolicy string, replicas map[tfjob.ReplicaType]tfReplicas) {
+	t.Helper()
+	specs := map[string]any{}
+	for typ, r := range replicas {
+		specs[string(typ)] = r.spec()
+	}
+	spec := map[string]any{"tfReplicaSpecs": specs}
+	if successPolicy != "" {
+		spec["successPolicy"] = successPolicy
+	}
+	if _, err := env.dyn.Resource(tfjob.GVR).Namespace(ns).Create(t.Context(), &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "examples.universalcontroller.dev/v1alpha1", "kind": "TFJob",
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"spec":     spec,
+	}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func getTFJob(ctx context.Context, ns, name string) (*tfjob.TFJob, error) {
+	u, err := env.dyn.Resource(tfjob.GVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var job tfjob.TFJob
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &job); err != nil {
+		return nil, err
+	}
+	return &job, nil
+}
+
+// conditionsAre checks the job's conditions: each of want (type → status)
+// is there with that status.
+func conditionsAre(job *tfjob.TFJob, want map[string]corev1.ConditionStatus) error {
+	for typ, status := range want {
+		i := slices.IndexFunc(job.Status.Conditions, func(c tfjob.JobCondition) bool { return c.Type == typ })
+		if i < 0 || job.Status.Conditions[i].Status != status {
+			return fmt.Errorf("%s: condition %s is not %s: %+v", job.Name, typ, status, job.Status.Conditions)
+		}
+	}
+	return nil
+}
+
+// jobPods are the Pods of a job by name.
+func jobPods(ctx context.Context, ns, job string) (map[string]corev1.Pod, error) {
+	list, err := env.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: tfjob.LabelJobName + "=" + job})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]corev1.Pod{}
+	for _, p := range list.Items {
+		out[p.Name] = p
+	}
+	return out, nil
+}
+
+func jobServices(ctx context.Context, ns, job string) (map[string]corev1.Service, error) {
+	list, err := env.kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{LabelSelector: tfjob.LabelJobName + "=" + job})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]corev1.Service{}
+	for _, s := range list.Items {
+		out[s.Name] = s
+	}
+	return out, nil
+}
+
+// podsAre checks that exactly the named Pods exist, in those phases.
+func podsAre(ctx context.Context, ns, job string, want map[string]corev1.PodPhase) error {
+	pods, err := jobPods(ctx, ns, job)
+	if err != nil {
+		return err
+	}
+	got := map[string]corev1.PodPhase{}
+	for name, p := range pods {
+		got[name] = p.Status.Phase
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		return fmt.Errorf("%s: pods %v, want %v", job, got, want)
+	}
+	return nil
+}
+
+// servicesAre checks that exactly the named Services exist, headless, each
+// selecting its replica's Pod, controlled by the job.
+func servicesAre(ctx context.Context, ns string, job *tfjob.TFJob, names ...string) error {
+	svcs, err := jobServices(ctx, ns, job.Name)
+	if err != nil {
+		return err
+	}
+	if got := slices.Sorted(maps.Keys(svcs)); !slices.Equal(got, slices.Sorted(slices.Values(names))) {
+		return fmt.Errorf("%s: services %v, want %v", job.Name, got, names)
+	}
+	for name, s := range svcs {
+		if s.Spec.ClusterIP != corev1.ClusterIPNone || !strings.HasSuffix(name, "-"+s.Spec.Selector[tfjob.LabelReplicaIndex]) {
+			return fmt.Errorf("service %s: clusterIP %s, selector %v", name, s.Spec.ClusterIP, s.Spec.Selector)
+		}
+		if err := controlledBy(&s, job.UID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestTFJob: a TFJob of 1 PS and 2 workers (successPolicy AllWorkers) gets
+// a Pod and a headless Service per replica, each Pod with TF_CONFIG naming
+// the cluster; kwok runs the Pods and completes the workers, and the job
+// goes Created → Running → Succeeded, after which the still running PS Pod
+// is cleaned up (cleanPodPolicy Running). A job with a Chief succeeds when
+// the Chief does, its workers still running. With restartPolicy ExitCode, a
+// worker killed by a signal (exit code 137) is restarted — a new Pod behind
+// the same Service — and one that exits 1 fails the job. A changed port
+// recreates the Pods (Recreate) and updates the Services in place (the same
+// UIDs). Deleting a job deletes its children.
+func TestTFJob(t *testing.T) {
+	ctx := t.Context()
+	logHookSize(t, "TFJob", "examples/tfjob")
+	installCRD(t, "examples/tfjob/crd.yaml", tfjob.GVR)
+	serveHooks(t, tfjob.Controller, newRecorder().handler(hooks.Sync, typed(tfjob.Sync)))
+	registerManifest(t, "examples/tfjob/controller.yaml", nil)
+	ns := namespace(t)
+	jobs := recordChanges(t, tfjob.GVR, ns)
+
+	start := time.Now()
+	createTFJob(t, ns, "mnist", "AllWorkers", map[tfjob.ReplicaType]tfReplicas{
+		tfjob.PS:     {replicas: 1, policy: tfjob.RestartNever, port: 2222},
+		tfjob.Worker: {replicas: 2, policy: tfjob.RestartExitCode, port: 2222, complete: true},
+	})
+	createTFJob(t, ns, "chief", "", map[tfjob.ReplicaType]tfReplicas{
+		tfjob.Chief:  {replicas: 1, policy: tfjob.RestartNever, port: 2222, complete: true},
+		tfjob.PS:     {replicas: 1, policy: tfjob.RestartNever, port: 2222},
+		tfjob.Worker: {replicas: 2, policy: tfjob.RestartNever, port: 2222},
+	})
+	createTFJob(t, ns, "restart", "", map[tfjob.ReplicaType]tfReplicas{
+		tfjob.PS:     {replicas: 1, policy: tfjob.RestartNever, port: 2222},
+		tfjob.Worker: {replicas: 2, policy: tfjob.RestartExitCode, port: 2222},
+	})
+
+	t.Run("Succeeded", func(t *testing.T) {
+		// Before the workers complete, every replica has its Pod and Service.
+		eventually(t, time.Minute, func() error {
+			job, err := getTFJob(ctx, ns, "mnist")
+			if err != nil {
+				return err
+			}
+			if err := servicesAre(ctx, ns, job, "mnist-ps-0", "mnist-worker-0", "mnist-worker-1"); err != nil {
+				return err
+			}
+			return tfConfigs(ctx, ns, "mnist", map[string][]string{
+				"ps": {"mnist-ps-0." + ns + ".svc:2222"}, "worker": {"mnist-worker-0." + ns + ".svc:2222", "mnist-worker-1." + ns + ".svc:2222"}})
+		})
+		var job *tfjob.TFJob
+		eventually(t, time.Minute, func() error {
+			var err error
+			if job, err = getTFJob(ctx, ns, "mnist"); err != nil {
+				return err
+			}
+			if err := conditionsAre(job, map[string]corev1.ConditionStatus{tfjob.Created: "True", tfjob.Running: "False", tfjob.Succeeded: "True"}); err != nil {
+				return err
+			}
+			if w := job.Status.ReplicaStatuses[tfjob.Worker]; w == nil || w.Succeeded != 2 || job.Status.CompletionTime == nil {
+				return fmt.Errorf("worker status %+v, completionTime %v", w, job.Status.CompletionTime)
+			}
+			// cleanPodPolicy Running: the PS Pod and its Service go.
+			if err := podsAre(ctx, ns, "mnist", map[string]corev1.PodPhase{"mnist-worker-0": corev1.PodSucceeded, "mnist-worker-1": corev1.PodSucceeded}); err != nil {
+				return err
+			}
+			return servicesAre(ctx, ns, job, "mnist-worker-0", "mnist-worker-1")
+		})
+		t.Logf("mnist Succeeded %s after its creation; startTime %s, completionTime %s; replicaStatuses PS %+v, Worker %+v",
+			time.Since(start).Round(time.Millisecond), job.Status.StartTime, job.Status.CompletionTime,
+			*job.Status.ReplicaStatuses[tfjob.PS], *job.Status.ReplicaStatuses[tfjob.Worker])
+		if seen := jobs.conditions("mnist"); !slices.Contains(seen, "Running=True") {
+			t.Errorf("mnist was never seen Running: %v", seen)
+		}
+	})
+
+	t.Run("Chief", func(t *testing.T) {
+		eventually(t, time.Minute, func() error {
+			job, err := getTFJob(ctx, ns, "chief")
+			if err != nil {
+				return err
+			}
+			if err := conditionsAre(job, map[string]corev1.ConditionStatus{tfjob.Succeeded: "True"}); err != nil {
+				return err
+			}
+			// The workers never completed: the Chief decided.
+			if w := job.Status.ReplicaStatuses[tfjob.Worker]; w.Succeeded != 0 {
+				return fmt.Errorf("workers %+v", w)
+			}
+			return podsAre(ctx, ns, "chief", map[string]corev1.PodPhase{"chief-chief-0": corev1.PodSucceeded})
+		})
+	})
+
+	t.Run("Restart", func(t *testing.T) {
+		restartAndFail(t, ns, jobs)
+	})
+
+	t.Run("GC", func(t *testing.T) {
+		if err := env.dyn.Resource(tfjob.GVR).Namespace(ns).Delete(ctx, "mnist", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 2*time.Minute, func() error {
+			pods, err := jobPods(ctx, ns, "mnist")
+			if err != nil {
+				return err
+			}
+			svcs, err := jobServices(ctx, ns, "mnist")
+			if err != nil {
+				return err
+			}
+			if len(pods)+len(svcs) > 0 {
+				return fmt.Errorf("%d pods and %d services outlive their TFJob", len(pods), len(svcs))
+			}
+			return nil
+		})
+	})
+}
+
+// restartAndFail runs the job "restart" (1 PS, 2 workers with restartPolicy
+// ExitCode, never completed by kwok) through a restart, a port change and a
+// failure.
+func restartAndFail(t *testing.T, ns string, jobs *changeRecord) {
+	ctx := t.Context()
+	running := func() (map[string]corev1.Pod, error) {
+		job, err := getTFJob(ctx, ns, "restart")
+		if err != nil {
+			return nil, err
+		}
+		if err := conditionsAre(job, map[string]corev1.ConditionStatus{tfjob.Running: "True"}); err != nil {
+			return nil, err
+		}
+		if err := podsAre(ctx, ns, "restart", map[string]corev1.PodPhase{"restart-ps-0": "Running", "restart-worker-0": "Running", "restart-worker-1": "Running"}); err != nil {
+			return nil, err
+		}
+		return jobPods(ctx, ns, "restart")
+	}
+	var before map[string]corev1.Pod
+	eventually(t, time.Minute, func() (err error) { before, err = running(); return err })
+	svcsBefore, err := jobServices(ctx, ns, "restart")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Killed by a signal: retryable. A new Pod, the same Service.
+	failPod(t, ns, "restart-worker-1", 137)
+	eventually(t, time.Minute, func() error {
+		now, err := running()
+		if err != nil {
+			return err
+		}
+		if now["restart-worker-1"].UID == before["restart-worker-1"].UID {
+			return fmt.Errorf("restart-worker-1 was not recreated")
+		}
+		return nil
+	})
+	if seen := jobs.conditions("restart"); !slices.Contains(seen, "Restarting=True") {
+		t.Errorf("the job was never seen Restarting: %v", seen)
+	}
+	svcsAfter, err := jobServices(ctx, ns, "restart")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svcsAfter["restart-worker-1"].UID != svcsBefore["restart-worker-1"].UID {
+		t.Errorf("the restarted worker's Service was recreated")
+	}
+	afterRestart, _ := jobPods(ctx, ns, "restart")
+	if afterRestart["restart-worker-0"].UID != before["restart-worker-0"].UID || afterRestart["restart-ps-0"].UID != before["restart-ps-0"].UID {
+		t.Errorf("other Pods than the failed one were recreated")
+	}
+
+	// A new worker port: every Pod's TF_CONFIG changes, so every Pod is
+	// recreated; the workers' Services are updated in place.
+	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"tfReplicaSpecs": map[string]any{"Worker": map[string]any{
+		"template": map[string]any{"spec": map[string]any{"containers": []any{tfContainer(2223)}}}}}}})
+	if _, err := env.dyn.Resource(tfjob.GVR).Namespace(ns).Patch(ctx, "restart", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var svcs map[string]corev1.Service
+	eventually(t, time.Minute, func() error {
+		now, err := running()
+		if err != nil {
+			return err
+		}
+		for name, p := range now {
+			if p.UID == afterRestart[name].UID {
+				return fmt.Errorf("%s was not recreated", name)
+			}
+		}
+		if svcs, err = jobServices(ctx, ns, "restart"); err != nil {
+			return err
+		}
+		for _, name := range []string{"restart-worker-0", "restart-worker-1"} {
+			if svcs[name].Spec.Ports[0].Port != 2223 {
+				return fmt.Errorf("service %s has port %d", name, svcs[name].Spec.Ports[0].Port)
+			}
+		}
+		return tfConfigs(ctx, ns, "restart", map[string][]string{
+			"ps": {"restart-ps-0." + ns + ".svc:2222"}, "worker": {"restart-worker-0." + ns + ".svc:2223", "restart-worker-1." + ns + ".svc:2223"}})
+	})
+
+	for name, s := range svcs {
+		if s.UID != svcsBefore[name].UID {
+			t.Errorf("InPlace: service %s was recreated", name)
+		}
+	}
+
+	// Exit code 1: a permanent error fails the job; the Pods still running
+	// are cleaned up, the failed one is kept.
+	failPod(t, ns, "restart-worker-0", 1)
+	eventually(t, time.Minute, func() error {
+		job, err := getTFJob(ctx, ns, "restart")
+		if err != nil {
+			return err
+		}
+		if err := conditionsAre(job, map[string]corev1.ConditionStatus{tfjob.Failed: "True", tfjob.Running: "False"}); err != nil {
+			return err
+		}
+		if job.Status.CompletionTime == nil || job.Status.ReplicaStatuses[tfjob.Worker].Failed != 1 {
+			return fmt.Errorf("completionTime %v, workers %+v", job.Status.CompletionTime, job.Status.ReplicaStatuses[tfjob.Worker])
+		}
+		return podsAre(ctx, ns, "restart", map[string]corev1.PodPhase{"restart-worker-0": corev1.PodFailed})
+	})
+	t.Logf("conditions seen: %v", jobs.conditions("restart"))
+}
+
+// failPod writes a Pod's status as a kubelet would when its tensorflow
+// container exited with code.
+func failPod(t *testing.T, ns, name string, code int32) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pod, err := env.kube.CoreV1().Pods(ns).Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		pod.Status.Phase = corev1.PodFailed
+		for i := range pod.Status.ContainerStatuses {
+			s := &pod.Status.ContainerStatuses[i]
+			s.Ready, s.Started = false, nil
+			s.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Error",
+				StartedAt: metav1.Now(), FinishedAt: metav1.Now()}}
+		}
+		_, err = env.kube.CoreV1().Pods(ns).UpdateStatus(t.Context(), pod, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("fail pod %s: %v", name, err)
+	}
+}
+
+// tfConfigs checks every Pod of the job has TF_CONFIG with that cluster and
+// its own task.
+func tfConfigs(ctx context.Context, ns, job string, cluster map[string][]string) error {
+	pods, err := jobPods(ctx, ns, job)
+	if err != nil {
+		return err
+	}
+	if len(pods) == 0 {
+		return fmt.Errorf("%s has no pods", job)
+	}
+	for name, p := range pods {
+		var config struct {
+			Cluster map[string][]string `json:"cluster"`
+			Task    struct {
+				Type  string `json:"type"`
+				Index int    `json:"index"`
+			} `json:"task"`
+		}
+		for _, e := range p.Spec.Containers[0].Env {
+			if e.Name == "TF_CONFIG" {
+				if err := json.Unmarshal([]byte(e.Value), &config); err != nil {
+					return fmt.Errorf("pod %s: TF_CONFIG: %w", name, err)
+				}
+			}
+		}
+		if fmt.Sprint(config.Cluster) != fmt.Sprint(cluster) {
+			return fmt.Errorf("pod %s: TF_CONFIG cluster %v, want %v", name, config.Cluster, cluster)
+		}
+		if want := fmt.Sprintf("%s-%s-%d", job, config.Task.Type, config.Task.Index); want != name {
+			return fmt.Errorf("pod %s: TF_CONFIG task %+v", name, config.Task)
+		}
+	}
+	return nil
+}
+
+// changeRecord records every version of the objects of one resource in a
+// namespace, from its start until the test ends, in the order of the watch.
+type changeRecord struct {
+	mu      sync.Mutex
+	changes []change
+}
+
+// change is one watch event: the object, or its last state when deleted.
+type change struct {
+	deleted bool
+	obj     *unstructured.Unstructured
+}
+
+// resourceVersion is the change's position in etcd's history, comparable
+// across the resources of the one etcd of the test bed.
+func (c change) resourceVersion() uint64 {
+	rv, _ := strconv.ParseUint(c.obj.GetResourceVersion(), 10, 64)
+	return rv
+}
+
+// recordChanges starts recording the changes of a resource in a namespace;
+// the watch resumes where it stopped if the apiserver closes it.
+func recordChanges(t *testing.T, gvr schema.GroupVersionResource, ns string) *changeRecord {
+	t.Helper()
+	ctx := t.Context()
+	res := env.dyn.Resource(gvr).Namespace(ns)
+	list, err := res.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &changeRecord{}
+	for i := range list.Items {
+		rec.changes = append(rec.changes, change{obj: &list.Items[i]})
+	}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.GetResourceVersion(), &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return res.Watch(ctx, opts)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	go func() {
+		for ev := range w.ResultChan() {
+			obj, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok || ev.Type == watch.Bookmark {
+				continue
+			}
+			rec.mu.Lock()
+			rec.changes = append(rec.changes, change{deleted: ev.Type == watch.Deleted, obj: obj})
+			rec.mu.Unlock()
+		}
+	}()
+	return rec
+}
+
+func (r *changeRecord) all() []change {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.changes)
+}
+
+// conditions lists the distinct "type=status" conditions the object was
+// seen with, in the order first seen.
+func (r *changeRecord) conditions(name string) []string {
+	var seen []string
+	for _, c := range r.all() {
+		if c.obj.GetName() != name {
+			continue
+		}
+		conds, _, _ := unstructured.NestedSlice(c.obj.Object, "status", "conditions")
+		for _, cond := range conds {
+			m, _ := cond.(map[string]any)
+			if s := fmt.Sprintf("%v=%v", m["type"], m["status"]); !slices.Contains(seen, s) {
+				seen = append(seen, s)
+			}
+		}
+	}
+	return seen
+}
+
+// logHookSize logs the size of an example's hook (its Go files but the
+// tests, cmd included) and of its controller.yaml next to the thesis'
+// figures: lines that are not blank, and of those the ones that are not
+// comments.
+func logHookSize(t *testing.T, example, dir string) {
+	t.Helper()
+	var goLines, goCode int
+	err := filepath.WalkDir(filepath.Join(env.root, dir), func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		lines, code, err := countLines(path, "//")
+		goLines, goCode = goLines+lines, goCode+code
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	yamlLines, yamlCode, err := countLines(filepath.Join(env.root, dir, "controller.yaml"), "#")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: hook %d lines of Go (%d without comments), controller.yaml %d lines (%d without comments); "+
+		"the thesis: sample-controller 58 lines, tf-operator about 400", example, goLines, goCode, yamlLines, yamlCode)
+}
+
+// countLines counts a file's lines that are not blank, and of those the
+// ones that do not start with the comment marker.
+func countLines(path, comment string) (lines, code int, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	s := bufio.NewScanner(bytes.NewReader(b))
+	for s.Scan() {
+		line := strings.TrimSpace(s.Text())
+		if line == "" {
+			continue
+		}
+		lines++
+		if !strings.HasPrefix(line, comment) {
+			code++
+		}
+	}
+	return lines, code, s.Err()
+}
