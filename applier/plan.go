@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -254,8 +255,9 @@ func withoutOwners(o *unstructured.Unstructured) *unstructured.Unstructured {
 }
 
 // contains reports whether every field set in want has the same value in
-// live. Lists must match element by element; numbers compare by value; an
-// empty or null wanted value matches an absent one.
+// live. Lists of values must be equal; lists of objects must hold every
+// wanted object in order, others may come between; numbers compare by value;
+// an empty or null wanted value matches an absent one.
 func contains(live, want any) bool {
 	switch w := want.(type) {
 	case map[string]any:
@@ -274,13 +276,21 @@ func contains(live, want any) bool {
 		if !ok {
 			return len(w) == 0 && live == nil
 		}
-		if len(l) != len(w) {
-			return false
+		if slices.ContainsFunc(w, func(v any) bool { _, obj := v.(map[string]any); return !obj }) {
+			return slices.EqualFunc(l, w, contains) // values: all of them, in order
 		}
-		for i := range w {
-			if !contains(l[i], w[i]) {
+		// Objects: the apiserver and admission add entries of their own (a
+		// service account token volume and its mounts, default
+		// tolerations). Every wanted entry must be there, in order.
+		j := 0
+		for _, wv := range w {
+			for j < len(l) && !contains(l[j], wv) {
+				j++
+			}
+			if j == len(l) {
 				return false
 			}
+			j++
 		}
 		return true
 	case nil:

@@ -31,6 +31,9 @@ func TestContains(t *testing.T) {
 		{"empty map wanted matches absent", map[string]any{}, map[string]any{"resources": map[string]any{}}, true},
 		{"lists element by element", []any{map[string]any{"name": "c", "image": "i", "pull": "Always"}}, []any{map[string]any{"name": "c", "image": "i"}}, true},
 		{"list lengths differ", []any{"a", "b"}, []any{"a"}, false},
+		{"objects added by the server do not count", []any{map[string]any{"name": "data"}, map[string]any{"name": "kube-api-access"}}, []any{map[string]any{"name": "data"}}, true},
+		{"wanted objects in another order", []any{map[string]any{"name": "b"}, map[string]any{"name": "a"}}, []any{map[string]any{"name": "a"}, map[string]any{"name": "b"}}, false},
+		{"a wanted object missing", []any{map[string]any{"name": "a"}}, []any{map[string]any{"name": "a"}, map[string]any{"name": "b"}}, false},
 		{"list element differs", []any{map[string]any{"image": "old"}}, []any{map[string]any{"image": "new"}}, false},
 		{"type differs", map[string]any{"a": "1"}, map[string]any{"a": int64(1)}, false},
 	}
