@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 
+	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/schemas/bus"
 )
 
@@ -12,14 +13,15 @@ type roleSet struct{ watcher, dispatcher, applier bool }
 
 // config is every flag of every command.
 type config struct {
+	command  string // run, watcher, dispatcher or applier
 	roles    roleSet
-	embedded bool // start an embedded NATS server unless natsURL is set
+	embedded bool // start an embedded NATS server unless nats.URL is set
 
 	kubeconfig string
 	kubeQPS    float64
 	kubeBurst  int
 
-	natsURL    string
+	nats       worker.Connection
 	natsListen string
 	dataDir    string
 	replicas   int
@@ -39,7 +41,9 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	fs.Float64Var(&c.kubeQPS, "kube-api-qps", 200, "queries per second to the Kubernetes API")
 	fs.IntVar(&c.kubeBurst, "kube-api-burst", 400, "burst of queries to the Kubernetes API")
-	fs.StringVar(&c.natsURL, "nats-url", "", "external NATS server URL (uc run: embedded server when empty)")
+	fs.StringVar(&c.nats.URL, "nats-url", "", "external NATS server URL (uc run: embedded server when empty)")
+	// Defaults are empty: parse sets flags from UC_* variables.
+	c.nats.RegisterFlags(fs, func(string) string { return "" })
 	if c.embedded {
 		fs.StringVar(&c.natsListen, "nats-listen", "127.0.0.1:4222", "address the embedded NATS server listens on, for hook workers")
 		fs.StringVar(&c.dataDir, "data-dir", "uc-data", "directory of the embedded NATS server's JetStream file storage")

@@ -5,6 +5,7 @@
 //	uc watcher      the watch core only, against an external NATS
 //	uc dispatcher   the bus topology and non-bus hook delivery only
 //	uc applier      the applier only
+//	uc nats-config  prints the NATS users and permissions of uc's roles and hook workers
 //
 // Every flag can also be set as an environment variable: --nats-url is
 // UC_NATS_URL.
@@ -27,6 +28,13 @@ func main() {
 		os.Exit(2)
 	}
 	cmd := os.Args[1]
+	if cmd == "nats-config" {
+		if err := natsConfig(os.Args[2:], os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		return
+	}
 	roles, ok := map[string]roleSet{
 		"run":        {watcher: true, dispatcher: true, applier: true},
 		"watcher":    {watcher: true},
@@ -37,7 +45,7 @@ func main() {
 		usage()
 		os.Exit(2)
 	}
-	cfg := config{roles: roles, embedded: cmd == "run"}
+	cfg := config{command: cmd, roles: roles, embedded: cmd == "run"}
 	fs := flag.NewFlagSet("uc "+cmd, flag.ExitOnError)
 	cfg.register(fs)
 	if err := parse(fs, os.Args[2:]); err != nil {
@@ -54,11 +62,12 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, `usage: uc run|watcher|dispatcher|applier [flags]
+	fmt.Fprintln(os.Stderr, `usage: uc run|watcher|dispatcher|applier|nats-config [flags]
   uc run          every role in one process, NATS embedded unless --nats-url is set
   uc watcher      the watch core
   uc dispatcher   the bus topology and webhook delivery
   uc applier      the applier
+  uc nats-config  the NATS users and permissions of the roles and hook workers
 Run "uc COMMAND -h" for the flags.`)
 }
 

@@ -21,7 +21,9 @@ import (
 
 	"universalcontroller.dev/uc/applier"
 	"universalcontroller.dev/uc/dispatcher"
+	"universalcontroller.dev/uc/internal/natsauth"
 	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/watcher"
 )
 
@@ -40,12 +42,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	// A NATS cluster that is still electing its leaders answers with
-	// timeouts: wait for it rather than exit.
-	err = retryUntil(ctx, 2*time.Minute, log, "create the streams", func(ctx context.Context) error {
-		return dispatcher.EnsureStreams(ctx, js, dispatcher.TopologyOptions{Replicas: cfg.replicas})
-	})
-	if err != nil {
+	if err := ensureStreams(ctx, cfg, js, log); err != nil {
 		return err
 	}
 
@@ -94,6 +91,31 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 
 	log.Info("uc started", "watcher", cfg.roles.watcher, "dispatcher", cfg.roles.dispatcher, "applier", cfg.roles.applier, "apiserver", restCfg.Host, "nats", nc.ConnectedUrlRedacted())
 	return runAll(ctx, runners)
+}
+
+// ensureStreams creates the bus streams when this process runs the
+// dispatcher, which owns them, and otherwise waits until the streams the
+// roles use exist: the other roles' NATS users may not create them. A NATS
+// cluster that is still electing its leaders answers with timeouts: wait
+// for it rather than exit.
+func ensureStreams(ctx context.Context, cfg config, js jetstream.JetStream, log *slog.Logger) error {
+	if cfg.roles.dispatcher {
+		return retryUntil(ctx, 2*time.Minute, log, "create the streams", func(ctx context.Context) error {
+			return dispatcher.EnsureStreams(ctx, js, dispatcher.TopologyOptions{Replicas: cfg.replicas})
+		})
+	}
+	streams := []string{bus.ReplyStream}
+	if cfg.roles.watcher {
+		streams = append(streams, bus.RequestStream)
+	}
+	return retryUntil(ctx, 5*time.Minute, log, "wait for the dispatcher's streams", func(ctx context.Context) error {
+		for _, s := range streams {
+			if _, err := js.Stream(ctx, s); err != nil {
+				return fmt.Errorf("stream %s: %w", s, err)
+			}
+		}
+		return nil
+	})
 }
 
 // retryUntil calls fn until it succeeds, every second, each attempt for at
@@ -149,26 +171,25 @@ func kubeConfig(cfg config) (*rest.Config, error) {
 	return c, nil
 }
 
-// connectNATS connects to --nats-url, or starts the embedded server and
-// connects to it in-process.
+// connectNATS connects to --nats-url with the credentials and TLS of the
+// flags, receiving responses on the command's inbox prefix
+// (natsauth.RoleInbox), or starts the embedded server and connects to it
+// in-process.
 func connectNATS(cfg config, log *slog.Logger) (*nats.Conn, error) {
-	opts := []nats.Option{nats.Name("uc"), nats.MaxReconnects(-1)}
-	if cfg.natsURL != "" || !cfg.embedded {
-		if cfg.natsURL == "" {
+	if cfg.nats.URL != "" || !cfg.embedded {
+		if cfg.nats.URL == "" {
 			return nil, fmt.Errorf("--nats-url is required")
 		}
-		nc, err := nats.Connect(cfg.natsURL, opts...)
-		if err != nil {
-			return nil, fmt.Errorf("connect to NATS at %s: %w", cfg.natsURL, err)
-		}
-		return nc, nil
+		conn := cfg.nats
+		conn.InboxPrefix = natsauth.RoleInbox(cfg.command)
+		return conn.Connect("uc-"+cfg.command, log.With("component", "nats"), nil)
 	}
 	ns, err := startEmbeddedNATS(cfg.natsListen, cfg.dataDir)
 	if err != nil {
 		return nil, err
 	}
 	log.Info("embedded NATS JetStream started", "url", ns.ClientURL(), "dataDir", cfg.dataDir)
-	nc, err := nats.Connect(ns.ClientURL(), append(opts, nats.InProcessServer(ns))...)
+	nc, err := nats.Connect(ns.ClientURL(), nats.Name("uc"), nats.MaxReconnects(-1), nats.InProcessServer(ns))
 	if err != nil {
 		ns.Shutdown()
 		return nil, fmt.Errorf("connect to embedded NATS: %w", err)

@@ -24,13 +24,32 @@ type NATSServer struct {
 	port        int
 	monitorPort int
 	cluster     []string // for a cluster member: its name, cluster port, and routes
+	config      string   // the configuration file, if any
 	proc        *Process
+}
+
+// NATSOptions configure a server started by StartNATSWith.
+type NATSOptions struct {
+	// Port is the client port on 127.0.0.1; a free one if 0.
+	Port int
+	// Config is nats-server configuration, such as accounts and users; the
+	// test bed's flags (addresses, JetStream, storage) take precedence.
+	Config string
+	// TLS, if set, makes the server take only TLS clients with a client
+	// certificate signed by TLS.CA.
+	TLS *TLSFiles
 }
 
 // StartNATS starts nats-server on 127.0.0.1:port (a free port if port is 0)
 // with JetStream storing into dir, and waits until it is healthy. Its log
 // goes to dir/nats-server.log.
 func StartNATS(ctx context.Context, dir string, port int) (*NATSServer, error) {
+	return StartNATSWith(ctx, dir, NATSOptions{Port: port})
+}
+
+// StartNATSWith is StartNATS with a configuration: its file is
+// dir/nats.conf.
+func StartNATSWith(ctx context.Context, dir string, opts NATSOptions) (*NATSServer, error) {
 	bins, err := ensureBinaries(ctx, slogf)
 	if err != nil {
 		return nil, err
@@ -42,10 +61,16 @@ func StartNATS(ctx context.Context, dir string, port int) (*NATSServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if port == 0 {
-		port = ports[1]
+	if opts.Port == 0 {
+		opts.Port = ports[1]
 	}
-	s := &NATSServer{bin: bins.bin("nats-server"), dir: dir, port: port, monitorPort: ports[0]}
+	s := &NATSServer{bin: bins.bin("nats-server"), dir: dir, port: opts.Port, monitorPort: ports[0]}
+	if conf := opts.Config + tlsBlock(opts.TLS); conf != "" {
+		s.config = filepath.Join(dir, "nats.conf")
+		if err := os.WriteFile(s.config, []byte(conf), 0o600); err != nil {
+			return nil, fmt.Errorf("write nats.conf: %w", err)
+		}
+	}
 	if err := s.start(ctx); err != nil {
 		return nil, err
 	}
@@ -69,6 +94,9 @@ func (s *NATSServer) launch() error {
 		"--jetstream",
 		"--store_dir=" + s.dir,
 	}
+	if s.config != "" {
+		args = append(args, "--config="+s.config)
+	}
 	p, err := StartProcess("nats-server", s.bin, filepath.Join(s.dir, "nats-server.log"), append(args, s.cluster...)...)
 	if err != nil {
 		return err
@@ -87,6 +115,19 @@ func (s *NATSServer) wait(ctx context.Context) error {
 	}
 	return nil
 }
+
+// tlsBlock is the configuration of a server that takes only TLS clients
+// with a certificate signed by the CA.
+func tlsBlock(f *TLSFiles) string {
+	if f == nil {
+		return ""
+	}
+	return fmt.Sprintf("\ntls {\n  cert_file: %q\n  key_file: %q\n  ca_file: %q\n  verify: true\n}\n", f.Cert, f.Key, f.CA)
+}
+
+// Dir is the server's directory: its storage, configuration and log
+// (nats-server.log).
+func (s *NATSServer) Dir() string { return s.dir }
 
 // URL returns the client URL, nats://127.0.0.1:port.
 func (s *NATSServer) URL() string { return loopbackURL("nats", s.port) }

@@ -1,20 +1,14 @@
 package testbed
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
-	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -60,58 +54,16 @@ func writePKI(dir string) (*pki, error) {
 // writeServingCert creates a CA and a serving certificate for 127.0.0.1
 // and localhost signed by it.
 func (p *pki) writeServingCert() error {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := NewCA("uc-testbed-ca")
 	if err != nil {
-		return fmt.Errorf("generate CA key: %w", err)
+		return err
 	}
-	caTmpl := certTemplate("uc-testbed-ca")
-	caTmpl.IsCA = true
-	caTmpl.BasicConstraintsValid = true
-	caTmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	cert, key, err := ca.Issue("kube-apiserver", Server)
 	if err != nil {
-		return fmt.Errorf("create CA certificate: %w", err)
+		return err
 	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return fmt.Errorf("parse CA certificate: %w", err)
-	}
-
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return fmt.Errorf("generate serving key: %w", err)
-	}
-	tmpl := certTemplate("kube-apiserver")
-	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
-	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-	tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-	tmpl.DNSNames = []string{"localhost"}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		return fmt.Errorf("create serving certificate: %w", err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return fmt.Errorf("marshal serving key: %w", err)
-	}
-
-	p.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
-	return writeFiles(map[string][]byte{
-		p.caFile:   p.caPEM,
-		p.certFile: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		p.keyFile:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
-	})
-}
-
-// certTemplate returns a certificate template valid for a year.
-func certTemplate(cn string) *x509.Certificate {
-	serial, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	return &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().AddDate(1, 0, 0),
-	}
+	p.caPEM = ca.PEM
+	return writeFiles(map[string][]byte{p.caFile: p.caPEM, p.certFile: cert, p.keyFile: key})
 }
 
 // writeServiceAccountKey writes the RSA key that signs service-account

@@ -1,0 +1,240 @@
+// Package natsauth is uc's least privilege on NATS: one user per role
+// (watcher, dispatcher, applier) and one per controller's hook workers, the
+// subjects each may publish and subscribe to, the inbox prefix each uses,
+// and a nats-server configuration that declares them (Config).
+//
+// JetStream is driven through subjects ($JS.API.*, $JS.ACK.*, $KV.*), so
+// subject permissions decide which streams, consumers and buckets a user
+// may use. A NATS wildcard matches whole tokens only: "hook_foo_*" is a
+// literal token, not a pattern, so the hooks of a controller are listed one
+// by one. Each user receives its responses (JetStream API answers, pull
+// deliveries, PubAcks) on its own inbox prefix, and may subscribe to
+// nothing else of the kind, so no user can read what is delivered to
+// another.
+package natsauth
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"universalcontroller.dev/uc/schemas/bus"
+	"universalcontroller.dev/uc/schemas/hooks"
+)
+
+// Roles of uc that connect to NATS, and the user each connects as.
+const (
+	Watcher    = "watcher"
+	Dispatcher = "dispatcher"
+	Applier    = "applier"
+)
+
+// Roles lists the roles in the order Config declares them.
+var Roles = []string{Watcher, Dispatcher, Applier}
+
+// RoleUser is the NATS user of a uc role: uc-watcher, uc-dispatcher,
+// uc-applier.
+func RoleUser(role string) string { return "uc-" + role }
+
+// HookUser is the NATS user of a controller's hook workers.
+func HookUser(controller string) string { return "hook-" + controller }
+
+// RoleInbox is the inbox prefix of a uc process running roles (the command
+// name: watcher, dispatcher, applier, or run for all of them).
+func RoleInbox(command string) string { return "_INBOX.uc_" + command }
+
+// HookInbox is the inbox prefix of a controller's hook workers. The
+// controller token cannot hold a dot, so one controller's inboxes are never
+// under another's.
+func HookInbox(controller string) string { return "_INBOX.hook_" + bus.Token(controller) }
+
+// PasswordVariable is the variable the configuration reads a user's
+// password from: UC_NATS_PASSWORD_ and the user name in upper case, every
+// character other than a letter or digit an underscore
+// (hook-foo.example.com: UC_NATS_PASSWORD_HOOK_FOO_EXAMPLE_COM).
+func PasswordVariable(user string) string {
+	return "UC_NATS_PASSWORD_" + strings.ToUpper(nonAlnum.ReplaceAllString(user, "_"))
+}
+
+var nonAlnum = regexp.MustCompile(`[^A-Za-z0-9]`)
+
+// User is one NATS user and what it may do.
+type User struct {
+	Name      string
+	About     string // one line: who connects as it
+	Publish   []string
+	Subscribe []string
+}
+
+// allHooks are the hooks a controller may declare; each has its consumer.
+var allHooks = []string{hooks.Sync, hooks.Finalize, hooks.Customize}
+
+// streams uc creates.
+var streams = []string{bus.RequestStream, bus.ReplyStream, bus.DeadLetterStream}
+
+// The applier's key-value buckets (applier/): membership, partition holds,
+// per-parent fence.
+var applierBuckets = []string{"uc_appliers", "uc_partitions", "uc_fence"}
+
+// consumerAPI is what a client bound to an existing durable consumer uses:
+// its info, and pulling from it.
+func consumerAPI(stream, consumer string) []string {
+	return []string{
+		"$JS.API.CONSUMER.INFO." + stream + "." + consumer,
+		"$JS.API.CONSUMER.MSG.NEXT." + stream + "." + consumer,
+		"$JS.ACK." + stream + "." + consumer + ".>",
+	}
+}
+
+// ownConsumerAPI adds creating (or updating) the durable consumer, with or
+// without a filter subject in the API subject.
+func ownConsumerAPI(stream, consumer string) []string {
+	return append(consumerAPI(stream, consumer),
+		"$JS.API.CONSUMER.CREATE."+stream+"."+consumer,
+		"$JS.API.CONSUMER.CREATE."+stream+"."+consumer+".>",
+		"$JS.API.CONSUMER.DURABLE.CREATE."+stream+"."+consumer,
+	)
+}
+
+// streamInfo is reading a stream's configuration and state.
+func streamInfo(stream string) string { return "$JS.API.STREAM.INFO." + stream }
+
+// HookWorker is the user of one controller's hook workers: it pulls the
+// controller's requests from the hooks' consumers and publishes replies and
+// dead letters of that controller only. It cannot create, change or delete
+// streams or consumers, nor read another controller's requests.
+func HookWorker(controller string) User {
+	tok := bus.Token(controller)
+	u := User{
+		Name:      HookUser(controller),
+		About:     "hook workers of controller " + controller,
+		Subscribe: []string{HookInbox(controller) + ".>"},
+	}
+	for _, h := range allHooks {
+		u.Publish = append(u.Publish, consumerAPI(bus.RequestStream, bus.HookConsumer(controller, h))...)
+	}
+	u.Publish = append(u.Publish, bus.ReplyPrefix+"."+tok+".>", bus.DeadLetterPrefix+"."+tok+".>")
+	return u
+}
+
+// Role is the user of a uc role. partitions is the installation's
+// --partitions: the applier may use the consumers of those partitions only.
+func Role(role string, partitions int) (User, error) {
+	u := User{Name: RoleUser(role), Subscribe: []string{RoleInbox(role) + ".>"}}
+	switch role {
+	case Watcher:
+		u.About = "uc watcher: publishes hook requests, reads customize replies and resync requests"
+		u.Publish = append([]string{
+			bus.RequestPrefix + ".>",
+			// Failures it finds itself (a bad customize reply, a parent
+			// without a selector) go to the applier as replies.
+			bus.ReplyPrefix + ".>",
+			streamInfo(bus.RequestStream), streamInfo(bus.ReplyStream),
+		}, ownConsumerAPI(bus.ReplyStream, bus.WatcherConsumer)...)
+		u.Subscribe = append(u.Subscribe, bus.AllResyncs())
+	case Dispatcher:
+		u.About = "uc dispatcher: creates the streams and the hooks' consumers, serves webhook and destination hooks"
+		for _, s := range streams {
+			u.Publish = append(u.Publish, streamInfo(s), "$JS.API.STREAM.CREATE."+s, "$JS.API.STREAM.UPDATE."+s)
+		}
+		u.Publish = append(u.Publish,
+			"$JS.API.CONSUMER.CREATE."+bus.RequestStream+".>",
+			"$JS.API.CONSUMER.DURABLE.CREATE."+bus.RequestStream+".>",
+			"$JS.API.CONSUMER.DELETE."+bus.RequestStream+".>",
+			"$JS.API.CONSUMER.INFO."+bus.RequestStream+".>",
+			"$JS.API.CONSUMER.MSG.NEXT."+bus.RequestStream+".>",
+			"$JS.ACK."+bus.RequestStream+".>",
+			bus.ReplyPrefix+".>",
+			bus.DeadLetterPrefix+".>",
+		)
+	case Applier:
+		if partitions < 1 {
+			return User{}, fmt.Errorf("partitions must be at least 1, not %d", partitions)
+		}
+		u.About = fmt.Sprintf("uc applier: applies the replies of partitions 0-%d, keeps its buckets, asks for resyncs", partitions-1)
+		// Creating a bucket reads the account's JetStream limits first.
+		u.Publish = []string{"$JS.API.INFO", streamInfo(bus.ReplyStream), bus.ResyncPrefix + ".>"}
+		for _, b := range applierBuckets {
+			s := "KV_" + b
+			u.Publish = append(u.Publish,
+				streamInfo(s), "$JS.API.STREAM.CREATE."+s, "$JS.API.STREAM.UPDATE."+s,
+				"$KV."+b+".>",
+				"$JS.API.DIRECT.GET."+s+".>", "$JS.API.STREAM.MSG.GET."+s,
+				// Listing keys runs an ordered consumer, acknowledging flow
+				// control on $JS.FC.
+				"$JS.API.CONSUMER.CREATE."+s+".>", "$JS.API.CONSUMER.DELETE."+s+".>", "$JS.FC."+s+".>",
+			)
+		}
+		for n := range partitions {
+			u.Publish = append(u.Publish, ownConsumerAPI(bus.ReplyStream, fmt.Sprintf("%s_%d", bus.ApplierConsumer, n))...)
+		}
+	default:
+		return User{}, fmt.Errorf("unknown role %q", role)
+	}
+	return u, nil
+}
+
+// Users are the users of the roles and of the hook workers of each
+// controller. Two controllers whose users would read the same password
+// variable are an error.
+func Users(partitions int, controllers ...string) ([]User, error) {
+	var users []User
+	for _, r := range Roles {
+		u, err := Role(r, partitions)
+		if err != nil {
+			return nil, err
+		}
+		users = append(users, u)
+	}
+	seen := map[string]string{}
+	for _, c := range controllers {
+		if c == "" {
+			continue
+		}
+		u := HookWorker(c)
+		v := PasswordVariable(u.Name)
+		if other, dup := seen[v]; dup {
+			return nil, fmt.Errorf("controllers %q and %q would share the password variable %s", other, c, v)
+		}
+		seen[v] = c
+		users = append(users, u)
+	}
+	return users, nil
+}
+
+// Account is the NATS account all of uc's users are in: the streams and
+// consumers live there.
+const Account = "UC"
+
+// Config is a nats-server configuration block declaring the account UC,
+// with JetStream, and users: include it in the server's configuration.
+// Each password is read from its variable (PasswordVariable): defined
+// before the include, or in the server's environment.
+func Config(users []User) string {
+	var b strings.Builder
+	b.WriteString("# uc's NATS users, one per role and one per controller's hook workers, each\n" +
+		"# with the subjects it may use (made by `uc nats-config`). Each password is\n" +
+		"# the variable named after its user: define it before including this file,\n" +
+		"# or in nats-server's environment.\n")
+	fmt.Fprintf(&b, "accounts {\n  %s {\n    jetstream: enabled\n    users: [\n", Account)
+	for _, u := range users {
+		fmt.Fprintf(&b, "      # %s\n", u.About)
+		fmt.Fprintf(&b, "      {\n        user: %q\n        password: $%s\n        permissions: {\n", u.Name, PasswordVariable(u.Name))
+		writeList(&b, "publish", u.Publish)
+		writeList(&b, "subscribe", u.Subscribe)
+		b.WriteString("        }\n      }\n")
+	}
+	b.WriteString("    ]\n  }\n}\n")
+	return b.String()
+}
+
+func writeList(b *strings.Builder, name string, subjects []string) {
+	s := append([]string(nil), subjects...)
+	sort.Strings(s)
+	fmt.Fprintf(b, "          %s: {allow: [\n", name)
+	for _, subj := range s {
+		fmt.Fprintf(b, "            %q\n", subj)
+	}
+	b.WriteString("          ]}\n")
+}

@@ -1,0 +1,71 @@
+package natsauth
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats-server/v2/conf"
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// TestConfigLoads checks that nats-server reads the configuration: every
+// user, with the password of its variable.
+func TestConfigLoads(t *testing.T) {
+	users, err := Users(4, "foo-controller", "foo.example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vars strings.Builder
+	for _, u := range users {
+		vars.WriteString(PasswordVariable(u.Name) + ": \"pw-" + u.Name + "\"\n")
+	}
+	if _, err := conf.Parse(vars.String() + Config(users)); err != nil {
+		t.Fatalf("nats-server cannot parse the configuration: %v", err)
+	}
+	path := t.TempDir() + "/nats.conf"
+	if err := os.WriteFile(path, []byte(vars.String()+Config(users)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, u := range opts.Users {
+		names = append(names, u.Username)
+		if u.Password != "pw-"+u.Username || u.Account.Name != Account {
+			t.Errorf("user %s: password %q, account %s", u.Username, u.Password, u.Account.Name)
+		}
+		if u.Permissions == nil || len(u.Permissions.Publish.Allow) == 0 || len(u.Permissions.Subscribe.Allow) == 0 {
+			t.Errorf("user %s has no permissions", u.Username)
+		}
+	}
+	slices.Sort(names)
+	want := []string{"hook-foo-controller", "hook-foo.example.com", "uc-applier", "uc-dispatcher", "uc-watcher"}
+	if !slices.Equal(names, want) {
+		t.Errorf("users %q, want %q", names, want)
+	}
+}
+
+// TestHookWorkersAreConfined checks that a controller's hook user reaches
+// nothing of another controller, even one whose name extends its own.
+func TestHookWorkersAreConfined(t *testing.T) {
+	a, b := HookWorker("foo"), HookWorker("foo.bar")
+	for _, s := range append(slices.Clone(a.Publish), a.Subscribe...) {
+		for _, other := range []string{"uc.reply.foo_bar.sync.0.x", "uc.dlq.foo_bar.sync.0.x", "uc.req.foo.sync.0.x",
+			"$JS.API.CONSUMER.MSG.NEXT.UC_REQUESTS.hook_foo_bar_sync", "$JS.ACK.UC_REQUESTS.hook_foo_bar_sync.1.2.3.4.5",
+			HookInbox("foo.bar") + ".x", "_INBOX.x"} {
+			if server.SubjectsCollide(s, other) {
+				t.Errorf("hook user of foo may use %s, which matches %s", s, other)
+			}
+		}
+	}
+	if !slices.Contains(b.Publish, "uc.reply.foo_bar.>") {
+		t.Errorf("hook user of foo.bar cannot reply: %q", b.Publish)
+	}
+	if _, err := Users(1, "a-b", "a.b"); err == nil {
+		t.Error("controllers a-b and a.b share a password variable, but Users accepted them")
+	}
+}

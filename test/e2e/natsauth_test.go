@@ -1,0 +1,217 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"universalcontroller.dev/uc/dispatcher/worker"
+	"universalcontroller.dev/uc/internal/natsauth"
+	"universalcontroller.dev/uc/schemas/bus"
+	"universalcontroller.dev/uc/schemas/hooks"
+	"universalcontroller.dev/uc/test/testbed"
+)
+
+// natsAuthBed is a nats-server configured with the users `uc nats-config`
+// prints, taking only TLS clients with a certificate, and the password of
+// every user.
+type natsAuthBed struct {
+	srv       *testbed.NATSServer
+	tls       *testbed.TLSFiles
+	passwords map[string]string // by user
+}
+
+// startNATSAuth starts it for the roles and the hook workers of the
+// controllers.
+func startNATSAuth(t *testing.T, controllers ...string) *natsAuthBed {
+	t.Helper()
+	dir := t.TempDir()
+	tlsFiles, err := testbed.WriteTLS(dir, "uc-e2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The users, as an administrator makes them.
+	conf, err := exec.CommandContext(t.Context(), env.uc.bin, "nats-config", "--controllers", strings.Join(controllers, ",")).Output()
+	if err != nil {
+		t.Fatalf("uc nats-config: %v", err)
+	}
+	b := &natsAuthBed{tls: tlsFiles, passwords: map[string]string{}}
+	var vars strings.Builder
+	for _, m := range regexp.MustCompile(`user: "([^"]+)"`).FindAllStringSubmatch(string(conf), -1) {
+		pw := make([]byte, 12)
+		_, _ = rand.Read(pw)
+		b.passwords[m[1]] = hex.EncodeToString(pw)
+		fmt.Fprintf(&vars, "%s: %q\n", natsauth.PasswordVariable(m[1]), b.passwords[m[1]])
+	}
+	if want := 3 + len(controllers); len(b.passwords) != want {
+		t.Fatalf("uc nats-config declared %d users, want %d:\n%s", len(b.passwords), want, conf)
+	}
+	b.srv, err = testbed.StartNATSWith(t.Context(), filepath.Join(dir, "nats"), testbed.NATSOptions{Config: vars.String() + string(conf), TLS: tlsFiles})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.srv.Stop)
+	return b
+}
+
+// conn is how user connects, over TLS with the client certificate.
+func (b *natsAuthBed) conn(user string) worker.Connection {
+	return worker.Connection{URL: b.srv.URL(), User: user, Password: b.passwords[user],
+		TLSCA: b.tls.CA, TLSCert: b.tls.ClientCert, TLSKey: b.tls.ClientKey}
+}
+
+// roleFlags are the flags of a uc role connecting as its user.
+func (b *natsAuthBed) roleFlags(role string) []string {
+	user := natsauth.RoleUser(role)
+	return []string{"--nats-user", user, "--nats-password", b.passwords[user]}
+}
+
+// TestNATSLeastPrivilege runs uc's roles and the Widget controller's hook
+// worker on a NATS server that knows only the users of `uc nats-config`,
+// over TLS with client certificates, each process as its own user: the
+// Widgets converge and the server refused none of their operations. A hook
+// worker of another controller (Foo) can neither fetch the Widget
+// controller's requests nor publish its replies, and says so.
+func TestNATSLeastPrivilege(t *testing.T) {
+	const widgets, foos = "widget-controller", "foo-controller"
+	nb := startNATSAuth(t, widgets, foos)
+	if err := applyFile(t.Context(), filepath.Join(env.root, "test/e2e/testdata/widget-crd.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	b := &rolesOnBus{t: t, ns: namespace(t), dir: t.TempDir(), args: []string{
+		"--kubeconfig", env.bed.Kubeconfig(), "--nats-url", nb.srv.URL(), "--log-level", "debug",
+		"--nats-tls-ca", nb.tls.CA, "--nats-tls-cert", nb.tls.ClientCert, "--nats-tls-key", nb.tls.ClientKey,
+	}}
+	for _, role := range natsauth.Roles {
+		b.start(role, role, nb.roleFlags(role)...)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	var served sync.WaitGroup
+	served.Add(1)
+	var workerErr error
+	go func() {
+		defer served.Done()
+		workerErr = worker.Run(ctx, nb.conn(natsauth.HookUser(widgets)), widgets, []worker.Handler{worker.Sync(widgetSync)})
+	}()
+	t.Cleanup(func() {
+		stop()
+		served.Wait()
+		if workerErr != nil {
+			t.Errorf("the Widget worker stopped: %v", workerErr)
+		}
+	})
+
+	start := time.Now()
+	names := []string{"w1", "w2", "w3"}
+	for _, n := range names {
+		b.createWidget(n, "1")
+	}
+	eventually(t, 2*time.Minute, b.converged("1", names...))
+	t.Logf("%d Widgets converged %s after their creation, every process on its own NATS user over TLS",
+		len(names), time.Since(start).Round(10*time.Millisecond))
+
+	t.Run("OtherControllersWorker", func(t *testing.T) { natsAuthIntruder(t, nb, widgets, foos) })
+
+	// No role nor the Widget worker was refused anything.
+	log, err := os.ReadFile(filepath.Join(nb.srv.Dir(), "nats-server.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(log), "\n") {
+		if strings.Contains(line, "Violation") && !strings.Contains(line, "intruder") && !strings.Contains(line, "uc-worker-"+widgets) {
+			t.Errorf("the server refused a uc process: %s", line)
+		}
+	}
+}
+
+// natsAuthIntruder connects as the hook user of controller own and tries to
+// serve controller victim.
+func natsAuthIntruder(t *testing.T, nb *natsAuthBed, victim, own string) {
+	ctx := t.Context()
+	refused := make(chan error, 16)
+	c := nb.conn(natsauth.HookUser(own))
+	c.InboxPrefix = natsauth.HookInbox(own)
+	nc, err := c.Connect("intruder", slog.Default(), func(err error) { refused <- err })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// expectRefused fails t unless the server refused an operation on
+	// subject, with a permissions violation naming it.
+	expectRefused := func(what, subject string, err error) {
+		t.Helper()
+		if err == nil {
+			t.Errorf("%s: no error", what)
+		}
+		timeout := time.After(5 * time.Second)
+		for {
+			select {
+			case e := <-refused:
+				if errors.Is(e, nats.ErrPermissionViolation) && strings.Contains(e.Error(), `"`+subject+`"`) {
+					t.Logf("%s: %v; the server said: %v", what, err, e)
+					return
+				}
+				t.Logf("%s: the server also said %v", what, e)
+			case <-timeout:
+				t.Errorf("%s failed (%v) without a permissions violation on %s", what, err, subject)
+				return
+			}
+		}
+	}
+
+	// Its own controller's consumer: allowed.
+	if _, err := js.Consumer(ctx, bus.RequestStream, bus.HookConsumer(own, hooks.Sync)); err != nil {
+		t.Fatalf("the %s worker cannot bind its own consumer: %v", own, err)
+	}
+
+	addr := bus.Address{Controller: victim, Hook: hooks.Sync, Partition: 0, ParentUID: "6f1c2a3e-0b5c-4d2e-9a1f-2b7c8d9e0f11"}
+	_, err = js.Publish(ctx, addr.ReplySubject(), []byte(`{"children":[]}`))
+	expectRefused("publish a reply for "+victim, addr.ReplySubject(), err)
+
+	_, err = js.Publish(ctx, addr.DeadLetterSubject(), []byte(`{}`))
+	expectRefused("publish a dead letter for "+victim, addr.DeadLetterSubject(), err)
+
+	consumer := bus.HookConsumer(victim, hooks.Sync)
+	_, err = js.Consumer(ctx, bus.RequestStream, consumer)
+	expectRefused("bind "+consumer, "$JS.API.CONSUMER.INFO."+bus.RequestStream+"."+consumer, err)
+
+	next := "$JS.API.CONSUMER.MSG.NEXT." + bus.RequestStream + "." + consumer
+	_, err = nc.Request(next, []byte(`{"batch":1,"expires":1000000000}`), 2*time.Second)
+	expectRefused("fetch from "+consumer, next, err)
+
+	for _, subject := range []string{bus.RequestPrefix + ".>", "_INBOX.>", natsauth.HookInbox(victim) + ".>"} {
+		sub, err := nc.SubscribeSync(subject)
+		if err == nil {
+			_, err = sub.NextMsg(2 * time.Second)
+		}
+		expectRefused("subscribe to "+subject, subject, err)
+	}
+
+	// The SDK stops at the first refusal, naming it.
+	start := time.Now()
+	runCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err = worker.Run(runCtx, nb.conn(natsauth.HookUser(own)), victim, []worker.Handler{worker.Sync(widgetSync)}, worker.WithLogger(slog.Default()))
+	if !errors.Is(err, nats.ErrPermissionViolation) || runCtx.Err() != nil {
+		t.Fatalf("worker.Run for %s as %s: %v, want a permissions violation", victim, natsauth.HookUser(own), err)
+	}
+	t.Logf("worker.Run for %s as %s stopped after %s: %v", victim, natsauth.HookUser(own), time.Since(start).Round(time.Millisecond), err)
+}
