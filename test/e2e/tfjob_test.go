@@ -32,6 +32,7 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/client-go/util/retry"
 
+	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/examples/tfjob"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
@@ -186,11 +187,7 @@ func servicesAre(ctx context.Context, ns string, job *tfjob.TFJob, names ...stri
 // UIDs). Deleting a job deletes its children.
 func TestTFJob(t *testing.T) {
 	ctx := t.Context()
-	logHookSize(t, "TFJob", "examples/tfjob")
-	installCRD(t, "examples/tfjob/crd.yaml", tfjob.GVR)
-	serveHooks(t, tfjob.Controller, newRecorder().handler(hooks.Sync, typed(tfjob.Sync)))
-	registerManifest(t, "examples/tfjob/controller.yaml", nil)
-	ns := namespace(t)
+	ns := runExample(t, "TFJob", "examples/tfjob", tfjob.GVR, tfjob.Controller, tfjob.Sync)
 	jobs := recordChanges(t, tfjob.GVR, ns)
 
 	start := time.Now()
@@ -230,8 +227,9 @@ func TestTFJob(t *testing.T) {
 			if err := conditionsAre(job, map[string]corev1.ConditionStatus{tfjob.Created: "True", tfjob.Running: "False", tfjob.Succeeded: "True"}); err != nil {
 				return err
 			}
-			if w := job.Status.ReplicaStatuses[tfjob.Worker]; w == nil || w.Succeeded != 2 || job.Status.CompletionTime == nil {
-				return fmt.Errorf("worker status %+v, completionTime %v", w, job.Status.CompletionTime)
+			// The status catches up with the PS Pod's cleanup.
+			if ps, w := job.Status.ReplicaStatuses[tfjob.PS], job.Status.ReplicaStatuses[tfjob.Worker]; w == nil || w.Succeeded != 2 || ps == nil || ps.Active != 0 || job.Status.CompletionTime == nil {
+				return fmt.Errorf("replicaStatuses PS %+v, Worker %+v, completionTime %v", ps, w, job.Status.CompletionTime)
 			}
 			// cleanPodPolicy Running: the PS Pod and its Service go.
 			if err := podsAre(ctx, ns, "mnist", map[string]corev1.PodPhase{"mnist-worker-0": corev1.PodSucceeded, "mnist-worker-1": corev1.PodSucceeded}); err != nil {
@@ -535,6 +533,18 @@ func (r *changeRecord) conditions(name string) []string {
 		}
 	}
 	return seen
+}
+
+// runExample installs an example's CRD (dir/crd.yaml), serves its sync
+// hook in this process, registers its controller (dir/controller.yaml),
+// logs its size, and returns a new namespace for its parents.
+func runExample(t *testing.T, title, dir string, gvr schema.GroupVersionResource, controller string, sync worker.SyncFunc) string {
+	t.Helper()
+	logHookSize(t, title, dir)
+	installCRD(t, dir+"/crd.yaml", gvr)
+	serveHooks(t, controller, newRecorder().handler(hooks.Sync, typed(sync)))
+	registerManifest(t, dir+"/controller.yaml", nil)
+	return namespace(t)
 }
 
 // logHookSize logs the size of an example's hook (its Go files but the
