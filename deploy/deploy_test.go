@@ -12,9 +12,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"universalcontroller.dev/uc/internal/natsauth"
+	"universalcontroller.dev/uc/schemas/bus"
 )
 
-var update = flag.Bool("update", false, "rewrite deploy/crds from schemas/crds")
+var update = flag.Bool("update", false, "rewrite deploy/crds from schemas/crds, and deploy/nats/auth.conf")
 
 const (
 	schemaCRDs = "../schemas/crds"
@@ -121,3 +124,49 @@ func sortedKeys(m map[string][]byte) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// natsAuthConf is deploy/nats/auth.conf: the NATS users of uc's roles, for
+// the installation's partitions (UC_PARTITIONS in kustomization.yaml).
+const natsAuthConf = "nats/auth.conf"
+
+// TestNATSAuth fails unless deploy/nats/auth.conf is what `uc nats-config`
+// prints for the roles, and the password Secret has every role's
+// password variable. With -update it rewrites auth.conf.
+func TestNATSAuth(t *testing.T) {
+	users, err := natsauth.Users(bus.DefaultPartitions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := natsauth.Config(users)
+	if *update {
+		if err := os.WriteFile(natsAuthConf, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(natsAuthConf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Errorf("%s differs from `uc nats-config`; run: go test ./deploy -run TestNATSAuth -update", natsAuthConf)
+	}
+	kust, err := os.ReadFile("kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(kust), fmt.Sprintf("UC_PARTITIONS=%d", bus.DefaultPartitions)) {
+		t.Errorf("kustomization.yaml does not set UC_PARTITIONS=%d, the partitions of %s", bus.DefaultPartitions, natsAuthConf)
+	}
+	env, err := os.ReadFile(natsPasswords)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range users {
+		if !strings.Contains(string(env), natsauth.PasswordVariable(u.Name)+"=") {
+			t.Errorf("%s has no %s", natsPasswords, natsauth.PasswordVariable(u.Name))
+		}
+	}
+}
+
+// natsPasswords are the NATS users' passwords, the Secret uc-nats-passwords.
+const natsPasswords = "nats/passwords.env"

@@ -214,9 +214,10 @@ const Account = "UC"
 func Config(users []User) string {
 	var b strings.Builder
 	b.WriteString("# uc's NATS users, one per role and one per controller's hook workers, each\n" +
-		"# with the subjects it may use (made by `uc nats-config`). Each password is\n" +
-		"# the variable named after its user: define it before including this file,\n" +
-		"# or in nats-server's environment.\n")
+		"# with the subjects it may use. Made by `uc nats-config`: run it again with\n" +
+		"# --controllers to add controllers' hook workers. Each password is the\n" +
+		"# variable named after its user: define it before including this file, or\n" +
+		"# in nats-server's environment.\n")
 	fmt.Fprintf(&b, "accounts {\n  %s {\n    jetstream: enabled\n    users: [\n", Account)
 	for _, u := range users {
 		fmt.Fprintf(&b, "      # %s\n", u.About)

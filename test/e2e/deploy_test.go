@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net"
 	"net/http"
@@ -23,7 +24,6 @@ import (
 	"time"
 
 	natsconf "github.com/nats-io/nats-server/v2/conf"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -44,6 +44,7 @@ import (
 
 	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/examples/foo"
+	"universalcontroller.dev/uc/internal/natsauth"
 	"universalcontroller.dev/uc/schemas/crds"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -244,6 +245,9 @@ func deployCheckManifests(t *testing.T, m *deployManifests) {
 			}
 		}
 		deployCheckPorts(t, name, c, vars)
+		if user := natsauth.RoleUser(r.role); vars["UC_NATS_USER"] != user || vars["UC_NATS_PASSWORD"] != deploySecret(t, m, deployNamespace, deployPasswordsSecret(t, m))[natsauth.PasswordVariable(user)] {
+			t.Errorf("%s: connects to NATS as %q; want its own user %s, with the password the NATS servers have", name, vars["UC_NATS_USER"], user)
+		}
 		if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
 			t.Errorf("%s: resources %v; want cpu and memory requests and a memory limit", name, c.Resources)
 		}
@@ -394,31 +398,53 @@ func deployCheckNATSConf(t *testing.T, m *deployManifests, sts *appsv1.StatefulS
 	if _, ok := conf["jetstream"].(map[string]any); !ok {
 		t.Error("nats.conf does not enable JetStream")
 	}
+	// Every role has its user, with a password from the Secret.
+	account, _ := conf["accounts"].(map[string]any)[natsauth.Account].(map[string]any)
+	users := map[string]string{}
+	list, _ := account["users"].([]any)
+	for _, u := range list {
+		u, _ := u.(map[string]any)
+		name, _ := u["user"].(string)
+		users[name], _ = u["password"].(string)
+	}
+	for _, r := range deployRoles {
+		if pw := users[natsauth.RoleUser(r.role)]; pw == "" {
+			t.Errorf("nats.conf: no user %s with a password (users: %v)", natsauth.RoleUser(r.role), slices.Sorted(maps.Keys(users)))
+		}
+	}
 }
 
-// deployNATSConf parses the nats.conf the StatefulSet mounts.
+// deployNATSConf parses the nats.conf the StatefulSet mounts, with the
+// files it includes and the environment the servers get.
 func deployNATSConf(t *testing.T, m *deployManifests, sts *appsv1.StatefulSet) map[string]any {
 	t.Helper()
-	text := deployNATSConfText(t, m, sts)
-	conf, err := natsconf.Parse(text)
+	dir := t.TempDir()
+	pod := sts.Spec.Template.Spec
+	for k, v := range deployEnv(t, m, sts.Namespace, sts.Name+"-0", pod, pod.Containers[0]) {
+		t.Setenv(k, v)
+	}
+	found := false
+	for _, v := range pod.Volumes {
+		if v.ConfigMap == nil {
+			continue
+		}
+		cm := deployTyped[corev1.ConfigMap](t, m, "ConfigMap", sts.Namespace, v.ConfigMap.Name)
+		_, ok := cm.Data["nats.conf"]
+		found = found || ok
+		for file, text := range cm.Data {
+			if err := os.WriteFile(filepath.Join(dir, file), []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("the NATS StatefulSet mounts no ConfigMap with nats.conf")
+	}
+	conf, err := natsconf.ParseFile(filepath.Join(dir, "nats.conf"))
 	if err != nil {
 		t.Fatalf("nats.conf: %v", err)
 	}
 	return conf
-}
-
-func deployNATSConfText(t *testing.T, m *deployManifests, sts *appsv1.StatefulSet) string {
-	t.Helper()
-	for _, v := range sts.Spec.Template.Spec.Volumes {
-		if v.ConfigMap != nil {
-			cm := deployTyped[corev1.ConfigMap](t, m, "ConfigMap", sts.Namespace, v.ConfigMap.Name)
-			if text, ok := cm.Data["nats.conf"]; ok {
-				return text
-			}
-		}
-	}
-	t.Fatal("the NATS StatefulSet mounts no ConfigMap with nats.conf")
-	return ""
 }
 
 // deployDryRun has the API server validate every object of deploy/ and
@@ -773,7 +799,8 @@ func deployRoleProcesses(t *testing.T, m *deployManifests) {
 		deployAccess{role: "dispatcher", verb: "list", group: deployGadgetGVR.Group, resource: "gadgets", want: true},
 	)...)
 
-	natsURL := deployStartNATS(t, m, filepath.Join(dir, "nats"))
+	const hookPassword = "gadget-hook-password"
+	natsURL := deployStartNATS(t, m, filepath.Join(dir, "nats"), map[string]string{deployGadgetUC: hookPassword})
 
 	var procs []*deployProcess
 	for _, r := range deployRoles {
@@ -832,7 +859,9 @@ func deployRoleProcesses(t *testing.T, m *deployManifests) {
 
 	// A hook worker on the manifests' NATS: the Foo example's sync hook, and
 	// a finalize hook that lets go at once.
-	nc, err := nats.Connect(natsURL)
+	hookUser := worker.Connection{URL: natsURL, User: natsauth.HookUser(deployGadgetUC), Password: hookPassword,
+		InboxPrefix: natsauth.HookInbox(deployGadgetUC)}
+	nc, err := hookUser.Connect("gadget-worker", slog.Default(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -936,7 +965,8 @@ func deployRoleProcesses(t *testing.T, m *deployManifests) {
 		t.Error("gadget g1 went away without its finalize hook")
 	}
 
-	// Nothing a role did on the Gadget controller's kinds was refused.
+	// Nothing a role did on the Gadget controller's kinds, nor on NATS, was
+	// refused.
 	for _, p := range procs {
 		if p.restarts > 0 {
 			t.Logf("%s was restarted %d times", p.name, p.restarts)
@@ -944,6 +974,9 @@ func deployRoleProcesses(t *testing.T, m *deployManifests) {
 		for _, line := range p.logLines() {
 			l := strings.ToLower(line)
 			if strings.Contains(l, "forbidden") && (strings.Contains(l, "gadget") || strings.Contains(l, "deployments")) {
+				t.Errorf("%s: %s", p.name, line)
+			}
+			if strings.Contains(line, "NATS refused") { // its NATS user lacks a permission
 				t.Errorf("%s: %s", p.name, line)
 			}
 		}
@@ -1129,11 +1162,16 @@ func deployEnv(t *testing.T, m *deployManifests, namespace, podName string, pod 
 	t.Helper()
 	vars := map[string]string{}
 	for _, from := range c.EnvFrom {
-		if from.ConfigMapRef == nil {
-			t.Fatalf("%s: envFrom other than a ConfigMap", podName)
+		var data map[string]string
+		switch {
+		case from.ConfigMapRef != nil:
+			data = deployTyped[corev1.ConfigMap](t, m, "ConfigMap", namespace, from.ConfigMapRef.Name).Data
+		case from.SecretRef != nil:
+			data = deploySecret(t, m, namespace, from.SecretRef.Name)
+		default:
+			t.Fatalf("%s: envFrom other than a ConfigMap or a Secret", podName)
 		}
-		cm := deployTyped[corev1.ConfigMap](t, m, "ConfigMap", namespace, from.ConfigMapRef.Name)
-		for k, v := range cm.Data {
+		for k, v := range data {
 			vars[from.Prefix+k] = v
 		}
 	}
@@ -1141,6 +1179,13 @@ func deployEnv(t *testing.T, m *deployManifests, namespace, podName string, pod 
 		switch {
 		case e.ValueFrom == nil:
 			vars[e.Name] = deployExpand([]string{e.Value}, vars)[0]
+		case e.ValueFrom.SecretKeyRef != nil:
+			ref := e.ValueFrom.SecretKeyRef
+			v, ok := deploySecret(t, m, namespace, ref.Name)[ref.Key]
+			if !ok {
+				t.Fatalf("%s: env %s: Secret %s has no key %s", podName, e.Name, ref.Name, ref.Key)
+			}
+			vars[e.Name] = v
 		case e.ValueFrom.FieldRef != nil:
 			v, ok := map[string]string{
 				"metadata.name":           podName,
@@ -1155,10 +1200,35 @@ func deployEnv(t *testing.T, m *deployManifests, namespace, podName string, pod 
 			}
 			vars[e.Name] = v
 		default:
-			t.Fatalf("%s: env %s: only values and fieldRefs are simulated", podName, e.Name)
+			t.Fatalf("%s: env %s: only values, fieldRefs and secretKeyRefs are simulated", podName, e.Name)
 		}
 	}
 	return vars
+}
+
+// deployPasswordsSecret is the name kustomize gave the Secret of the NATS
+// users' passwords, uc-nats-passwords.
+func deployPasswordsSecret(t *testing.T, m *deployManifests) string {
+	t.Helper()
+	for _, o := range m.ofKind("Secret") {
+		if strings.HasPrefix(o.GetName(), "uc-nats-passwords") {
+			return o.GetName()
+		}
+	}
+	t.Fatal("deploy/ has no Secret uc-nats-passwords")
+	return ""
+}
+
+// deploySecret is the data of a Secret of the manifests.
+func deploySecret(t *testing.T, m *deployManifests, namespace, name string) map[string]string {
+	t.Helper()
+	sec := deployTyped[corev1.Secret](t, m, "Secret", namespace, name)
+	data := map[string]string{}
+	for k, v := range sec.Data {
+		data[k] = string(v)
+	}
+	maps.Copy(data, sec.StringData)
+	return data
 }
 
 var deployVarRef = regexp.MustCompile(`\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
@@ -1183,10 +1253,18 @@ func deployExpand(in []string, env map[string]string) []string {
 
 // deployStartNATS runs the StatefulSet's NATS servers: its command, args
 // and environment, its nats.conf, each volume a directory, and only the
-// addresses replaced: loopback, free ports, routes between them. It waits
-// until every probe of every server answers, and returns the client URL.
-func deployStartNATS(t *testing.T, m *deployManifests, dir string) string {
+// addresses replaced: loopback, free ports, routes between them. As an
+// administrator's overlay would, it adds the hook users of the controllers
+// of hookPasswords: auth.conf made again by `uc nats-config`, and their
+// passwords. It waits until every probe of every server answers, and
+// returns the client URL.
+func deployStartNATS(t *testing.T, m *deployManifests, dir string, hookPasswords map[string]string) string {
 	t.Helper()
+	authConf, err := exec.CommandContext(t.Context(), env.uc.bin, "nats-config",
+		"--controllers", strings.Join(slices.Sorted(maps.Keys(hookPasswords)), ",")).Output()
+	if err != nil {
+		t.Fatalf("uc nats-config: %v", err)
+	}
 	sts := deployTyped[appsv1.StatefulSet](t, m, "StatefulSet", deployNamespace, "nats")
 	pod := sts.Spec.Template.Spec
 	c := pod.Containers[0]
@@ -1236,6 +1314,9 @@ func deployStartNATS(t *testing.T, m *deployManifests, dir string) string {
 				continue
 			}
 			cm := deployTyped[corev1.ConfigMap](t, m, "ConfigMap", sts.Namespace, v.ConfigMap.Name)
+			if _, ok := cm.Data["auth.conf"]; ok {
+				cm.Data["auth.conf"] = string(authConf)
+			}
 			for file, content := range cm.Data {
 				if err := os.WriteFile(filepath.Join(podDir, v.Name, file), []byte(rewrite(content)), 0o644); err != nil {
 					t.Fatal(err)
@@ -1243,6 +1324,9 @@ func deployStartNATS(t *testing.T, m *deployManifests, dir string) string {
 			}
 		}
 		vars := deployEnv(t, m, sts.Namespace, name, pod, c)
+		for ctl, pw := range hookPasswords {
+			vars[natsauth.PasswordVariable(natsauth.HookUser(ctl))] = pw
+		}
 		args := deployExpand(c.Args, vars)
 		for j := range args {
 			args[j] = rewrite(args[j])
