@@ -216,8 +216,9 @@ func exitCode(pod *corev1.Pod) (int32, bool) {
 }
 
 // desired lists the children: each replica's Service, and its Pod unless
-// the Pod is being restarted. A finished job creates no Pod any more and
-// keeps only the Pods (and their Services) its cleanPodPolicy spares.
+// the Pod is being restarted. A finished job creates and restarts no Pod
+// any more, and keeps only the Pods (and their Services) its
+// cleanPodPolicy spares.
 func desired(job *TFJob, replicas []replica, finished bool) ([]*unstructured.Unstructured, error) {
 	cluster := clusterSpec(job)
 	var out []*unstructured.Unstructured
@@ -226,7 +227,7 @@ func desired(job *TFJob, replicas []replica, finished bool) ([]*unstructured.Uns
 			continue
 		}
 		objs := []runtime.Object{newService(job, r)}
-		if !r.restart {
+		if !r.restart || finished {
 			pod, err := newPod(job, r, cluster)
 			if err != nil {
 				return nil, err

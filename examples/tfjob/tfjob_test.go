@@ -200,6 +200,15 @@ func TestSync(t *testing.T) {
 		wantTrue:   []string{Created, Succeeded}, wantFalse: []string{Running},
 		wantPods:     []string{"j-worker-0"},
 		wantServices: []string{"j-worker-0"},
+	}, {
+		name:       "a finished job restarts no Pod",
+		spec:       psWorkers(RestartOnFailure, nil),
+		conditions: map[string]string{Created: "True", Running: "False", Failed: "True"},
+		pods:       with(map[string]podState{"j-worker-0": failed(1)}),
+		wantTrue:   []string{Created, Failed}, wantFalse: []string{Running},
+		wantPods:     []string{"j-worker-0"},
+		wantServices: []string{"j-worker-0"},
+		wantActive:   map[ReplicaType]int32{PS: 1, Worker: 1},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, err := Sync(t.Context(), request(t, tc.spec, tc.conditions, tc.pods))
