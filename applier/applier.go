@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -180,7 +181,7 @@ func (a *Applier) processNext(ctx context.Context) bool {
 	defer part.active.Done()
 	key := b.meta.Key()
 	a.log.Debug("apply", "phase", "start", "parent", key, "parentUID", uid, "at", time.Now().UnixNano())
-	err := a.apply(ctx, b)
+	err := a.apply(ctx, part, b)
 	a.log.Debug("apply", "phase", "end", "parent", key, "parentUID", uid, "at", time.Now().UnixNano())
 	if err != nil {
 		a.log.Error("apply failed; will retry", "controller", b.meta.Controller, "parent", key, "err", err)
@@ -215,7 +216,7 @@ func (a *Applier) retry(uid types.UID, b *batch) {
 
 // apply makes the cluster match the replies of one observation of a parent.
 // It is idempotent.
-func (a *Applier) apply(ctx context.Context, b *batch) error {
+func (a *Applier) apply(ctx context.Context, part *partition, b *batch) error {
 	r := b.latest()
 	m := r.meta
 	log := a.log.With("controller", m.Controller, "parent", m.Key(), "hook", m.Hook, "observation", m.Observation)
@@ -228,7 +229,7 @@ func (a *Applier) apply(ctx context.Context, b *batch) error {
 		log.Error("dropping a reply of a hook the applier does not apply")
 		return nil
 	}
-	last, err := a.fence.last(ctx, m.ParentUID)
+	last, err := a.lastApplied(ctx, part, m.ParentUID)
 	if err != nil {
 		return err
 	}
@@ -238,6 +239,7 @@ func (a *Applier) apply(ctx context.Context, b *batch) error {
 	}
 	parent, err := a.parent(ctl, m)
 	if err != nil || parent == nil {
+		part.forget(m.ParentUID)
 		return err
 	}
 	if f := b.failure(); f != nil {
@@ -288,7 +290,7 @@ func (a *Applier) apply(ctx context.Context, b *batch) error {
 		a.resyncAfter(m, resp.ResyncAfterSeconds)
 	}
 	log.Debug("applied", "writes", len(actions))
-	return a.fence.advance(ctx, m.ParentUID, m.Observation)
+	return a.advanceFence(ctx, part, m.ParentUID, m.Observation)
 }
 
 // parent returns the parent the reply is for, or nil when it is gone or was
@@ -390,15 +392,45 @@ func (a *Applier) execute(ctx context.Context, ctl *registry.Controller, parent 
 			}
 		}
 	}
+	var done []action
+	defer func() { a.recordWrites(parent, done) }()
 	for _, act := range actions {
 		if err := a.write(ctx, ctl, act, false); err != nil {
 			a.events.Eventf(parent, "Warning", "ChildWriteFailed", "%v", err)
 			return err
 		}
-		a.events.Eventf(parent, "Normal", act.event, "%s %s", act.child.GVK.Kind, objectKey(act.obj))
+		done = append(done, act)
 	}
 	return nil
 }
+
+// recordWrites records one Normal Event on the parent for the writes of one
+// reply: its reason is theirs when they share one ("Created"), else
+// "Applied"; its message names each child.
+func (a *Applier) recordWrites(parent *unstructured.Unstructured, done []action) {
+	if len(done) == 0 {
+		return
+	}
+	reason := done[0].event
+	var msg strings.Builder
+	for i, act := range done {
+		if act.event != reason {
+			reason = "Applied"
+		}
+		if msg.Len() > maxEventMessage {
+			fmt.Fprintf(&msg, " and %d more", len(done)-i)
+			break
+		}
+		if i > 0 {
+			msg.WriteString(", ")
+		}
+		fmt.Fprintf(&msg, "%s %s %s", act.event, act.child.GVK.Kind, objectKey(act.obj))
+	}
+	a.events.Event(parent, "Normal", reason, msg.String())
+}
+
+// maxEventMessage bounds the part of an Event message that names children.
+const maxEventMessage = 900
 
 func (a *Applier) write(ctx context.Context, ctl *registry.Controller, act action, dryRun bool) error {
 	var dry []string

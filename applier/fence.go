@@ -55,3 +55,42 @@ func (f *kvFence) forget(ctx context.Context, uid types.UID) error {
 	}
 	return nil
 }
+
+// lastApplied is the observation of the last reply applied to the parent,
+// from the partition's cache or, the first time, from the bucket.
+func (a *Applier) lastApplied(ctx context.Context, p *partition, uid types.UID) (int64, error) {
+	p.fencedMu.Lock()
+	last, ok := p.fenced[uid]
+	p.fencedMu.Unlock()
+	if ok {
+		return last, nil
+	}
+	last, err := a.fence.last(ctx, uid)
+	if err != nil {
+		return 0, err
+	}
+	p.remember(uid, last)
+	return last, nil
+}
+
+// advanceFence records that a reply of that observation was applied.
+func (a *Applier) advanceFence(ctx context.Context, p *partition, uid types.UID, observation int64) error {
+	if err := a.fence.advance(ctx, uid, observation); err != nil {
+		p.forget(uid) // the bucket may or may not hold it: read it again
+		return err
+	}
+	p.remember(uid, observation)
+	return nil
+}
+
+func (p *partition) remember(uid types.UID, observation int64) {
+	p.fencedMu.Lock()
+	defer p.fencedMu.Unlock()
+	p.fenced[uid] = observation
+}
+
+func (p *partition) forget(uid types.UID) {
+	p.fencedMu.Lock()
+	defer p.fencedMu.Unlock()
+	delete(p.fenced, uid)
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/apimachinery/pkg/types"
 
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
@@ -46,6 +47,12 @@ type partition struct {
 	renewed   time.Time // last successful renewal
 	releasing bool
 	active    sync.WaitGroup // applies in flight
+
+	// fenced caches the fence of the partition's parents: while a replica
+	// holds a partition, it alone advances their fences, so what it read
+	// or wrote since it took the partition is current.
+	fencedMu sync.Mutex
+	fenced   map[types.UID]int64
 }
 
 // owner runs the ownership protocol for one replica.
@@ -189,7 +196,7 @@ func (o *owner) acquire(ctx context.Context, n int) {
 		return
 	}
 	o.a.mu.Lock()
-	o.a.held[n] = &partition{n: n, cc: cc, rev: rev, renewed: time.Now()}
+	o.a.held[n] = &partition{n: n, cc: cc, rev: rev, renewed: time.Now(), fenced: map[types.UID]int64{}}
 	o.a.mu.Unlock()
 	o.a.log.Info("partition acquired", "partition", n, "replica", o.id)
 }

@@ -2,6 +2,8 @@ package watcher
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"time"
@@ -53,7 +55,7 @@ func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 	if err != nil {
 		// Nothing to ask the hook: report the problem on the parent.
 		return w.publish(ctx, meta, bus.FailureType(hook), meta.ReplySubject(),
-			hooks.Failure{Reason: "InvalidSelector", Message: err.Error()})
+			hooks.Failure{Reason: "InvalidSelector", Message: err.Error()}, false)
 	}
 	claimed, err := w.claim(ctl, parent, sel)
 	if err != nil {
@@ -69,7 +71,7 @@ func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 		return err
 	}
 	req := newSyncRequest(ctl, parent, claimed, related, version, hook == hooks.Finalize)
-	if err := w.publish(ctx, meta, bus.RequestType(hook), meta.RequestSubject(), req); err != nil {
+	if err := w.publish(ctx, meta, bus.RequestType(hook), meta.RequestSubject(), req, key.Resync); err != nil {
 		return err
 	}
 	// One more request per older revision that children are still on, with
@@ -79,12 +81,12 @@ func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 		m := meta
 		m.Revision = rev.hash
 		req := newSyncRequest(ctl, rev.parent, claimed, related, version, hook == hooks.Finalize)
-		if err := w.publish(ctx, m, bus.RequestType(hook), m.RequestSubject(), req); err != nil {
+		if err := w.publish(ctx, m, bus.RequestType(hook), m.RequestSubject(), req, key.Resync); err != nil {
 			return err
 		}
 	}
 	if rs := ctl.Spec.ResyncPeriodSeconds; rs != nil && *rs > 0 {
-		w.queue.AddAfter(key, time.Duration(*rs)*time.Second)
+		w.queue.AddAfter(parentKey{key.Controller, key.Namespace, key.Name, true}, time.Duration(*rs)*time.Second)
 	}
 	return nil
 }
@@ -195,19 +197,23 @@ func (w *Watcher) meta(ctl *registry.Controller, parent *unstructured.Unstructur
 	}
 }
 
-// publish sends one CloudEvent about a parent to JetStream.
-func (w *Watcher) publish(ctx context.Context, meta bus.Meta, typ, subject string, data any) error {
+// publish sends one CloudEvent about a parent to JetStream. Its id is
+// derived from its subject, type and data, which hold the resourceVersions of
+// everything observed: a watcher that takes over publishes the same ids for
+// what its predecessor already published, and JetStream drops them as
+// duplicates. A forced request (a resync) gets an id of its own.
+func (w *Watcher) publish(ctx context.Context, meta bus.Meta, typ, subject string, data any, forced bool) error {
 	e := event.New()
-	e.SetID(uuid.NewString())
 	e.SetType(typ)
 	e.SetSource("/universalcontroller/" + meta.Controller)
 	e.SetSubject(meta.Key())
-	e.SetTime(time.Now())
-	meta.SetOn(&e)
-	bus.SetTraceParent(&e, bus.NewTraceParent())
 	if err := e.SetData(event.ApplicationJSON, data); err != nil {
 		return fmt.Errorf("encode %s: %w", typ, err)
 	}
+	e.SetID(eventID(subject, typ, e.Data(), forced))
+	e.SetTime(time.Now())
+	meta.SetOn(&e)
+	bus.SetTraceParent(&e, bus.NewTraceParent())
 	msg, err := bus.ToMsg(ctx, subject, &e)
 	if err != nil {
 		return err
@@ -217,4 +223,19 @@ func (w *Watcher) publish(ctx context.Context, meta bus.Meta, typ, subject strin
 	}
 	w.log.Debug("published", "controller", meta.Controller, "parent", meta.Key(), "type", typ, "observation", meta.Observation)
 	return nil
+}
+
+// eventID is the id of an event: a hash of what it says, plus a random part
+// when forced.
+func eventID(subject, typ string, data []byte, forced bool) string {
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(subject), []byte(typ), data} {
+		h.Write(part)
+		h.Write([]byte{0})
+	}
+	id := hex.EncodeToString(h.Sum(nil)[:16])
+	if forced {
+		id += "-" + uuid.NewString()[:8]
+	}
+	return id
 }

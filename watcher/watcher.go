@@ -38,9 +38,13 @@ type Options struct {
 	Workers int
 }
 
-// parentKey names one parent of one controller.
+// parentKey names one parent of one controller. A Resync key asks for a
+// request even when nothing changed since the last one (resyncPeriodSeconds,
+// resyncAfterSeconds); other requests of an unchanged parent are dropped by
+// the bus as duplicates.
 type parentKey struct {
 	Controller, Namespace, Name string
+	Resync                      bool
 }
 
 func (k parentKey) String() string {
@@ -142,7 +146,7 @@ func (w *Watcher) onResync(msg *nats.Msg) {
 	if !ok {
 		return
 	}
-	w.queue.AddAfter(parentKey{controller, r.Namespace, r.Name}, time.Duration(r.AfterSeconds*float64(time.Second)))
+	w.queue.AddAfter(parentKey{controller, r.Namespace, r.Name, true}, time.Duration(r.AfterSeconds*float64(time.Second)))
 }
 
 func (w *Watcher) processNext(ctx context.Context) bool {
@@ -234,7 +238,7 @@ func changedMoreThanStatus(o, n *unstructured.Unstructured) bool {
 
 func (w *Watcher) enqueueParent(controller string, obj any) {
 	if u, ok := obj.(*unstructured.Unstructured); ok {
-		w.queue.Add(parentKey{controller, u.GetNamespace(), u.GetName()})
+		w.queue.Add(parentKey{controller, u.GetNamespace(), u.GetName(), false})
 	}
 }
 
@@ -255,7 +259,7 @@ func (w *Watcher) enqueueOwner(controller string, obj any) {
 	}
 	if ref := metav1.GetControllerOfNoCopy(u); ref != nil {
 		if ref.APIVersion == ctl.Parent.APIVersion() && ref.Kind == ctl.Parent.GVK.Kind {
-			w.queue.Add(parentKey{controller, ns, ref.Name})
+			w.queue.AddAfter(parentKey{controller, ns, ref.Name, false}, childDelay)
 		}
 		return
 	}
@@ -266,10 +270,15 @@ func (w *Watcher) enqueueOwner(controller string, obj any) {
 	for _, p := range parents {
 		parent := p.(*unstructured.Unstructured)
 		if sel, err := ctl.Selector(parent); err == nil && sel.Matches(labels.Set(u.GetLabels())) {
-			w.queue.Add(parentKey{controller, ns, parent.GetName()})
+			w.queue.AddAfter(parentKey{controller, ns, parent.GetName(), false}, childDelay)
 		}
 	}
 }
+
+// childDelay holds a parent back after a change of one of its children, so
+// that the changes of one apply (every child it wrote) give one sync, not
+// one per child.
+const childDelay = 50 * time.Millisecond
 
 // observationClock hands out strictly increasing observation stamps: the
 // wall clock in nanoseconds, bumped when it would not advance.
