@@ -35,6 +35,7 @@ type config struct {
 	leaderElect    bool
 	leaseNamespace string
 	healthAddr     string
+	metricsAddr    string
 }
 
 func (c *config) register(fs *flag.FlagSet) {
@@ -55,6 +56,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.applierWorkers, "applier-workers", 16, "parents the applier applies at once")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.healthAddr, "health-addr", "", "address serving /healthz and /readyz, e.g. :8081 (off when empty)")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "address serving Prometheus metrics on /metrics, e.g. :8080 (off when empty)")
 	if c.roles.watcher {
 		// uc run is one process: no election unless asked; uc watcher
 		// replicas elect one active watcher.

@@ -6,38 +6,68 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// serveHealth serves /healthz (the process runs) and /readyz (it is
-// connected to NATS) on addr until ctx ends.
-func serveHealth(addr string, nc *nats.Conn) func(context.Context) error {
-	return func(ctx context.Context) error {
-		mux := http.NewServeMux()
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-			if !nc.IsConnected() {
-				http.Error(w, "not connected to NATS: "+nc.Status().String(), http.StatusServiceUnavailable)
-				return
+// readyCheck is one condition of readiness: nil when met.
+type readyCheck struct {
+	name string
+	fn   func(context.Context) error
+}
+
+// serveHealth serves /healthz (the process runs) and /readyz (every check
+// passes) on addr until ctx ends. /readyz names the checks that fail.
+func serveHealth(addr string, checks []readyCheck) func(context.Context) error {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+		defer cancel()
+		var failed []string
+		for _, c := range checks {
+			if err := c.fn(ctx); err != nil {
+				failed = append(failed, c.name+": "+err.Error())
 			}
-			fmt.Fprintln(w, "ok")
-		})
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return fmt.Errorf("--health-addr: %w", err)
 		}
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			<-ctx.Done()
-			shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(shutdown)
-		}()
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return err
+		if len(failed) > 0 {
+			http.Error(w, "not ready:\n"+strings.Join(failed, "\n"), http.StatusServiceUnavailable)
+			return
 		}
-		return nil
+		fmt.Fprintln(w, "ok")
+	})
+	return func(ctx context.Context) error { return serveHTTP(ctx, addr, "--health-addr", mux) }
+}
+
+// serveMetrics serves m on addr at /metrics until ctx ends.
+func serveMetrics(addr string, m *metrics) func(context.Context) error {
+	return func(ctx context.Context) error { return serveHTTP(ctx, addr, "--metrics-addr", m.handler()) }
+}
+
+// handler serves the metrics on /metrics in Prometheus' text format.
+func (m *metrics) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
+	return mux
+}
+
+// serveHTTP serves h on addr, given by flag, until ctx ends.
+func serveHTTP(ctx context.Context, addr, flag string, h http.Handler) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("%s: %w", flag, err)
 	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("%s: %w", flag, err)
+	}
+	return nil
 }

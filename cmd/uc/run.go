@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 
 	"universalcontroller.dev/uc/applier"
 	"universalcontroller.dev/uc/dispatcher"
@@ -33,18 +36,19 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	m := newMetrics()
+	// Before any work queue is made: client-go's queues report to it.
+	workqueue.SetProvider(m.workqueue)
 	nc, err := connectNATS(cfg, log)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
+	rawJS, err := jetstream.New(nc)
 	if err != nil {
 		return err
 	}
-	if err := ensureStreams(ctx, cfg, js, log); err != nil {
-		return err
-	}
+	js := observedJetStream{rawJS, m}
 
 	dyn, err := dynamic.NewForConfig(restCfg)
 	if err != nil {
@@ -59,7 +63,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "universalcontroller"})
+	recorder := observedRecorder{broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "universalcontroller"}), m}
 	var regOpts []registry.Option
 	if cfg.roles.dispatcher { // the dispatcher reports on UniversalControllers
 		regOpts = append(regOpts, registry.WithStatus(dyn, recorder))
@@ -85,12 +89,23 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		runners = append(runners, a.Run)
 	}
 	runners = append(runners, func(ctx context.Context) error { reg.Run(ctx); return nil })
-	if cfg.healthAddr != "" {
-		runners = append(runners, serveHealth(cfg.healthAddr, nc))
-	}
 
-	log.Info("uc started", "watcher", cfg.roles.watcher, "dispatcher", cfg.roles.dispatcher, "applier", cfg.roles.applier, "apiserver", restCfg.Host, "nats", nc.ConnectedUrlRedacted())
-	return runAll(ctx, runners)
+	// Probes and metrics answer from the start: /readyz says what the
+	// roles still wait for.
+	servers := []func(context.Context) error{func(ctx context.Context) error {
+		if err := ensureStreams(ctx, cfg, js, log); err != nil {
+			return err
+		}
+		log.Info("uc started", "watcher", cfg.roles.watcher, "dispatcher", cfg.roles.dispatcher, "applier", cfg.roles.applier, "apiserver", restCfg.Host, "nats", nc.ConnectedUrlRedacted())
+		return runAll(ctx, runners)
+	}}
+	if cfg.healthAddr != "" {
+		servers = append(servers, serveHealth(cfg.healthAddr, readyChecks(cfg, nc, js, reg)))
+	}
+	if cfg.metricsAddr != "" {
+		servers = append(servers, serveMetrics(cfg.metricsAddr, m))
+	}
+	return runAll(ctx, servers)
 }
 
 // ensureStreams creates the bus streams when this process runs the
@@ -116,6 +131,51 @@ func ensureStreams(ctx context.Context, cfg config, js jetstream.JetStream, log 
 		}
 		return nil
 	})
+}
+
+// readyChecks are what /readyz requires: the NATS connection is up, the
+// registry's caches are filled, and the streams and buckets the process's
+// roles use exist.
+func readyChecks(cfg config, nc *nats.Conn, js jetstream.JetStream, reg *registry.Registry) []readyCheck {
+	checks := []readyCheck{{"nats", func(context.Context) error {
+		if !nc.IsConnected() {
+			return fmt.Errorf("not connected: %s", nc.Status())
+		}
+		return nil
+	}}, {"informers", func(context.Context) error {
+		if u := reg.Unsynced(); len(u) > 0 {
+			return errors.New(strings.Join(u, "; "))
+		}
+		return nil
+	}}}
+	exist := func(what string, names []string, get func(context.Context, string) error) readyCheck {
+		return readyCheck{what, func(ctx context.Context) error {
+			for _, n := range names {
+				if err := get(ctx, n); err != nil {
+					return fmt.Errorf("%s: %w", n, err)
+				}
+			}
+			return nil
+		}}
+	}
+	stream := func(ctx context.Context, name string) error { _, err := js.Stream(ctx, name); return err }
+	var streams []string
+	switch {
+	case cfg.roles.dispatcher:
+		streams = []string{bus.RequestStream, bus.ReplyStream, bus.DeadLetterStream}
+	case cfg.roles.watcher:
+		streams = []string{bus.RequestStream, bus.ReplyStream}
+	default:
+		streams = []string{bus.ReplyStream}
+	}
+	checks = append(checks, exist("streams", streams, stream))
+	if cfg.roles.applier {
+		checks = append(checks, exist("buckets", natsauth.ApplierBuckets, func(ctx context.Context, name string) error {
+			_, err := js.KeyValue(ctx, name)
+			return err
+		}))
+	}
+	return checks
 }
 
 // retryUntil calls fn until it succeeds, every second, each attempt for at

@@ -1,8 +1,13 @@
 package registry
 
 import (
+	"context"
+	"fmt"
+	"slices"
 	"sync"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -26,6 +31,9 @@ type sharedInformer struct {
 	informers.GenericInformer
 	users map[string]bool
 	stop  chan struct{} // nil until started
+
+	mu        sync.Mutex
+	forbidden error // set while the API server refuses to list or watch the resource
 }
 
 func newInformerSet(dyn dynamic.Interface) *informerSet {
@@ -47,6 +55,11 @@ func (s *informerSet) entry(gvr schema.GroupVersionResource) *sharedInformer {
 				cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, nil),
 			users: map[string]bool{},
 		}
+		// Not started yet, so setting the handler cannot fail.
+		_ = e.Informer().SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+			e.setForbidden(gvr, err)
+			cache.DefaultWatchErrorHandler(ctx, r, err)
+		})
 		s.byGVR[gvr] = e
 	}
 	return e
@@ -86,4 +99,87 @@ func (s *informerSet) only(user string, gvrs ...schema.GroupVersionResource) {
 			delete(s.byGVR, gvr)
 		}
 	}
+}
+
+// setForbidden records whether err, the last error listing or watching
+// gvr, is the API server's refusal. A later error that is not clears it;
+// a successful list does not call the handler, and the cache syncs.
+func (e *sharedInformer) setForbidden(gvr schema.GroupVersionResource, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.forbidden = nil
+	if apierrors.IsForbidden(err) {
+		gr := gvr.GroupResource().String()
+		e.forbidden = fmt.Errorf("cannot list %s in the cluster: forbidden (uc's ServiceAccount needs list and watch on %s): %w", gr, gr, err)
+	}
+}
+
+func (e *sharedInformer) refusal() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.forbidden
+}
+
+// syncPoll is how often waitSynced looks at the caches.
+const syncPoll = 100 * time.Millisecond
+
+// waitSynced waits until the caches of gvrs are filled. It fails at once
+// when the API server refuses to list one of them, with an error that
+// names the permission uc lacks, and when ctx ends.
+func (s *informerSet) waitSynced(ctx context.Context, gvrs ...schema.GroupVersionResource) error {
+	tick := time.NewTicker(syncPoll)
+	defer tick.Stop()
+	for {
+		synced := true
+		for _, gvr := range gvrs {
+			s.mu.Lock()
+			e := s.entry(gvr)
+			s.mu.Unlock()
+			if e.Informer().HasSynced() {
+				continue
+			}
+			if err := e.refusal(); err != nil {
+				return err
+			}
+			synced = false
+		}
+		if synced {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("caches of %v not filled: %w", gvrs, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// unsynced lists the running informers whose caches are not filled, each
+// with why if the API server refuses it.
+func (s *informerSet) unsynced() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for gvr, e := range s.byGVR {
+		if e.stop == nil || e.Informer().HasSynced() {
+			continue
+		}
+		if err := e.refusal(); err != nil {
+			out = append(out, err.Error())
+		} else {
+			out = append(out, gvr.String()+": cache not filled yet")
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Unsynced lists what keeps the registry's view incomplete: the caches of
+// UniversalControllers and of the resources registered controllers use
+// that are not filled yet. Empty, every cache is filled.
+func (r *Registry) Unsynced() []string {
+	if !r.ucs.HasSynced() { // the other caches start after it
+		return []string{"UniversalControllers: cache not filled yet"}
+	}
+	return r.informers.unsynced()
 }

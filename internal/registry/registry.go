@@ -362,12 +362,11 @@ func (r *Registry) hasStatus(res Resource) error {
 // besides its parent and children (its related objects), if it is not
 // running, and waits until its cache is filled.
 func (r *Registry) Watch(ctx context.Context, controller string, gvr schema.GroupVersionResource) error {
-	inf := r.Informer(gvr)
 	r.informers.use(controller, gvr)
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		return fmt.Errorf("watch %s: informer did not sync", gvr)
+	if err := r.informers.waitSynced(ctx, gvr); err != nil {
+		return fmt.Errorf("watch %s: %w", gvr, err)
 	}
 	return nil
 }
@@ -439,7 +438,6 @@ func (r *Registry) Owned(gvr schema.GroupVersionResource, owner types.UID) ([]*u
 // startInformers starts the informers a controller needs and waits until
 // their caches are filled, so nothing acts on a partial view.
 func (r *Registry) startInformers(ctx context.Context, c *Controller) error {
-	synced := []cache.InformerSynced{r.Informer(c.Parent.GVR).HasSynced}
 	gvrs := []schema.GroupVersionResource{c.Parent.GVR}
 	for _, ch := range c.Children {
 		gvrs = append(gvrs, ch.GVR)
@@ -461,13 +459,12 @@ func (r *Registry) startInformers(ctx context.Context, c *Controller) error {
 				return fmt.Errorf("index %s: %w", gvr.Resource, err)
 			}
 		}
-		synced = append(synced, inf.HasSynced)
 	}
 	r.informers.only(c.Name, gvrs...)
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return fmt.Errorf("controller %s: informers did not sync", c.Name)
+	if err := r.informers.waitSynced(ctx, gvrs...); err != nil {
+		return fmt.Errorf("controller %s: %w", c.Name, err)
 	}
 	return nil
 }

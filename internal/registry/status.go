@@ -23,8 +23,10 @@ type statusWriter struct {
 	events record.EventRecorder
 }
 
-// report sets the controller's Ready condition from problem (nil: running).
-// It writes only when the condition changes.
+// report sets the controller's Ready condition from problem (nil: running),
+// and records a Warning Event for a problem. It writes, and records, only
+// when the condition changes: a controller retried every few seconds for
+// the same reason (say, a permission uc lacks) says it once.
 func (s *statusWriter) report(ctx context.Context, uc *unstructured.Unstructured, problem error) error {
 	if s == nil {
 		return nil
@@ -33,13 +35,17 @@ func (s *statusWriter) report(ctx context.Context, uc *unstructured.Unstructured
 		Message: "the controller is running", ObservedGeneration: uc.GetGeneration()}
 	if problem != nil {
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "CannotRun", problem.Error()
-		s.events.Event(uc, "Warning", "CannotRun", problem.Error())
 	}
 	var status v1alpha1.UniversalControllerStatus
 	raw, _, _ := unstructured.NestedMap(uc.Object, "status")
 	_ = runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &status)
 	conditions := slices.Clone(status.Conditions)
 	cond.LastTransitionTime = metav1.NewTime(time.Now())
+	old := meta.FindStatusCondition(conditions, cond.Type)
+	same := old != nil && old.Status == cond.Status && old.Reason == cond.Reason && old.Message == cond.Message
+	if problem != nil && !same {
+		s.events.Event(uc, "Warning", "CannotRun", problem.Error())
+	}
 	if changed := meta.SetStatusCondition(&conditions, cond); !changed && status.ObservedGeneration == uc.GetGeneration() {
 		return nil
 	}

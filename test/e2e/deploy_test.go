@@ -66,13 +66,6 @@ var deployRoles = []struct {
 	replicas int32
 }{{"watcher", 2}, {"dispatcher", 1}, {"applier", 3}}
 
-// deployPendingFlags are UC_* variables the manifests set for flags uc does
-// not have yet (uc ignores a variable that names no flag). The test logs
-// them; once uc has the flag, the test checks the address serves.
-var deployPendingFlags = map[string]string{
-	"UC_METRICS_ADDR": "--metrics-addr: Prometheus metrics on /metrics",
-}
-
 var deployGadgetGVR = schema.GroupVersionResource{Group: "deploy.e2e.universalcontroller.dev", Version: "v1", Resource: "gadgets"}
 
 // TestDeploy checks deploy/, the manifests of `kubectl apply -k deploy/`,
@@ -236,11 +229,7 @@ func deployCheckManifests(t *testing.T, m *deployManifests) {
 				continue
 			}
 			flag := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(k, "UC_"), "_", "-"))
-			switch _, pending := deployPendingFlags[k]; {
-			case flags[flag]:
-			case pending:
-				t.Logf("%s sets %s, for a flag uc does not have yet (%s)", name, k, deployPendingFlags[k])
-			default:
+			if !flags[flag] {
 				t.Errorf("%s sets %s, but uc %s has no flag --%s", name, k, r.role, flag)
 			}
 		}

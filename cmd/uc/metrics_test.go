@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+
+	"universalcontroller.dev/uc/dispatcher"
+	"universalcontroller.dev/uc/schemas/bus"
+)
+
+// TestMetrics publishes a request and settles a reply through the
+// observed JetStream of an embedded NATS server, records an Event and
+// fills a work queue, then scrapes /metrics.
+func TestMetrics(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	t.Cleanup(ns.Shutdown)
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("NATS did not start")
+	}
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	raw, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dispatcher.EnsureStreams(ctx, raw, dispatcher.TopologyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m := newMetrics()
+	js := observedJetStream{raw, m}
+
+	addr := bus.Address{Controller: "foo.example.com", Hook: "sync", Partition: 3, ParentUID: "uid-1"}
+	for range 2 {
+		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: addr.RequestSubject(), Data: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: addr.ReplySubject(), Data: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, bus.ReplyStream, jetstream.ConsumerConfig{Durable: "applier_3", AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked := make(chan error, 1)
+	cc, err := cons.Consume(func(msg jetstream.Msg) { acked <- msg.Ack() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Stop()
+	select {
+	case err := <-acked:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		t.Fatal("no reply consumed")
+	}
+
+	observedRecorder{record.NewFakeRecorder(10), m}.Event(&corev1.Pod{}, "Warning", "InvalidReply", "bad")
+	queue := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: "parents", MetricsProvider: m.workqueue})
+	defer queue.ShutDown()
+	queue.Add("a")
+	queue.Add("b")
+
+	srv := httptest.NewServer(m.handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{
+		`uc_hook_requests_published_total{controller="foo.example.com",hook="sync"} 2`,
+		`uc_replies_settled_total{controller="foo.example.com",hook="sync",outcome="acked"} 1`,
+		`uc_reply_apply_seconds_count{controller="foo.example.com",hook="sync"} 1`,
+		`uc_events_total{reason="InvalidReply",type="Warning"} 1`,
+		`workqueue_depth{name="parents"} 2`,
+		`go_goroutines`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("/metrics:\n%s", body)
+	}
+}
