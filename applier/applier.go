@@ -181,7 +181,9 @@ func (a *Applier) processNext(ctx context.Context) bool {
 	defer part.active.Done()
 	key := b.meta.Key()
 	a.log.Debug("apply", "phase", "start", "parent", key, "parentUID", uid, "at", time.Now().UnixNano())
+	a.announce(b.meta, false)
 	err := a.apply(ctx, part, b)
+	a.announce(b.meta, true)
 	a.log.Debug("apply", "phase", "end", "parent", key, "parentUID", uid, "at", time.Now().UnixNano())
 	if err != nil {
 		a.log.Error("apply failed; will retry", "controller", b.meta.Controller, "parent", key, "err", err)

@@ -73,6 +73,14 @@ func (a *Applier) resyncAfter(m bus.Meta, seconds float64) {
 	}
 }
 
+// announce tells the watcher that an apply to the parent starts or ended.
+func (a *Applier) announce(m bus.Meta, done bool) {
+	b, _ := json.Marshal(bus.Applying{Namespace: m.Namespace, Name: m.Name, Done: done})
+	if err := a.js.Conn().PublishMsg(&nats.Msg{Subject: m.ApplyingSubject(), Data: b}); err != nil {
+		a.log.Warn("announce an apply", "controller", m.Controller, "parent", m.Key(), "err", err)
+	}
+}
+
 // parentConfig is the start of a server-side apply configuration of the
 // parent: its identity, with the UID, so that an apply to a parent replaced
 // by another of the same name fails.

@@ -27,7 +27,7 @@ import (
 // the request stream keeps only the latest request per parent.
 func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 	ctl, ok := w.reg.Get(key.Controller)
-	if !ok {
+	if !ok || w.heldBack(key) {
 		return nil
 	}
 	parent, err := w.reg.Object(ctl.Parent.GVR, key.Namespace, key.Name)

@@ -66,6 +66,16 @@ type Watcher struct {
 
 	mu       sync.Mutex
 	handlers map[string][]handler // by controller name
+
+	applyingMu sync.Mutex
+	applying   map[parentKey]*hold // parents being applied
+}
+
+// hold is a parent's syncs held back during an apply.
+type hold struct {
+	until  time.Time // the longest it holds
+	synced bool      // a sync was held back
+	resync bool      // a resync was held back
 }
 
 type handler struct {
@@ -95,6 +105,7 @@ func New(reg *registry.Registry, js jetstream.JetStream, opts Options, log *slog
 			&workqueue.TypedBucketRateLimiter[parentKey]{Limiter: rate.NewLimiter(rate.Limit(100), 500)},
 		), workqueue.TypedRateLimitingQueueConfig[parentKey]{Name: "parents"}),
 		handlers:  map[string][]handler{},
+		applying:  map[parentKey]*hold{},
 		customize: customizeCache{parents: map[types.UID]*customized{}},
 	}
 	reg.Subscribe(w.onController)
@@ -110,6 +121,11 @@ func (w *Watcher) Run(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	applying, err := w.js.Conn().Subscribe(bus.AllApplying(), w.onApplying)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = applying.Unsubscribe() }()
 	// A NATS cluster electing its leaders drops requests: retry, each
 	// attempt bounded.
 	var cc jetstream.ConsumeContext
@@ -147,6 +163,57 @@ func (w *Watcher) onResync(msg *nats.Msg) {
 		return
 	}
 	w.queue.AddAfter(parentKey{controller, r.Namespace, r.Name, true}, time.Duration(r.AfterSeconds*float64(time.Second)))
+}
+
+// maxApplyHold bounds how long a parent's syncs wait for an apply that
+// never says it ended (its applier died).
+const maxApplyHold = 10 * time.Second
+
+// onApplying holds a parent's syncs back while an applier applies to it,
+// and syncs it once the apply ended if a sync was held back.
+func (w *Watcher) onApplying(msg *nats.Msg) {
+	var n bus.Applying
+	if err := json.Unmarshal(msg.Data, &n); err != nil {
+		w.log.Error("bad apply notice", "subject", msg.Subject, "err", err)
+		return
+	}
+	controller, ok := bus.ControllerOf(msg.Subject)
+	if !ok {
+		return
+	}
+	key := parentKey{controller, n.Namespace, n.Name, false}
+	w.applyingMu.Lock()
+	defer w.applyingMu.Unlock()
+	if !n.Done {
+		w.applying[key] = &hold{until: time.Now().Add(maxApplyHold)}
+		return
+	}
+	if h := w.applying[key]; h != nil {
+		delete(w.applying, key)
+		if h.synced {
+			key.Resync = h.resync
+			w.queue.AddAfter(key, childDelay)
+		}
+	}
+}
+
+// heldBack tells a parent being applied; its sync comes when the apply ends.
+func (w *Watcher) heldBack(key parentKey) bool {
+	resync := key.Resync
+	key.Resync = false
+	w.applyingMu.Lock()
+	defer w.applyingMu.Unlock()
+	h := w.applying[key]
+	if h == nil {
+		return false
+	}
+	if time.Now().After(h.until) {
+		delete(w.applying, key) // the end was never heard
+		return false
+	}
+	h.synced, h.resync = true, h.resync || resync
+	w.queue.AddAfter(key, time.Until(h.until))
+	return true
 }
 
 func (w *Watcher) processNext(ctx context.Context) bool {

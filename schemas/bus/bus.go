@@ -133,6 +133,26 @@ func (a Address) ResyncSubject() string { return a.subject(ResyncPrefix) }
 // AllResyncs is the filter subject of every resync request.
 func AllResyncs() string { return ResyncPrefix + ".>" }
 
+// ApplyingPrefix is the prefix of apply notices: core NATS messages from an
+// applier to the watcher, one when it starts applying a parent's replies and
+// one when it is done. Meanwhile the watcher holds the parent's syncs back,
+// so the writes of one apply give one request, not one per write.
+const ApplyingPrefix = "uc.applying"
+
+// ApplyingSubject is where an applier announces applies to the parent.
+func (a Address) ApplyingSubject() string { return a.subject(ApplyingPrefix) }
+
+// AllApplying is the filter subject of every apply notice.
+func AllApplying() string { return ApplyingPrefix + ".>" }
+
+// Applying is the body of an apply notice.
+type Applying struct {
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	// Done is false when the apply starts, true when it ended.
+	Done bool `json:"done"`
+}
+
 // Resync is the body of a resync request.
 type Resync struct {
 	Namespace    string  `json:"namespace,omitempty"`

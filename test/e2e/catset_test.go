@@ -5,14 +5,12 @@ package e2e
 // resumes where it stopped after uc is killed.
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -219,7 +217,7 @@ func TestExampleCatSet(t *testing.T) {
 	installCRD(t, "examples/catset/crd.yaml", catset.GVR)
 	serveHooks(t, catset.Controller, worker.Sync(catset.Sync), worker.Finalize(catset.Finalize))
 	registerManifest(t, "examples/catset/controller.yaml", func(*unstructured.Unstructured) {})
-	logExampleSize(t, "CatSet", "examples/catset/catset.go", "examples/catset/controller.yaml")
+	logHookSize(t, "CatSet", "examples/catset")
 	createVolumes(t, ns, 5)
 	tr := trackPods(t, ns)
 
@@ -330,28 +328,6 @@ func TestExampleCatSet(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-// logExampleSize prints the lines of code of an example's hook and of its
-// controller YAML (neither blank nor comment lines) next to the thesis'
-// figures for the hand-written controllers.
-func logExampleSize(t *testing.T, name, hook, yamlFile string) {
-	count := func(path, comment string) int {
-		f, err := os.Open(filepath.Join(env.root, path))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		n := 0
-		for s := bufio.NewScanner(f); s.Scan(); {
-			if line := strings.TrimSpace(s.Text()); line != "" && !strings.HasPrefix(line, comment) {
-				n++
-			}
-		}
-		return n
-	}
-	t.Logf("%s: hook %d lines of Go, controller %d lines of YAML (thesis: sample-controller 58 lines, tf-operator about 400)",
-		name, count(hook, "//"), count(yamlFile, "#"))
 }
 
 // logEventsOnFailure prints the namespace's Events when the test fails: what

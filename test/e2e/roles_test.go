@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,12 +58,39 @@ type rolesOnBus struct {
 	ns   string
 	dir  string
 	args []string // flags every role gets
+
+	mu     sync.Mutex
+	calls  map[string]int    // hook calls by Widget name
+	lastRV map[string]string // the Widget's resourceVersion the last call saw
+}
+
+// hookSawLatest fails until the hook was called with the Widget as it is now.
+func (b *rolesOnBus) hookSawLatest(name string) func() error {
+	return func() error {
+		w, err := env.dyn.Resource(widgetGVR).Namespace(b.ns).Get(b.t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.lastRV[name] != w.GetResourceVersion() {
+			return fmt.Errorf("the hook last saw %s at resourceVersion %q, it is at %q", name, b.lastRV[name], w.GetResourceVersion())
+		}
+		return nil
+	}
+}
+
+// callsOf counts the hook calls a Widget had.
+func (b *rolesOnBus) callsOf(name string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.calls[name]
 }
 
 func newRolesOnBus(t *testing.T, natsURL string, flags ...string) *rolesOnBus {
 	t.Helper()
 	ctx := t.Context()
-	b := &rolesOnBus{t: t, ns: namespace(t), dir: t.TempDir(),
+	b := &rolesOnBus{t: t, ns: namespace(t), dir: t.TempDir(), calls: map[string]int{}, lastRV: map[string]string{},
 		args: append([]string{"--kubeconfig", env.bed.Kubeconfig(), "--nats-url", natsURL, "--log-level", "debug"}, flags...)}
 	nc, err := nats.Connect(natsURL, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
@@ -73,7 +101,14 @@ func newRolesOnBus(t *testing.T, natsURL string, flags ...string) *rolesOnBus {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = worker.Serve(ctx, js, "widget-controller", worker.Sync(widgetSync)) }()
+	counted := func(ctx context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error) {
+		b.mu.Lock()
+		b.calls[req.Parent.GetName()]++
+		b.lastRV[req.Parent.GetName()] = req.Parent.GetResourceVersion()
+		b.mu.Unlock()
+		return widgetSync(ctx, req)
+	}
+	go func() { _ = worker.Serve(ctx, js, "widget-controller", worker.Sync(counted)) }()
 	if err := applyFile(ctx, filepath.Join(env.root, "test/e2e/testdata/widget-crd.yaml")); err != nil {
 		t.Fatal(err)
 	}
