@@ -1,7 +1,7 @@
 // Command bench measures uc on the real test bed (make bench).
 //
 // It drives the Fanout example — N parents with M ConfigMap children each —
-// through five phases (create, update, heal, resync, delete), times each
+// through six phases (create, update, heal, paced, resync, delete), times each
 // until every object has converged, and reports per phase the hook calls,
 // the apiserver's requests by verb, the change-to-applied latency and uc's
 // peak RSS, next to the floor: the same writes made directly with client-go
@@ -41,6 +41,7 @@ type config struct {
 	ucFlags        stringList
 	ucBin          string
 	ignoreStatus   bool
+	pacedRate      float64
 }
 
 // scenarios are the named N×M workloads.
@@ -60,6 +61,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.out, "out", "bench-results", "directory of the JSON results")
 	fs.Var(&cfg.ucFlags, "uc-flag", "extra flag for uc run, e.g. -uc-flag=--kube-api-qps=1000 (repeatable)")
 	fs.StringVar(&cfg.ucBin, "uc-bin", "", "a uc binary to measure (default: build ./cmd/uc)")
+	fs.Float64Var(&cfg.pacedRate, "paced-rate", 20, "parents changed per second in the paced phase")
 	fs.BoolVar(&cfg.ignoreStatus, "ignore-status-changes", false, "set parentResource.ignoreStatusChanges on the Fanout controllers")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -84,8 +86,8 @@ func parseFlags(args []string) (config, error) {
 		}
 		cfg.sharing = append(cfg.sharing, n)
 	}
-	if cfg.parents < 1 || cfg.children < 1 || cfg.concurrency < 1 {
-		return cfg, fmt.Errorf("parents, children and concurrency must be positive")
+	if cfg.parents < 1 || cfg.children < 1 || cfg.concurrency < 1 || cfg.pacedRate <= 0 {
+		return cfg, fmt.Errorf("parents, children, concurrency and paced-rate must be positive")
 	}
 	return cfg, nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/time/rate"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -106,9 +107,9 @@ func (s *session) stop() {
 	}
 }
 
-// phases are create, update, heal, resync and delete, in that order.
+// phases are create, update, heal, paced, resync and delete, in that order.
 func (s *session) phases() []phase {
-	return []phase{s.create(), s.update(), s.heal(), s.resync(), s.delete()}
+	return []phase{s.create(), s.update(), s.heal(), s.paced(), s.resync(), s.delete()}
 }
 
 // fanouts is the driver's client of the parents.
@@ -140,6 +141,26 @@ func (s *session) update() phase {
 			return err
 		}),
 		reached: func(p string) bool { return s.obs.carrying(p, updatePayload) == s.e.cfg.children },
+	}
+}
+
+// paced changes every parent's payload like update, but at a steady rate
+// (-paced-rate parents per second) instead of all at once: its latencies are
+// uc's change-to-applied time under a load it keeps up with, not the time a
+// change waits behind a burst.
+func (s *session) paced() phase {
+	limit := rate.NewLimiter(rate.Limit(s.e.cfg.pacedRate), 1)
+	write := s.eachParent(func(ctx context.Context, p string) error {
+		if err := limit.Wait(ctx); err != nil {
+			return err
+		}
+		_, err := s.fanouts().Patch(ctx, p, types.MergePatchType, mergePatch(pacedPayload, "spec", "payload"), metav1.PatchOptions{})
+		return err
+	})
+	return phase{
+		name:    "paced",
+		change:  write,
+		reached: func(p string) bool { return s.obs.carrying(p, pacedPayload) == s.e.cfg.children },
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 const (
 	createPayload = "payload written by the create phase"
 	updatePayload = "payload written by the update phase"
+	pacedPayload  = "payload written by the paced phase"
 )
 
 // parentName is the name of the i-th parent.
