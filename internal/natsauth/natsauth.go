@@ -124,7 +124,7 @@ func Role(role string, partitions int) (User, error) {
 	u := User{Name: RoleUser(role), Subscribe: []string{RoleInbox(role) + ".>"}}
 	switch role {
 	case Watcher:
-		u.About = "uc watcher: publishes hook requests, reads customize replies and resync requests"
+		u.About = "uc watcher: publishes hook requests, reads customize replies, resync requests and apply notices"
 		u.Publish = append([]string{
 			bus.RequestPrefix + ".>",
 			// Failures it finds itself (a bad customize reply, a parent
@@ -132,7 +132,7 @@ func Role(role string, partitions int) (User, error) {
 			bus.ReplyPrefix + ".>",
 			streamInfo(bus.RequestStream), streamInfo(bus.ReplyStream),
 		}, ownConsumerAPI(bus.ReplyStream, bus.WatcherConsumer)...)
-		u.Subscribe = append(u.Subscribe, bus.AllResyncs())
+		u.Subscribe = append(u.Subscribe, bus.AllResyncs(), bus.AllApplying())
 	case Dispatcher:
 		u.About = "uc dispatcher: creates the streams and the hooks' consumers, serves webhook and destination hooks"
 		for _, s := range streams {
@@ -152,9 +152,9 @@ func Role(role string, partitions int) (User, error) {
 		if partitions < 1 {
 			return User{}, fmt.Errorf("partitions must be at least 1, not %d", partitions)
 		}
-		u.About = fmt.Sprintf("uc applier: applies the replies of partitions 0-%d, keeps its buckets, asks for resyncs", partitions-1)
+		u.About = fmt.Sprintf("uc applier: applies the replies of partitions 0-%d, keeps its buckets, asks for resyncs, announces applies", partitions-1)
 		// Creating a bucket reads the account's JetStream limits first.
-		u.Publish = []string{"$JS.API.INFO", streamInfo(bus.ReplyStream), bus.ResyncPrefix + ".>"}
+		u.Publish = []string{"$JS.API.INFO", streamInfo(bus.ReplyStream), bus.AllResyncs(), bus.AllApplying()}
 		for _, b := range ApplierBuckets {
 			s := "KV_" + b
 			u.Publish = append(u.Publish,

@@ -96,8 +96,16 @@ func TestNATSLeastPrivilege(t *testing.T) {
 		"--kubeconfig", env.bed.Kubeconfig(), "--nats-url", nb.srv.URL(), "--log-level", "debug",
 		"--nats-tls-ca", nb.tls.CA, "--nats-tls-cert", nb.tls.ClientCert, "--nats-tls-key", nb.tls.ClientKey,
 	}}
+	metricsPort, err := testbed.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, role := range natsauth.Roles {
-		b.start(role, role, nb.roleFlags(role)...)
+		flags := nb.roleFlags(role)
+		if role == natsauth.Watcher {
+			flags = append(flags, "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", metricsPort))
+		}
+		b.start(role, role, flags...)
 	}
 	ctx, stop := context.WithCancel(t.Context())
 	var served sync.WaitGroup
@@ -123,6 +131,9 @@ func TestNATSLeastPrivilege(t *testing.T) {
 	eventually(t, 2*time.Minute, b.converged("1", names...))
 	t.Logf("%d Widgets converged %s after their creation, every process on its own NATS user over TLS",
 		len(names), time.Since(start).Round(10*time.Millisecond))
+
+	eventually(t, 10*time.Second, expectHTTP(t.Context(), fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort), 200,
+		`uc_hook_requests_published_total{controller="widget-controller",hook="sync"}`))
 
 	t.Run("OtherControllersWorker", func(t *testing.T) { natsAuthIntruder(t, nb, widgets, foos) })
 
