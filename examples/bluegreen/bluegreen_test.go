@@ -4,13 +4,11 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/yaml"
 
+	"universalcontroller.dev/uc/examples/internal/exampletest"
 	"universalcontroller.dev/uc/schemas/hooks"
-	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
 // template is a spec.template running image.
@@ -194,17 +192,8 @@ func TestSync(t *testing.T) {
 }
 
 func TestManifests(t *testing.T) {
-	var crd apiextensionsv1.CustomResourceDefinition
-	if err := yaml.UnmarshalStrict(CRD, &crd); err != nil {
-		t.Fatal(err)
-	}
-	if crd.Spec.Group != GVR.Group || crd.Spec.Names.Plural != GVR.Resource || crd.Spec.Versions[0].Name != GVR.Version {
-		t.Errorf("crd.yaml is not %s", GVR)
-	}
-	var uc v1alpha1.UniversalController
-	if err := yaml.UnmarshalStrict(ControllerManifest, &uc); err != nil {
-		t.Fatal(err)
-	}
+	crd, uc := exampletest.Manifests(t, CRD, ControllerManifest)
+	exampletest.DefinesGVR(t, crd, GVR)
 	if uc.Name != Controller || len(uc.Spec.ChildResources) != 2 || uc.Spec.GenerateSelector != nil {
 		t.Errorf("controller.yaml registers %s with %+v", uc.Name, uc.Spec)
 	}

@@ -6,8 +6,8 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 
+	"universalcontroller.dev/uc/examples/internal/exampletest"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
@@ -37,16 +37,9 @@ func TestSync(t *testing.T) {
 }
 
 func TestManifests(t *testing.T) {
-	var crd apiextensionsv1.CustomResourceDefinition
-	if err := yaml.UnmarshalStrict(CRD, &crd); err != nil {
-		t.Fatal(err)
-	}
+	crd, uc := exampletest.Manifests(t, CRD, ControllerManifest)
 	if crd.Spec.Scope != apiextensionsv1.ClusterScoped || crd.Spec.Names.Plural != GVR.Resource {
 		t.Errorf("crd.yaml is not the cluster-scoped %s", GVR)
-	}
-	var uc v1alpha1.UniversalController
-	if err := yaml.UnmarshalStrict(ControllerManifest, &uc); err != nil {
-		t.Fatal(err)
 	}
 	if uc.Name != Controller || uc.Spec.ParentResource.Resource != GVR.Resource || uc.Spec.Hooks.Sync.Version != v1alpha1.HookV1 {
 		t.Errorf("controller.yaml registers %s for %s (hook %s)", uc.Name, uc.Spec.ParentResource.Resource, uc.Spec.Hooks.Sync.Version)

@@ -3,12 +3,10 @@ package fanout
 import (
 	"testing"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 
+	"universalcontroller.dev/uc/examples/internal/exampletest"
 	"universalcontroller.dev/uc/schemas/hooks"
-	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
 func TestSync(t *testing.T) {
@@ -38,17 +36,8 @@ func TestSync(t *testing.T) {
 }
 
 func TestManifests(t *testing.T) {
-	var crd apiextensionsv1.CustomResourceDefinition
-	if err := yaml.UnmarshalStrict(CRD, &crd); err != nil {
-		t.Fatal(err)
-	}
-	if crd.Spec.Group != GVR.Group || crd.Spec.Names.Plural != GVR.Resource || crd.Spec.Versions[0].Name != GVR.Version {
-		t.Errorf("crd.yaml is not %s", GVR)
-	}
-	var uc v1alpha1.UniversalController
-	if err := yaml.UnmarshalStrict(ControllerManifest, &uc); err != nil {
-		t.Fatal(err)
-	}
+	crd, uc := exampletest.Manifests(t, CRD, ControllerManifest)
+	exampletest.DefinesGVR(t, crd, GVR)
 	if uc.Name != Controller || uc.Spec.ParentResource.Resource != GVR.Resource {
 		t.Errorf("controller.yaml registers %s for %s", uc.Name, uc.Spec.ParentResource.Resource)
 	}

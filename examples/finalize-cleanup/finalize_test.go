@@ -4,12 +4,10 @@ import (
 	"context"
 	"testing"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 
+	"universalcontroller.dev/uc/examples/internal/exampletest"
 	"universalcontroller.dev/uc/schemas/hooks"
-	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
 // mapStore is a registry in memory; stuck entries survive a Delete.
@@ -59,16 +57,9 @@ func TestHooks(t *testing.T) {
 }
 
 func TestManifests(t *testing.T) {
-	var crd apiextensionsv1.CustomResourceDefinition
-	if err := yaml.UnmarshalStrict(CRD, &crd); err != nil {
-		t.Fatal(err)
-	}
+	crd, uc := exampletest.Manifests(t, CRD, ControllerManifest)
 	if crd.Spec.Group != GVR.Group || crd.Spec.Names.Plural != GVR.Resource {
 		t.Errorf("crd.yaml is not %s", GVR)
-	}
-	var uc v1alpha1.UniversalController
-	if err := yaml.UnmarshalStrict(ControllerManifest, &uc); err != nil {
-		t.Fatal(err)
 	}
 	if uc.Name != Controller || uc.Spec.Hooks.Finalize == nil {
 		t.Errorf("controller.yaml registers %s, finalize hook %v", uc.Name, uc.Spec.Hooks.Finalize)

@@ -7,11 +7,10 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/yaml"
 
+	"universalcontroller.dev/uc/examples/internal/exampletest"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
@@ -297,21 +296,9 @@ func TestTFConfig(t *testing.T) {
 }
 
 func TestManifests(t *testing.T) {
-	var crd apiextensionsv1.CustomResourceDefinition
-	if err := yaml.UnmarshalStrict(CRD, &crd); err != nil {
-		t.Fatal(err)
-	}
-	if crd.Spec.Group != GVR.Group || crd.Spec.Names.Plural != GVR.Resource || crd.Spec.Versions[0].Name != GVR.Version {
-		t.Errorf("crd.yaml is not %s", GVR)
-	}
-	var uc v1alpha1.UniversalController
-	if err := yaml.UnmarshalStrict(ControllerManifest, &uc); err != nil {
-		t.Fatal(err)
-	}
-	methods := map[string]v1alpha1.ChildUpdateMethod{}
-	for _, c := range uc.Spec.ChildResources {
-		methods[c.Resource] = c.UpdateStrategy.Method
-	}
+	crd, uc := exampletest.Manifests(t, CRD, ControllerManifest)
+	exampletest.DefinesGVR(t, crd, GVR)
+	methods := exampletest.UpdateMethods(uc)
 	if uc.Name != Controller || methods["pods"] != v1alpha1.ChildUpdateRecreate || methods["services"] != v1alpha1.ChildUpdateInPlace {
 		t.Errorf("controller.yaml registers %s with %v", uc.Name, methods)
 	}

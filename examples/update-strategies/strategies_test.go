@@ -4,10 +4,9 @@ import (
 	"encoding/base64"
 	"testing"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 
+	"universalcontroller.dev/uc/examples/internal/exampletest"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
@@ -43,21 +42,9 @@ func TestSync(t *testing.T) {
 }
 
 func TestManifests(t *testing.T) {
-	var crd apiextensionsv1.CustomResourceDefinition
-	if err := yaml.UnmarshalStrict(CRD, &crd); err != nil {
-		t.Fatal(err)
-	}
-	if crd.Spec.Group != GVR.Group || crd.Spec.Names.Plural != GVR.Resource || crd.Spec.Versions[0].Name != GVR.Version {
-		t.Errorf("crd.yaml is not %s", GVR)
-	}
-	var uc v1alpha1.UniversalController
-	if err := yaml.UnmarshalStrict(ControllerManifest, &uc); err != nil {
-		t.Fatal(err)
-	}
-	methods := map[string]v1alpha1.ChildUpdateMethod{}
-	for _, c := range uc.Spec.ChildResources {
-		methods[c.Resource] = c.UpdateStrategy.Method
-	}
+	crd, uc := exampletest.Manifests(t, CRD, ControllerManifest)
+	exampletest.DefinesGVR(t, crd, GVR)
+	methods := exampletest.UpdateMethods(uc)
 	if uc.Name != Controller || methods["configmaps"] != v1alpha1.ChildUpdateOnDelete ||
 		methods["secrets"] != v1alpha1.ChildUpdateRecreate || methods["services"] != v1alpha1.ChildUpdateInPlace {
 		t.Errorf("controller.yaml registers %s with %v", uc.Name, methods)
