@@ -122,10 +122,10 @@ func (a *Applier) receive(msg jetstream.Msg) {
 	e, err := bus.FromMsg(context.Background(), msg.Subject(), msg.Headers(), msg.Data())
 	var meta bus.Meta
 	if err == nil {
-		meta, err = bus.MetaOf(e)
+		meta, err = bus.MetaOfReply(msg.Subject(), e)
 	}
 	if err != nil {
-		a.log.Error("dropping a reply that is not a uc CloudEvent", "subject", msg.Subject(), "err", err)
+		a.log.Error("dropping a reply that is not a uc reply", "subject", msg.Subject(), "err", err)
 		_ = msg.Term()
 		return
 	}
@@ -443,6 +443,14 @@ func (a *Applier) write(ctx context.Context, ctl *registry.Controller, act actio
 	var err error
 	switch act.verb {
 	case verbApply:
+		if dryRun && act.create {
+			// A plain create validates a new object as well as an apply,
+			// at about half the apiserver's cost.
+			_, err = res.Create(ctx, act.obj, metav1.CreateOptions{FieldManager: FieldManager(ctl.Name), DryRun: dry})
+			if !apierrors.IsAlreadyExists(err) {
+				break
+			}
+		}
 		_, err = res.Apply(ctx, act.obj.GetName(), act.obj, metav1.ApplyOptions{FieldManager: FieldManager(ctl.Name), Force: true, DryRun: dry})
 	case verbRelease:
 		_, err = res.Patch(ctx, act.obj.GetName(), types.JSONPatchType, releasePatch(act.obj, ctl), metav1.PatchOptions{FieldManager: FieldManager(ctl.Name), DryRun: dry})

@@ -36,6 +36,8 @@ type action struct {
 	obj *unstructured.Unstructured
 	// adopt is set when the apply takes over an orphan.
 	adopt bool
+	// create is set when the child does not exist yet.
+	create bool
 	// event is the reason of the Normal Event recorded on the parent.
 	event string
 }
@@ -105,7 +107,7 @@ func plan(ctl *registry.Controller, parent *unstructured.Unstructured, resp *hoo
 		desired[id] = true
 		cur, exists := live.get(child, obj.GetNamespace(), obj.GetName())
 		if !exists {
-			actions = append(actions, action{verb: verbApply, child: child, obj: obj, event: "Created"})
+			actions = append(actions, action{verb: verbApply, child: child, obj: obj, create: true, event: "Created"})
 			continue
 		}
 		if ref := metav1.GetControllerOfNoCopy(cur); ref != nil && ref.UID != parent.GetUID() {

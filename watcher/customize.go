@@ -147,8 +147,9 @@ func (w *Watcher) onCustomizeReply(ctx context.Context, msg jetstream.Msg) error
 	if err != nil {
 		return nil // not a uc event: nothing to retry
 	}
-	meta, err := bus.MetaOf(e)
+	meta, err := bus.MetaOfReply(msg.Subject(), e)
 	if err != nil {
+		w.log.Error("dropping a customize reply that is not a uc reply", "subject", msg.Subject(), "err", err)
 		return nil
 	}
 	ctl, ok := w.reg.Get(meta.Controller)

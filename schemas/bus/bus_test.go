@@ -110,3 +110,26 @@ func TestMetaOfRejectsIncompleteEvents(t *testing.T) {
 		t.Fatal("an event without the parent's identity was accepted")
 	}
 }
+
+func TestMetaOfReplyChecksTheSubject(t *testing.T) {
+	m := Meta{Address: Address{Controller: "b", Hook: "sync", Partition: 1, ParentUID: "u"}, Name: "n", Observation: 1}
+	e := event.New()
+	e.SetID("id")
+	e.SetType(ResponseType("sync"))
+	e.SetSource("/test")
+	m.SetOn(&e)
+	forged := m
+	forged.Controller = "a"
+	for _, tt := range []struct {
+		subject string
+		ok      bool
+	}{
+		{m.ReplySubject(), true},
+		{forged.ReplySubject(), false}, // a worker of a, claiming to be b's
+		{"uc.reply.b.sync.2.u", false},
+	} {
+		if _, err := MetaOfReply(tt.subject, &e); (err == nil) != tt.ok {
+			t.Errorf("reply on %s: err %v, want ok=%v", tt.subject, err, tt.ok)
+		}
+	}
+}

@@ -147,6 +147,21 @@ func MetaOf(e *event.Event) (Meta, error) {
 	return m, nil
 }
 
+// MetaOfReply reads a reply's Meta and checks that the reply came on the
+// subject its attributes name. A NATS user may publish only on its own
+// controller's subjects, so this is what stops a hook worker of one
+// controller from passing a reply off as another controller's.
+func MetaOfReply(subject string, e *event.Event) (Meta, error) {
+	m, err := MetaOf(e)
+	if err != nil {
+		return m, err
+	}
+	if want := m.ReplySubject(); subject != want {
+		return m, fmt.Errorf("event %s came on %s, but its attributes say %s", e.ID(), subject, want)
+	}
+	return m, nil
+}
+
 // NewTraceParent starts a W3C trace context for a new request.
 func NewTraceParent() string {
 	return "00-" + randomHex(16) + "-" + randomHex(8) + "-01"
