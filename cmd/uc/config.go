@@ -40,8 +40,8 @@ type config struct {
 
 func (c *config) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
-	fs.Float64Var(&c.kubeQPS, "kube-api-qps", 200, "queries per second to the Kubernetes API")
-	fs.IntVar(&c.kubeBurst, "kube-api-burst", 400, "burst of queries to the Kubernetes API")
+	fs.Float64Var(&c.kubeQPS, "kube-api-qps", 1000, "queries per second to the Kubernetes API (client-side; negative: no limit, the apiserver's priority and fairness alone)")
+	fs.IntVar(&c.kubeBurst, "kube-api-burst", 2000, "burst of queries to the Kubernetes API")
 	fs.StringVar(&c.nats.URL, "nats-url", "", "external NATS server URL (uc run: embedded server when empty)")
 	// Defaults are empty: parse sets flags from UC_* variables.
 	c.nats.RegisterFlags(fs, func(string) string { return "" })
