@@ -8,8 +8,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -19,10 +17,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/yaml"
 
 	"universalcontroller.dev/uc/applier"
 	"universalcontroller.dev/uc/dispatcher/worker"
@@ -214,23 +210,14 @@ func TestExampleCatSet(t *testing.T) {
 	ctx := t.Context()
 	ns := namespace(t)
 	logEventsOnFailure(t, ns)
-	installCRD(t, "examples/catset/crd.yaml", catset.GVR)
-	serveHooks(t, catset.Controller, worker.Sync(catset.Sync), worker.Finalize(catset.Finalize))
-	registerManifest(t, "examples/catset/controller.yaml", func(*unstructured.Unstructured) {})
+	installExample(t, "examples/catset", catset.GVR, catset.Controller, nil, worker.Sync(catset.Sync), worker.Finalize(catset.Finalize))
 	logHookSize(t, "CatSet", "examples/catset")
 	createVolumes(t, ns, 5)
 	tr := trackPods(t, ns)
 
-	b, err := os.ReadFile(filepath.Join(env.root, "examples/catset/catset.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cs unstructured.Unstructured
-	if err := yaml.Unmarshal(b, &cs.Object); err != nil {
-		t.Fatal(err)
-	}
+	cs := manifestObject(t, "examples/catset/catset.yaml")
 	cs.SetName("web")
-	if _, err := env.dyn.Resource(catset.GVR).Namespace(ns).Create(ctx, &cs, metav1.CreateOptions{}); err != nil {
+	if _, err := env.dyn.Resource(catset.GVR).Namespace(ns).Create(ctx, cs, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	const v1, v2 = "nginx:1.27", "nginx:1.28"

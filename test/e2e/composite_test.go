@@ -9,15 +9,10 @@ package e2e
 // editing the parent.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -31,13 +26,9 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/restmapper"
 
 	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/schemas/hooks"
-	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
 var compositeGVR = schema.GroupVersionResource{Group: "e2e.universalcontroller.dev", Version: "v1", Resource: "composites"}
@@ -109,70 +100,6 @@ func typed(fn worker.SyncFunc) func(context.Context, *hooks.SyncRequest) (any, e
 			return nil, err
 		}
 		return resp, nil
-	}
-}
-
-// serveHooks serves the handlers as the controller's hooks, in this
-// process, until the test ends.
-func serveHooks(t *testing.T, controller string, handlers ...worker.Handler) {
-	t.Helper()
-	ctx := t.Context()
-	for _, h := range handlers {
-		go func() {
-			if err := worker.Serve(ctx, env.js, controller, h); err != nil && ctx.Err() == nil {
-				t.Errorf("%s %s worker: %v", controller, h.Hook(), err)
-			}
-		}()
-	}
-}
-
-// installCRD applies a CRD manifest and waits until its resource is served.
-func installCRD(t *testing.T, path string, gvr schema.GroupVersionResource) {
-	t.Helper()
-	if err := applyFile(t.Context(), filepath.Join(env.root, path)); err != nil {
-		t.Fatal(err)
-	}
-	if err := poll(t.Context(), 30*time.Second, func() error {
-		_, err := env.dyn.Resource(gvr).List(t.Context(), metav1.ListOptions{Limit: 1})
-		return err
-	}); err != nil {
-		t.Fatalf("%s is not served: %v", gvr, err)
-	}
-}
-
-// registerManifest applies the objects of a manifest, each changed by edit
-// first, and deletes the UniversalControllers among them when the test
-// ends.
-func registerManifest(t *testing.T, path string, edit func(*unstructured.Unstructured)) {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(env.root, path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(env.kube.Discovery()))
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-	for {
-		var obj unstructured.Unstructured
-		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
-			return
-		} else if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		if obj.Object == nil {
-			continue
-		}
-		if edit != nil {
-			edit(&obj)
-		}
-		if err := applyObject(t.Context(), mapper, &obj); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		if obj.GetKind() == "UniversalController" {
-			name := obj.GetName()
-			t.Cleanup(func() {
-				_ = env.dyn.Resource(v1alpha1.Resource).Delete(context.Background(), name, metav1.DeleteOptions{})
-			})
-		}
 	}
 }
 

@@ -61,12 +61,7 @@ func TestConfigMapPropagation(t *testing.T) {
 		"metadata": map[string]any{"name": source},
 		"spec":     map[string]any{"sourceName": "settings", "sourceNamespace": source, "targetNamespaces": []any{targets[0], targets[1]}},
 	}}
-	if _, err := env.dyn.Resource(propagationGVR).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = env.dyn.Resource(propagationGVR).Delete(context.Background(), source, metav1.DeleteOptions{})
-	})
+	createClusterScoped(t, propagationGVR, p)
 	copiesAt := func(level string) func() error {
 		return func() error {
 			for _, ns := range targets {
@@ -99,12 +94,7 @@ func TestConfigMapPropagation(t *testing.T) {
 	// Both names and labelSelector: rejected on the parent.
 	bad := p.DeepCopy()
 	bad.SetName("bad")
-	if _, err := env.dyn.Resource(propagationGVR).Create(ctx, bad, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = env.dyn.Resource(propagationGVR).Delete(context.Background(), "bad", metav1.DeleteOptions{})
-	})
+	createClusterScoped(t, propagationGVR, bad)
 	eventually(t, time.Minute, func() error {
 		obj, err := env.dyn.Resource(propagationGVR).Get(ctx, "bad", metav1.GetOptions{})
 		if err != nil {
@@ -116,14 +106,4 @@ func TestConfigMapPropagation(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-// extraNamespace creates one more namespace for a test.
-func extraNamespace(t *testing.T, name string) string {
-	t.Helper()
-	if _, err := env.kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.kube.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{}) })
-	return name
 }

@@ -146,14 +146,12 @@ func resyncsWriteNothing(t *testing.T, rec *recorder, ns, name string, parentGVR
 // hook, so its parents get no finalizer.
 func TestExampleUpdateStrategies(t *testing.T) {
 	ctx := t.Context()
-	installCRD(t, "examples/update-strategies/crd.yaml", updatestrategies.GVR)
 	rec := newRecorder()
-	serveHooks(t, updatestrategies.Controller, rec.handler(hooks.Sync, typed(updatestrategies.Sync)))
-	registerManifest(t, "examples/update-strategies/controller.yaml", func(u *unstructured.Unstructured) {
+	installExample(t, "examples/update-strategies", updatestrategies.GVR, updatestrategies.Controller, func(u *unstructured.Unstructured) {
 		if u.GetKind() == "UniversalController" {
 			_ = unstructured.SetNestedField(u.Object, int64(1), "spec", "resyncPeriodSeconds")
 		}
-	})
+	}, rec.handler(hooks.Sync, typed(updatestrategies.Sync)))
 	ns := namespace(t)
 	demos := env.dyn.Resource(updatestrategies.GVR).Namespace(ns)
 	if _, err := demos.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
@@ -224,22 +222,6 @@ func TestExampleUpdateStrategies(t *testing.T) {
 	resyncsWriteNothing(t, rec, ns, "demo", updatestrategies.GVR, versions)
 }
 
-// moreNamespaces creates namespaces named after the test's, deleted when
-// the test ends.
-func moreNamespaces(t *testing.T, base string, suffixes ...string) []string {
-	t.Helper()
-	var out []string
-	for _, s := range suffixes {
-		name := base + "-" + s
-		if _, err := env.kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = env.kube.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{}) })
-		out = append(out, name)
-	}
-	return out
-}
-
 // TestExampleClusterParent: a cluster-scoped ClusterConfig owns a ConfigMap
 // in each namespace it lists; its v1 hook sees them keyed namespace/name.
 // Taking a namespace off the list deletes that ConfigMap, adding one creates
@@ -247,23 +229,18 @@ func moreNamespaces(t *testing.T, base string, suffixes ...string) []string {
 // them all.
 func TestExampleClusterParent(t *testing.T) {
 	ctx := t.Context()
-	installCRD(t, "examples/cluster-parent/crd.yaml", clusterparent.GVR)
 	rec := newRecorder()
-	serveHooks(t, clusterparent.Controller, rec.handler(hooks.Sync, typed(clusterparent.Sync)))
-	registerManifest(t, "examples/cluster-parent/controller.yaml", nil)
+	installExample(t, "examples/cluster-parent", clusterparent.GVR, clusterparent.Controller, nil, rec.handler(hooks.Sync, typed(clusterparent.Sync)))
 	base := namespace(t)
-	nss := append([]string{base}, moreNamespaces(t, base, "b", "c")...)
+	nss := []string{base, extraNamespace(t, base+"-b"), extraNamespace(t, base+"-c")}
 	a, b, c := nss[0], nss[1], nss[2]
 	name := base // cluster-wide unique
 	configs := env.dyn.Resource(clusterparent.GVR)
-	if _, err := configs.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+	createClusterScoped(t, clusterparent.GVR, &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "examples.universalcontroller.dev/v1alpha1", "kind": "ClusterConfig",
 		"metadata": map[string]any{"name": name},
 		"spec":     map[string]any{"namespaces": []any{a, b}, "data": map[string]any{"greeting": "hello"}},
-	}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = configs.Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	}})
 
 	// converged checks the ConfigMaps are in exactly the namespaces with the
 	// greeting, and that the hook saw them all (status.present).
@@ -360,7 +337,6 @@ func (s *heldStore) Delete(ctx context.Context, key string) error {
 // Registration and its ConfigMap go.
 func TestExampleFinalizeCleanup(t *testing.T) {
 	ctx := t.Context()
-	installCRD(t, "examples/finalize-cleanup/crd.yaml", finalizecleanup.GVR)
 	kv, err := finalizecleanup.OpenKVStore(ctx, env.js, "e2e_registrations")
 	if err != nil {
 		t.Fatal(err)
@@ -368,8 +344,8 @@ func TestExampleFinalizeCleanup(t *testing.T) {
 	store := &heldStore{Store: kv}
 	h := &finalizecleanup.Hooks{Store: store} // no retries: only changes call the finalize hook again
 	rec := newRecorder()
-	serveHooks(t, finalizecleanup.Controller, rec.handler(hooks.Sync, typed(h.Sync)), rec.handler(hooks.Finalize, typed(h.Finalize)))
-	registerManifest(t, "examples/finalize-cleanup/controller.yaml", nil)
+	installExample(t, "examples/finalize-cleanup", finalizecleanup.GVR, finalizecleanup.Controller, nil,
+		rec.handler(hooks.Sync, typed(h.Sync)), rec.handler(hooks.Finalize, typed(h.Finalize)))
 	ns := namespace(t)
 	regs := env.dyn.Resource(finalizecleanup.GVR).Namespace(ns)
 	t.Cleanup(func() { // never leave a parent stuck on a finalizer

@@ -1,14 +1,15 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,11 +21,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 
+	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/schemas/bus"
+	"universalcontroller.dev/uc/schemas/hooks"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
 	"universalcontroller.dev/uc/test/testbed"
 )
 
@@ -124,26 +130,52 @@ func eventually(t *testing.T, timeout time.Duration, check func() error) {
 
 // applyFile applies every object of a YAML file with server-side apply.
 func applyFile(ctx context.Context, path string) error {
-	b, err := os.ReadFile(path)
+	objs, err := manifestObjects(path)
 	if err != nil {
 		return err
 	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(env.kube.Discovery()))
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-	for {
-		var obj unstructured.Unstructured
-		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
-			return nil
-		} else if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		if obj.Object == nil {
-			continue
-		}
-		if err := applyObject(ctx, mapper, &obj); err != nil {
+	mapper := newMapper()
+	for _, obj := range objs {
+		if err := applyObject(ctx, mapper, obj); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 	}
+	return nil
+}
+
+// manifestObjects decodes the objects of a YAML (or JSON) file, leaving
+// out empty documents, as deployDecode does those `kubectl kustomize`
+// prints.
+func manifestObjects(path string) ([]*unstructured.Unstructured, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := deployDecode(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return objs, nil
+}
+
+// manifestObject is the one object of a YAML file (path below the
+// repository's root).
+func manifestObject(t *testing.T, path string) *unstructured.Unstructured {
+	t.Helper()
+	objs, err := manifestObjects(filepath.Join(env.root, path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != 1 {
+		t.Fatalf("%s has %d objects, want 1", path, len(objs))
+	}
+	return objs[0]
+}
+
+// newMapper maps kinds to resources by discovery; applyObject resets it
+// when a kind is not (yet) known.
+func newMapper() *restmapper.DeferredDiscoveryRESTMapper {
+	return restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(env.kube.Discovery()))
 }
 
 func applyObject(ctx context.Context, mapper *restmapper.DeferredDiscoveryRESTMapper, obj *unstructured.Unstructured) error {
@@ -184,20 +216,36 @@ func namespace(t *testing.T) string {
 	if len(name) > 50 {
 		name = name[:50]
 	}
-	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": name}}}
-	nsGVR := schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
-	if _, err := env.dyn.Resource(nsGVR).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = env.dyn.Resource(nsGVR).Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
+	extraNamespace(t, name)
 	// Pods need the namespace's default ServiceAccount.
 	eventually(t, 30*time.Second, func() error {
 		_, err := env.kube.CoreV1().ServiceAccounts(name).Get(t.Context(), "default", metav1.GetOptions{})
 		return err
 	})
 	return name
+}
+
+// extraNamespace creates one more namespace for a test, named name, and
+// deletes it afterwards.
+func extraNamespace(t *testing.T, name string) string {
+	t.Helper()
+	createClusterScoped(t, schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": name}}})
+	return name
+}
+
+// createClusterScoped creates a cluster-scoped object of resource gvr and
+// deletes it when the test ends.
+func createClusterScoped(t *testing.T, gvr schema.GroupVersionResource, obj *unstructured.Unstructured) {
+	t.Helper()
+	res := env.dyn.Resource(gvr)
+	if _, err := res.Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	name := obj.GetName()
+	t.Cleanup(func() {
+		_ = res.Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
 }
 
 // countingHook serves the Foo example's sync hook, counts calls per parent,
@@ -231,4 +279,207 @@ func (h *countingHook) hold(key string) (release func()) {
 		h.mu.Unlock()
 		close(gate)
 	})
+}
+
+// serveHooks serves the handlers as the controller's hooks, in this
+// process, until the test ends.
+func serveHooks(t *testing.T, controller string, handlers ...worker.Handler) {
+	t.Helper()
+	ctx := t.Context()
+	for _, h := range handlers {
+		go func() {
+			if err := worker.Serve(ctx, env.js, controller, h); err != nil && ctx.Err() == nil {
+				t.Errorf("%s %s worker: %v", controller, h.Hook(), err)
+			}
+		}()
+	}
+}
+
+// installCRD applies a CRD manifest and waits until its resource is served.
+func installCRD(t *testing.T, path string, gvr schema.GroupVersionResource) {
+	t.Helper()
+	if err := applyFile(t.Context(), filepath.Join(env.root, path)); err != nil {
+		t.Fatal(err)
+	}
+	if err := poll(t.Context(), 30*time.Second, func() error {
+		_, err := env.dyn.Resource(gvr).List(t.Context(), metav1.ListOptions{Limit: 1})
+		return err
+	}); err != nil {
+		t.Fatalf("%s is not served: %v", gvr, err)
+	}
+}
+
+// registerManifest applies the objects of a manifest, each changed by edit
+// first, and deletes the UniversalControllers among them when the test
+// ends.
+func registerManifest(t *testing.T, path string, edit func(*unstructured.Unstructured)) {
+	t.Helper()
+	objs, err := manifestObjects(filepath.Join(env.root, path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := newMapper()
+	for _, obj := range objs {
+		if edit != nil {
+			edit(obj)
+		}
+		if err := applyObject(t.Context(), mapper, obj); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if obj.GetKind() == "UniversalController" {
+			name := obj.GetName()
+			t.Cleanup(func() {
+				_ = env.dyn.Resource(v1alpha1.Resource).Delete(context.Background(), name, metav1.DeleteOptions{})
+			})
+		}
+	}
+}
+
+// runExample installs an example, serving its sync hook in this process,
+// logs its size, and returns a new namespace for its parents.
+func runExample(t *testing.T, title, dir string, gvr schema.GroupVersionResource, controller string, sync worker.SyncFunc) string {
+	t.Helper()
+	logHookSize(t, title, dir)
+	installExample(t, dir, gvr, controller, nil, newRecorder().handler(hooks.Sync, typed(sync)))
+	return namespace(t)
+}
+
+// installExample installs an example's CRD (dir/crd.yaml), serves the
+// handlers as its controller's hooks in this process, and registers its
+// controller (dir/controller.yaml), each object changed by edit first (nil:
+// none).
+func installExample(t *testing.T, dir string, gvr schema.GroupVersionResource, controller string, edit func(*unstructured.Unstructured), handlers ...worker.Handler) {
+	t.Helper()
+	installCRD(t, dir+"/crd.yaml", gvr)
+	serveHooks(t, controller, handlers...)
+	registerManifest(t, dir+"/controller.yaml", edit)
+}
+
+// logHookSize logs the size of an example's hook (its Go files but the
+// tests, cmd included) and of its controller.yaml next to the thesis'
+// figures: lines that are not blank, and of those the ones that are not
+// comments.
+func logHookSize(t *testing.T, example, dir string) {
+	t.Helper()
+	var goLines, goCode int
+	err := filepath.WalkDir(filepath.Join(env.root, dir), func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		lines, code, err := countLines(path, "//")
+		goLines, goCode = goLines+lines, goCode+code
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	yamlLines, yamlCode, err := countLines(filepath.Join(env.root, dir, "controller.yaml"), "#")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: hook %d lines of Go (%d without comments), controller.yaml %d lines (%d without comments); "+
+		"the thesis: sample-controller 58 lines, tf-operator about 400", example, goLines, goCode, yamlLines, yamlCode)
+}
+
+// countLines counts a file's lines that are not blank, and of those the
+// ones that do not start with the comment marker.
+func countLines(path, comment string) (lines, code int, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	s := bufio.NewScanner(bytes.NewReader(b))
+	for s.Scan() {
+		line := strings.TrimSpace(s.Text())
+		if line == "" {
+			continue
+		}
+		lines++
+		if !strings.HasPrefix(line, comment) {
+			code++
+		}
+	}
+	return lines, code, s.Err()
+}
+
+// changeRecord records every version of the objects of one resource in a
+// namespace, from its start until the test ends, in the order of the watch.
+type changeRecord struct {
+	mu      sync.Mutex
+	changes []change
+}
+
+// change is one watch event: the object, or its last state when deleted.
+type change struct {
+	deleted bool
+	obj     *unstructured.Unstructured
+}
+
+// resourceVersion is the change's position in etcd's history, comparable
+// across the resources of the one etcd of the test bed.
+func (c change) resourceVersion() uint64 {
+	rv, _ := strconv.ParseUint(c.obj.GetResourceVersion(), 10, 64)
+	return rv
+}
+
+// recordChanges starts recording the changes of a resource in a namespace;
+// the watch resumes where it stopped if the apiserver closes it.
+func recordChanges(t *testing.T, gvr schema.GroupVersionResource, ns string) *changeRecord {
+	t.Helper()
+	ctx := t.Context()
+	res := env.dyn.Resource(gvr).Namespace(ns)
+	list, err := res.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &changeRecord{}
+	for i := range list.Items {
+		rec.changes = append(rec.changes, change{obj: &list.Items[i]})
+	}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.GetResourceVersion(), &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return res.Watch(ctx, opts)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	go func() {
+		for ev := range w.ResultChan() {
+			obj, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok || ev.Type == watch.Bookmark {
+				continue
+			}
+			rec.mu.Lock()
+			rec.changes = append(rec.changes, change{deleted: ev.Type == watch.Deleted, obj: obj})
+			rec.mu.Unlock()
+		}
+	}()
+	return rec
+}
+
+func (r *changeRecord) all() []change {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.changes)
+}
+
+// conditions lists the distinct "type=status" conditions the object was
+// seen with, in the order first seen.
+func (r *changeRecord) conditions(name string) []string {
+	var seen []string
+	for _, c := range r.all() {
+		if c.obj.GetName() != name {
+			continue
+		}
+		conds, _, _ := unstructured.NestedSlice(c.obj.Object, "status", "conditions")
+		for _, cond := range conds {
+			m, _ := cond.(map[string]any)
+			if s := fmt.Sprintf("%v=%v", m["type"], m["status"]); !slices.Contains(seen, s) {
+				seen = append(seen, s)
+			}
+		}
+	}
+	return seen
 }

@@ -16,9 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/yaml"
-
-	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
 var catsetGVR = schema.GroupVersionResource{Group: "examples.universalcontroller.dev", Version: "v1", Resource: "catsets"}
@@ -115,25 +112,13 @@ func TestJSWorkerCatSet(t *testing.T) {
 	})
 
 	for _, f := range []string{"crd.yaml", "controller.yaml"} {
-		if err := applyFile(ctx, filepath.Join(dir, f)); err != nil {
-			t.Fatal(err)
-		}
+		registerManifest(t, "examples/js-catset/"+f, nil)
 	}
-	t.Cleanup(func() {
-		_ = env.dyn.Resource(v1alpha1.Resource).Delete(context.Background(), "catset-controller", metav1.DeleteOptions{})
-	})
 	ns := namespace(t)
-	manifest, err := os.ReadFile(filepath.Join(dir, "catset.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var catset unstructured.Unstructured
-	if err := yaml.Unmarshal(manifest, &catset.Object); err != nil {
-		t.Fatal(err)
-	}
+	catset := manifestObject(t, "examples/js-catset/catset.yaml")
 	catset.SetNamespace(ns)
 	eventually(t, 30*time.Second, func() error { // the CRD may not be served yet
-		_, err := env.dyn.Resource(catsetGVR).Namespace(ns).Create(ctx, &catset, metav1.CreateOptions{})
+		_, err := env.dyn.Resource(catsetGVR).Namespace(ns).Create(ctx, catset, metav1.CreateOptions{})
 		return err
 	})
 	eventually(t, 2*time.Minute, func() error { return catsetPods(ctx, ns, "nginx", 3) })

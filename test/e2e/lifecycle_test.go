@@ -29,6 +29,11 @@ func controllerReady(ctx context.Context, name, status, want string) error {
 	return nil
 }
 
+// crdGVR is the CustomResourceDefinitions resource.
+var crdGVR = apiextensionsv1.SchemeGroupVersion.WithResource("customresourcedefinitions")
+
+// crd is a CustomResourceDefinition of kind in group, served as v1, with a
+// status subresource if status.
 func crd(group, plural, kind string, status bool) *unstructured.Unstructured {
 	v := apiextensionsv1.CustomResourceDefinitionVersion{Name: "v1", Served: true, Storage: true,
 		Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
@@ -64,34 +69,19 @@ func TestControllerLifecycle(t *testing.T) {
 				"hooks":            map[string]any{"sync": map[string]any{}},
 			},
 		}}
-		if _, err := env.dyn.Resource(v1alpha1.Resource).Create(ctx, uc, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = env.dyn.Resource(v1alpha1.Resource).Delete(context.Background(), name, metav1.DeleteOptions{})
-		})
-	}
-	crdGVR := apiextensionsv1.SchemeGroupVersion.WithResource("customresourcedefinitions")
-	create := func(obj *unstructured.Unstructured) {
-		t.Helper()
-		if _, err := env.dyn.Resource(crdGVR).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = env.dyn.Resource(crdGVR).Delete(context.Background(), obj.GetName(), metav1.DeleteOptions{})
-		})
+		createClusterScoped(t, v1alpha1.Resource, uc)
 	}
 
 	register("late-controller", "late.e2e.universalcontroller.dev", "lates")
 	eventually(t, time.Minute, func() error {
 		return controllerReady(ctx, "late-controller", "False", "lates")
 	})
-	create(crd("late.e2e.universalcontroller.dev", "lates", "Late", true))
+	createClusterScoped(t, crdGVR, crd("late.e2e.universalcontroller.dev", "lates", "Late", true))
 	created := time.Now()
 	eventually(t, time.Minute, func() error { return controllerReady(ctx, "late-controller", "True", "running") })
 	t.Logf("the controller started %s after its parent CRD was created", time.Since(created).Round(100*time.Millisecond))
 
-	create(crd("nostatus.e2e.universalcontroller.dev", "nostatuses", "NoStatus", false))
+	createClusterScoped(t, crdGVR, crd("nostatus.e2e.universalcontroller.dev", "nostatuses", "NoStatus", false))
 	register("nostatus-controller", "nostatus.e2e.universalcontroller.dev", "nostatuses")
 	eventually(t, time.Minute, func() error {
 		if err := controllerReady(ctx, "nostatus-controller", "False", "no status subresource"); err != nil {

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -40,14 +38,8 @@ func watches(ctx context.Context, resource string) (int, error) {
 // more watches at the apiserver than one (uc run is one process).
 func TestInformersAreShared(t *testing.T) {
 	ctx := t.Context()
-	crdGVR := apiextensionsv1.SchemeGroupVersion.WithResource("customresourcedefinitions")
 	sharer := crd("sharing.e2e.universalcontroller.dev", "sharers", "Sharer", true)
-	if _, err := env.dyn.Resource(crdGVR).Create(ctx, sharer, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = env.dyn.Resource(crdGVR).Delete(context.Background(), sharer.GetName(), metav1.DeleteOptions{})
-	})
+	createClusterScoped(t, crdGVR, sharer)
 	register := func(i int) {
 		name := fmt.Sprintf("sharing-%d", i)
 		uc := &unstructured.Unstructured{Object: map[string]any{
@@ -61,12 +53,7 @@ func TestInformersAreShared(t *testing.T) {
 				"hooks":            map[string]any{"sync": map[string]any{}},
 			},
 		}}
-		if _, err := env.dyn.Resource(v1alpha1.Resource).Create(ctx, uc, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = env.dyn.Resource(v1alpha1.Resource).Delete(context.Background(), name, metav1.DeleteOptions{})
-		})
+		createClusterScoped(t, v1alpha1.Resource, uc)
 		eventually(t, time.Minute, func() error { return controllerReady(ctx, name, "True", "running") })
 	}
 	count := func() (secrets, sharers int) {

@@ -6,18 +6,12 @@ package e2e
 // fails a Pod by writing its status, as a kubelet would.
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,16 +19,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/client-go/util/retry"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/examples/tfjob"
-	"universalcontroller.dev/uc/schemas/hooks"
 )
 
 // Pods labelled so are completed by the test bed's kwok stage
@@ -451,145 +439,4 @@ func tfConfigs(ctx context.Context, ns, job string, cluster map[string][]string)
 		}
 	}
 	return nil
-}
-
-// changeRecord records every version of the objects of one resource in a
-// namespace, from its start until the test ends, in the order of the watch.
-type changeRecord struct {
-	mu      sync.Mutex
-	changes []change
-}
-
-// change is one watch event: the object, or its last state when deleted.
-type change struct {
-	deleted bool
-	obj     *unstructured.Unstructured
-}
-
-// resourceVersion is the change's position in etcd's history, comparable
-// across the resources of the one etcd of the test bed.
-func (c change) resourceVersion() uint64 {
-	rv, _ := strconv.ParseUint(c.obj.GetResourceVersion(), 10, 64)
-	return rv
-}
-
-// recordChanges starts recording the changes of a resource in a namespace;
-// the watch resumes where it stopped if the apiserver closes it.
-func recordChanges(t *testing.T, gvr schema.GroupVersionResource, ns string) *changeRecord {
-	t.Helper()
-	ctx := t.Context()
-	res := env.dyn.Resource(gvr).Namespace(ns)
-	list, err := res.List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &changeRecord{}
-	for i := range list.Items {
-		rec.changes = append(rec.changes, change{obj: &list.Items[i]})
-	}
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.GetResourceVersion(), &cache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return res.Watch(ctx, opts)
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
-	go func() {
-		for ev := range w.ResultChan() {
-			obj, ok := ev.Object.(*unstructured.Unstructured)
-			if !ok || ev.Type == watch.Bookmark {
-				continue
-			}
-			rec.mu.Lock()
-			rec.changes = append(rec.changes, change{deleted: ev.Type == watch.Deleted, obj: obj})
-			rec.mu.Unlock()
-		}
-	}()
-	return rec
-}
-
-func (r *changeRecord) all() []change {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.changes)
-}
-
-// conditions lists the distinct "type=status" conditions the object was
-// seen with, in the order first seen.
-func (r *changeRecord) conditions(name string) []string {
-	var seen []string
-	for _, c := range r.all() {
-		if c.obj.GetName() != name {
-			continue
-		}
-		conds, _, _ := unstructured.NestedSlice(c.obj.Object, "status", "conditions")
-		for _, cond := range conds {
-			m, _ := cond.(map[string]any)
-			if s := fmt.Sprintf("%v=%v", m["type"], m["status"]); !slices.Contains(seen, s) {
-				seen = append(seen, s)
-			}
-		}
-	}
-	return seen
-}
-
-// runExample installs an example's CRD (dir/crd.yaml), serves its sync
-// hook in this process, registers its controller (dir/controller.yaml),
-// logs its size, and returns a new namespace for its parents.
-func runExample(t *testing.T, title, dir string, gvr schema.GroupVersionResource, controller string, sync worker.SyncFunc) string {
-	t.Helper()
-	logHookSize(t, title, dir)
-	installCRD(t, dir+"/crd.yaml", gvr)
-	serveHooks(t, controller, newRecorder().handler(hooks.Sync, typed(sync)))
-	registerManifest(t, dir+"/controller.yaml", nil)
-	return namespace(t)
-}
-
-// logHookSize logs the size of an example's hook (its Go files but the
-// tests, cmd included) and of its controller.yaml next to the thesis'
-// figures: lines that are not blank, and of those the ones that are not
-// comments.
-func logHookSize(t *testing.T, example, dir string) {
-	t.Helper()
-	var goLines, goCode int
-	err := filepath.WalkDir(filepath.Join(env.root, dir), func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return err
-		}
-		lines, code, err := countLines(path, "//")
-		goLines, goCode = goLines+lines, goCode+code
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	yamlLines, yamlCode, err := countLines(filepath.Join(env.root, dir, "controller.yaml"), "#")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%s: hook %d lines of Go (%d without comments), controller.yaml %d lines (%d without comments); "+
-		"the thesis: sample-controller 58 lines, tf-operator about 400", example, goLines, goCode, yamlLines, yamlCode)
-}
-
-// countLines counts a file's lines that are not blank, and of those the
-// ones that do not start with the comment marker.
-func countLines(path, comment string) (lines, code int, err error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, 0, err
-	}
-	s := bufio.NewScanner(bytes.NewReader(b))
-	for s.Scan() {
-		line := strings.TrimSpace(s.Text())
-		if line == "" {
-			continue
-		}
-		lines++
-		if !strings.HasPrefix(line, comment) {
-			code++
-		}
-	}
-	return lines, code, s.Err()
 }

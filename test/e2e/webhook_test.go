@@ -36,22 +36,11 @@ var echoGVR = schema.GroupVersionResource{Group: "hooks.e2e.universalcontroller.
 
 const echoLabel = "hooks.e2e.universalcontroller.dev/controller"
 
-func installEchoCRD(t *testing.T) {
-	t.Helper()
-	if err := applyFile(t.Context(), filepath.Join(env.root, "test/e2e/testdata/hooks-echo-crd.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 30*time.Second, func() error {
-		_, err := env.dyn.Resource(echoGVR).List(t.Context(), metav1.ListOptions{Limit: 1})
-		return err
-	})
-}
-
 // registerEchoController registers a controller of the Echoes labelled with
 // its name, with sync as its sync hook, until the test ends.
 func registerEchoController(t *testing.T, name string, sync v1alpha1.Hook) {
 	t.Helper()
-	installEchoCRD(t)
+	installCRD(t, "test/e2e/testdata/hooks-echo-crd.yaml", echoGVR)
 	generateSelector := true
 	uc := &v1alpha1.UniversalController{
 		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.Group + "/" + v1alpha1.Version, Kind: "UniversalController"},
@@ -73,12 +62,7 @@ func registerEchoController(t *testing.T, name string, sync v1alpha1.Hook) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.dyn.Resource(v1alpha1.Resource).Create(t.Context(), &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = env.dyn.Resource(v1alpha1.Resource).Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
+	createClusterScoped(t, v1alpha1.Resource, &unstructured.Unstructured{Object: obj})
 }
 
 // fastDelivery gives up on a request after 3 tries, 200ms and 400ms apart
