@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -388,22 +389,57 @@ func (a *Applier) execute(ctx context.Context, ctl *registry.Controller, parent 
 		}
 	}
 	if len(actions) > 1 {
-		for _, act := range actions {
-			if err := a.write(ctx, ctl, act, true); err != nil {
-				return err
-			}
-		}
-	}
-	var done []action
-	defer func() { a.recordWrites(parent, done) }()
-	for _, act := range actions {
-		if err := a.write(ctx, ctl, act, false); err != nil {
-			a.events.Eventf(parent, "Warning", "ChildWriteFailed", "%v", err)
+		if _, err := a.writeAll(ctx, ctl, actions, true); err != nil {
 			return err
 		}
-		done = append(done, act)
 	}
-	return nil
+	done, err := a.writeAll(ctx, ctl, actions, false)
+	a.recordWrites(parent, done)
+	if err != nil {
+		a.events.Eventf(parent, "Warning", "ChildWriteFailed", "%v", err)
+	}
+	return err
+}
+
+// writeConcurrency bounds the writes of one reply in flight at once.
+const writeConcurrency = 8
+
+// writeAll makes the writes in order of runs: consecutive writes of the same
+// verb and resource go at once, a run after the one before it (so a reply
+// that lists claims before the Pods that mount them has them created
+// first). It returns the writes made and the first error.
+func (a *Applier) writeAll(ctx context.Context, ctl *registry.Controller, actions []action, dryRun bool) ([]action, error) {
+	var done []action
+	for len(actions) > 0 {
+		n := 1
+		for n < len(actions) && actions[n].verb == actions[0].verb && actions[n].child == actions[0].child {
+			n++
+		}
+		run := actions[:n]
+		actions = actions[n:]
+		ok := make([]bool, len(run))
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(writeConcurrency)
+		for i, act := range run {
+			g.Go(func() error {
+				if err := a.write(gctx, ctl, act, dryRun); err != nil {
+					return err
+				}
+				ok[i] = true
+				return nil
+			})
+		}
+		err := g.Wait()
+		for i, act := range run {
+			if ok[i] {
+				done = append(done, act)
+			}
+		}
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
 }
 
 // recordWrites records one Normal Event on the parent for the writes of one
