@@ -53,6 +53,19 @@ type recorder struct {
 
 func newRecorder() *recorder { return &recorder{calls: map[string][]hookCall{}} }
 
+// hookSawLatest fails until the hook's last call saw the Composite as it is.
+func hookSawLatest(ctx context.Context, rec *recorder, ns, name string) error {
+	p, err := getComposite(ctx, ns, name)
+	if err != nil {
+		return err
+	}
+	calls := rec.of(ns, name)
+	if len(calls) == 0 || calls[len(calls)-1].resourceVersion != p.GetResourceVersion() {
+		return fmt.Errorf("the hook has not seen %s at resourceVersion %s yet", name, p.GetResourceVersion())
+	}
+	return nil
+}
+
 // handler serves fn as the hook, recording every call before it runs.
 func (r *recorder) handler(hook string, fn func(context.Context, *hooks.SyncRequest) (any, error)) worker.Handler {
 	return recordingHandler{hook, r, fn}
@@ -536,7 +549,12 @@ func TestCompositeResyncs(t *testing.T) {
 				if err := compositeSynced(ctx, ns, quiet); err != nil {
 					return err
 				}
-				return compositeSynced(ctx, ns, name)
+				if err := compositeSynced(ctx, ns, name); err != nil {
+					return err
+				}
+				// The echo of uc's own status write has been served: the
+				// quiet parent is quiet from now on.
+				return hookSawLatest(ctx, rec, ns, quiet)
 			})
 			child, _ := getConfigMap(ctx, ns, name)
 			parent, _ := getComposite(ctx, ns, name)

@@ -16,8 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/internal/natsauth"
@@ -100,12 +102,13 @@ func TestNATSLeastPrivilege(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	procs := map[string]*roleProcess{}
 	for _, role := range natsauth.Roles {
 		flags := nb.roleFlags(role)
 		if role == natsauth.Watcher {
 			flags = append(flags, "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", metricsPort))
 		}
-		b.start(role, role, flags...)
+		procs[role] = b.start(role, role, flags...)
 	}
 	ctx, stop := context.WithCancel(t.Context())
 	var served sync.WaitGroup
@@ -136,6 +139,7 @@ func TestNATSLeastPrivilege(t *testing.T) {
 		`uc_hook_requests_published_total{controller="widget-controller",hook="sync"}`))
 
 	t.Run("OtherControllersWorker", func(t *testing.T) { natsAuthIntruder(t, nb, widgets, foos) })
+	t.Run("ForgedReply", func(t *testing.T) { natsAuthForgedReply(t, nb, b, procs[natsauth.Applier], widgets, foos) })
 
 	// No role nor the Widget worker was refused anything.
 	log, err := os.ReadFile(filepath.Join(nb.srv.Dir(), "nats-server.log"))
@@ -225,4 +229,58 @@ func natsAuthIntruder(t *testing.T, nb *natsAuthBed, victim, own string) {
 		t.Fatalf("worker.Run for %s as %s: %v, want a permissions violation", victim, natsauth.HookUser(own), err)
 	}
 	t.Logf("worker.Run for %s as %s stopped after %s: %v", victim, natsauth.HookUser(own), time.Since(start).Round(time.Millisecond), err)
+}
+
+// natsAuthForgedReply has the hook user of controller own publish, on one of
+// its own subjects, a reply whose attributes claim it is victim's, for a
+// converged Widget, wanting no children. The applier drops it: the Widget's
+// ConfigMap stays.
+func natsAuthForgedReply(t *testing.T, nb *natsAuthBed, b *rolesOnBus, applier *roleProcess, victim, own string) {
+	ctx := t.Context()
+	c := nb.conn(natsauth.HookUser(own))
+	c.InboxPrefix = natsauth.HookInbox(own)
+	nc, err := c.Connect("forger", slog.Default(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := env.dyn.Resource(widgetGVR).Namespace(b.ns).Get(ctx, "w1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed := bus.Meta{
+		Address:   bus.Address{Controller: victim, Hook: hooks.Sync, Partition: bus.Partition(w.GetUID(), bus.DefaultPartitions), ParentUID: w.GetUID()},
+		Namespace: b.ns, Name: w.GetName(), Generation: w.GetGeneration(), ResourceVersion: w.GetResourceVersion(),
+		Observation: time.Now().Add(time.Hour).UnixNano(), RequestID: "forged",
+	}
+	e := event.New()
+	e.SetID("forged-reply")
+	e.SetType(bus.ResponseType(hooks.Sync))
+	e.SetSource("/forger")
+	claimed.SetOn(&e)
+	if err := e.SetData(event.ApplicationJSON, hooks.SyncResponse{}); err != nil {
+		t.Fatal(err)
+	}
+	forgedOn := claimed
+	forgedOn.Controller = own
+	msg, err := bus.ToMsg(ctx, forgedOn.ReplySubject(), &e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.PublishMsg(ctx, msg); err != nil {
+		t.Fatalf("publish on its own reply subject %s: %v", msg.Subject, err)
+	}
+	eventually(t, 30*time.Second, func() error {
+		if !applier.logHas("dropping a reply that is not a uc reply") {
+			return fmt.Errorf("the applier has not dropped the forged reply")
+		}
+		return nil
+	})
+	if _, err := env.kube.CoreV1().ConfigMaps(b.ns).Get(ctx, "w1", metav1.GetOptions{}); err != nil {
+		t.Errorf("the forged reply touched the Widget's ConfigMap: %v", err)
+	}
 }
