@@ -26,19 +26,46 @@ const machineKey = "machine"
 // apiserver is the kube-apiserver's command name.
 const apiserver = "kube-apiserver"
 
-// readCPU reads the CPU time of this process and of its children; the one
-// of pid ucPID (0: none) counts as uc's, whatever its binary's name.
-func readCPU(ucPID int) (cpuSeconds, error) {
-	self := os.Getpid()
-	out := cpuSeconds{}
-	busy, err := machineBusy()
-	if err != nil {
-		return nil, err
+// readCPU reads the CPU time of this process and of its children. uc's
+// processes, given by pid with their roles, count as uc's whatever their
+// binaries' names; byRole is their CPU time by role.
+func readCPU(uc map[int]string) (all, byRole cpuSeconds, err error) {
+	all, byRole = cpuSeconds{}, cpuSeconds{}
+	if all[machineKey], err = machineBusy(); err != nil {
+		return nil, nil, err
 	}
-	out[machineKey] = busy
+	err = eachProcess(func(pid, ppid int, name string, secs float64) {
+		role, ours := uc[pid]
+		switch {
+		case pid == os.Getpid():
+			all["bench"] += secs
+		case ours:
+			all["uc"] += secs
+			byRole[role] += secs
+		case ppid == os.Getpid():
+			all[name] += secs
+		}
+	})
+	return all, byRole, err
+}
+
+// childPIDs lists the bench's child processes of a command name.
+func childPIDs(name string) ([]int, error) {
+	var pids []int
+	err := eachProcess(func(pid, ppid int, n string, _ float64) {
+		if ppid == os.Getpid() && n == name {
+			pids = append(pids, pid)
+		}
+	})
+	return pids, err
+}
+
+// eachProcess calls fn with every process's pid, parent, command name and
+// CPU seconds.
+func eachProcess(fn func(pid, ppid int, name string, secs float64)) error {
 	stats, err := filepath.Glob("/proc/[0-9]*/stat")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, path := range stats {
 		name, ppid, secs, err := readStat(path)
@@ -46,16 +73,9 @@ func readCPU(ucPID int) (cpuSeconds, error) {
 			continue // the process exited meanwhile
 		}
 		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(path)))
-		switch {
-		case pid == self:
-			out["bench"] += secs
-		case pid == ucPID:
-			out["uc"] += secs
-		case ppid == self:
-			out[name] += secs
-		}
+		fn(pid, ppid, name, secs)
 	}
-	return out, nil
+	return nil
 }
 
 // machineBusy is the CPU seconds all CPUs spent busy since boot, from the

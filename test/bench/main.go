@@ -11,6 +11,10 @@
 //	go run ./test/bench                  200×5
 //	go run ./test/bench -scenario full   1000×5
 //
+// With -appliers N, uc runs as separate roles on a nats-server (a
+// dispatcher, a watcher and N appliers) instead of `uc run`, and the report
+// adds each process's CPU and how the parents spread over the appliers.
+//
 // It prints a table and writes bench-results/<time>.json. It exits non-zero
 // when a phase does not converge before its deadline; it asserts no timings.
 package main
@@ -42,6 +46,7 @@ type config struct {
 	ucBin          string
 	ignoreStatus   bool
 	pacedRate      float64
+	appliers       int
 }
 
 // scenarios are the named N×M workloads.
@@ -59,7 +64,8 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&sharing, "sharing", "1,5,10", "controller counts of the sharing measurement (empty: skip it)")
 	fs.IntVar(&cfg.sharingParents, "sharing-parents", 100, "parents shared out among the controllers of the sharing measurement")
 	fs.StringVar(&cfg.out, "out", "bench-results", "directory of the JSON results")
-	fs.Var(&cfg.ucFlags, "uc-flag", "extra flag for uc run, e.g. -uc-flag=--kube-api-qps=1000 (repeatable)")
+	fs.Var(&cfg.ucFlags, "uc-flag", "extra flag for uc (each of its processes), e.g. -uc-flag=--kube-api-qps=1000 (repeatable)")
+	fs.IntVar(&cfg.appliers, "appliers", 0, "run uc as separate roles on a nats-server: a dispatcher, a watcher and this many appliers (0: uc run)")
 	fs.StringVar(&cfg.ucBin, "uc-bin", "", "a uc binary to measure (default: build ./cmd/uc)")
 	fs.Float64Var(&cfg.pacedRate, "paced-rate", 20, "parents changed per second in the paced phase")
 	fs.BoolVar(&cfg.ignoreStatus, "ignore-status-changes", false, "set parentResource.ignoreStatusChanges on the Fanout controllers")
@@ -88,6 +94,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	if cfg.parents < 1 || cfg.children < 1 || cfg.concurrency < 1 || cfg.pacedRate <= 0 {
 		return cfg, fmt.Errorf("parents, children, concurrency and paced-rate must be positive")
+	}
+	if cfg.appliers < 0 {
+		return cfg, fmt.Errorf("-appliers must not be negative")
 	}
 	return cfg, nil
 }

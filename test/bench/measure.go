@@ -17,6 +17,7 @@ type window struct {
 	calls     int64
 	perParent map[string]int64
 	cpu       cpuSeconds
+	ucCPU     cpuSeconds // by uc's process
 }
 
 // measurement is what happened in a window.
@@ -33,12 +34,17 @@ type measurement struct {
 	// HookSpread is how the hook calls spread over the parents called.
 	HookSpread spread `json:"hookCallsPerParent"`
 	// PeakRSSMiB and RSSMiB are uc's: its most during the window, and at
-	// its end.
+	// its end (summed over its processes: the sum of their peaks).
 	PeakRSSMiB float64 `json:"peakRSSMiB,omitempty"`
 	RSSMiB     float64 `json:"rssMiB,omitempty"`
 	// CPUSeconds is the CPU time each process used: the test bed's
 	// components, uc, and the bench itself (driver and hook).
 	CPUSeconds cpuSeconds `json:"cpuSeconds"`
+	// UCCPUSeconds and UCPeakRSSMiB are uc's CPU time and peak RSS by
+	// process, when it runs as several (-appliers): nats, dispatcher,
+	// watcher, applier-1, ….
+	UCCPUSeconds cpuSeconds         `json:"ucCPUSecondsByRole,omitempty"`
+	UCPeakRSSMiB map[string]float64 `json:"ucPeakRSSMiBByRole,omitempty"`
 }
 
 // workloadResources are the resources of the Fanout workload. The driver
@@ -65,7 +71,7 @@ func (m measurement) otherWrites() int64 {
 func (e *env) open(ctx context.Context, uc *ucProcess) (*window, error) {
 	w := &window{e: e, uc: uc, driver: e.driverRequests.snapshot(), calls: e.hook.calls.Load(), perParent: e.hook.perParent()}
 	if uc != nil {
-		if err := resetPeak(uc.pid()); err != nil {
+		if err := uc.resetPeaks(); err != nil {
 			return nil, err
 		}
 	}
@@ -73,18 +79,20 @@ func (e *env) open(ctx context.Context, uc *ucProcess) (*window, error) {
 	if w.metrics, err = scrapeMetrics(ctx, e.api.kube.CoreV1().RESTClient()); err != nil {
 		return nil, err
 	}
-	if w.cpu, err = readCPU(w.ucPID()); err != nil {
+	if w.cpu, w.ucCPU, err = readCPU(w.ucPIDs()); err != nil {
 		return nil, err
 	}
 	w.start = time.Now()
 	return w, nil
 }
 
-func (w *window) ucPID() int {
+// ucPIDs are the roles of uc's processes by pid; none when uc is not
+// running.
+func (w *window) ucPIDs() map[int]string {
 	if w.uc == nil {
-		return 0
+		return nil
 	}
-	return w.uc.pid()
+	return w.uc.pids()
 }
 
 // callsSince is the hook calls since the window opened.
@@ -92,7 +100,7 @@ func (w *window) callsSince() int64 { return w.e.hook.calls.Load() - w.calls }
 
 // close ends the window.
 func (w *window) close(ctx context.Context) (measurement, error) {
-	cpu, err := readCPU(w.ucPID())
+	cpu, ucCPU, err := readCPU(w.ucPIDs())
 	if err != nil {
 		return measurement{}, err
 	}
@@ -108,12 +116,20 @@ func (w *window) close(ctx context.Context) (measurement, error) {
 		CPUSeconds: cpu.minus(w.cpu),
 	}
 	m.Requests = byVerb(m.ByResource)
-	if w.uc != nil {
-		mem, err := w.uc.memory()
-		if err != nil {
-			return m, err
+	if w.uc == nil {
+		return m, nil
+	}
+	mem, byRole, err := w.uc.memory()
+	if err != nil {
+		return m, err
+	}
+	m.PeakRSSMiB, m.RSSMiB = mib(mem.Peak), mib(mem.RSS)
+	if len(byRole) > 1 {
+		m.UCCPUSeconds = ucCPU.minus(w.ucCPU)
+		m.UCPeakRSSMiB = map[string]float64{}
+		for role, mem := range byRole {
+			m.UCPeakRSSMiB[role] = mib(mem.Peak)
 		}
-		m.PeakRSSMiB, m.RSSMiB = mib(mem.Peak), mib(mem.RSS)
 	}
 	return m, nil
 }

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
@@ -155,6 +156,16 @@ func (o *observer) fanout(name string) *unstructured.Unstructured {
 		return nil
 	}
 	return obj.(*unstructured.Unstructured)
+}
+
+// uids returns the UIDs of the parents in the cache.
+func (o *observer) uids() []types.UID {
+	objs := o.fanouts.GetStore().List()
+	out := make([]types.UID, len(objs))
+	for i, obj := range objs {
+		out[i] = obj.(*unstructured.Unstructured).GetUID()
+	}
+	return out
 }
 
 // children returns a parent's ConfigMaps from the cache.

@@ -291,10 +291,12 @@ func (s *session) run(ctx context.Context, p phase) (phaseResult, error) {
 	r.SettledSeconds = time.Since(w.start).Seconds()
 	m, closeErr := w.close(ctx)
 	r.measurement = m
-	if err := errors.Join(err, undoErr, idleErr, closeErr); err != nil {
+	var spreadErr error
+	r.Replicas, spreadErr = s.uc.spread(ctx, s.obs.uids())
+	if err := errors.Join(err, undoErr, idleErr, closeErr, spreadErr); err != nil {
 		return r, err
 	}
-	logf("phase %s: converged in %.2fs, idle after %.2fs, %d hook calls", p.name, r.Seconds, r.SettledSeconds, m.HookCalls)
+	logf("phase %s: converged in %.2fs, idle after %.2fs, %d hook calls%s", p.name, r.Seconds, r.SettledSeconds, m.HookCalls, shares(r.Replicas))
 	return r, nil
 }
 

@@ -25,7 +25,10 @@ type results struct {
 	Parents     int       `json:"parents"`
 	Children    int       `json:"children"`
 	Concurrency int       `json:"concurrency"`
-	UCFlags     []string  `json:"ucFlags,omitempty"`
+	// Appliers is the applier processes when uc ran as separate roles
+	// (-appliers); 0 for uc run.
+	Appliers int      `json:"appliers,omitempty"`
+	UCFlags  []string `json:"ucFlags,omitempty"`
 	// IgnoreStatusChanges is set on the controllers (-ignore-status-changes).
 	IgnoreStatusChanges bool            `json:"ignoreStatusChanges,omitempty"`
 	Floor               []floorResult   `json:"floor"`
@@ -68,6 +71,9 @@ type phaseResult struct {
 	WorkloadWrites int64 `json:"workloadWrites"`
 	// OtherWrites is the writes to anything else by everyone but the driver.
 	OtherWrites int64 `json:"otherWrites"`
+	// Replicas is how the parents spread over the applier replicas at the
+	// end of the phase (-appliers only).
+	Replicas []replicaShare `json:"replicas,omitempty"`
 }
 
 // summarize sets the ratios to the phase's floor (the zero floorResult
@@ -99,7 +105,7 @@ func newResults(cfg config) *results {
 	return &results{
 		Date: time.Now().UTC(), Machine: describeMachine(),
 		Scenario: cfg.scenario, Parents: cfg.parents, Children: cfg.children,
-		Concurrency: cfg.concurrency, UCFlags: cfg.ucFlags, IgnoreStatusChanges: cfg.ignoreStatus,
+		Concurrency: cfg.concurrency, Appliers: cfg.appliers, UCFlags: cfg.ucFlags, IgnoreStatusChanges: cfg.ignoreStatus,
 	}
 }
 
@@ -156,9 +162,14 @@ func (r *results) print(out io.Writer) {
 	if r.IgnoreStatusChanges {
 		fmt.Fprintln(out, "controllers set parentResource.ignoreStatusChanges")
 	}
+	if r.Appliers > 0 {
+		fmt.Fprintf(out, "uc as separate roles on a nats-server: a dispatcher, a watcher, %d appliers (uc's CPU and RSS: the sums over them and the nats-server)\n", r.Appliers)
+	}
 	r.printPhases(out)
 	r.printRequests(out)
 	r.printCPU(out)
+	r.printRoles(out)
+	r.printReplicas(out)
 	r.printSharing(out)
 	if r.Error != "" {
 		fmt.Fprintf(out, "\nFAILED: %s\n", r.Error)
@@ -251,6 +262,55 @@ func (r *results) printCPU(out io.Writer) {
 		}
 		fmt.Fprintf(tw, "\t%.1f\t%.1f\t%.0f%%\t\n", max(rest, 0), row.cpu.foreign(),
 			100*row.cpu[machineKey]/(row.seconds*float64(r.Machine.CPUs)))
+	}
+	tw.Flush()
+}
+
+// printRoles shows, when uc ran as separate roles, the CPU seconds and peak
+// RSS of each of its processes in each phase.
+func (r *results) printRoles(out io.Writer) {
+	if r.Appliers == 0 {
+		return
+	}
+	r.printByPhase(out, "uc's processes during each phase: CPU seconds / peak RSS", roles(r.Appliers),
+		func(p phaseResult, role string) string {
+			return fmt.Sprintf("%.1f s / %.0f MiB", p.UCCPUSeconds[role], p.UCPeakRSSMiB[role])
+		})
+}
+
+// printReplicas shows, when uc ran as separate roles, the parents and
+// partitions each applier replica held at the end of each phase.
+func (r *results) printReplicas(out io.Writer) {
+	if r.Appliers == 0 {
+		return
+	}
+	seen := map[string]bool{}
+	for _, p := range r.Phases {
+		for _, s := range p.Replicas {
+			seen[s.Replica] = true
+		}
+	}
+	r.printByPhase(out, "parents per applier replica at the end of each phase (partitions held)", slices.Sorted(maps.Keys(seen)),
+		func(p phaseResult, replica string) string {
+			i := slices.IndexFunc(p.Replicas, func(s replicaShare) bool { return s.Replica == replica })
+			if i < 0 {
+				return "–"
+			}
+			return fmt.Sprintf("%d (%d)", p.Replicas[i].Parents, p.Replicas[i].Partitions)
+		})
+}
+
+// printByPhase writes a table with a row per phase and a column per name.
+func (r *results) printByPhase(out io.Writer, title string, names []string, cell func(p phaseResult, name string) string) {
+	fmt.Fprintf(out, "\n%s\n", title)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "phase\t%s\t\n", strings.Join(names, "\t"))
+	for _, p := range r.Phases {
+		fmt.Fprint(tw, p.Name)
+		for _, name := range names {
+			fmt.Fprintf(tw, "\t%s", cell(p, name))
+		}
+		fmt.Fprintln(tw, "\t")
 	}
 	tw.Flush()
 }

@@ -148,7 +148,7 @@ func (s *sharing) measure(ctx context.Context, r *sharingResult, w *window, uc *
 		return err
 	}
 	r.HookCalls, r.Writes = m.HookCalls, m.workloadWrites()
-	mem, err := uc.memory()
+	mem, _, err := uc.memory()
 	if err != nil {
 		return err
 	}

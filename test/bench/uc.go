@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -18,58 +20,183 @@ import (
 	"universalcontroller.dev/uc/test/testbed"
 )
 
-// ucProcess is `uc run` as a child process (so its memory is its own), with
-// its embedded NATS server, and the bench's connection to that server.
+// ucProcess is uc as the bench runs it, and the bench's connection to its
+// bus. By default it is `uc run`: one process with an embedded NATS server.
+// With -appliers N it is a nats-server and uc's roles as processes against
+// it: a dispatcher, a watcher and N appliers. uc's memory and CPU are the
+// sums over its processes, the NATS server's included (as `uc run` embeds
+// it).
 type ucProcess struct {
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-	nc   *nats.Conn
-	js   jetstream.JetStream
+	procs []*process
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	// replicas names the applier replicas' ids (the values in
+	// uc_partitions) by their process's role; nil for uc run.
+	replicas map[string]string
 }
 
-// startUC starts uc run with a fresh JetStream store under e.dir/name and
-// waits until its bus is up.
+// process is one of uc's processes.
+type process struct {
+	role   string // run; or nats, dispatcher, watcher, applier-1, …
+	pid    int
+	log    string
+	exited func() error // an error once the process has exited
+	stop   func()
+}
+
+// startUC starts uc with a fresh JetStream store under e.dir/name and waits
+// until its bus is up (and, for separate roles, until the appliers have
+// shared out the partitions).
 func (e *env) startUC(ctx context.Context, name string) (*ucProcess, error) {
 	dir := filepath.Join(e.dir, name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	port, err := testbed.FreePort()
-	if err != nil {
-		return nil, err
+	u := &ucProcess{}
+	start := u.startRun
+	if e.cfg.appliers > 0 {
+		start = u.startRoles
 	}
-	listen := "127.0.0.1:" + strconv.Itoa(port)
-	args := append([]string{"run",
-		"--kubeconfig", e.bed.Kubeconfig(),
-		"--nats-listen", listen,
-		"--data-dir", filepath.Join(dir, "data"),
-		"--applier-workers", strconv.Itoa(e.cfg.concurrency),
-		"--log-level", "info",
-	}, e.cfg.ucFlags...)
-	u := &ucProcess{log: filepath.Join(dir, "uc.log"), done: make(chan struct{})}
-	logFile, err := os.Create(u.log)
-	if err != nil {
-		return nil, err
-	}
-	u.cmd = exec.Command(e.ucBin, args...)
-	u.cmd.Stdout, u.cmd.Stderr = logFile, logFile
-	u.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := u.cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("start uc: %w", err)
-	}
-	go func() {
-		_ = u.cmd.Wait()
-		logFile.Close()
-		close(u.done)
-	}()
-	if err := u.connect(ctx, "nats://"+listen); err != nil {
+	if err := start(ctx, e, dir); err != nil {
 		u.stop()
 		return nil, err
 	}
-	logf("uc started (pid %d, log %s)", u.pid(), u.log)
+	for _, p := range u.procs {
+		logf("uc %s started (pid %d, log %s)", p.role, p.pid, p.log)
+	}
 	return u, nil
+}
+
+// startRun starts uc run, with its embedded NATS server.
+func (u *ucProcess) startRun(ctx context.Context, e *env, dir string) error {
+	port, err := testbed.FreePort()
+	if err != nil {
+		return err
+	}
+	listen := "127.0.0.1:" + strconv.Itoa(port)
+	if err := u.start(e, dir, "run", "--nats-listen", listen, "--data-dir", filepath.Join(dir, "data")); err != nil {
+		return err
+	}
+	return u.connect(ctx, "nats://"+listen)
+}
+
+// roles are the processes of uc as separate roles with n appliers, in the
+// order they start.
+func roles(n int) []string {
+	out := []string{natsRole, "dispatcher", "watcher"}
+	for i := range n {
+		out = append(out, fmt.Sprintf("applier-%d", i+1))
+	}
+	return out
+}
+
+// natsRole is the NATS server's role among uc's processes.
+const natsRole = "nats"
+
+// startRoles starts a nats-server, then uc's dispatcher (which creates the
+// streams), one watcher and the appliers against it.
+func (u *ucProcess) startRoles(ctx context.Context, e *env, dir string) error {
+	srv, err := testbed.StartNATS(ctx, filepath.Join(dir, natsRole), 0)
+	if err != nil {
+		return err
+	}
+	if err := u.adoptNATS(srv); err != nil {
+		return err
+	}
+	for _, role := range roles(e.cfg.appliers)[1:] {
+		args := []string{"--nats-url", srv.URL()}
+		if role == "watcher" {
+			args = append(args, "--leader-elect=false")
+		}
+		if err := u.start(e, dir, role, args...); err != nil {
+			return err
+		}
+	}
+	if err := u.connect(ctx, srv.URL()); err != nil {
+		return err
+	}
+	return u.awaitPartitions(ctx, e.cfg.appliers)
+}
+
+// start starts one uc process: `uc <command> args…` with the bench's
+// kubeconfig, applier workers and -uc-flag flags, logging to dir/role.log.
+// The command is the role without its replica number.
+func (u *ucProcess) start(e *env, dir, role string, args ...string) error {
+	command, _, _ := strings.Cut(role, "-")
+	args = slices.Concat([]string{command}, args, []string{
+		"--kubeconfig", e.bed.Kubeconfig(),
+		"--applier-workers", strconv.Itoa(e.cfg.concurrency),
+		"--log-level", "info",
+	}, e.cfg.ucFlags)
+	p := &process{role: role, log: filepath.Join(dir, role+".log")}
+	logFile, err := os.Create(p.log)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(e.ucBin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("start uc %s: %w", role, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logFile.Close()
+		close(done)
+	}()
+	p.pid = cmd.Process.Pid
+	p.exited = func() error {
+		select {
+		case <-done:
+			return fmt.Errorf("uc %s exited (%v); see %s", role, cmd.ProcessState, p.log)
+		default:
+			return nil
+		}
+	}
+	p.stop = func() { terminate(p.pid, done) }
+	u.procs = append(u.procs, p)
+	return nil
+}
+
+// terminate stops a process group: SIGTERM, and SIGKILL after ten seconds.
+func terminate(pid int, done <-chan struct{}) {
+	select {
+	case <-done:
+		return
+	default:
+	}
+	_ = syscall.Kill(-pid, syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		<-done
+	}
+}
+
+// adoptNATS makes the test bed's NATS server one of uc's processes. The
+// test bed does not tell its pid: it is the bench's only child of that name.
+func (u *ucProcess) adoptNATS(srv *testbed.NATSServer) error {
+	p := &process{role: natsRole, log: filepath.Join(srv.Dir(), "nats-server.log"), stop: srv.Stop}
+	u.procs = append(u.procs, p) // stopped by u.stop whatever follows
+	pids, err := childPIDs("nats-server")
+	if err != nil {
+		return err
+	}
+	if len(pids) != 1 {
+		return fmt.Errorf("found %d nats-server processes started by the bench, want 1", len(pids))
+	}
+	p.pid = pids[0]
+	stat := fmt.Sprintf("/proc/%d/stat", p.pid)
+	p.exited = func() error {
+		if _, _, _, err := readStat(stat); err != nil {
+			return fmt.Errorf("nats-server exited; see %s", p.log)
+		}
+		return nil
+	}
+	return nil
 }
 
 // connect waits until uc's NATS server serves its streams.
@@ -95,33 +222,33 @@ func (u *ucProcess) connect(ctx context.Context, url string) error {
 	}, nil)
 }
 
-func (u *ucProcess) pid() int { return u.cmd.Process.Pid }
-
-// exited returns an error once uc has exited.
-func (u *ucProcess) exited() error {
-	select {
-	case <-u.done:
-		return fmt.Errorf("uc exited (%v); see %s", u.cmd.ProcessState, u.log)
-	default:
-		return nil
+// pids maps the pid of each of uc's processes to its role.
+func (u *ucProcess) pids() map[int]string {
+	out := map[int]string{}
+	for _, p := range u.procs {
+		out[p.pid] = p.role
 	}
+	return out
 }
 
-// stop closes the bench's connection, then stops uc: SIGTERM, and SIGKILL
-// after ten seconds.
+// exited returns an error once any of uc's processes has exited.
+func (u *ucProcess) exited() error {
+	for _, p := range u.procs {
+		if err := p.exited(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stop closes the bench's connection, then stops uc's processes, the last
+// started first (the NATS server last).
 func (u *ucProcess) stop() {
 	if u.nc != nil {
 		u.nc.Close()
 	}
-	if u.exited() != nil {
-		return
-	}
-	_ = syscall.Kill(-u.pid(), syscall.SIGTERM)
-	select {
-	case <-u.done:
-	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-u.pid(), syscall.SIGKILL)
-		<-u.done
+	for _, p := range slices.Backward(u.procs) {
+		p.stop()
 	}
 }
 
@@ -180,5 +307,30 @@ func (u *ucProcess) hookReady(ctx context.Context, controller string) error {
 	}, nil)
 }
 
-// memory reads uc's resident set.
-func (u *ucProcess) memory() (memory, error) { return readMemory(u.pid()) }
+// memory reads uc's resident set, the sum over its processes, and each
+// process's.
+func (u *ucProcess) memory() (memory, map[string]memory, error) {
+	var total memory
+	byRole := map[string]memory{}
+	for _, p := range u.procs {
+		m, err := readMemory(p.pid)
+		if err != nil {
+			return total, nil, err
+		}
+		byRole[p.role] = m
+		total.RSS += m.RSS
+		total.Peak += m.Peak
+	}
+	return total, byRole, nil
+}
+
+// resetPeaks starts the peak resident set of each of uc's processes again
+// from its current one.
+func (u *ucProcess) resetPeaks() error {
+	for _, p := range u.procs {
+		if err := resetPeak(p.pid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
