@@ -47,6 +47,11 @@ type Options struct {
 	Replicas int
 	// Partitions parents are spread over; the watcher's number.
 	Partitions int
+	// ReplicaID names this replica across its restarts: restarted with the
+	// same id, it takes back the partitions it held at once instead of
+	// waiting for their keys to expire. Two live replicas must never share
+	// one. Empty: a new id for every run.
+	ReplicaID string
 }
 
 // Applier applies hook replies.

@@ -63,8 +63,12 @@ type owner struct {
 }
 
 func newOwner(ctx context.Context, a *Applier) (*owner, error) {
-	host, _ := os.Hostname()
-	o := &owner{a: a, id: bus.Token(host) + "_" + uuid.NewString()[:8]}
+	id := a.opts.ReplicaID
+	if id == "" {
+		host, _ := os.Hostname()
+		id = host + "_" + uuid.NewString()[:8]
+	}
+	o := &owner{a: a, id: bus.Token(id)}
 	var err error
 	for _, b := range []struct {
 		name string
@@ -161,6 +165,23 @@ func rendezvous(members []string, n int) string {
 
 func ownerKey(n int) string { return fmt.Sprintf("p%d", n) }
 
+// reclaim takes back a partition whose key names this replica: a key left
+// by this replica's previous run, which is dead since its id is now ours.
+func (o *owner) reclaim(ctx context.Context, n int) (uint64, error) {
+	e, err := o.owners.Get(ctx, ownerKey(n))
+	if err != nil {
+		return 0, err
+	}
+	if string(e.Value()) != o.id {
+		return 0, jetstream.ErrKeyExists
+	}
+	rev, err := o.owners.Update(ctx, ownerKey(n), []byte(o.id), e.Revision())
+	if err == nil {
+		o.a.log.Info("partition reclaimed from this replica's previous run", "partition", n, "replica", o.id)
+	}
+	return rev, err
+}
+
 // acquire takes partition n if no replica holds it, and starts consuming it.
 func (o *owner) acquire(ctx context.Context, n int) {
 	o.a.mu.Lock()
@@ -170,6 +191,9 @@ func (o *owner) acquire(ctx context.Context, n int) {
 		return
 	}
 	rev, err := o.owners.Create(ctx, ownerKey(n), []byte(o.id))
+	if errors.Is(err, jetstream.ErrKeyExists) && o.a.opts.ReplicaID != "" {
+		rev, err = o.reclaim(ctx, n)
+	}
 	if err != nil {
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			o.a.log.Warn("acquire partition", "partition", n, "err", err)

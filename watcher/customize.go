@@ -160,7 +160,7 @@ func (w *Watcher) onCustomizeReply(ctx context.Context, msg jetstream.Msg) error
 	failure := func(reason string, problem error) error {
 		// The applier reports failures of the parent's sync.
 		meta.Hook = hooks.Sync
-		return w.publish(ctx, meta, bus.FailureType(hooks.Sync), meta.ReplySubject(), hooks.Failure{Reason: reason, Message: problem.Error()}, false)
+		return w.publish(ctx, meta, bus.FailureType(hooks.Sync), meta.ReplySubject(), hooks.Failure{Reason: reason, Message: problem.Error()}, nil, false)
 	}
 	if e.Type() == bus.FailureType(hooks.Customize) {
 		var f hooks.Failure
@@ -277,7 +277,7 @@ func (w *Watcher) related(ctx context.Context, ctl *registry.Controller, parent 
 	if cz == nil || cz.generation != parent.GetGeneration() {
 		meta := w.meta(ctl, parent, hooks.Customize)
 		req := &hooks.CustomizeRequest{Controller: ctl.Object, Parent: parent}
-		return nil, false, w.publish(ctx, meta, bus.RequestType(hooks.Customize), meta.RequestSubject(), req, false)
+		return nil, false, w.publish(ctx, meta, bus.RequestType(hooks.Customize), meta.RequestSubject(), req, nil, false)
 	}
 	for _, r := range cz.rules {
 		group := hooks.GroupKey(r.res.GVK.Kind, r.res.APIVersion())

@@ -1,6 +1,14 @@
 package watcher
 
-import "testing"
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/schemas/hooks"
+)
 
 func TestEventID(t *testing.T) {
 	same := eventID("uc.req.c.sync.1.u", "t", []byte(`{"parent":{"metadata":{"resourceVersion":"7"}}}`), false)
@@ -18,5 +26,32 @@ func TestEventID(t *testing.T) {
 		if (tt.id == same) != tt.isSame {
 			t.Errorf("%s: id %s, same as %s: %v, want %v", tt.name, tt.id, same, tt.id == same, tt.isSame)
 		}
+	}
+}
+
+func TestObserved(t *testing.T) {
+	obj := func(uid, rv string) *unstructured.Unstructured {
+		o := &unstructured.Unstructured{Object: map[string]any{}}
+		o.SetUID(types.UID(uid))
+		o.SetResourceVersion(rv)
+		return o
+	}
+	ctl := &registry.Controller{Generation: 1}
+	req := func(controllerRV, childRV string) *hooks.SyncRequest {
+		return &hooks.SyncRequest{
+			Controller: obj("ctl", controllerRV),
+			Parent:     obj("p", "7"),
+			Children:   hooks.GroupedObjects{"ConfigMap.v1": {"a": obj("a", childRV)}},
+		}
+	}
+	base := string(observed(ctl, req("1", "5")))
+	if got := string(observed(ctl, req("2", "5"))); got != base {
+		t.Errorf("the controller's status changed what a request observed: %q, want %q", got, base)
+	}
+	if got := string(observed(ctl, req("1", "6"))); got == base {
+		t.Errorf("a child's new resourceVersion left what a request observed unchanged: %q", got)
+	}
+	if got := string(observed(&registry.Controller{Generation: 2}, req("1", "5"))); got == base {
+		t.Errorf("a new controller generation left what a request observed unchanged: %q", got)
 	}
 }

@@ -1,10 +1,12 @@
 package watcher
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -55,7 +57,7 @@ func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 	if err != nil {
 		// Nothing to ask the hook: report the problem on the parent.
 		return w.publish(ctx, meta, bus.FailureType(hook), meta.ReplySubject(),
-			hooks.Failure{Reason: "InvalidSelector", Message: err.Error()}, false)
+			hooks.Failure{Reason: "InvalidSelector", Message: err.Error()}, nil, false)
 	}
 	claimed, err := w.claim(ctl, parent, sel)
 	if err != nil {
@@ -71,7 +73,7 @@ func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 		return err
 	}
 	req := newSyncRequest(ctl, parent, claimed, related, version, hook == hooks.Finalize)
-	if err := w.publish(ctx, meta, bus.RequestType(hook), meta.RequestSubject(), req, key.Resync); err != nil {
+	if err := w.publish(ctx, meta, bus.RequestType(hook), meta.RequestSubject(), req, observed(ctl, req), key.Resync); err != nil {
 		return err
 	}
 	// One more request per older revision that children are still on, with
@@ -81,7 +83,7 @@ func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 		m := meta
 		m.Revision = rev.hash
 		req := newSyncRequest(ctl, rev.parent, claimed, related, version, hook == hooks.Finalize)
-		if err := w.publish(ctx, m, bus.RequestType(hook), m.RequestSubject(), req, key.Resync); err != nil {
+		if err := w.publish(ctx, m, bus.RequestType(hook), m.RequestSubject(), req, observed(ctl, req), key.Resync); err != nil {
 			return err
 		}
 	}
@@ -198,11 +200,11 @@ func (w *Watcher) meta(ctl *registry.Controller, parent *unstructured.Unstructur
 }
 
 // publish sends one CloudEvent about a parent to JetStream. Its id is
-// derived from its subject, type and data, which hold the resourceVersions of
-// everything observed: a watcher that takes over publishes the same ids for
-// what its predecessor already published, and JetStream drops them as
-// duplicates. A forced request (a resync) gets an id of its own.
-func (w *Watcher) publish(ctx context.Context, meta bus.Meta, typ, subject string, data any, forced bool) error {
+// derived from its subject, its type and what it observed (by default its
+// data): a watcher that takes over publishes the same ids for what its
+// predecessor already published, and JetStream drops them as duplicates. A
+// forced request (a resync) gets an id of its own.
+func (w *Watcher) publish(ctx context.Context, meta bus.Meta, typ, subject string, data any, identity []byte, forced bool) error {
 	e := event.New()
 	e.SetType(typ)
 	e.SetSource("/universalcontroller/" + meta.Controller)
@@ -210,7 +212,10 @@ func (w *Watcher) publish(ctx context.Context, meta bus.Meta, typ, subject strin
 	if err := e.SetData(event.ApplicationJSON, data); err != nil {
 		return fmt.Errorf("encode %s: %w", typ, err)
 	}
-	e.SetID(eventID(subject, typ, e.Data(), forced))
+	if identity == nil {
+		identity = e.Data()
+	}
+	e.SetID(eventID(subject, typ, identity, forced))
 	e.SetTime(time.Now())
 	meta.SetOn(&e)
 	bus.SetTraceParent(&e, bus.NewTraceParent())
@@ -223,6 +228,25 @@ func (w *Watcher) publish(ctx context.Context, meta bus.Meta, typ, subject strin
 	}
 	w.log.Debug("published", "controller", meta.Controller, "parent", meta.Key(), "type", typ, "observation", meta.Observation)
 	return nil
+}
+
+// observed identifies what a sync request observed: every object in it by
+// UID and resourceVersion, and the controller's generation (not the
+// controller object: its status changes when nothing the hook sees does).
+func observed(ctl *registry.Controller, req *hooks.SyncRequest) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%d %t %s@%s", ctl.Generation, req.Finalizing, req.Parent.GetUID(), req.Parent.GetResourceVersion())
+	for _, group := range []hooks.GroupedObjects{req.Children, req.Related} {
+		b.WriteString(" |")
+		for _, kind := range slices.Sorted(maps.Keys(group)) {
+			fmt.Fprintf(&b, " %s:", kind)
+			for _, key := range slices.Sorted(maps.Keys(group[kind])) {
+				o := group[kind][key]
+				fmt.Fprintf(&b, " %s=%s@%s", key, o.GetUID(), o.GetResourceVersion())
+			}
+		}
+	}
+	return b.Bytes()
 }
 
 // eventID is the id of an event: a hash of what it says, plus a random part

@@ -36,6 +36,7 @@ type config struct {
 	leaseNamespace string
 	healthAddr     string
 	metricsAddr    string
+	replicaID      string
 }
 
 func (c *config) register(fs *flag.FlagSet) {
@@ -57,6 +58,9 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.healthAddr, "health-addr", "", "address serving /healthz and /readyz, e.g. :8081 (off when empty)")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "address serving Prometheus metrics on /metrics, e.g. :8080 (off when empty)")
+	if c.roles.applier {
+		fs.StringVar(&c.replicaID, "replica-id", os.Getenv("POD_NAME"), "the applier replica's name, kept across restarts, so that a restarted replica takes its partitions back at once (default $POD_NAME; uc run: kept in --data-dir). Never the same for two live replicas")
+	}
 	if c.roles.watcher {
 		// uc run is one process: no election unless asked; uc watcher
 		// replicas elect one active watcher.

@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
@@ -85,7 +89,11 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		}
 	}
 	if cfg.roles.applier {
-		a := applier.New(reg, dyn, js, recorder, applier.Options{Workers: cfg.applierWorkers, Replicas: cfg.replicas, Partitions: cfg.partitions}, log)
+		id, err := replicaID(cfg)
+		if err != nil {
+			return err
+		}
+		a := applier.New(reg, dyn, js, recorder, applier.Options{Workers: cfg.applierWorkers, Replicas: cfg.replicas, Partitions: cfg.partitions, ReplicaID: id}, log)
 		runners = append(runners, a.Run)
 	}
 	runners = append(runners, func(ctx context.Context) error { reg.Run(ctx); return nil })
@@ -256,4 +264,26 @@ func connectNATS(cfg config, log *slog.Logger) (*nats.Conn, error) {
 	}
 	nc.SetClosedHandler(func(*nats.Conn) { ns.Shutdown() })
 	return nc, nil
+}
+
+// replicaID is the applier's --replica-id. uc run with its embedded server
+// keeps one in its data dir: restarted on the same data, it takes its
+// partitions back at once.
+func replicaID(cfg config) (string, error) {
+	if cfg.replicaID != "" || !cfg.embedded || cfg.nats.URL != "" {
+		return cfg.replicaID, nil
+	}
+	path := filepath.Join(cfg.dataDir, "replica-id")
+	b, err := os.ReadFile(path)
+	if err == nil {
+		return strings.TrimSpace(string(b)), nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("read the replica id: %w", err)
+	}
+	id := "uc-run-" + uuid.NewString()[:8]
+	if err := os.WriteFile(path, []byte(id+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("keep the replica id: %w", err)
+	}
+	return id, nil
 }

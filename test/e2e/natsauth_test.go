@@ -91,9 +91,7 @@ func (b *natsAuthBed) roleFlags(role string) []string {
 func TestNATSLeastPrivilege(t *testing.T) {
 	const widgets, foos = "widget-controller", "foo-controller"
 	nb := startNATSAuth(t, widgets, foos)
-	if err := applyFile(t.Context(), filepath.Join(env.root, "test/e2e/testdata/widget-crd.yaml")); err != nil {
-		t.Fatal(err)
-	}
+	installCRD(t, "test/e2e/testdata/widget-crd.yaml", widgetGVR)
 	b := &rolesOnBus{t: t, ns: namespace(t), dir: t.TempDir(), args: []string{
 		"--kubeconfig", env.bed.Kubeconfig(), "--nats-url", nb.srv.URL(), "--log-level", "debug",
 		"--nats-tls-ca", nb.tls.CA, "--nats-tls-cert", nb.tls.ClientCert, "--nats-tls-key", nb.tls.ClientKey,

@@ -109,9 +109,7 @@ func newRolesOnBus(t *testing.T, natsURL string, flags ...string) *rolesOnBus {
 		return widgetSync(ctx, req)
 	}
 	go func() { _ = worker.Serve(ctx, js, "widget-controller", worker.Sync(counted)) }()
-	if err := applyFile(ctx, filepath.Join(env.root, "test/e2e/testdata/widget-crd.yaml")); err != nil {
-		t.Fatal(err)
-	}
+	installCRD(t, "test/e2e/testdata/widget-crd.yaml", widgetGVR)
 	return b
 }
 
