@@ -3,7 +3,8 @@
 // replies are CloudEvents in binary mode: ce-* NATS headers, JSON body.
 import { randomBytes, randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import { connect, headers as natsHeaders } from "nats";
+import { readFileSync } from "node:fs";
+import { connect, credsAuthenticator, headers as natsHeaders } from "nats";
 import { CloudEvent, HTTP } from "cloudevents";
 
 const REQUEST_STREAM = "UC_REQUESTS";
@@ -73,8 +74,16 @@ const backoff = (n) => Math.min(1000 * 2 ** Math.max(n - 1, 0), 60_000);
  * drains the connection, letting the request in progress finish. Requests
  * are served one at a time, so never two of one parent at once.
  */
-export async function serve({ servers, controller, hook, handle, signal, log = console }) {
-  const nc = await connect({ servers, name: `uc-js-worker-${controller}`, maxReconnectAttempts: -1 });
+export async function serve({ servers, controller, hook, handle, signal, auth = {}, log = console }) {
+  const nc = await connect({
+    servers,
+    name: `uc-js-worker-${controller}`,
+    maxReconnectAttempts: -1,
+    // The controller's NATS user may subscribe only under its own inbox
+    // prefix (docs/bus.md, "Permissions").
+    inboxPrefix: `_INBOX.hook_${token(controller)}`,
+    ...auth,
+  });
   signal?.addEventListener("abort", () => nc.drain(), { once: true });
   const js = nc.jetstream();
   const name = `hook_${token(controller)}_${hook}`;
@@ -114,4 +123,20 @@ export async function serve({ servers, controller, hook, handle, signal, log = c
       msg.nak(delay);
     }
   }
+}
+
+/**
+ * The connection options of the NATS_* environment variables, as the Go
+ * SDK's worker.Main reads them: NATS_CREDS, NATS_USER and NATS_PASSWORD,
+ * NATS_TOKEN, NATS_TLS_CA, NATS_TLS_CERT and NATS_TLS_KEY.
+ */
+export function authFromEnv(env = process.env) {
+  const auth = {};
+  if (env.NATS_CREDS) auth.authenticator = credsAuthenticator(readFileSync(env.NATS_CREDS));
+  if (env.NATS_USER) Object.assign(auth, { user: env.NATS_USER, pass: env.NATS_PASSWORD });
+  if (env.NATS_TOKEN) auth.token = env.NATS_TOKEN;
+  if (env.NATS_TLS_CA || env.NATS_TLS_CERT) {
+    auth.tls = { caFile: env.NATS_TLS_CA, certFile: env.NATS_TLS_CERT, keyFile: env.NATS_TLS_KEY };
+  }
+  return auth;
 }

@@ -1,6 +1,7 @@
 // Serves the CatSet sync hook on uc's bus until SIGINT or SIGTERM. NATS_URL
-// says where the bus is.
-import { serve } from "./bus.js";
+// says where the bus is; NATS_USER/NATS_PASSWORD, NATS_TOKEN, NATS_CREDS and
+// NATS_TLS_* how to log in.
+import { authFromEnv, serve } from "./bus.js";
 import { sync } from "./catset.js";
 
 const stop = new AbortController();
@@ -13,4 +14,5 @@ await serve({
   hook: "sync",
   handle: sync,
   signal: stop.signal,
+  auth: authFromEnv(),
 });
