@@ -163,7 +163,7 @@ func (r *results) print(out io.Writer) {
 		fmt.Fprintln(out, "controllers set parentResource.ignoreStatusChanges")
 	}
 	if r.Appliers > 0 {
-		fmt.Fprintf(out, "uc as separate roles on a nats-server: a dispatcher, a watcher, %d appliers (uc's CPU and RSS: the sums over them and the nats-server)\n", r.Appliers)
+		fmt.Fprintf(out, "uc as separate roles on a nats-server: a dispatcher, a watcher and appliers ×%d (uc's CPU and RSS: the sums over them and the nats-server)\n", r.Appliers)
 	}
 	r.printPhases(out)
 	r.printRequests(out)
