@@ -245,7 +245,7 @@ func (a *Applier) apply(ctx context.Context, part *partition, b *batch) error {
 		log.Debug("dropping a reply older than one already applied")
 		return nil
 	}
-	parent, err := a.parent(ctl, m)
+	parent, err := a.parent(ctx, ctl, m)
 	if err != nil || parent == nil {
 		part.forget(m.ParentUID)
 		return err
@@ -302,16 +302,24 @@ func (a *Applier) apply(ctx context.Context, part *partition, b *batch) error {
 }
 
 // parent returns the parent the reply is for, or nil when it is gone or was
-// replaced by another object of the same name.
-func (a *Applier) parent(ctl *registry.Controller, m bus.Meta) (*unstructured.Unstructured, error) {
+// replaced by another object of the same name. A replica's cache can lag
+// behind the watcher's (another replica's, or a parent just created): when
+// the cache does not have the parent the reply names, the apiserver decides.
+func (a *Applier) parent(ctx context.Context, ctl *registry.Controller, m bus.Meta) (*unstructured.Unstructured, error) {
 	p, err := a.reg.Object(ctl.Parent.GVR, m.Namespace, m.Name)
-	if apierrors.IsNotFound(err) {
-		return nil, a.fence.forget(context.Background(), m.ParentUID)
-	}
-	if err != nil {
+	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, err
 	}
-	if p.GetUID() != m.ParentUID {
+	if err == nil && p.GetUID() == m.ParentUID {
+		return p, nil
+	}
+	p, err = a.dyn.Resource(ctl.Parent.GVR).Namespace(m.Namespace).Get(ctx, m.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, a.fence.forget(ctx, m.ParentUID)
+	case err != nil:
+		return nil, fmt.Errorf("read parent %s: %w", m.Key(), err)
+	case p.GetUID() != m.ParentUID:
 		return nil, nil
 	}
 	return p, nil
