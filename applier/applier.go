@@ -229,6 +229,10 @@ func (a *Applier) apply(ctx context.Context, part *partition, b *batch) error {
 	m := r.meta
 	log := a.log.With("controller", m.Controller, "parent", m.Key(), "hook", m.Hook, "observation", m.Observation)
 	ctl, ok := a.reg.Get(m.Controller)
+	if !ok && a.reg.MayExist(m.Controller) {
+		// Another role registered it first: the reply waits for this one.
+		return fmt.Errorf("controller %s is not registered here yet", m.Controller)
+	}
 	if !ok {
 		log.Info("controller not registered; dropping reply")
 		return nil

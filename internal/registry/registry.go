@@ -184,6 +184,17 @@ func (r *Registry) Get(name string) (*Controller, bool) {
 	return c, ok
 }
 
+// MayExist tells whether a UniversalController of that name exists, whether
+// or not it is registered yet; before the registry has listed them all, any
+// name may.
+func (r *Registry) MayExist(name string) bool {
+	if !r.ucs.HasSynced() {
+		return true
+	}
+	_, exists, err := r.ucs.GetIndexer().GetByKey(name)
+	return err == nil && exists
+}
+
 // Informer returns the shared informer of a resource.
 func (r *Registry) Informer(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
 	return r.informers.get(gvr).Informer()
