@@ -9,14 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
-	"universalcontroller.dev/uc/dispatcher"
+	"universalcontroller.dev/uc/internal/bustest"
 	"universalcontroller.dev/uc/schemas/bus"
 )
 
@@ -26,27 +25,7 @@ import (
 func TestMetrics(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	t.Cleanup(ns.Shutdown)
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("NATS did not start")
-	}
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	raw, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dispatcher.EnsureStreams(ctx, raw, dispatcher.TopologyOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	raw := bustest.JetStream(t)
 	m := newMetrics()
 	js := observedJetStream{raw, m}
 

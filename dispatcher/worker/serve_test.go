@@ -10,14 +10,13 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/google/uuid"
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"universalcontroller.dev/uc/dispatcher"
 	"universalcontroller.dev/uc/dispatcher/worker"
+	"universalcontroller.dev/uc/internal/bustest"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
@@ -26,27 +25,7 @@ import (
 // sync hook consumer of controller c, with the given ack wait.
 func startJetStream(t *testing.T, ackWait time.Duration) jetstream.JetStream {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	t.Cleanup(ns.Shutdown)
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("NATS did not start")
-	}
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dispatcher.EnsureStreams(t.Context(), js, dispatcher.TopologyOptions{Storage: jetstream.MemoryStorage}); err != nil {
-		t.Fatal(err)
-	}
+	js := bustest.JetStream(t)
 	cfg := dispatcher.HookConsumerConfig("c", hooks.Sync)
 	cfg.AckWait = ackWait
 	if _, err := js.CreateOrUpdateConsumer(t.Context(), bus.RequestStream, cfg); err != nil {
