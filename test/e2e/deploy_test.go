@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
 	"net"
 	"net/http"
@@ -24,7 +23,6 @@ import (
 	"time"
 
 	natsconf "github.com/nats-io/nats-server/v2/conf"
-	"github.com/nats-io/nats.go/jetstream"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -850,15 +848,7 @@ func deployRoleProcesses(t *testing.T, m *deployManifests) {
 	// a finalize hook that lets go at once.
 	hookUser := worker.Connection{URL: natsURL, User: natsauth.HookUser(deployGadgetUC), Password: hookPassword,
 		InboxPrefix: natsauth.HookInbox(deployGadgetUC)}
-	nc, err := hookUser.Connect("gadget-worker", slog.Default(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStreamAs(t, hookUser, "gadget-worker")
 	var finalized sync.Map
 	wctx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
 	var workers sync.WaitGroup

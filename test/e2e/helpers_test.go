@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -482,4 +483,20 @@ func (r *changeRecord) conditions(name string) []string {
 		}
 	}
 	return seen
+}
+
+// jetStreamAs connects to NATS as a worker would, named name, until the test
+// ends.
+func jetStreamAs(t *testing.T, c worker.Connection, name string) jetstream.JetStream {
+	t.Helper()
+	nc, err := c.Connect(name, slog.Default(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
 }

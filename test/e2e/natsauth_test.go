@@ -237,15 +237,7 @@ func natsAuthForgedReply(t *testing.T, nb *natsAuthBed, b *rolesOnBus, applier *
 	ctx := t.Context()
 	c := nb.conn(natsauth.HookUser(own))
 	c.InboxPrefix = natsauth.HookInbox(own)
-	nc, err := c.Connect("forger", slog.Default(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStreamAs(t, c, "forger")
 	w, err := env.dyn.Resource(widgetGVR).Namespace(b.ns).Get(ctx, "w1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
