@@ -283,13 +283,16 @@ func (a *Applier) apply(ctx context.Context, part *partition, b *batch) error {
 		}
 		conditions = append(conditions, ro.condition(m.Generation))
 	}
-	if err := a.execute(ctx, ctl, parent, actions); err != nil {
+	changed, err := a.execute(ctx, ctl, parent, actions)
+	if err != nil {
 		if permanent(err) {
 			return a.reject(ctx, log, ctl, parent, m, "ApplyFailed", err)
 		}
 		return err
 	}
-	if err := a.writeStatus(ctx, ctl, parent, resp.Status, m.Generation, conditions...); err != nil {
+	if part.deferStatus(parent, resp.Status, changed) {
+		log.Debug("status left to the sync that follows the children's change")
+	} else if err := a.writeStatus(ctx, ctl, parent, resp.Status, m.Generation, conditions...); err != nil {
 		return err
 	}
 	// The finalizer stays while a finalize hook exists and has not said
@@ -394,28 +397,28 @@ func permanent(err error) bool {
 		apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err)
 }
 
-// execute makes the planned writes. When there is more than one, they are
-// all tried first as a dry run, so a child the apiserver refuses stops the
-// reply before anything is written. Before adopting an orphan, an uncached
-// read confirms the parent still exists, is the same object, and is not
-// being deleted.
-func (a *Applier) execute(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, actions []action) error {
+// execute makes the planned writes and tells whether any of them changed a
+// child. When there is more than one, they are all tried first as a dry
+// run, so a child the apiserver refuses stops the reply before anything is
+// written. Before adopting an orphan, an uncached read confirms the parent
+// still exists, is the same object, and is not being deleted.
+func (a *Applier) execute(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, actions []action) (bool, error) {
 	if slices.ContainsFunc(actions, func(act action) bool { return act.adopt }) {
 		if err := a.confirmParent(ctx, ctl, parent); err != nil {
-			return err
+			return false, err
 		}
 	}
 	if len(actions) > 1 {
-		if _, err := a.writeAll(ctx, ctl, actions, true); err != nil {
-			return err
+		if _, _, err := a.writeAll(ctx, ctl, actions, true); err != nil {
+			return false, err
 		}
 	}
-	done, err := a.writeAll(ctx, ctl, actions, false)
+	done, changed, err := a.writeAll(ctx, ctl, actions, false)
 	a.recordWrites(parent, done)
 	if err != nil {
 		a.events.Eventf(parent, "Warning", "ChildWriteFailed", "%v", err)
 	}
-	return err
+	return changed, err
 }
 
 // writeConcurrency bounds the writes of one reply in flight at once.
@@ -424,9 +427,11 @@ const writeConcurrency = 8
 // writeAll makes the writes in order of runs: consecutive writes of the same
 // verb and resource go at once, a run after the one before it (so a reply
 // that lists claims before the Pods that mount them has them created
-// first). It returns the writes made and the first error.
-func (a *Applier) writeAll(ctx context.Context, ctl *registry.Controller, actions []action, dryRun bool) ([]action, error) {
+// first). It returns the writes made, whether any changed an object, and
+// the first error.
+func (a *Applier) writeAll(ctx context.Context, ctl *registry.Controller, actions []action, dryRun bool) ([]action, bool, error) {
 	var done []action
+	changed := false
 	for len(actions) > 0 {
 		n := 1
 		for n < len(actions) && actions[n].verb == actions[0].verb && actions[n].child == actions[0].child {
@@ -434,30 +439,38 @@ func (a *Applier) writeAll(ctx context.Context, ctl *registry.Controller, action
 		}
 		run := actions[:n]
 		actions = actions[n:]
-		ok := make([]bool, len(run))
+		results := make([]writeResult, len(run))
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(writeConcurrency)
 		for i, act := range run {
 			g.Go(func() error {
-				if err := a.write(gctx, ctl, act, dryRun); err != nil {
-					return err
-				}
-				ok[i] = true
-				return nil
+				var err error
+				results[i], err = a.write(gctx, ctl, act, dryRun)
+				return err
 			})
 		}
 		err := g.Wait()
 		for i, act := range run {
-			if ok[i] {
+			if results[i] != notWritten {
 				done = append(done, act)
 			}
+			changed = changed || results[i] == changedObject
 		}
 		if err != nil {
-			return done, err
+			return done, changed, err
 		}
 	}
-	return done, nil
+	return done, changed, nil
 }
+
+// writeResult is what one write did.
+type writeResult int
+
+const (
+	notWritten    writeResult = iota // it failed
+	unchanged                        // the apiserver had nothing to change, or a dry run
+	changedObject                    // an object changed: its watch event follows
+)
 
 // recordWrites records one Normal Event on the parent for the writes of one
 // reply: its reason is theirs when they share one ("Created"), else
@@ -487,12 +500,13 @@ func (a *Applier) recordWrites(parent *unstructured.Unstructured, done []action)
 // maxEventMessage bounds the part of an Event message that names children.
 const maxEventMessage = 900
 
-func (a *Applier) write(ctx context.Context, ctl *registry.Controller, act action, dryRun bool) error {
+func (a *Applier) write(ctx context.Context, ctl *registry.Controller, act action, dryRun bool) (writeResult, error) {
 	var dry []string
 	if dryRun {
 		dry = []string{metav1.DryRunAll}
 	}
 	res := a.dyn.Resource(act.child.GVR).Namespace(act.obj.GetNamespace())
+	result := changedObject
 	var err error
 	switch act.verb {
 	case verbApply:
@@ -504,24 +518,31 @@ func (a *Applier) write(ctx context.Context, ctl *registry.Controller, act actio
 				break
 			}
 		}
-		_, err = res.Apply(ctx, act.obj.GetName(), act.obj, metav1.ApplyOptions{FieldManager: FieldManager(ctl.Name), Force: true, DryRun: dry})
+		var out *unstructured.Unstructured
+		out, err = res.Apply(ctx, act.obj.GetName(), act.obj, metav1.ApplyOptions{FieldManager: FieldManager(ctl.Name), Force: true, DryRun: dry})
+		if err == nil && !act.create && out.GetResourceVersion() == act.liveVersion {
+			result = unchanged
+		}
 	case verbRelease:
 		_, err = res.Patch(ctx, act.obj.GetName(), types.JSONPatchType, releasePatch(act.obj, ctl), metav1.PatchOptions{FieldManager: FieldManager(ctl.Name), DryRun: dry})
 		if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) {
-			err = nil // gone, or changed since: the next sync sees it as it is
+			result, err = unchanged, nil // gone, or changed since: the next sync sees it as it is
 		}
 	case verbDelete:
 		uid := act.obj.GetUID()
 		policy := metav1.DeletePropagationBackground
 		err = res.Delete(ctx, act.obj.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: &policy, DryRun: dry})
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-			err = nil // already gone, or replaced by an object that is not ours
+			result, err = unchanged, nil // already gone, or replaced by an object that is not ours
 		}
 	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", act, err)
+	switch {
+	case err != nil:
+		return notWritten, fmt.Errorf("%s: %w", act, err)
+	case dryRun:
+		return unchanged, nil
 	}
-	return nil
+	return result, nil
 }
 
 // FieldManager is the server-side apply field manager of a controller.

@@ -59,9 +59,9 @@ func (f *kvFence) forget(ctx context.Context, uid types.UID) error {
 // lastApplied is the observation of the last reply applied to the parent,
 // from the partition's cache or, the first time, from the bucket.
 func (a *Applier) lastApplied(ctx context.Context, p *partition, uid types.UID) (int64, error) {
-	p.fencedMu.Lock()
+	p.mu.Lock()
 	last, ok := p.fenced[uid]
-	p.fencedMu.Unlock()
+	p.mu.Unlock()
 	if ok {
 		return last, nil
 	}
@@ -84,13 +84,14 @@ func (a *Applier) advanceFence(ctx context.Context, p *partition, uid types.UID,
 }
 
 func (p *partition) remember(uid types.UID, observation int64) {
-	p.fencedMu.Lock()
-	defer p.fencedMu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.fenced[uid] = observation
 }
 
 func (p *partition) forget(uid types.UID) {
-	p.fencedMu.Lock()
-	defer p.fencedMu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	delete(p.fenced, uid)
+	delete(p.deferred, uid)
 }

@@ -48,11 +48,14 @@ type partition struct {
 	releasing bool
 	active    sync.WaitGroup // applies in flight
 
+	mu sync.Mutex // guards fenced and deferred
 	// fenced caches the fence of the partition's parents: while a replica
 	// holds a partition, it alone advances their fences, so what it read
 	// or wrote since it took the partition is current.
-	fencedMu sync.Mutex
-	fenced   map[types.UID]int64
+	fenced map[types.UID]int64
+	// deferred holds the parents whose last apply left their status to the
+	// next one (see deferStatus).
+	deferred map[types.UID]bool
 }
 
 // owner runs the ownership protocol for one replica.
@@ -209,6 +212,7 @@ func (o *owner) acquire(ctx context.Context, n int) {
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       30 * time.Second,
 		MaxAckPending: 5000,
+		MemoryStorage: bus.ConsumerStateInMemory,
 	})
 	var cc jetstream.ConsumeContext
 	if err == nil {
@@ -220,7 +224,7 @@ func (o *owner) acquire(ctx context.Context, n int) {
 		return
 	}
 	o.a.mu.Lock()
-	o.a.held[n] = &partition{n: n, cc: cc, rev: rev, renewed: time.Now(), fenced: map[types.UID]int64{}}
+	o.a.held[n] = &partition{n: n, cc: cc, rev: rev, renewed: time.Now(), fenced: map[types.UID]int64{}, deferred: map[types.UID]bool{}}
 	o.a.mu.Unlock()
 	o.a.log.Info("partition acquired", "partition", n, "replica", o.id)
 }

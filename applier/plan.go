@@ -38,6 +38,8 @@ type action struct {
 	adopt bool
 	// create is set when the child does not exist yet.
 	create bool
+	// liveVersion is the resourceVersion of the child an apply updates.
+	liveVersion string
 	// event is the reason of the Normal Event recorded on the parent.
 	event string
 }
@@ -159,7 +161,7 @@ func plan(ctl *registry.Controller, parent *unstructured.Unstructured, resp *hoo
 func update(child *registry.Child, cur, want *unstructured.Unstructured) (action, bool) {
 	// The caller checked that a controller of cur can only be the parent.
 	if metav1.GetControllerOfNoCopy(cur) == nil {
-		return action{verb: verbApply, child: child, obj: want, adopt: true, event: "Adopted"}, true
+		return action{verb: verbApply, child: child, obj: want, adopt: true, event: "Adopted", liveVersion: cur.GetResourceVersion()}, true
 	}
 	same := cur.GetAnnotations()[AnnotationAppliedHash] == want.GetAnnotations()[AnnotationAppliedHash] &&
 		contains(cur.Object, withoutOwners(want).Object)
@@ -173,7 +175,7 @@ func update(child *registry.Child, cur, want *unstructured.Unstructured) (action
 		return action{verb: verbDelete, child: child, obj: cur, event: "Recreating"}, true
 	}
 	// InPlace and RollingInPlace.
-	return action{verb: verbApply, child: child, obj: want, event: "Updated"}, true
+	return action{verb: verbApply, child: child, obj: want, event: "Updated", liveVersion: cur.GetResourceVersion()}, true
 }
 
 // AnnotationAppliedHash on a child is the hash of the desired object last

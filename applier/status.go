@@ -67,6 +67,64 @@ func (a *Applier) writeStatus(ctx context.Context, ctl *registry.Controller, par
 	return nil
 }
 
+// deferStatus tells whether the status of a reply is better left to the
+// sync that follows it. It is when the apply changed a child — the watcher
+// sees the change and calls the hook again — and the hook's status differs
+// from the live one, most likely because it reports what it observed, which
+// the apply just changed: written now, it would be replaced by the next
+// reply's, and its own watch event would cost one more hook call. A status
+// is written at once when the hook left it as it was (only
+// observedGeneration and uc's conditions move, and the next reply will not
+// change them), and when one of the hook's conditions changes: a condition
+// records a transition (a job Restarting), which the next reply may already
+// have left behind. A parent's status is deferred at most once in a row, so
+// a hook that changes a child on every call still gets its status written.
+func (p *partition) deferStatus(parent *unstructured.Unstructured, status map[string]any, childChanged bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	uid := parent.GetUID()
+	live, _ := parent.Object["status"].(map[string]any)
+	if !childChanged || status == nil || p.deferred[uid] || sameHookStatus(live, status) || conditionChanged(live, status) {
+		delete(p.deferred, uid)
+		return false
+	}
+	p.deferred[uid] = true
+	return true
+}
+
+// sameHookStatus compares the fields of two statuses that the hook sets
+// besides its conditions: all but observedGeneration and conditions.
+func sameHookStatus(a, b map[string]any) bool {
+	strip := func(m map[string]any) map[string]any {
+		out := make(map[string]any, len(m))
+		for k, v := range m {
+			if k != "observedGeneration" && k != "conditions" {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	a, b = strip(a), strip(b)
+	return contains(a, b) && contains(b, a)
+}
+
+// conditionChanged tells whether a condition of the hook's status has
+// another status or reason than the live one of its type, or is new.
+func conditionChanged(live, status map[string]any) bool {
+	list, _ := status["conditions"].([]any)
+	for _, c := range list {
+		cond, ok := c.(map[string]any)
+		if !ok {
+			continue
+		}
+		old := findCondition(live["conditions"], cond["type"])
+		if old == nil || old["status"] != cond["status"] || old["reason"] != cond["reason"] {
+			return true
+		}
+	}
+	return false
+}
+
 // setCondition puts cond into the conditions list by type, keeping the live
 // lastTransitionTime when the condition's status did not change.
 func setCondition(conditions, live any, cond map[string]any) []any {

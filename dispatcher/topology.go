@@ -79,6 +79,7 @@ func HookConsumerConfig(controller, hook string) jetstream.ConsumerConfig {
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       30 * time.Second,
 		MaxAckPending: 1000,
+		MemoryStorage: bus.ConsumerStateInMemory,
 	}
 }
 

@@ -36,6 +36,7 @@ type config struct {
 	leaseNamespace string
 	healthAddr     string
 	metricsAddr    string
+	profiling      bool
 	replicaID      string
 }
 
@@ -58,6 +59,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.healthAddr, "health-addr", "", "address serving /healthz and /readyz, e.g. :8081 (off when empty)")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "address serving Prometheus metrics on /metrics, e.g. :8080 (off when empty)")
+	fs.BoolVar(&c.profiling, "profiling", false, "also serve Go's profiles on --metrics-addr at /debug/pprof/")
 	if c.roles.applier {
 		fs.StringVar(&c.replicaID, "replica-id", os.Getenv("POD_NAME"), "the applier replica's name, kept across restarts, so that a restarted replica takes its partitions back at once (default $POD_NAME; uc run: kept in --data-dir). Never the same for two live replicas")
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -41,13 +42,22 @@ func serveHealth(addr string, checks []readyCheck) func(context.Context) error {
 	return func(ctx context.Context) error { return serveHTTP(ctx, addr, "--health-addr", mux) }
 }
 
-// serveMetrics serves m on addr at /metrics until ctx ends.
-func serveMetrics(addr string, m *metrics) func(context.Context) error {
-	return func(ctx context.Context) error { return serveHTTP(ctx, addr, "--metrics-addr", m.handler()) }
+// serveMetrics serves m on addr at /metrics, and with profiling Go's
+// profiles at /debug/pprof/, until ctx ends.
+func serveMetrics(addr string, m *metrics, profiling bool) func(context.Context) error {
+	mux := m.handler()
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	return func(ctx context.Context) error { return serveHTTP(ctx, addr, "--metrics-addr", mux) }
 }
 
 // handler serves the metrics on /metrics in Prometheus' text format.
-func (m *metrics) handler() http.Handler {
+func (m *metrics) handler() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
 	return mux

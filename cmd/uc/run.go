@@ -111,7 +111,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		servers = append(servers, serveHealth(cfg.healthAddr, readyChecks(cfg, nc, js, reg)))
 	}
 	if cfg.metricsAddr != "" {
-		servers = append(servers, serveMetrics(cfg.metricsAddr, m))
+		servers = append(servers, serveMetrics(cfg.metricsAddr, m, cfg.profiling))
 	}
 	return runAll(ctx, servers)
 }

@@ -18,7 +18,8 @@ import (
 
 // barHook replies as the parent's spec.mode says: "good" gives one
 // ConfigMap; "bad-json" is not JSON; "bad-kind" adds a Secret, a kind the
-// controller does not declare.
+// controller does not declare; "bad-child" adds, after the ConfigMap, a
+// second one whose data key the apiserver refuses.
 type barHook struct{}
 
 func (barHook) Hook() string { return hooks.Sync }
@@ -42,6 +43,13 @@ func (barHook) Handle(_ context.Context, data []byte) (any, error) {
 			"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": req.Parent.GetName()},
 		}}
 		return &hooks.SyncResponse{Children: []*unstructured.Unstructured{cm, secret}}, nil
+	case "bad-child":
+		refused := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": req.Parent.GetName() + "-refused"},
+			"data":     map[string]any{"not a valid key!": "x"},
+		}}
+		return &hooks.SyncResponse{Children: []*unstructured.Unstructured{cm, refused}}, nil
 	}
 	return &hooks.SyncResponse{Status: map[string]any{"mode": mode}, Children: []*unstructured.Unstructured{cm}}, nil
 }
@@ -75,16 +83,10 @@ func configMapMode(ctx context.Context, ns, name string) (string, string, error)
 	return cm.Data["mode"], cm.ResourceVersion, nil
 }
 
-// rejected checks the Bar's Synced condition is False with reason
-// InvalidHookReply and a message holding want, and that a Warning Event
-// says the same.
-func rejected(ctx context.Context, ns, name, want string) error {
-	return syncFailed(ctx, barGVR, ns, name, "InvalidHookReply", want)
-}
-
-// TestBadRepliesAreRejectedWhole: a reply that is not JSON, or that holds a
-// child of an undeclared kind, applies nothing, is reported on its parent,
-// and does not stop other parents from being served.
+// TestBadRepliesAreRejectedWhole: a reply that is not JSON, that holds a
+// child of an undeclared kind, or a child the apiserver refuses, applies
+// nothing, is reported on its parent, and does not stop other parents from
+// being served.
 func TestBadRepliesAreRejectedWhole(t *testing.T) {
 	ctx := t.Context()
 	go func() {
@@ -107,12 +109,16 @@ func TestBadRepliesAreRejectedWhole(t *testing.T) {
 		return err
 	})
 
-	for _, tc := range []struct{ mode, want string }{
-		{"bad-kind", `Secret.v1 "victim": kind not declared in childResources`},
-		{"bad-json", "not a valid sync response"},
+	for _, tc := range []struct{ mode, reason, want string }{
+		{"bad-kind", "InvalidHookReply", `Secret.v1 "victim": kind not declared in childResources`},
+		{"bad-json", "InvalidHookReply", "not a valid sync response"},
+		// The valid update of the victim's ConfigMap comes first in the
+		// reply and goes at the same time as the refused create: only the
+		// dry run of both keeps it from being applied.
+		{"bad-child", "ApplyFailed", `ConfigMap "victim-refused" is invalid`},
 	} {
 		setBarMode(t, ns, "victim", tc.mode)
-		eventually(t, time.Minute, func() error { return rejected(ctx, ns, "victim", tc.want) })
+		eventually(t, time.Minute, func() error { return syncFailed(ctx, barGVR, ns, "victim", tc.reason, tc.want) })
 		// Other parents keep being served.
 		other := "other-" + tc.mode
 		createBar(t, ns, other, "good")
@@ -121,12 +127,15 @@ func TestBadRepliesAreRejectedWhole(t *testing.T) {
 			return err
 		})
 		// Nothing of the bad reply was applied: the ConfigMap is untouched
-		// and no Secret exists.
+		// and neither the Secret nor the refused ConfigMap exists.
 		if mode, v, err := configMapMode(ctx, ns, "victim"); err != nil || mode != "good" || v != rv {
 			t.Fatalf("the victim's ConfigMap changed: mode %q resourceVersion %s (was %s), err %v", mode, v, rv, err)
 		}
 		if _, err := env.kube.CoreV1().Secrets(ns).Get(ctx, "victim", metav1.GetOptions{}); err == nil {
 			t.Fatal("a Secret from a rejected reply was created")
+		}
+		if _, _, err := configMapMode(ctx, ns, "victim-refused"); err == nil {
+			t.Fatal("a refused ConfigMap exists")
 		}
 	}
 
