@@ -5,7 +5,7 @@ BIN     := bin
 # Test-bed binaries (kube-apiserver, etcd, kwok, …) are built once into this cache.
 export UC_TESTBED_DIR ?= $(HOME)/.cache/uc-testbed
 
-.PHONY: all build demo demo-check test unit e2e bench lint generate testbed-bins clean
+.PHONY: all build demo demo-check test unit e2e bench bench-go lint generate testbed-bins clean
 
 all: build
 
@@ -33,9 +33,16 @@ unit:
 e2e: testbed-bins
 	$(GO) test -count=1 -timeout 30m -v ./test/e2e/
 
-# Benchmarks on the test bed: BENCH=full for the 1000x5 scenario.
-bench: testbed-bins
+# Benchmarks: the hot paths' micro-benchmarks, then the test bed's
+# (BENCH=full for the 1000x5 scenario).
+bench: bench-go testbed-bins
 	$(GO) run ./test/bench $(if $(BENCH),-scenario $(BENCH))
+
+# Micro-benchmarks of the hot paths (request encoding, reply planning); compare
+# runs with benchstat (BENCHCOUNT=10).
+BENCHCOUNT ?= 1
+bench-go:
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) ./watcher/ ./applier/
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

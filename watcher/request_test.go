@@ -71,7 +71,7 @@ func indentJSON(t *testing.T, v any) []byte {
 }
 
 // obj reads a fixture object written as YAML.
-func obj(t *testing.T, y string) *unstructured.Unstructured {
+func obj(t testing.TB, y string) *unstructured.Unstructured {
 	t.Helper()
 	var m map[string]any
 	if err := yaml.Unmarshal([]byte(y), &m); err != nil {
@@ -98,7 +98,7 @@ var (
 
 // fixtureController is a resolved UniversalController: its object as the
 // hooks receive it, and its parent and children resolved.
-func fixtureController(t *testing.T, name, version string, parent registry.Resource, children ...registry.Resource) *registry.Controller {
+func fixtureController(t testing.TB, name, version string, parent registry.Resource, children ...registry.Resource) *registry.Controller {
 	t.Helper()
 	var rules []string
 	for _, c := range children {
@@ -127,7 +127,7 @@ spec:
 const parentUID = "00000000-0000-0000-0000-0000000000a1"
 
 // child is a fixture child controlled by the parent.
-func child(t *testing.T, apiVersion, kind, namespace, name, body string) *unstructured.Unstructured {
+func child(t testing.TB, apiVersion, kind, namespace, name, body string) *unstructured.Unstructured {
 	t.Helper()
 	ns := ""
 	if namespace != "" {
