@@ -203,7 +203,7 @@ func (o *owner) acquire(ctx context.Context, n int) {
 		}
 		return
 	}
-	cons, err := o.a.js.CreateOrUpdateConsumer(ctx, bus.ReplyStream, jetstream.ConsumerConfig{
+	cons, err := bus.EnsureConsumer(ctx, o.a.js, bus.ReplyStream, jetstream.ConsumerConfig{
 		Durable:     fmt.Sprintf("%s_%d", bus.ApplierConsumer, n),
 		Description: fmt.Sprintf("appliers, partition %d", n),
 		FilterSubjects: []string{

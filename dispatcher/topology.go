@@ -119,7 +119,7 @@ func (t *Topology) ensureConsumer(controller, hook string) {
 	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		attempt, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		if _, err := t.js.CreateOrUpdateConsumer(attempt, bus.RequestStream, HookConsumerConfig(controller, hook)); err != nil {
+		if _, err := bus.EnsureConsumer(attempt, t.js, bus.RequestStream, HookConsumerConfig(controller, hook)); err != nil {
 			t.log.Warn("retrying", "what", "create hook consumer", "controller", controller, "hook", hook, "err", err)
 			return false, nil
 		}

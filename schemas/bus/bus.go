@@ -19,6 +19,8 @@
 package bus
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"strings"
@@ -185,3 +187,20 @@ func PartitionReplies(hook string, partition int) string {
 // rewrote a state file on every acknowledgement: a tenth of uc's CPU in the
 // benchmark's create phase.
 const ConsumerStateInMemory = true
+
+// EnsureConsumer creates a durable consumer of stream, or updates it to
+// cfg. A consumer the server cannot update in place — its state storage,
+// made by an older uc — is deleted and created again: its stream is a work
+// queue, so what it had not acknowledged stays and is delivered again.
+func EnsureConsumer(ctx context.Context, js jetstream.JetStream, stream string, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	c, err := js.CreateOrUpdateConsumer(ctx, stream, cfg)
+	var apiErr *jetstream.APIError
+	if err == nil || !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.JSErrCodeConsumerCreate ||
+		!strings.Contains(apiErr.Description, "can not be updated") {
+		return c, err
+	}
+	if err := js.DeleteConsumer(ctx, stream, cfg.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, fmt.Errorf("replace consumer %s (%s): %w", cfg.Durable, apiErr.Description, err)
+	}
+	return js.CreateOrUpdateConsumer(ctx, stream, cfg)
+}
