@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -76,6 +77,11 @@ func setup(m *testing.M) (int, error) {
 		if err := applyFile(ctx, filepath.Join(env.root, f)); err != nil {
 			return 0, err
 		}
+	}
+	// TestInformersAreShared counts watches on Sharers: created now, the
+	// garbage collector has long opened its own by then.
+	if _, err := env.dyn.Resource(crdGVR).Create(ctx, sharerCRD(), metav1.CreateOptions{}); err != nil {
+		return 0, err
 	}
 
 	bin := filepath.Join(dir, "uc-bin")

@@ -34,12 +34,24 @@ func watches(ctx context.Context, resource string) (int, error) {
 	return n, nil
 }
 
+// sharerCRD is the CRD of TestInformersAreShared's parents.
+func sharerCRD() *unstructured.Unstructured {
+	return crd("sharing.e2e.universalcontroller.dev", "sharers", "Sharer", true)
+}
+
 // TestInformersAreShared: five controllers with the same child kind open no
 // more watches at the apiserver than one (uc run is one process).
 func TestInformersAreShared(t *testing.T) {
 	ctx := t.Context()
-	sharer := crd("sharing.e2e.universalcontroller.dev", "sharers", "Sharer", true)
-	createClusterScoped(t, crdGVR, sharer)
+	// The garbage collector watches every resource, Sharers (created by
+	// the suite's setup) too once its discovery found them: counted
+	// before, its watch does not come and go during the measurement.
+	eventually(t, 2*time.Minute, func() error {
+		if n, err := watches(ctx, "sharers"); err != nil || n == 0 {
+			return fmt.Errorf("the garbage collector does not watch sharers yet (%d watches, err %v)", n, err)
+		}
+		return nil
+	})
 	register := func(i int) {
 		name := fmt.Sprintf("sharing-%d", i)
 		uc := &unstructured.Unstructured{Object: map[string]any{
@@ -67,12 +79,12 @@ func TestInformersAreShared(t *testing.T) {
 		}
 		return secrets, sharers
 	}
-	before, _ := count()
+	before, beforeParents := count()
 	register(1)
 	var one, oneParents int
 	eventually(t, 30*time.Second, func() error {
-		if one, oneParents = count(); one == 0 || oneParents == 0 {
-			return fmt.Errorf("no watch on secrets (%d) or sharers (%d) yet", one, oneParents)
+		if one, oneParents = count(); one <= before || oneParents <= beforeParents {
+			return fmt.Errorf("uc opened no watch on secrets (%d, %d before) or sharers (%d, %d before) yet", one, before, oneParents, beforeParents)
 		}
 		return nil
 	})
@@ -80,8 +92,8 @@ func TestInformersAreShared(t *testing.T) {
 		register(i)
 	}
 	five, fiveParents := count()
-	t.Logf("watches at the apiserver: secrets %d before, %d with 1 controller, %d with 5; sharers %d with 1, %d with 5",
-		before, one, five, oneParents, fiveParents)
+	t.Logf("watches at the apiserver: secrets %d before, %d with 1 controller, %d with 5; sharers %d before, %d with 1, %d with 5",
+		before, one, five, beforeParents, oneParents, fiveParents)
 	if five != one || fiveParents != oneParents {
 		t.Fatalf("5 controllers opened more watches than 1: secrets %d vs %d, sharers %d vs %d", five, one, fiveParents, oneParents)
 	}
