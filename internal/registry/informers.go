@@ -8,6 +8,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -55,11 +56,12 @@ func (s *informerSet) entry(gvr schema.GroupVersionResource) *sharedInformer {
 				cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, nil),
 			users: map[string]bool{},
 		}
-		// Not started yet, so setting the handler cannot fail.
+		// Not started yet, so setting the handlers cannot fail.
 		_ = e.Informer().SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 			e.setForbidden(gvr, err)
 			cache.DefaultWatchErrorHandler(ctx, r, err)
 		})
+		_ = e.Informer().SetTransform(stripManagedFields)
 		s.byGVR[gvr] = e
 	}
 	return e
@@ -182,4 +184,16 @@ func (r *Registry) Unsynced() []string {
 		return []string{"UniversalControllers: cache not filled yet"}
 	}
 	return r.informers.unsynced()
+}
+
+// stripManagedFields drops metadata.managedFields from an object entering a
+// cache. Nothing in uc reads them (the applier writes with server-side apply,
+// which the apiserver tracks), and they are often the largest part of a small
+// object: without them the caches are smaller, and so is every hook request,
+// which is encoded from the cache.
+func stripManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
 }

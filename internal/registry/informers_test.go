@@ -3,6 +3,7 @@ package registry
 import (
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
@@ -46,5 +47,37 @@ func TestInformerSetIsShared(t *testing.T) {
 	s.only("a")
 	if got := running(); len(got) != 0 {
 		t.Fatalf("with no users, %v still run", got)
+	}
+}
+
+// TestInformersDropManagedFields: objects enter the shared caches without
+// their managedFields.
+func TestInformersDropManagedFields(t *testing.T) {
+	cms := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	cm := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{
+			"name": "c", "namespace": "ns",
+			"managedFields": []any{map[string]any{"manager": "uc/x", "operation": "Apply", "fieldsType": "FieldsV1"}},
+		},
+		"data": map[string]any{"k": "v"},
+	}}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{cms: "ConfigMapList"}, cm)
+	s := newInformerSet(dyn)
+	s.use("a", cms)
+	defer s.only("a")
+	if err := s.waitSynced(t.Context(), cms); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.get(cms).Lister().ByNamespace("ns").Get("c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := got.(*unstructured.Unstructured)
+	if mf := u.GetManagedFields(); mf != nil {
+		t.Errorf("cached object has managedFields %v", mf)
+	}
+	if v, _, _ := unstructured.NestedString(u.Object, "data", "k"); v != "v" {
+		t.Errorf("cached object lost its data: %v", u.Object)
 	}
 }
