@@ -398,22 +398,32 @@ func permanent(err error) bool {
 }
 
 // execute makes the planned writes and tells whether any of them changed a
-// child. When there is more than one, they are all tried first as a dry
-// run, so a child the apiserver refuses stops the reply before anything is
-// written. Before adopting an orphan, an uncached read confirms the parent
-// still exists, is the same object, and is not being deleted.
+// child. A reply is never half-applied: every write but the first is tried
+// as a dry run, then the first is written alone, then the others. So the
+// first child the apiserver refuses stops the reply before anything is
+// written — the first write needs no dry run of its own, since nothing is
+// written before it. Before adopting an orphan, an uncached read confirms
+// the parent still exists, is the same object, and is not being deleted.
 func (a *Applier) execute(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, actions []action) (bool, error) {
+	if len(actions) == 0 {
+		return false, nil
+	}
 	if slices.ContainsFunc(actions, func(act action) bool { return act.adopt }) {
 		if err := a.confirmParent(ctx, ctl, parent); err != nil {
 			return false, err
 		}
 	}
-	if len(actions) > 1 {
-		if _, _, err := a.writeAll(ctx, ctl, actions, true); err != nil {
-			return false, err
-		}
+	first, rest := actions[:1], actions[1:]
+	if _, _, err := a.writeAll(ctx, ctl, rest, true); err != nil {
+		return false, err
 	}
-	done, changed, err := a.writeAll(ctx, ctl, actions, false)
+	done, changed, err := a.writeAll(ctx, ctl, first, false)
+	if err == nil {
+		var more []action
+		var moreChanged bool
+		more, moreChanged, err = a.writeAll(ctx, ctl, rest, false)
+		done, changed = append(done, more...), changed || moreChanged
+	}
 	a.recordWrites(parent, done)
 	if err != nil {
 		a.events.Eventf(parent, "Warning", "ChildWriteFailed", "%v", err)

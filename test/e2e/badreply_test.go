@@ -19,7 +19,8 @@ import (
 // barHook replies as the parent's spec.mode says: "good" gives one
 // ConfigMap; "bad-json" is not JSON; "bad-kind" adds a Secret, a kind the
 // controller does not declare; "bad-child" adds, after the ConfigMap, a
-// second one whose data key the apiserver refuses.
+// second one whose data key the apiserver refuses; "bad-child-first" lists
+// that refused ConfigMap first.
 type barHook struct{}
 
 func (barHook) Hook() string { return hooks.Sync }
@@ -43,13 +44,17 @@ func (barHook) Handle(_ context.Context, data []byte) (any, error) {
 			"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": req.Parent.GetName()},
 		}}
 		return &hooks.SyncResponse{Children: []*unstructured.Unstructured{cm, secret}}, nil
-	case "bad-child":
+	case "bad-child", "bad-child-first":
 		refused := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "v1", "kind": "ConfigMap",
 			"metadata": map[string]any{"name": req.Parent.GetName() + "-refused"},
 			"data":     map[string]any{"not a valid key!": "x"},
 		}}
-		return &hooks.SyncResponse{Children: []*unstructured.Unstructured{cm, refused}}, nil
+		children := []*unstructured.Unstructured{cm, refused}
+		if mode == "bad-child-first" {
+			children = []*unstructured.Unstructured{refused, cm}
+		}
+		return &hooks.SyncResponse{Children: children}, nil
 	}
 	return &hooks.SyncResponse{Status: map[string]any{"mode": mode}, Children: []*unstructured.Unstructured{cm}}, nil
 }
@@ -66,12 +71,15 @@ func createBar(t *testing.T, ns, name, mode string) {
 	}
 }
 
-func setBarMode(t *testing.T, ns, name, mode string) {
+// setBarMode sets a Bar's mode and returns its new generation.
+func setBarMode(t *testing.T, ns, name, mode string) int64 {
 	t.Helper()
 	patch := fmt.Sprintf(`{"spec":{"mode":%q}}`, mode)
-	if _, err := env.dyn.Resource(barGVR).Namespace(ns).Patch(t.Context(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	bar, err := env.dyn.Resource(barGVR).Namespace(ns).Patch(t.Context(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
+	return bar.GetGeneration()
 }
 
 // configMapMode returns the mode in the Bar's ConfigMap and its resourceVersion.
@@ -113,12 +121,28 @@ func TestBadRepliesAreRejectedWhole(t *testing.T) {
 		{"bad-kind", "InvalidHookReply", `Secret.v1 "victim": kind not declared in childResources`},
 		{"bad-json", "InvalidHookReply", "not a valid sync response"},
 		// The valid update of the victim's ConfigMap comes first in the
-		// reply and goes at the same time as the refused create: only the
-		// dry run of both keeps it from being applied.
+		// reply: only the dry run of the refused create keeps it from
+		// being applied.
 		{"bad-child", "ApplyFailed", `ConfigMap "victim-refused" is invalid`},
+		// The refused create comes first: it is written before the
+		// update, alone, and its refusal stops the reply.
+		{"bad-child-first", "ApplyFailed", `ConfigMap "victim-refused" is invalid`},
 	} {
-		setBarMode(t, ns, "victim", tc.mode)
-		eventually(t, time.Minute, func() error { return syncFailed(ctx, barGVR, ns, "victim", tc.reason, tc.want) })
+		gen := setBarMode(t, ns, "victim", tc.mode)
+		eventually(t, time.Minute, func() error {
+			// The condition is about this mode's reply, not the one before.
+			if err := syncFailed(ctx, barGVR, ns, "victim", tc.reason, tc.want); err != nil {
+				return err
+			}
+			bar, err := env.dyn.Resource(barGVR).Namespace(ns).Get(ctx, "victim", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if c := condition(bar, "Synced"); c["observedGeneration"] != gen {
+				return fmt.Errorf("Synced is about generation %v, want %d", c["observedGeneration"], gen)
+			}
+			return nil
+		})
 		// Other parents keep being served.
 		other := "other-" + tc.mode
 		createBar(t, ns, other, "good")
