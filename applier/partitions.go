@@ -1,6 +1,7 @@
 package applier
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -21,8 +22,8 @@ import (
 
 // Partition ownership. Parents are spread over P partitions (bus.Partition).
 // Every applier replica heartbeats in the uc_appliers key-value bucket; the
-// live replicas split the partitions by rendezvous hashing, and a replica
-// holds a partition through a key in uc_partitions that it created and
+// live replicas split the partitions by rendezvous hashing with bounded
+// loads (assign), and a replica holds a partition through a key in uc_partitions that it created and
 // renews (both buckets expire keys after leaseTTL). A replica consumes, with
 // the partition's own durable consumer, only the partitions it holds. When a
 // replica joins, the owners of the partitions it should get stop consuming
@@ -131,8 +132,8 @@ func (o *owner) balance(ctx context.Context) {
 		members = append(members, o.id)
 	}
 	want := map[int]bool{}
-	for n := range o.a.opts.Partitions {
-		if rendezvous(members, n) == o.id {
+	for n, m := range assign(members, o.a.opts.Partitions) {
+		if m == o.id {
 			want[n] = true
 		}
 	}
@@ -151,19 +152,56 @@ func (o *owner) balance(ctx context.Context) {
 	}
 }
 
-// rendezvous picks the member that should own partition n: the highest
-// score of a well-mixed hash (FNV's scores correlate across partitions and
-// gave one member everything).
-func rendezvous(members []string, n int) string {
-	var best string
-	var bestScore uint64
-	for _, m := range members {
-		sum := sha256.Sum256(fmt.Appendf(nil, "%s/%d", m, n))
-		if s := binary.BigEndian.Uint64(sum[:8]); best == "" || s > bestScore {
-			best, bestScore = m, s
+// assign splits the partitions over the members: each member holds its
+// share, partitions / members rounded down or up, and each partition goes to
+// the member that scores it highest (rendezvous hashing) among those with
+// room.
+// The (partition, member) pairs are taken by descending score, so the result
+// depends only on the set of members, every replica computes the same one,
+// and a member joining or leaving moves few partitions besides its own
+// share. Plain rendezvous hashing, without the bound, split 32 partitions
+// 10/22 over two replicas.
+func assign(members []string, partitions int) map[int]string {
+	type pair struct {
+		n      int
+		member string
+		score  uint64
+	}
+	pairs := make([]pair, 0, partitions*len(members))
+	for n := range partitions {
+		for _, m := range members {
+			pairs = append(pairs, pair{n, m, score(m, n)})
 		}
 	}
-	return best
+	slices.SortFunc(pairs, func(a, b pair) int {
+		if c := cmp.Compare(b.score, a.score); c != 0 {
+			return c
+		}
+		return cmp.Or(cmp.Compare(a.member, b.member), cmp.Compare(a.n, b.n))
+	})
+	// Every member holds lo partitions, and extra of them one more.
+	lo, extra := partitions/max(len(members), 1), partitions%max(len(members), 1)
+	owners := make(map[int]string, partitions)
+	held := map[string]int{}
+	for _, p := range pairs {
+		h := held[p.member]
+		if _, taken := owners[p.n]; taken || h > lo || (h == lo && extra == 0) {
+			continue
+		}
+		if h == lo {
+			extra--
+		}
+		owners[p.n] = p.member
+		held[p.member]++
+	}
+	return owners
+}
+
+// score is a member's rendezvous score for partition n: a well-mixed hash
+// (FNV's scores correlate across partitions and gave one member everything).
+func score(member string, n int) uint64 {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s/%d", member, n))
+	return binary.BigEndian.Uint64(sum[:8])
 }
 
 func ownerKey(n int) string { return fmt.Sprintf("p%d", n) }
