@@ -64,7 +64,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&sharing, "sharing", "1,5,10", "controller counts of the sharing measurement (empty: skip it)")
 	fs.IntVar(&cfg.sharingParents, "sharing-parents", 100, "parents shared out among the controllers of the sharing measurement")
 	fs.StringVar(&cfg.out, "out", "bench-results", "directory of the JSON results")
-	fs.Var(&cfg.ucFlags, "uc-flag", "extra flag for uc (each of its processes), e.g. -uc-flag=--kube-api-qps=1000 (repeatable)")
+	fs.Var(&cfg.ucFlags, "uc-flag", "extra flag for uc (each of its processes), e.g. -uc-flag=--kube-api-qps=1000 (repeatable; the bench sets --metrics-addr and --profiling itself, and logs each process's address)")
 	fs.IntVar(&cfg.appliers, "appliers", 0, "run uc as separate roles on a nats-server: a dispatcher, a watcher and this many appliers (0: uc run)")
 	fs.StringVar(&cfg.ucBin, "uc-bin", "", "a uc binary to measure (default: build ./cmd/uc)")
 	fs.Float64Var(&cfg.pacedRate, "paced-rate", 20, "parents changed per second in the paced phase")

@@ -331,9 +331,9 @@ func (r *results) printSharing(out io.Writer) {
 	}
 	fmt.Fprintln(out, "\ncontrollers sharing one child kind (ConfigMaps): uc idle after syncing every parent once")
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "controllers\tRSS\tpeak RSS\tuc's watches\ton configmaps\thook calls\twrites\t")
+	fmt.Fprintln(tw, "controllers\tRSS\tpeak RSS\tlive heap\tuc's watches\ton configmaps\thook calls\twrites\t")
 	for _, s := range r.Sharing {
-		fmt.Fprintf(tw, "%d\t%.1f MiB\t%.1f MiB\t%d\t%d\t%d\t%d\t\n", s.Controllers, s.RSSMiB, s.PeakRSSMiB,
+		fmt.Fprintf(tw, "%d\t%.1f MiB\t%.1f MiB\t%.2f MiB\t%d\t%d\t%d\t%d\t\n", s.Controllers, s.RSSMiB, s.PeakRSSMiB, s.HeapMiB,
 			sum(s.Watches), s.Watches["configmaps"], s.HookCalls, s.Writes)
 	}
 	tw.Flush()

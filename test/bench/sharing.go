@@ -31,6 +31,8 @@ type sharingResult struct {
 	// RSSMiB is uc's once idle; PeakRSSMiB the most since it started.
 	RSSMiB     float64 `json:"rssMiB"`
 	PeakRSSMiB float64 `json:"peakRSSMiB"`
+	// HeapMiB is uc's live Go heap once idle, right after a collection.
+	HeapMiB float64 `json:"heapMiB"`
 	// Watches is uc's watches open at the apiserver, by resource: the
 	// count while uc runs less the count just before it started.
 	Watches map[string]int64 `json:"watches"`
@@ -79,7 +81,7 @@ func runSharing(ctx context.Context, e *env) ([]sharingResult, error) {
 			e.failed = true
 			return out, fmt.Errorf("%d controllers: %w", k, err)
 		}
-		logf("sharing: %d controllers: RSS %.1f MiB, uc's watches %v", k, r.RSSMiB, r.Watches)
+		logf("sharing: %d controllers: RSS %.1f MiB, live heap %.2f MiB, uc's watches %v", k, r.RSSMiB, r.HeapMiB, r.Watches)
 		out = append(out, r)
 	}
 	return out, nil
@@ -153,6 +155,11 @@ func (s *sharing) measure(ctx context.Context, r *sharingResult, w *window, uc *
 		return err
 	}
 	r.RSSMiB, r.PeakRSSMiB = mib(mem.RSS), mib(mem.Peak)
+	heap, err := uc.liveHeap(ctx)
+	if err != nil {
+		return err
+	}
+	r.HeapMiB = mib(heap)
 	now, err := scrapeMetrics(ctx, s.e.api.kube.CoreV1().RESTClient())
 	if err != nil {
 		return err

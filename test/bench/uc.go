@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bufio"
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,9 +41,12 @@ type ucProcess struct {
 
 // process is one of uc's processes.
 type process struct {
-	role   string // run; or nats, dispatcher, watcher, applier-1, …
-	pid    int
-	log    string
+	role string // run; or nats, dispatcher, watcher, applier-1, …
+	pid  int
+	log  string
+	// debug is the URL of uc's metrics and profiles (--metrics-addr with
+	// --profiling); empty for the NATS server.
+	debug  string
 	exited func() error // an error once the process has exited
 	stop   func()
 }
@@ -62,7 +69,7 @@ func (e *env) startUC(ctx context.Context, name string) (*ucProcess, error) {
 		return nil, err
 	}
 	for _, p := range u.procs {
-		logf("uc %s started (pid %d, log %s)", p.role, p.pid, p.log)
+		logf("uc %s started (pid %d, log %s, metrics and profiles %s)", p.role, p.pid, p.log, cmp.Or(p.debug, "–"))
 	}
 	return u, nil
 }
@@ -119,16 +126,23 @@ func (u *ucProcess) startRoles(ctx context.Context, e *env, dir string) error {
 }
 
 // start starts one uc process: `uc <command> args…` with the bench's
-// kubeconfig, applier workers and -uc-flag flags, logging to dir/role.log.
-// The command is the role without its replica number.
+// kubeconfig, applier workers, metrics and profiles on a free port, and
+// -uc-flag flags, logging to dir/role.log. The command is the role without
+// its replica number.
 func (u *ucProcess) start(e *env, dir, role string, args ...string) error {
 	command, _, _ := strings.Cut(role, "-")
+	port, err := testbed.FreePort()
+	if err != nil {
+		return err
+	}
+	debug := "127.0.0.1:" + strconv.Itoa(port)
 	args = slices.Concat([]string{command}, args, []string{
 		"--kubeconfig", e.bed.Kubeconfig(),
 		"--applier-workers", strconv.Itoa(e.cfg.concurrency),
 		"--log-level", "info",
+		"--metrics-addr", debug, "--profiling",
 	}, e.cfg.ucFlags)
-	p := &process{role: role, log: filepath.Join(dir, role+".log")}
+	p := &process{role: role, log: filepath.Join(dir, role+".log"), debug: "http://" + debug}
 	logFile, err := os.Create(p.log)
 	if err != nil {
 		return err
@@ -333,4 +347,52 @@ func (u *ucProcess) resetPeaks() error {
 		}
 	}
 	return nil
+}
+
+// liveHeap is the Go heap uc's processes hold once collected: each runs a
+// garbage collection (the heap profile's gc=1) and reports HeapAlloc. Unlike
+// the resident set, it does not carry the collector's headroom, so it
+// resolves what one more controller costs. The NATS server of separate
+// roles is not counted.
+func (u *ucProcess) liveHeap(ctx context.Context) (int64, error) {
+	var total int64
+	for _, p := range u.procs {
+		if p.debug == "" {
+			continue
+		}
+		n, err := heapAfterGC(ctx, p.debug)
+		if err != nil {
+			return 0, fmt.Errorf("uc %s: %w", p.role, err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// heapAfterGC reads HeapAlloc from a Go process's heap profile, taken
+// after a garbage collection.
+func heapAfterGC(ctx context.Context, debug string) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, debug+"/debug/pprof/heap?gc=1&debug=1", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("heap profile: %s (is --profiling overridden by -uc-flag?)", resp.Status)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "# HeapAlloc = "); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, errors.New("heap profile: no HeapAlloc")
 }
