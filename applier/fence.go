@@ -8,11 +8,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/types"
-)
 
-// FenceBucket is the JetStream key-value bucket that remembers, per parent
-// UID, the observation of the last reply applied.
-const FenceBucket = "uc_fence"
+	"universalcontroller.dev/uc/schemas/bus"
+)
 
 // kvFence keeps the per-parent fence in a JetStream key-value bucket, so it
 // holds across restarts and across applier replicas.
@@ -20,7 +18,7 @@ type kvFence struct{ kv jetstream.KeyValue }
 
 func newKVFence(ctx context.Context, js jetstream.JetStream, replicas int) (*kvFence, error) {
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      FenceBucket,
+		Bucket:      bus.FenceBucket,
 		Description: "per parent UID: the observation of the last hook reply applied",
 		Replicas:    max(replicas, 1),
 		Storage:     jetstream.FileStorage,

@@ -21,7 +21,7 @@ import (
 )
 
 // Partition ownership. Parents are spread over P partitions (bus.Partition).
-// Every applier replica heartbeats in the uc_appliers key-value bucket; the
+// Every applier replica heartbeats in the uc_appliers key-value bucket (bus.AppliersBucket); the
 // live replicas split the partitions by rendezvous hashing with bounded
 // loads (assign), and a replica holds a partition through a key in uc_partitions that it created and
 // renews (both buckets expire keys after leaseTTL). A replica consumes, with
@@ -31,10 +31,8 @@ import (
 // then creates the keys. When a replica dies, its keys expire. So a parent is
 // applied by one replica at a time, even while ownership moves.
 const (
-	membersBucket = "uc_appliers"
-	ownersBucket  = "uc_partitions"
-	leaseTTL      = 30 * time.Second
-	renewEvery    = 5 * time.Second
+	leaseTTL   = 30 * time.Second
+	renewEvery = 5 * time.Second
 	// A replica stops applying a partition it could not renew for this long,
 	// well before its key can expire and another replica take it.
 	staleAfter = leaseTTL - renewEvery
@@ -77,7 +75,7 @@ func newOwner(ctx context.Context, a *Applier) (*owner, error) {
 	for _, b := range []struct {
 		name string
 		kv   *jetstream.KeyValue
-	}{{membersBucket, &o.members}, {ownersBucket, &o.owners}} {
+	}{{bus.AppliersBucket, &o.members}, {bus.PartitionsBucket, &o.owners}} {
 		*b.kv, err = a.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket: b.name, TTL: leaseTTL, Storage: jetstream.FileStorage, Replicas: max(a.opts.Replicas, 1),
 		})
@@ -204,19 +202,17 @@ func score(member string, n int) uint64 {
 	return binary.BigEndian.Uint64(sum[:8])
 }
 
-func ownerKey(n int) string { return fmt.Sprintf("p%d", n) }
-
 // reclaim takes back a partition whose key names this replica: a key left
 // by this replica's previous run, which is dead since its id is now ours.
 func (o *owner) reclaim(ctx context.Context, n int) (uint64, error) {
-	e, err := o.owners.Get(ctx, ownerKey(n))
+	e, err := o.owners.Get(ctx, bus.PartitionKey(n))
 	if err != nil {
 		return 0, err
 	}
 	if string(e.Value()) != o.id {
 		return 0, jetstream.ErrKeyExists
 	}
-	rev, err := o.owners.Update(ctx, ownerKey(n), []byte(o.id), e.Revision())
+	rev, err := o.owners.Update(ctx, bus.PartitionKey(n), []byte(o.id), e.Revision())
 	if err == nil {
 		o.a.log.Info("partition reclaimed from this replica's previous run", "partition", n, "replica", o.id)
 	}
@@ -231,7 +227,7 @@ func (o *owner) acquire(ctx context.Context, n int) {
 	if held {
 		return
 	}
-	rev, err := o.owners.Create(ctx, ownerKey(n), []byte(o.id))
+	rev, err := o.owners.Create(ctx, bus.PartitionKey(n), []byte(o.id))
 	if errors.Is(err, jetstream.ErrKeyExists) && o.a.opts.ReplicaID != "" {
 		rev, err = o.reclaim(ctx, n)
 	}
@@ -258,7 +254,7 @@ func (o *owner) acquire(ctx context.Context, n int) {
 	}
 	if err != nil {
 		o.a.log.Error("consume partition", "partition", n, "err", err)
-		_ = o.owners.Delete(ctx, ownerKey(n), jetstream.LastRevision(rev))
+		_ = o.owners.Delete(ctx, bus.PartitionKey(n), jetstream.LastRevision(rev))
 		return
 	}
 	o.a.mu.Lock()
@@ -269,7 +265,7 @@ func (o *owner) acquire(ctx context.Context, n int) {
 
 // renew extends the hold on a partition; losing it stops its consumption.
 func (o *owner) renew(ctx context.Context, p *partition) {
-	rev, err := o.owners.Update(ctx, ownerKey(p.n), []byte(o.id), p.rev)
+	rev, err := o.owners.Update(ctx, bus.PartitionKey(p.n), []byte(o.id), p.rev)
 	if err != nil {
 		o.a.log.Error("partition lost", "partition", p.n, "err", err)
 		o.stop(p)
@@ -284,7 +280,7 @@ func (o *owner) renew(ctx context.Context, p *partition) {
 // replies back to the bus, wait for its applies in flight, delete its key.
 func (o *owner) release(ctx context.Context, p *partition) {
 	o.stop(p)
-	if err := o.owners.Delete(ctx, ownerKey(p.n), jetstream.LastRevision(p.rev)); err != nil {
+	if err := o.owners.Delete(ctx, bus.PartitionKey(p.n), jetstream.LastRevision(p.rev)); err != nil {
 		o.a.log.Warn("release partition", "partition", p.n, "err", err)
 	}
 	o.a.log.Info("partition released", "partition", p.n, "replica", o.id)

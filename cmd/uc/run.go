@@ -178,7 +178,7 @@ func readyChecks(cfg config, nc *nats.Conn, js jetstream.JetStream, reg *registr
 	}
 	checks = append(checks, exist("streams", streams, stream))
 	if cfg.roles.applier {
-		checks = append(checks, exist("buckets", natsauth.ApplierBuckets, func(ctx context.Context, name string) error {
+		checks = append(checks, exist("buckets", bus.ApplierBuckets, func(ctx context.Context, name string) error {
 			_, err := js.KeyValue(ctx, name)
 			return err
 		}))

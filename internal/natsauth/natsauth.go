@@ -73,10 +73,6 @@ var allHooks = []string{hooks.Sync, hooks.Finalize, hooks.Customize}
 // streams uc creates.
 var streams = []string{bus.RequestStream, bus.ReplyStream, bus.DeadLetterStream}
 
-// ApplierBuckets are the applier's key-value buckets (applier/):
-// membership, partition holds, per-parent fence.
-var ApplierBuckets = []string{"uc_appliers", "uc_partitions", "uc_fence"}
-
 // consumerAPI is what a client bound to an existing durable consumer uses:
 // its info, and pulling from it.
 func consumerAPI(stream, consumer string) []string {
@@ -155,7 +151,7 @@ func Role(role string, partitions int) (User, error) {
 		u.About = fmt.Sprintf("uc applier: applies the replies of partitions 0-%d, keeps its buckets, asks for resyncs, announces applies", partitions-1)
 		// Creating a bucket reads the account's JetStream limits first.
 		u.Publish = []string{"$JS.API.INFO", streamInfo(bus.ReplyStream), bus.AllResyncs(), bus.AllApplying()}
-		for _, b := range ApplierBuckets {
+		for _, b := range bus.ApplierBuckets {
 			s := "KV_" + b
 			u.Publish = append(u.Publish,
 				streamInfo(s), "$JS.API.STREAM.CREATE."+s, "$JS.API.STREAM.UPDATE."+s,

@@ -133,3 +133,17 @@ func TestMetaOfReplyChecksTheSubject(t *testing.T) {
 		}
 	}
 }
+
+func TestPartitionKey(t *testing.T) {
+	for _, n := range []int{0, 7, 31, 1024} {
+		got, err := ParsePartitionKey(PartitionKey(n))
+		if err != nil || got != n {
+			t.Errorf("ParsePartitionKey(PartitionKey(%d)) = %d, %v", n, got, err)
+		}
+	}
+	for _, key := range []string{"", "p", "7", "q7", "p-1", "px"} {
+		if n, err := ParsePartitionKey(key); err == nil {
+			t.Errorf("ParsePartitionKey(%q) = %d, want an error", key, n)
+		}
+	}
+}

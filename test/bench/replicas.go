@@ -18,14 +18,12 @@ import (
 	"universalcontroller.dev/uc/schemas/bus"
 )
 
-// The applier replicas' partition ownership (applier/partitions.go, which
-// does not export these names): uc_appliers holds a key per live replica,
-// uc_partitions the key p<N>, valued with the id of the replica holding
-// partition N. The bench runs uc with the default number of partitions.
+// The applier replicas' partition ownership (bus.AppliersBucket holds a key
+// per live replica, bus.PartitionsBucket a key per partition held, valued
+// with the holder's id). The bench runs uc with the default number of
+// partitions.
 const (
-	membersBucket = "uc_appliers"
-	ownersBucket  = "uc_partitions"
-	partitions    = bus.DefaultPartitions
+	partitions = bus.DefaultPartitions
 	// balanced is how long the partitions' owners must stay the same for the
 	// appliers to count as done sharing them out: two of their balancing
 	// rounds (every 5 s), so a replica that joined was seen by all.
@@ -52,7 +50,7 @@ func (u *ucProcess) awaitPartitions(ctx context.Context, n int) error {
 		if err := u.exited(); err != nil {
 			return false, fatalError{err}
 		}
-		members, err := u.keys(ctx, membersBucket)
+		members, err := u.keys(ctx, bus.AppliersBucket)
 		if err != nil {
 			return false, err
 		}
@@ -93,19 +91,19 @@ func (u *ucProcess) keys(ctx context.Context, bucket string) ([]string, error) {
 
 // owners reads which replica holds each partition held.
 func (u *ucProcess) owners(ctx context.Context) (map[int]string, error) {
-	keys, err := u.keys(ctx, ownersBucket)
+	keys, err := u.keys(ctx, bus.PartitionsBucket)
 	if err != nil {
 		return nil, err
 	}
-	kv, err := u.js.KeyValue(ctx, ownersBucket)
+	kv, err := u.js.KeyValue(ctx, bus.PartitionsBucket)
 	if err != nil {
 		return nil, err
 	}
 	out := map[int]string{}
 	for _, k := range keys {
-		var n int
-		if _, err := fmt.Sscanf(k, "p%d", &n); err != nil {
-			return nil, fmt.Errorf("%s: unexpected key %q", ownersBucket, k)
+		n, err := bus.ParsePartitionKey(k)
+		if err != nil {
+			return nil, err
 		}
 		e, err := kv.Get(ctx, k)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
