@@ -37,6 +37,9 @@ type ucProcess struct {
 	// replicas names the applier replicas' ids (the values in
 	// uc_partitions) by their process's role; nil for uc run.
 	replicas map[string]string
+	// ports are free ports picked at once for the processes to come, so
+	// that no two of them are given the same one.
+	ports []int
 }
 
 // process is one of uc's processes.
@@ -59,7 +62,15 @@ func (e *env) startUC(ctx context.Context, name string) (*ucProcess, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	u := &ucProcess{}
+	n := 2 // uc run: its NATS server and its metrics
+	if e.cfg.appliers > 0 {
+		n = len(roles(e.cfg.appliers)) - 1 // each role's metrics
+	}
+	ports, err := testbed.FreePorts(n)
+	if err != nil {
+		return nil, err
+	}
+	u := &ucProcess{ports: ports}
 	start := u.startRun
 	if e.cfg.appliers > 0 {
 		start = u.startRoles
@@ -76,11 +87,7 @@ func (e *env) startUC(ctx context.Context, name string) (*ucProcess, error) {
 
 // startRun starts uc run, with its embedded NATS server.
 func (u *ucProcess) startRun(ctx context.Context, e *env, dir string) error {
-	port, err := testbed.FreePort()
-	if err != nil {
-		return err
-	}
-	listen := "127.0.0.1:" + strconv.Itoa(port)
+	listen := "127.0.0.1:" + strconv.Itoa(u.port())
 	if err := u.start(e, dir, "run", "--nats-listen", listen, "--data-dir", filepath.Join(dir, "data")); err != nil {
 		return err
 	}
@@ -131,11 +138,7 @@ func (u *ucProcess) startRoles(ctx context.Context, e *env, dir string) error {
 // its replica number.
 func (u *ucProcess) start(e *env, dir, role string, args ...string) error {
 	command, _, _ := strings.Cut(role, "-")
-	port, err := testbed.FreePort()
-	if err != nil {
-		return err
-	}
-	debug := "127.0.0.1:" + strconv.Itoa(port)
+	debug := "127.0.0.1:" + strconv.Itoa(u.port())
 	args = slices.Concat([]string{command}, args, []string{
 		"--kubeconfig", e.bed.Kubeconfig(),
 		"--applier-workers", strconv.Itoa(e.cfg.concurrency),
@@ -172,6 +175,13 @@ func (u *ucProcess) start(e *env, dir, role string, args ...string) error {
 	p.stop = func() { terminate(p.pid, done) }
 	u.procs = append(u.procs, p)
 	return nil
+}
+
+// port takes one of the ports picked for the processes.
+func (u *ucProcess) port() int {
+	p := u.ports[0]
+	u.ports = u.ports[1:]
+	return p
 }
 
 // terminate stops a process group: SIGTERM, and SIGKILL after ten seconds.

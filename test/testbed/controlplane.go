@@ -42,7 +42,7 @@ func (b *Bed) startControlPlane(ctx context.Context) error {
 }
 
 func (b *Bed) startEtcd(ctx context.Context) (string, error) {
-	ports, err := freePorts(2)
+	ports, err := FreePorts(2)
 	if err != nil {
 		return "", err
 	}
@@ -106,7 +106,7 @@ func (b *Bed) startAPIServer(ctx context.Context, etcdURL string) error {
 // startControllers starts kube-controller-manager and kube-scheduler side
 // by side and waits for both.
 func (b *Bed) startControllers(ctx context.Context) error {
-	ports, err := freePorts(2)
+	ports, err := FreePorts(2)
 	if err != nil {
 		return err
 	}

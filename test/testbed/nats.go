@@ -57,7 +57,7 @@ func StartNATSWith(ctx context.Context, dir string, opts NATSOptions) (*NATSServ
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create NATS dir: %w", err)
 	}
-	ports, err := freePorts(2)
+	ports, err := FreePorts(2)
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +159,7 @@ func StartNATSCluster(ctx context.Context, dir string, n int) (*NATSCluster, err
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(3 * n)
+	ports, err := FreePorts(3 * n)
 	if err != nil {
 		return nil, err
 	}

@@ -79,16 +79,16 @@ func httpClient(caPEM []byte) *http.Client {
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func FreePort() (int, error) {
-	ports, err := freePorts(1)
+	ports, err := FreePorts(1)
 	if err != nil {
 		return 0, err
 	}
 	return ports[0], nil
 }
 
-// freePorts returns n distinct free ports on 127.0.0.1, holding all of them
+// FreePorts returns n distinct free ports on 127.0.0.1, holding all of them
 // open until it has them so that none is returned twice.
-func freePorts(n int) ([]int, error) {
+func FreePorts(n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	for range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
