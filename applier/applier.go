@@ -483,9 +483,15 @@ const (
 )
 
 // recordWrites records one Normal Event on the parent for the writes of one
-// reply: its reason is theirs when they share one ("Created"), else
-// "Applied"; its message names each child.
+// reply that changed which children it has — created, deleted, recreated,
+// adopted, released — as Kubernetes' own controllers record the Pods they
+// create and delete, not those they update: its reason is theirs when they
+// share one ("Created"), else "Applied"; its message names each child. An
+// in-place update is routine (every spec change of the parent makes one per
+// child) and shows on the parent's Synced condition; their Events took a
+// sixth of the apiserver's CPU in the bench's update of 1000 parents.
 func (a *Applier) recordWrites(parent *unstructured.Unstructured, done []action) {
+	done = slices.DeleteFunc(slices.Clone(done), func(act action) bool { return act.event == eventUpdated })
 	if len(done) == 0 {
 		return
 	}

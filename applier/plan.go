@@ -28,6 +28,10 @@ const (
 	verbRelease verb = "release" // drop the parent's ownerReference
 )
 
+// eventUpdated is the event of an in-place update of a child, which is
+// not recorded on the parent (see recordWrites).
+const eventUpdated = "Updated"
+
 // action is one write the applier makes to a child.
 type action struct {
 	verb  verb
@@ -175,7 +179,7 @@ func update(child *registry.Child, cur, want *unstructured.Unstructured) (action
 		return action{verb: verbDelete, child: child, obj: cur, event: "Recreating"}, true
 	}
 	// InPlace and RollingInPlace.
-	return action{verb: verbApply, child: child, obj: want, event: "Updated", liveVersion: cur.GetResourceVersion()}, true
+	return action{verb: verbApply, child: child, obj: want, event: eventUpdated, liveVersion: cur.GetResourceVersion()}, true
 }
 
 // AnnotationAppliedHash on a child is the hash of the desired object last
