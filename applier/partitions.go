@@ -21,15 +21,16 @@ import (
 )
 
 // Partition ownership. Parents are spread over P partitions (bus.Partition).
-// Every applier replica heartbeats in the uc_appliers key-value bucket (bus.AppliersBucket); the
-// live replicas split the partitions by rendezvous hashing with bounded
-// loads (assign), and a replica holds a partition through a key in uc_partitions that it created and
-// renews (both buckets expire keys after leaseTTL). A replica consumes, with
-// the partition's own durable consumer, only the partitions it holds. When a
-// replica joins, the owners of the partitions it should get stop consuming
-// them, wait for their applies in flight, and delete their keys; the newcomer
-// then creates the keys. When a replica dies, its keys expire. So a parent is
-// applied by one replica at a time, even while ownership moves.
+// Every applier replica heartbeats in bus.AppliersBucket; the live replicas
+// split the partitions by rendezvous hashing with bounded loads (assign), and
+// a replica holds a partition through a key in bus.PartitionsBucket that it
+// created and renews (both buckets expire keys after leaseTTL). A replica
+// consumes, with the partition's own durable consumer, only the partitions it
+// holds. When a replica joins, the owners of the partitions it should get
+// stop consuming them, wait for their applies in flight, and delete their
+// keys; the newcomer then creates the keys. When a replica dies, its keys
+// expire. So a parent is applied by one replica at a time, even while
+// ownership moves.
 const (
 	leaseTTL   = 30 * time.Second
 	renewEvery = 5 * time.Second
@@ -150,15 +151,14 @@ func (o *owner) balance(ctx context.Context) {
 	}
 }
 
-// assign splits the partitions over the members: each member holds its
-// share, partitions / members rounded down or up, and each partition goes to
-// the member that scores it highest (rendezvous hashing) among those with
-// room.
+// assign splits the partitions over the members: each member holds its share,
+// partitions / members rounded down or up, and each partition goes to the
+// member that scores it highest (rendezvous hashing) among those with room.
 // The (partition, member) pairs are taken by descending score, so the result
 // depends only on the set of members, every replica computes the same one,
-// and a member joining or leaving moves few partitions besides its own
-// share. Plain rendezvous hashing, without the bound, split 32 partitions
-// 10/22 over two replicas.
+// and a member joining or leaving moves few partitions besides its own share.
+// Plain rendezvous hashing, without the bound, split 32 partitions 10/22 over
+// two replicas.
 func assign(members []string, partitions int) map[int]string {
 	type pair struct {
 		n      int

@@ -27,8 +27,9 @@ func PartitionKey(n int) string { return "p" + strconv.Itoa(n) }
 
 // ParsePartitionKey returns the partition of a PartitionsBucket key.
 func ParsePartitionKey(key string) (int, error) {
-	n, err := strconv.Atoi(strings.TrimPrefix(key, "p"))
-	if err != nil || !strings.HasPrefix(key, "p") || n < 0 {
+	digits, ok := strings.CutPrefix(key, "p")
+	n, err := strconv.Atoi(digits)
+	if !ok || err != nil || n < 0 {
 		return 0, fmt.Errorf("%s: %q is not a partition key", PartitionsBucket, key)
 	}
 	return n, nil

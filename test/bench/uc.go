@@ -62,18 +62,14 @@ func (e *env) startUC(ctx context.Context, name string) (*ucProcess, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	n := 2 // uc run: its NATS server and its metrics
+	u := &ucProcess{}
+	start, n := u.startRun, 2 // uc run: its NATS server and its metrics
 	if e.cfg.appliers > 0 {
-		n = len(roles(e.cfg.appliers)) - 1 // each role's metrics
+		start, n = u.startRoles, len(roles(e.cfg.appliers))-1 // each role's metrics
 	}
-	ports, err := testbed.FreePorts(n)
-	if err != nil {
+	var err error
+	if u.ports, err = testbed.FreePorts(n); err != nil {
 		return nil, err
-	}
-	u := &ucProcess{ports: ports}
-	start := u.startRun
-	if e.cfg.appliers > 0 {
-		start = u.startRoles
 	}
 	if err := start(ctx, e, dir); err != nil {
 		u.stop()
