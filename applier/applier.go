@@ -27,9 +27,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/csaupgrade"
 	"k8s.io/client-go/util/workqueue"
 	sigsjson "sigs.k8s.io/json"
 
@@ -285,7 +287,11 @@ func (a *Applier) apply(ctx context.Context, part *partition, b *batch) error {
 	}
 	changed, err := a.execute(ctx, ctl, parent, actions)
 	if err != nil {
-		if permanent(err) {
+		var refused *refusedError
+		switch {
+		case errors.As(err, &refused):
+			return a.reject(ctx, log, ctl, parent, m, "InvalidHookReply", fmt.Errorf("%s hook reply rejected: %w", m.Hook, err))
+		case permanent(err):
 			return a.reject(ctx, log, ctl, parent, m, "ApplyFailed", err)
 		}
 		return err
@@ -390,10 +396,11 @@ func (a *Applier) reject(ctx context.Context, log *slog.Logger, ctl *registry.Co
 	return nil
 }
 
-// permanent errors are the apiserver refusing the hook's objects; retrying
-// the same reply cannot help.
+// permanent errors are the apiserver, or uc, refusing the hook's objects;
+// retrying the same reply cannot help.
 func permanent(err error) bool {
-	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) ||
+	var refused *refusedError
+	return errors.As(err, &refused) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) ||
 		apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err)
 }
 
@@ -525,18 +532,24 @@ func (a *Applier) write(ctx context.Context, ctl *registry.Controller, act actio
 	result := changedObject
 	var err error
 	switch act.verb {
+	case verbCreate:
+		_, err = res.Create(ctx, act.obj, metav1.CreateOptions{FieldManager: FieldManager(ctl.Name), DryRun: dry})
+		if apierrors.IsAlreadyExists(err) {
+			err = a.inTheWay(ctx, res, act)
+		}
 	case verbApply:
-		if dryRun && act.create {
-			// A plain create validates a new object as well as an apply,
-			// at about half the apiserver's cost.
-			_, err = res.Create(ctx, act.obj, metav1.CreateOptions{FieldManager: FieldManager(ctl.Name), DryRun: dry})
-			if !apierrors.IsAlreadyExists(err) {
-				break
-			}
+		obj := act.obj
+		if act.adopt {
+			// Adopted as it was judged: a resourceVersion precondition.
+			obj = obj.DeepCopy()
+			obj.SetResourceVersion(act.liveVersion)
 		}
 		var out *unstructured.Unstructured
-		out, err = res.Apply(ctx, act.obj.GetName(), act.obj, metav1.ApplyOptions{FieldManager: FieldManager(ctl.Name), Force: true, DryRun: dry})
-		if err == nil && !act.create && out.GetResourceVersion() == act.liveVersion {
+		out, err = res.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: FieldManager(ctl.Name), Force: true, DryRun: dry})
+		if err == nil && !dryRun {
+			out, err = a.upgradeOwnership(ctx, res, ctl, out, act.obj)
+		}
+		if err == nil && out.GetResourceVersion() == act.liveVersion {
 			result = unchanged
 		}
 	case verbRelease:
@@ -560,6 +573,43 @@ func (a *Applier) write(ctx context.Context, ctl *registry.Controller, act actio
 	}
 	return result, nil
 }
+
+// inTheWay explains an object found where a create was to make a new child:
+// the cache had not seen it. uc never takes it over by a create; if the
+// parent may adopt it, the retry plans an adoption once the cache has it,
+// otherwise the reply is refused.
+func (a *Applier) inTheWay(ctx context.Context, res dynamic.ResourceInterface, act action) error {
+	cur, err := res.Get(ctx, act.obj.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("read the object in the way: %w", err)
+	}
+	owner := metav1.GetControllerOfNoCopy(act.obj).UID
+	if err := mayManage(cur, owner, act.sel); err != nil {
+		return &refusedError{err}
+	}
+	return errors.New("it exists already, not yet seen by the cache: will adopt it")
+}
+
+// upgradeOwnership moves the fields uc owns through a create — an Update
+// operation of its field manager — to its server-side apply, and applies obj
+// again, so a field dropped from the desired object is removed: once in a
+// child's life, at its first update. out is the object as the apply left it.
+func (a *Applier) upgradeOwnership(ctx context.Context, res dynamic.ResourceInterface, ctl *registry.Controller, out, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	manager := FieldManager(ctl.Name)
+	patch, err := csaupgrade.UpgradeManagedFieldsPatch(out, sets.New(manager), manager)
+	if err != nil || patch == nil {
+		return out, err
+	}
+	if _, err := res.Patch(ctx, out.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+		return nil, fmt.Errorf("upgrade field ownership: %w", err)
+	}
+	return res.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: manager, Force: true})
+}
+
+// refusedError is a write uc refuses to make.
+type refusedError struct{ error }
+
+func (e *refusedError) Unwrap() error { return e.error }
 
 // FieldManager is the server-side apply field manager of a controller.
 func FieldManager(controller string) string { return "uc/" + controller }

@@ -23,7 +23,8 @@ import (
 type verb string
 
 const (
-	verbApply   verb = "apply"   // create or update with server-side apply
+	verbCreate  verb = "create"  // create; never an update of an object already there
+	verbApply   verb = "apply"   // update or adopt with server-side apply
 	verbDelete  verb = "delete"  // delete, with a UID precondition
 	verbRelease verb = "release" // drop the parent's ownerReference
 )
@@ -40,8 +41,9 @@ type action struct {
 	obj *unstructured.Unstructured
 	// adopt is set when the apply takes over an orphan.
 	adopt bool
-	// create is set when the child does not exist yet.
-	create bool
+	// sel is the parent's selector, to judge an object found in the way of
+	// a create.
+	sel labels.Selector
 	// liveVersion is the resourceVersion of the child an apply updates.
 	liveVersion string
 	// event is the reason of the Normal Event recorded on the parent.
@@ -113,11 +115,11 @@ func plan(ctl *registry.Controller, parent *unstructured.Unstructured, resp *hoo
 		desired[id] = true
 		cur, exists := live.get(child, obj.GetNamespace(), obj.GetName())
 		if !exists {
-			actions = append(actions, action{verb: verbApply, child: child, obj: obj, create: true, event: "Created"})
+			actions = append(actions, action{verb: verbCreate, child: child, obj: obj, sel: sel, event: "Created"})
 			continue
 		}
-		if ref := metav1.GetControllerOfNoCopy(cur); ref != nil && ref.UID != parent.GetUID() {
-			return nil, fmt.Errorf("%s: already controlled by %s %s", name, ref.Kind, ref.Name)
+		if err := mayManage(cur, parent.GetUID(), sel); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		if a, ok := update(child, cur, obj); ok {
 			actions = append(actions, a)
@@ -157,14 +159,33 @@ func plan(ctl *registry.Controller, parent *unstructured.Unstructured, resp *hoo
 	return actions, nil
 }
 
+// mayManage tells why a parent may not manage an existing object named as
+// one of its children: another owner controls it, or nothing does and the
+// parent's selector does not match it. It judges the live object, never the
+// hook's desired copy (which uc labels for the parent), so a hook cannot
+// make uc take over an object it could not adopt anyway.
+func mayManage(cur *unstructured.Unstructured, parent types.UID, sel labels.Selector) error {
+	ref := metav1.GetControllerOfNoCopy(cur)
+	switch {
+	case ref != nil && ref.UID != parent:
+		return fmt.Errorf("an object of that name exists and is already controlled by %s %s: uc does not take it over", ref.Kind, ref.Name)
+	case ref == nil && !sel.Matches(labels.Set(cur.GetLabels())):
+		return fmt.Errorf("an object of that name exists, is controlled by no one and its labels %v do not match the parent's selector %q: uc does not take it over", cur.GetLabels(), sel.String())
+	}
+	return nil
+}
+
 // update decides what, if anything, brings an existing child to its desired
 // state under the child's update method. A child differs when the desired
 // object changed since it was last applied (its hash annotation) or when a
 // field the controller sets has another value; defaults and fields written by
 // others never count.
 func update(child *registry.Child, cur, want *unstructured.Unstructured) (action, bool) {
-	// The caller checked that a controller of cur can only be the parent.
+	// The caller checked that cur is the parent's, or an orphan it may adopt.
 	if metav1.GetControllerOfNoCopy(cur) == nil {
+		if cur.GetDeletionTimestamp() != nil {
+			return action{}, false // created again once it is gone
+		}
 		return action{verb: verbApply, child: child, obj: want, adopt: true, event: "Adopted", liveVersion: cur.GetResourceVersion()}, true
 	}
 	same := cur.GetAnnotations()[AnnotationAppliedHash] == want.GetAnnotations()[AnnotationAppliedHash] &&

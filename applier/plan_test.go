@@ -139,7 +139,7 @@ func TestPlan(t *testing.T) {
 		err     string
 	}{
 		{name: "create", method: v1alpha1.ChildUpdateInPlace, desired: []*unstructured.Unstructured{cm("a", "1")},
-			want: []string{"apply configmaps ns/a"}},
+			want: []string{"create configmaps ns/a"}},
 		{name: "unchanged child writes nothing", method: v1alpha1.ChildUpdateInPlace,
 			live:    fakeLive{applied("a", "1", v1alpha1.ChildUpdateInPlace)},
 			desired: []*unstructured.Unstructured{cm("a", "1")}},
@@ -178,9 +178,28 @@ func TestPlan(t *testing.T) {
 		{name: "recreate deletes first", method: v1alpha1.ChildUpdateRecreate,
 			live:    fakeLive{object("ConfigMap", "ns", "a", map[string]any{"k": "1"}, "parent-uid")},
 			desired: []*unstructured.Unstructured{cm("a", "2")}, want: []string{"delete configmaps ns/a"}},
-		{name: "orphan is adopted", method: v1alpha1.ChildUpdateOnDelete,
-			live:    fakeLive{object("ConfigMap", "ns", "a", map[string]any{"k": "1"}, "")},
+		{name: "an orphan the selector matches is adopted", method: v1alpha1.ChildUpdateOnDelete,
+			live:    fakeLive{claimable(object("ConfigMap", "ns", "a", map[string]any{"k": "1"}, ""))},
 			desired: []*unstructured.Unstructured{cm("a", "1")}, want: []string{"apply configmaps ns/a"}},
+		{name: "an orphan being deleted is left to go", method: v1alpha1.ChildUpdateInPlace,
+			live: fakeLive{func() *unstructured.Unstructured {
+				o := claimable(object("ConfigMap", "ns", "a", nil, ""))
+				now := metav1.Now()
+				o.SetDeletionTimestamp(&now)
+				return o
+			}()},
+			desired: []*unstructured.Unstructured{cm("a", "1")}},
+		{name: "an orphan the selector does not match rejects the reply", method: v1alpha1.ChildUpdateInPlace,
+			live: fakeLive{func() *unstructured.Unstructured {
+				o := object("ConfigMap", "ns", "victim", map[string]any{"secret": "do-not-touch"}, "")
+				o.SetLabels(map[string]string{"app": "victim"})
+				return o
+			}()},
+			desired: []*unstructured.Unstructured{cm("victim", "1")},
+			err:     `children[0] ConfigMap.v1 "victim": an object of that name exists, is controlled by no one and its labels map[app:victim] do not match`},
+		{name: "an orphan without labels rejects the reply", method: v1alpha1.ChildUpdateInPlace,
+			live:    fakeLive{object("ConfigMap", "ns", "a", nil, "")},
+			desired: []*unstructured.Unstructured{cm("b", "1"), cm("a", "1")}, err: `children[1] ConfigMap.v1 "a": an object of that name exists, is controlled by no one`},
 		{name: "an orphan the selector claims but the hook does not want is deleted", method: v1alpha1.ChildUpdateInPlace,
 			live: fakeLive{func() *unstructured.Unstructured {
 				o := object("ConfigMap", "ns", "stray", nil, "")
@@ -200,7 +219,7 @@ func TestPlan(t *testing.T) {
 			err:     `outside the parent's namespace`},
 		{name: "child of another controller rejects the reply", method: v1alpha1.ChildUpdateInPlace,
 			live:    fakeLive{object("ConfigMap", "ns", "a", nil, "other-uid")},
-			desired: []*unstructured.Unstructured{cm("a", "1")}, err: "already controlled by Parent p"},
+			desired: []*unstructured.Unstructured{cm("a", "1")}, err: "already controlled by Parent p: uc does not take it over"},
 		{name: "a child listed twice rejects the reply", method: v1alpha1.ChildUpdateInPlace,
 			desired: []*unstructured.Unstructured{cm("a", "1"), cm("a", "2")}, err: "listed twice"},
 		{name: "a child without a name rejects the reply", method: v1alpha1.ChildUpdateInPlace,
@@ -229,7 +248,7 @@ func TestPlan(t *testing.T) {
 				t.Fatalf("actions = %q, want %q", got, tt.want)
 			}
 			for _, a := range actions {
-				if a.verb == verbApply {
+				if a.verb == verbApply || a.verb == verbCreate {
 					ref := metav1.GetControllerOf(a.obj)
 					if ref == nil || ref.UID != "parent-uid" {
 						t.Errorf("applied object is not controlled by the parent: %v", a.obj.GetOwnerReferences())
@@ -238,6 +257,13 @@ func TestPlan(t *testing.T) {
 			}
 		})
 	}
+}
+
+// claimable labels o as the generated selector of the parent "parent-uid"
+// selects it.
+func claimable(o *unstructured.Unstructured) *unstructured.Unstructured {
+	o.SetLabels(map[string]string{registry.LabelControllerUID: "parent-uid"})
+	return o
 }
 
 func TestPlanWithTheParentsSelector(t *testing.T) {
