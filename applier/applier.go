@@ -54,7 +54,14 @@ type Options struct {
 	// waiting for their keys to expire. Two live replicas must never share
 	// one. Empty: a new id for every run.
 	ReplicaID string
+	// MaxChildren bounds the children of one reply (default
+	// DefaultMaxChildren): a reply with more is rejected whole, so one hook
+	// cannot make the applier hold and write without bound.
+	MaxChildren int
 }
+
+// DefaultMaxChildren is the default of Options.MaxChildren.
+const DefaultMaxChildren = 1000
 
 // Applier applies hook replies.
 type Applier struct {
@@ -79,6 +86,9 @@ func New(reg *registry.Registry, dyn dynamic.Interface, js jetstream.JetStream, 
 	}
 	if opts.Partitions <= 0 {
 		opts.Partitions = bus.DefaultPartitions
+	}
+	if opts.MaxChildren <= 0 {
+		opts.MaxChildren = DefaultMaxChildren
 	}
 	limiter := workqueue.NewTypedMaxOfRateLimiter(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](100*time.Millisecond, 30*time.Second),
@@ -260,7 +270,7 @@ func (a *Applier) apply(ctx context.Context, part *partition, b *batch) error {
 		reason, problem := decodeFailure(f)
 		return a.reject(ctx, log, ctl, parent, m, reason, problem)
 	}
-	replies, err := b.decode(ctl.HookVersion(m.Hook))
+	replies, err := b.decode(ctl.HookVersion(m.Hook), a.opts.MaxChildren)
 	resp := replies[m.LatestRevision()]
 	var ro *rollout
 	if err == nil && ctl.Rolling() {
@@ -339,11 +349,15 @@ func (a *Applier) parent(ctx context.Context, ctl *registry.Controller, m bus.Me
 }
 
 // decode decodes every reply of a batch, by revision. Hook version v2 is
-// strict: a field the response does not have is an error that names it.
-func (b *batch) decode(version string) (map[string]*hooks.SyncResponse, error) {
+// strict: a field the response does not have is an error that names it. A
+// reply with more than maxChildren children is an error.
+func (b *batch) decode(version string, maxChildren int) (map[string]*hooks.SyncResponse, error) {
 	out := map[string]*hooks.SyncResponse{}
 	for rev, r := range b.replies {
 		resp, err := decodeReply(r, version)
+		if err == nil && len(resp.Children) > maxChildren {
+			err = fmt.Errorf("%d children, more than the %d a reply may have (uc's --max-children-per-reply)", len(resp.Children), maxChildren)
+		}
 		if err != nil && rev != b.meta.LatestRevision() {
 			err = fmt.Errorf("the reply for the parent at its older revision %s: %w", rev, err)
 		}

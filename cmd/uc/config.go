@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 
+	"universalcontroller.dev/uc/applier"
 	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/schemas/bus"
 )
@@ -29,6 +30,7 @@ type config struct {
 	partitions     int
 	watcherWorkers int
 	applierWorkers int
+	maxChildren    int
 	maxReplyBytes  int64
 	logLevel       string
 
@@ -56,6 +58,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.watcherWorkers, "watcher-workers", 8, "parents the watcher syncs at once")
 	fs.Int64Var(&c.maxReplyBytes, "max-reply-bytes", 0, "largest hook reply the dispatcher takes from a webhook or destination (0: the NATS server's max payload)")
 	fs.IntVar(&c.applierWorkers, "applier-workers", 16, "parents the applier applies at once")
+	fs.IntVar(&c.maxChildren, "max-children-per-reply", applier.DefaultMaxChildren, "most children one hook reply may have; a reply with more is rejected whole")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.healthAddr, "health-addr", "", "address serving /healthz and /readyz, e.g. :8081 (off when empty)")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "address serving Prometheus metrics on /metrics, e.g. :8080 (off when empty)")

@@ -93,7 +93,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		a := applier.New(reg, dyn, js, recorder, applier.Options{Workers: cfg.applierWorkers, Replicas: cfg.replicas, Partitions: cfg.partitions, ReplicaID: id}, log)
+		a := applier.New(reg, dyn, js, recorder, applier.Options{Workers: cfg.applierWorkers, Replicas: cfg.replicas, Partitions: cfg.partitions, ReplicaID: id, MaxChildren: cfg.maxChildren}, log)
 		runners = append(runners, a.Run)
 	}
 	runners = append(runners, func(ctx context.Context) error { reg.Run(ctx); return nil })

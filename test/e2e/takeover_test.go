@@ -176,11 +176,15 @@ func TestHookCannotTakeOverObjects(t *testing.T) {
 	// the desired object is removed.
 	createGrabber(t, ns, "dropper", "dropped")
 	patchGrabber(t, ns, "dropper", `{"extra":"x"}`)
-	eventually(t, time.Minute, func() error { return dataIs(ctx, ns, "dropped", map[string]string{"grabbed-by": "dropper", "extra": "x"}) })
+	eventually(t, time.Minute, func() error {
+		return dataIs(ctx, ns, "dropped", map[string]string{"grabbed-by": "dropper", "extra": "x"})
+	})
 	patchGrabber(t, ns, "dropper", `{"extra":null}`)
 	eventually(t, time.Minute, func() error { return dataIs(ctx, ns, "dropped", map[string]string{"grabbed-by": "dropper"}) })
 	patchGrabber(t, ns, "dropper", `{"extra":"y"}`)
-	eventually(t, time.Minute, func() error { return dataIs(ctx, ns, "dropped", map[string]string{"grabbed-by": "dropper", "extra": "y"}) })
+	eventually(t, time.Minute, func() error {
+		return dataIs(ctx, ns, "dropped", map[string]string{"grabbed-by": "dropper", "extra": "y"})
+	})
 	patchGrabber(t, ns, "dropper", `{"extra":null}`)
 	eventually(t, time.Minute, func() error { return dataIs(ctx, ns, "dropped", map[string]string{"grabbed-by": "dropper"}) })
 
