@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -49,7 +50,31 @@ func (s *statusWriter) report(ctx context.Context, uc *unstructured.Unstructured
 	if changed := meta.SetStatusCondition(&conditions, cond); !changed && status.ObservedGeneration == uc.GetGeneration() {
 		return nil
 	}
-	status.ObservedGeneration, status.Conditions = uc.GetGeneration(), conditions
+	// Only the fields this report owns: the failing parents have a field
+	// manager of their own.
+	return s.apply(ctx, uc, "uc/registry", v1alpha1.UniversalControllerStatus{ObservedGeneration: uc.GetGeneration(), Conditions: conditions})
+}
+
+// reportFailures sets the controller's count of failing parents and its
+// latest failure, when they changed. An installation without a process
+// that reports (WithStatus) has them in Events on the parents alone.
+func (s *statusWriter) reportFailures(ctx context.Context, uc *unstructured.Unstructured, failing int, last *v1alpha1.ParentFailure) error {
+	if s == nil {
+		return nil
+	}
+	var status v1alpha1.UniversalControllerStatus
+	raw, _, _ := unstructured.NestedMap(uc.Object, "status")
+	_ = runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &status)
+	if _, set := raw["parentsFailing"]; set && int(status.ParentsFailing) == failing && equality.Semantic.DeepEqual(status.LastFailure, last) {
+		return nil
+	}
+	return s.apply(ctx, uc, "uc/registry/parents", v1alpha1.UniversalControllerStatus{ParentsFailing: int32(failing), LastFailure: last},
+		"parentsFailing") // written when 0 too: "none failing" is not "not reported"
+}
+
+// apply writes status, as field manager, with server-side apply; zero
+// lists fields written though zero.
+func (s *statusWriter) apply(ctx context.Context, uc *unstructured.Unstructured, manager string, status v1alpha1.UniversalControllerStatus, zero ...string) error {
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&v1alpha1.UniversalController{
 		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.Group + "/" + v1alpha1.Version, Kind: "UniversalController"},
 		ObjectMeta: metav1.ObjectMeta{Name: uc.GetName(), UID: uc.GetUID()},
@@ -59,8 +84,18 @@ func (s *statusWriter) report(ctx context.Context, uc *unstructured.Unstructured
 		return err
 	}
 	delete(obj, "spec")
+	out, _ := obj["status"].(map[string]any)
+	if out == nil {
+		out = map[string]any{}
+		obj["status"] = out
+	}
+	for _, f := range zero {
+		if _, ok := out[f]; !ok {
+			out[f] = int64(0)
+		}
+	}
 	_, err = s.dyn.Resource(v1alpha1.Resource).ApplyStatus(ctx, uc.GetName(), &unstructured.Unstructured{Object: obj},
-		metav1.ApplyOptions{FieldManager: "uc/registry", Force: true})
+		metav1.ApplyOptions{FieldManager: manager, Force: true})
 	if err != nil {
 		return fmt.Errorf("write status of %s: %w", uc.GetName(), err)
 	}
