@@ -168,6 +168,63 @@ func TestStatusSchemas(t *testing.T) {
 	eventually(t, 30*time.Second, func() error {
 		return hasEvent(ctx, ns, "pipelines", corev1.EventTypeWarning, "StatusFieldsPruned", "status.conditions[0].reason")
 	})
+
+	// The schema follows its CRD: once the author declares the conditions'
+	// reason and message, the next sync writes them, the hook's and uc's.
+	widenPipelineConditions(t)
+	if _, err := env.dyn.Resource(pipelineGVR).Namespace(ns).Patch(ctx, "pipelines", types.MergePatchType, []byte(`{"spec":{"copies":3}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, func() error {
+		p, err := env.dyn.Resource(pipelineGVR).Namespace(ns).Get(ctx, "pipelines", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		status, _, _ := unstructured.NestedMap(p.Object, "status")
+		withoutTimes(status)
+		want := map[string]any{"replicas": int64(3), "conditions": []any{
+			map[string]any{"type": "Ready", "status": "True", "reason": "AllCopies", "message": "every copy is there"},
+			map[string]any{"type": "Synced", "status": "True", "reason": "Applied", "message": "the latest hook reply was applied"}}}
+		if !equality.Semantic.DeepEqual(status, want) {
+			return fmt.Errorf("status %v, want %v", status, want)
+		}
+		return nil
+	})
+}
+
+// widenPipelineConditions declares reason and message in the Pipeline's
+// conditions, until the test ends.
+func widenPipelineConditions(t *testing.T) {
+	t.Helper()
+	path := filepath.Join(env.root, "test/e2e/testdata/statusschema-crds.yaml")
+	objs, err := manifestObjects(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, crd := range objs {
+		if crd.GetName() != pipelineGVR.GroupResource().String() {
+			continue
+		}
+		versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+		items := []string{"schema", "openAPIV3Schema", "properties", "status", "properties", "conditions", "items", "properties"}
+		props, _, _ := unstructured.NestedMap(versions[0].(map[string]any), items...)
+		props["reason"] = map[string]any{"type": "string"}
+		props["message"] = map[string]any{"type": "string"}
+		if err := unstructured.SetNestedMap(versions[0].(map[string]any), props, items...); err != nil {
+			t.Fatal(err)
+		}
+		if err := unstructured.SetNestedSlice(crd.Object, versions, "spec", "versions"); err != nil {
+			t.Fatal(err)
+		}
+		if err := applyObject(t.Context(), newMapper(), crd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		if err := applyFile(context.Background(), path); err != nil {
+			t.Errorf("restore the CRDs: %v", err)
+		}
+	})
 }
 
 // TestStatusSchemaFailures: where a parent's status has no room for uc's
