@@ -90,11 +90,10 @@ func newStatusSchemas(log *slog.Logger) *statusSchemas {
 func (s *statusSchemas) watch(dyn dynamic.Interface) {
 	inf := dynamicinformer.NewFilteredDynamicInformer(dyn, crdResource, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
 	s.informer = inf
-	log := s.log
 	// Not started yet, so setting the handlers cannot fail.
 	_ = inf.SetTransform(statusSchemasOnly)
 	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
-		log.Warn("cannot list CustomResourceDefinitions: parents' status schemas are unknown, uc's additions are tried and dropped when refused", "err", err)
+		s.log.Warn("list or watch CustomResourceDefinitions (until they are listed, parents' status schemas are unknown)", "err", err)
 		cache.DefaultWatchErrorHandler(ctx, r, err)
 	})
 }
@@ -197,11 +196,13 @@ func statusSchemasOnly(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
-	kept := make([]any, 0, len(versions))
-	for _, v := range versions {
+	versions, _, _ := unstructured.NestedFieldNoCopy(crd.Object, "spec", "versions")
+	list, _ := versions.([]any)
+	kept := make([]any, 0, len(list))
+	for _, v := range list {
 		m, _ := v.(map[string]any)
-		root, _, _ := unstructured.NestedMap(m, "schema", "openAPIV3Schema")
+		raw, _, _ := unstructured.NestedFieldNoCopy(m, "schema", "openAPIV3Schema")
+		root, _ := raw.(map[string]any)
 		slim := map[string]any{}
 		for _, k := range []string{"type", "x-kubernetes-preserve-unknown-fields"} {
 			if x, ok := root[k]; ok {
