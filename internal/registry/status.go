@@ -37,9 +37,7 @@ func (s *statusWriter) report(ctx context.Context, uc *unstructured.Unstructured
 	if problem != nil {
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "CannotRun", problem.Error()
 	}
-	var status v1alpha1.UniversalControllerStatus
-	raw, _, _ := unstructured.NestedMap(uc.Object, "status")
-	_ = runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &status)
+	_, status := statusOf(uc)
 	conditions := slices.Clone(status.Conditions)
 	cond.LastTransitionTime = metav1.NewTime(time.Now())
 	old := meta.FindStatusCondition(conditions, cond.Type)
@@ -52,7 +50,12 @@ func (s *statusWriter) report(ctx context.Context, uc *unstructured.Unstructured
 	}
 	// Only the fields this report owns: the failing parents have a field
 	// manager of their own.
-	return s.apply(ctx, uc, "uc/registry", v1alpha1.UniversalControllerStatus{ObservedGeneration: uc.GetGeneration(), Conditions: conditions})
+	status = v1alpha1.UniversalControllerStatus{ObservedGeneration: uc.GetGeneration(), Conditions: conditions}
+	out, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&status)
+	if err != nil {
+		return err
+	}
+	return s.apply(ctx, uc, "uc/registry", out)
 }
 
 // reportFailures sets the controller's count of failing parents and its
@@ -62,40 +65,41 @@ func (s *statusWriter) reportFailures(ctx context.Context, uc *unstructured.Unst
 	if s == nil {
 		return nil
 	}
-	var status v1alpha1.UniversalControllerStatus
-	raw, _, _ := unstructured.NestedMap(uc.Object, "status")
-	_ = runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &status)
+	raw, status := statusOf(uc)
 	if _, set := raw["parentsFailing"]; set && int(status.ParentsFailing) == failing && equality.Semantic.DeepEqual(status.LastFailure, last) {
 		return nil
 	}
-	return s.apply(ctx, uc, "uc/registry/parents", v1alpha1.UniversalControllerStatus{ParentsFailing: int32(failing), LastFailure: last},
-		"parentsFailing") // written when 0 too: "none failing" is not "not reported"
+	// parentsFailing is written when 0 too: "none failing" is not "not
+	// reported".
+	out := map[string]any{"parentsFailing": int64(failing)}
+	if last != nil {
+		l, err := runtime.DefaultUnstructuredConverter.ToUnstructured(last)
+		if err != nil {
+			return err
+		}
+		out["lastFailure"] = l
+	}
+	return s.apply(ctx, uc, "uc/registry/parents", out)
 }
 
-// apply writes status, as field manager, with server-side apply; zero
-// lists fields written though zero.
-func (s *statusWriter) apply(ctx context.Context, uc *unstructured.Unstructured, manager string, status v1alpha1.UniversalControllerStatus, zero ...string) error {
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&v1alpha1.UniversalController{
-		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.Group + "/" + v1alpha1.Version, Kind: "UniversalController"},
-		ObjectMeta: metav1.ObjectMeta{Name: uc.GetName(), UID: uc.GetUID()},
-		Status:     status,
-	})
-	if err != nil {
-		return err
-	}
-	delete(obj, "spec")
-	out, _ := obj["status"].(map[string]any)
-	if out == nil {
-		out = map[string]any{}
-		obj["status"] = out
-	}
-	for _, f := range zero {
-		if _, ok := out[f]; !ok {
-			out[f] = int64(0)
-		}
-	}
-	_, err = s.dyn.Resource(v1alpha1.Resource).ApplyStatus(ctx, uc.GetName(), &unstructured.Unstructured{Object: obj},
-		metav1.ApplyOptions{FieldManager: manager, Force: true})
+// statusOf returns a UniversalController's status, raw and decoded.
+func statusOf(uc *unstructured.Unstructured) (map[string]any, v1alpha1.UniversalControllerStatus) {
+	var status v1alpha1.UniversalControllerStatus
+	raw, _, _ := unstructured.NestedMap(uc.Object, "status")
+	_ = runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &status)
+	return raw, status
+}
+
+// apply writes the fields of status the field manager owns, with
+// server-side apply.
+func (s *statusWriter) apply(ctx context.Context, uc *unstructured.Unstructured, manager string, status map[string]any) error {
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.Group + "/" + v1alpha1.Version,
+		"kind":       "UniversalController",
+		"metadata":   map[string]any{"name": uc.GetName(), "uid": string(uc.GetUID())},
+		"status":     status,
+	}}
+	_, err := s.dyn.Resource(v1alpha1.Resource).ApplyStatus(ctx, uc.GetName(), obj, metav1.ApplyOptions{FieldManager: manager, Force: true})
 	if err != nil {
 		return fmt.Errorf("write status of %s: %w", uc.GetName(), err)
 	}
