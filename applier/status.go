@@ -3,8 +3,11 @@ package applier
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -36,35 +39,137 @@ func condition(typ string, generation int64, status, reason, message string) map
 }
 
 // writeStatus sets the parent's status with server-side apply: the hook's
-// status with observedGeneration, or — when status is nil — the live status
-// unchanged, and in both cases uc's conditions (Synced, and Updated for a
-// rollout). It writes nothing when the result equals the live status.
+// status, or — when status is nil — the live status unchanged, with uc's
+// additions: observedGeneration and its conditions (Synced, and Updated for
+// a rollout). The parent's status schema decides what goes in, as the
+// apiserver would prune it: a field of the hook's it does not declare is
+// dropped (and named in a Warning Event), an addition it does not admit is
+// left out (and a parent that recovers from a failure gets a Normal Event
+// instead of its Synced condition). A status the apiserver refuses all the
+// same is written again without uc's additions, then reported — a Warning
+// Event with the apiserver's answer, the parent counted as failing on its
+// UniversalController — and not retried: it never fails the apply. It
+// writes nothing when the result equals the live status.
 func (a *Applier) writeStatus(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, status map[string]any, generation int64, conds ...map[string]any) error {
+	log := a.log.With("controller", ctl.Name, "parent", objectKey(parent))
+	schema := a.reg.StatusSchema(ctl.Parent)
 	live, _, _ := unstructured.NestedMap(parent.Object, "status")
-	var next map[string]any
-	if status != nil {
-		next = runtime.DeepCopyJSON(status)
-		next["observedGeneration"] = generation
-	} else {
-		next = runtime.DeepCopyJSON(live)
-		if next == nil {
-			next = map[string]any{}
+	next := composeStatus(schema, live, status, generation, conds)
+	if len(next.pruned) > 0 && !equalJSON(live, next.full) {
+		a.events.Eventf(parent, "Warning", "StatusFieldsPruned", "the hook's status has fields the parent's status schema (%s) does not declare, dropped: %s",
+			schema.Source, strings.Join(next.pruned, ", "))
+	}
+	if len(next.leftOut) > 0 {
+		log.Debug("uc's additions to the status left out", "schema", schema.Source, "fields", next.leftOut)
+	}
+	written := next.full
+	err := a.applyStatus(ctx, ctl, parent, live, written)
+	if refused(err) && !equalJSON(next.full, next.hook) {
+		// The apiserver refuses what the schema seemed to admit (an enum, a
+		// pattern, a required field), or the schema is unknown: the
+		// hook's status alone.
+		written = next.hook
+		if err = a.applyStatus(ctx, ctl, parent, live, written); err == nil {
+			log.Info("uc's additions to the status refused; writing the hook's status alone", "schema", schema.Source)
+			schema.RefuseAdditions()
 		}
 	}
-	for _, cond := range conds {
-		next["conditions"] = setCondition(next["conditions"], live["conditions"], cond)
+	switch {
+	case refused(err):
+		a.events.Eventf(parent, "Warning", "StatusWriteFailed", "%v", err)
+		a.reg.ParentFailed(ctl.Name, parent, "StatusWriteFailed", err.Error())
+		log.Error("status refused; not retried", "err", err)
+		return nil
+	case err != nil:
+		return err
 	}
-	if contains(live, next) && contains(next, live) {
+	a.reportSynced(ctl, parent, written, conds)
+	return nil
+}
+
+// refused tells the apiserver's refusal of a status, which the same write
+// again would meet: invalid, forbidden, or a field its server-side apply
+// cannot type (no status code of its own: it answers 500).
+func refused(err error) bool {
+	return err != nil && (apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) ||
+		strings.Contains(err.Error(), "failed to create typed patch object"))
+}
+
+func equalJSON(a, b map[string]any) bool { return contains(a, b) && contains(b, a) }
+
+// applyStatus writes status unless it equals the live one.
+func (a *Applier) applyStatus(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, live, status map[string]any) error {
+	if equalJSON(live, status) {
 		return nil
 	}
 	obj := parentConfig(parent)
-	obj.Object["status"] = next
+	obj.Object["status"] = status
 	_, err := a.dyn.Resource(ctl.Parent.GVR).Namespace(parent.GetNamespace()).
 		ApplyStatus(ctx, parent.GetName(), obj, metav1.ApplyOptions{FieldManager: FieldManager(ctl.Name), Force: true})
 	if err != nil {
 		return fmt.Errorf("write status: %w", err)
 	}
 	return nil
+}
+
+// reportSynced tells the registry whether the parent is failing, from uc's
+// Synced condition, and records a Normal Event when it recovers from a
+// failure while its status has no room for the condition: the Warning that
+// reported the failure is not the last word.
+func (a *Applier) reportSynced(ctl *registry.Controller, parent *unstructured.Unstructured, written map[string]any, conds []map[string]any) {
+	i := slices.IndexFunc(conds, func(c map[string]any) bool { return c["type"] == ConditionSynced })
+	if i < 0 {
+		return
+	}
+	synced := conds[i]
+	reason, _ := synced["reason"].(string)
+	message, _ := synced["message"].(string)
+	if synced["status"] != "True" {
+		a.reg.ParentFailed(ctl.Name, parent, reason, message)
+		return
+	}
+	if a.reg.ParentApplied(ctl.Name, parent) && findCondition(written["conditions"], ConditionSynced)["status"] == nil {
+		a.events.Event(parent, "Normal", ConditionSynced, message)
+	}
+}
+
+// composed is the status uc writes on a parent, against its schema.
+type composed struct {
+	hook    map[string]any // the hook's status (or the live one), as the schema keeps it
+	full    map[string]any // hook with the additions the schema admits
+	pruned  []string       // the hook's fields the schema does not declare
+	leftOut []string       // uc's additions the schema does not admit
+}
+
+// composeStatus works out the status of a parent: the hook's (nil: the
+// live one) with observedGeneration (for the hook's) and conds, each kept
+// where the schema admits it. An addition the schema admits in part (a
+// condition whose item schema is {type, status}) goes in as far as it
+// does.
+func composeStatus(schema *registry.StatusSchema, live, status map[string]any, generation int64, conds []map[string]any) composed {
+	var c composed
+	if status != nil {
+		c.hook = runtime.DeepCopyJSON(status)
+	} else {
+		c.hook = runtime.DeepCopyJSON(live)
+		if c.hook == nil {
+			c.hook = map[string]any{}
+		}
+	}
+	c.pruned = schema.Prune(c.hook)
+	if schema.AdditionsRefused() {
+		c.full = c.hook
+		return c
+	}
+	c.full = runtime.DeepCopyJSON(c.hook)
+	if status != nil {
+		c.full["observedGeneration"] = generation
+	}
+	for _, cond := range conds {
+		c.full["conditions"] = setCondition(c.full["conditions"], live["conditions"], cond)
+	}
+	c.leftOut = schema.Prune(c.full)
+	return c
 }
 
 // deferStatus tells whether the status of a reply is better left to the

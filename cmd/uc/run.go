@@ -72,6 +72,9 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	if cfg.roles.dispatcher { // the dispatcher reports on UniversalControllers
 		regOpts = append(regOpts, registry.WithStatus(dyn, recorder))
 	}
+	if cfg.roles.applier { // the applier writes parents' status against their schemas
+		regOpts = append(regOpts, registry.WithStatusSchemas())
+	}
 	reg := registry.New(dyn, kube.Discovery(), log, regOpts...)
 
 	var runners []func(context.Context) error

@@ -117,6 +117,8 @@ type Registry struct {
 	queue     workqueue.TypedRateLimitingInterface[string]
 	log       *slog.Logger
 	status    *statusWriter // nil: this process does not report on UniversalControllers
+	schemas   *statusSchemas
+	failures  *failures
 
 	mu          sync.RWMutex
 	controllers map[string]*Controller
@@ -131,6 +133,13 @@ type Option func(*Registry)
 // One role per installation does it.
 func WithStatus(dyn dynamic.Interface, events record.EventRecorder) Option {
 	return func(r *Registry) { r.status = &statusWriter{dyn: dyn, events: events} }
+}
+
+// WithStatusSchemas makes the registry watch CustomResourceDefinitions for
+// the status schemas of parent kinds (StatusSchema), which the applier
+// writes parents' status against.
+func WithStatusSchemas() Option {
+	return func(r *Registry) { r.schemas.watch(r.informers.dyn) }
 }
 
 // New makes a registry that watches UniversalControllers and everything they
@@ -148,6 +157,7 @@ func New(dyn dynamic.Interface, disco discovery.DiscoveryInterface, log *slog.Lo
 		log:         log.With("component", "registry"),
 		controllers: map[string]*Controller{},
 	}
+	r.schemas, r.failures = newStatusSchemas(r.log), newFailures()
 	r.ucs = r.informers.get(v1alpha1.Resource).Informer()
 	for _, opt := range opts {
 		opt(r)
@@ -208,15 +218,20 @@ func (r *Registry) Lister(gvr schema.GroupVersionResource) cache.GenericLister {
 // Run processes UniversalController changes until ctx ends.
 func (r *Registry) Run(ctx context.Context) {
 	defer r.queue.ShutDown()
+	defer r.failures.queue.ShutDown()
 	r.informers.use(registryUser, v1alpha1.Resource)
 	defer r.informers.only(registryUser)
 	if !cache.WaitForCacheSync(ctx.Done(), r.ucs.HasSynced) {
 		return
 	}
+	// Parents' status schemas before their controllers, so that their
+	// first status is written against them.
+	r.schemas.run(ctx, 30*time.Second)
 	go func() {
 		for r.processNext(ctx) {
 		}
 	}()
+	go r.reportFailures(ctx)
 	<-ctx.Done()
 }
 
@@ -277,6 +292,7 @@ func (r *Registry) set(name string, old, cur *Controller) {
 	r.mu.Lock()
 	if cur == nil {
 		delete(r.controllers, name)
+		r.failures.forget(name)
 		r.log.Info("controller removed", "controller", name)
 	} else {
 		r.controllers[name] = cur

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -36,9 +37,7 @@ func (s *statusWriter) report(ctx context.Context, uc *unstructured.Unstructured
 	if problem != nil {
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "CannotRun", problem.Error()
 	}
-	var status v1alpha1.UniversalControllerStatus
-	raw, _, _ := unstructured.NestedMap(uc.Object, "status")
-	_ = runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &status)
+	_, status := statusOf(uc)
 	conditions := slices.Clone(status.Conditions)
 	cond.LastTransitionTime = metav1.NewTime(time.Now())
 	old := meta.FindStatusCondition(conditions, cond.Type)
@@ -49,18 +48,58 @@ func (s *statusWriter) report(ctx context.Context, uc *unstructured.Unstructured
 	if changed := meta.SetStatusCondition(&conditions, cond); !changed && status.ObservedGeneration == uc.GetGeneration() {
 		return nil
 	}
-	status.ObservedGeneration, status.Conditions = uc.GetGeneration(), conditions
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&v1alpha1.UniversalController{
-		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.Group + "/" + v1alpha1.Version, Kind: "UniversalController"},
-		ObjectMeta: metav1.ObjectMeta{Name: uc.GetName(), UID: uc.GetUID()},
-		Status:     status,
-	})
+	// Only the fields this report owns: the failing parents have a field
+	// manager of their own.
+	status = v1alpha1.UniversalControllerStatus{ObservedGeneration: uc.GetGeneration(), Conditions: conditions}
+	out, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&status)
 	if err != nil {
 		return err
 	}
-	delete(obj, "spec")
-	_, err = s.dyn.Resource(v1alpha1.Resource).ApplyStatus(ctx, uc.GetName(), &unstructured.Unstructured{Object: obj},
-		metav1.ApplyOptions{FieldManager: "uc/registry", Force: true})
+	return s.apply(ctx, uc, "uc/registry", out)
+}
+
+// reportFailures sets the controller's count of failing parents and its
+// latest failure, when they changed. An installation without a process
+// that reports (WithStatus) has them in Events on the parents alone.
+func (s *statusWriter) reportFailures(ctx context.Context, uc *unstructured.Unstructured, failing int, last *v1alpha1.ParentFailure) error {
+	if s == nil {
+		return nil
+	}
+	raw, status := statusOf(uc)
+	if _, set := raw["parentsFailing"]; set && int(status.ParentsFailing) == failing && equality.Semantic.DeepEqual(status.LastFailure, last) {
+		return nil
+	}
+	// parentsFailing is written when 0 too: "none failing" is not "not
+	// reported".
+	out := map[string]any{"parentsFailing": int64(failing)}
+	if last != nil {
+		l, err := runtime.DefaultUnstructuredConverter.ToUnstructured(last)
+		if err != nil {
+			return err
+		}
+		out["lastFailure"] = l
+	}
+	return s.apply(ctx, uc, "uc/registry/parents", out)
+}
+
+// statusOf returns a UniversalController's status, raw and decoded.
+func statusOf(uc *unstructured.Unstructured) (map[string]any, v1alpha1.UniversalControllerStatus) {
+	var status v1alpha1.UniversalControllerStatus
+	raw, _, _ := unstructured.NestedMap(uc.Object, "status")
+	_ = runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &status)
+	return raw, status
+}
+
+// apply writes the fields of status the field manager owns, with
+// server-side apply.
+func (s *statusWriter) apply(ctx context.Context, uc *unstructured.Unstructured, manager string, status map[string]any) error {
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.Group + "/" + v1alpha1.Version,
+		"kind":       "UniversalController",
+		"metadata":   map[string]any{"name": uc.GetName(), "uid": string(uc.GetUID())},
+		"status":     status,
+	}}
+	_, err := s.dyn.Resource(v1alpha1.Resource).ApplyStatus(ctx, uc.GetName(), obj, metav1.ApplyOptions{FieldManager: manager, Force: true})
 	if err != nil {
 		return fmt.Errorf("write status of %s: %w", uc.GetName(), err)
 	}

@@ -29,6 +29,7 @@ var Resource = schema.GroupVersionResource{Group: Group, Version: Version, Resou
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Parent",type=string,JSONPath=`.spec.parentResource.resource`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Failing",type=integer,JSONPath=`.status.parentsFailing`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type UniversalController struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -284,7 +285,10 @@ type ServiceReference struct {
 	Protocol *string `json:"protocol,omitempty"`
 }
 
-// UniversalControllerStatus reports whether the controller is running.
+// UniversalControllerStatus reports whether the controller is running, and
+// how many of its parents uc fails to sync: where a parent's status schema
+// has no room for uc's Synced condition, this is where a failure shows
+// besides the parent's Events.
 type UniversalControllerStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -292,6 +296,26 @@ type UniversalControllerStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// ParentsFailing counts the parents whose latest hook reply could not
+	// be applied, or whose status the apiserver refused.
+	// +optional
+	ParentsFailing int32 `json:"parentsFailing,omitempty"`
+	// LastFailure is the latest of those failures, kept after the parent
+	// recovers.
+	// +optional
+	LastFailure *ParentFailure `json:"lastFailure,omitempty"`
+}
+
+// ParentFailure is why uc failed to sync one parent.
+type ParentFailure struct {
+	// Parent is the parent's namespace/name (its name when cluster-scoped).
+	Parent string `json:"parent"`
+	// Reason is the reason of the Warning Event recorded on the parent,
+	// e.g. InvalidHookReply, HookFailed, ApplyFailed, StatusWriteFailed.
+	Reason string `json:"reason"`
+	// +optional
+	Message string      `json:"message,omitempty"`
+	Time    metav1.Time `json:"time"`
 }
 
 // UniversalControllerList is a list of UniversalController objects.
