@@ -384,7 +384,7 @@ func TestCompositeAdoptionAndRelease(t *testing.T) {
 		cm("foreign", adoptLabels, map[string]any{"from": "hook"}),
 	}}})
 	eventually(t, time.Minute, func() error {
-		return rejectedWith(ctx, compositeGVR, ns, "p", "InvalidHookReply", `"foreign": already controlled by ConfigMap owner`)
+		return rejectedWith(ctx, compositeGVR, ns, "p", "InvalidHookReply", `"foreign": an object of that name exists and is already controlled by ConfigMap owner`)
 	})
 	if c, err := getConfigMap(ctx, ns, "foreign"); err != nil || c.ResourceVersion != foreign.ResourceVersion {
 		t.Errorf("the other owner's child was touched: %v (err %v)", c, err)
