@@ -25,8 +25,13 @@ import (
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
-// addRecordedReplies seeds f with the recorded hook replies.
+// addRecordedReplies seeds f with the recorded hook replies, and with a
+// child nested as deep as a reply may be and one level deeper.
 func addRecordedReplies(f *testing.F) {
+	for _, depth := range []int{10000, 10001} { // JSON decoding stops beyond 10000
+		f.Add([]byte(`{"children":[{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"deep"},"data":` +
+			strings.Repeat(`{"a":`, depth-3) + `1` + strings.Repeat(`}`, depth-3) + `}]}`))
+	}
 	files, err := filepath.Glob(filepath.Join("..", "watcher", "testdata", "replies", "*.json"))
 	if err != nil || len(files) == 0 {
 		f.Fatalf("no recorded replies: %v", err)
