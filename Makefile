@@ -5,7 +5,7 @@ BIN     := bin
 # Test-bed binaries (kube-apiserver, etcd, kwok, …) are built once into this cache.
 export UC_TESTBED_DIR ?= $(HOME)/.cache/uc-testbed
 
-.PHONY: all build demo demo-check test unit e2e bench bench-go lint generate testbed-bins clean
+.PHONY: all build demo demo-check test unit e2e fuzz fuzz-smoke bench bench-go lint generate testbed-bins clean
 
 all: build
 
@@ -23,8 +23,9 @@ demo: build testbed-bins
 demo-check: build testbed-bins
 	DEMO_ONESHOT=1 ./hack/demo.sh
 
-# Every test: lint, unit tests, and the e2e tests on the real test bed.
-test: lint testbed-bins
+# Every test: lint, a short run of each fuzz target, unit tests, and the e2e
+# tests on the real test bed.
+test: lint testbed-bins fuzz-smoke
 	$(GO) test -count=1 -timeout 30m ./...
 
 unit:
@@ -32,6 +33,23 @@ unit:
 
 e2e: testbed-bins
 	$(GO) test -count=1 -timeout 30m -v ./test/e2e/
+
+# Fuzz targets (package:function) of what uc takes from hooks and builds
+# for them. fuzz-smoke runs each for FUZZTIME; make fuzz for 5 minutes each
+# (make fuzz FUZZTIME=1h for longer). The first run builds the packages
+# with coverage instrumentation, once. A failing input is written to the
+# package's testdata/fuzz/, where the unit tests run it from then on.
+FUZZ_TARGETS := applier:FuzzDecodeReply applier:FuzzPlan watcher:FuzzSyncRequest
+FUZZTIME ?= 10s
+
+fuzz-smoke:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $$t for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) ./$${t%%:*}/; \
+	done
+
+fuzz: FUZZTIME = 5m
+fuzz: fuzz-smoke
 
 # Benchmarks: the hot paths' micro-benchmarks, then the test bed's
 # (BENCH=full for the 1000x5 scenario).

@@ -35,6 +35,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	sigsjson "sigs.k8s.io/json"
 
+	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
@@ -77,6 +78,8 @@ type Applier struct {
 	mu      sync.Mutex
 	pending map[types.UID]*batch // newest replies per parent, not yet being applied
 	held    map[int]*partition   // the partitions this replica holds
+
+	waiting sync.Map // controllers whose replies waited for the registry, said once each
 }
 
 // New makes an Applier.
@@ -200,11 +203,17 @@ func (a *Applier) processNext(ctx context.Context) bool {
 	key := b.meta.Key()
 	a.log.Debug("apply", "phase", "start", "parent", key, "parentUID", uid, "at", time.Now().UnixNano())
 	a.announce(b.meta, false)
-	err := a.apply(ctx, part, b)
+	err := a.applyWithin(ctx, part, b)
 	a.announce(b.meta, true)
 	a.log.Debug("apply", "phase", "end", "parent", key, "parentUID", uid, "at", time.Now().UnixNano())
 	if err != nil {
-		a.log.Error("apply failed; will retry", "controller", b.meta.Controller, "parent", key, "err", err)
+		if !errors.Is(err, errNotRegisteredYet) {
+			a.log.Error("apply failed; will retry", "controller", b.meta.Controller, "parent", key, "err", err)
+		} else if _, said := a.waiting.LoadOrStore(b.meta.Controller, true); !said {
+			// Not a failure: this replica's registry catches up with the
+			// controller soon (after a restart, with every parent at once).
+			a.log.Debug("replies wait for the controller to be registered here", "controller", b.meta.Controller)
+		}
 		a.retry(uid, b)
 		return true
 	}
@@ -212,6 +221,26 @@ func (a *Applier) processNext(ctx context.Context) bool {
 	b.each(ack)
 	return true
 }
+
+// applyTimeout bounds one apply: a hung apiserver call must not hold a
+// parent, and with it its partition's hand-over, forever. An apply makes a
+// few reads and the writes of one reply, 8 at a time, each bounded by the
+// REST client's own timeout: two minutes is far beyond a healthy apply,
+// even of a reply with thousands of children. A failed apply is retried.
+const applyTimeout = 2 * time.Minute
+
+// applyWithin applies a batch within applyTimeout. A panic fails the apply,
+// and the batch is retried like any failed one.
+func (a *Applier) applyWithin(ctx context.Context, part *partition, b *batch) (err error) {
+	defer recovery.Recover(&err, recovery.Applier, a.log, "controller", b.meta.Controller, "parent", b.meta.Key())
+	ctx, cancel := context.WithTimeout(ctx, applyTimeout)
+	defer cancel()
+	return a.apply(ctx, part, b)
+}
+
+// errNotRegisteredYet is a reply of a controller that another role of uc
+// registered before this replica did: it waits.
+var errNotRegisteredYet = errors.New("not registered here yet")
 
 // retry puts a failed batch back unless newer replies arrived meanwhile.
 func (a *Applier) retry(uid types.UID, b *batch) {
@@ -243,7 +272,7 @@ func (a *Applier) apply(ctx context.Context, part *partition, b *batch) error {
 	ctl, ok := a.reg.Get(m.Controller)
 	if !ok && a.reg.MayExist(m.Controller) {
 		// Another role registered it first: the reply waits for this one.
-		return fmt.Errorf("controller %s is not registered here yet", m.Controller)
+		return fmt.Errorf("controller %s: %w", m.Controller, errNotRegisteredYet)
 	}
 	if !ok {
 		log.Info("controller not registered; dropping reply")

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
+	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
@@ -131,13 +132,22 @@ func (w *Watcher) consumeCustomizeReplies(ctx, attempt context.Context) (jetstre
 		return nil, fmt.Errorf("customize reply consumer: %w", err)
 	}
 	return cons.Consume(func(msg jetstream.Msg) {
-		if err := w.onCustomizeReply(ctx, msg); err != nil {
+		if err := w.customizeReplyWithin(ctx, msg); err != nil {
 			w.log.Error("customize reply", "subject", msg.Subject(), "err", err)
 			_ = msg.NakWithDelay(retryDelay)
 			return
 		}
 		_ = msg.Ack()
 	})
+}
+
+// customizeReplyWithin handles a customize reply within itemTimeout. A
+// panic fails it, and the reply is retried like any failed one.
+func (w *Watcher) customizeReplyWithin(ctx context.Context, msg jetstream.Msg) (err error) {
+	defer recovery.Recover(&err, recovery.Watcher, w.log, "subject", msg.Subject())
+	ctx, cancel := context.WithTimeout(ctx, itemTimeout)
+	defer cancel()
+	return w.onCustomizeReply(ctx, msg)
 }
 
 // onCustomizeReply caches a customize reply and syncs its parent, or reports

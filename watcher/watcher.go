@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
+	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -222,13 +223,30 @@ func (w *Watcher) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer w.queue.Done(key)
-	if err := w.sync(ctx, key); err != nil {
+	if err := w.syncWithin(ctx, key); err != nil {
 		w.log.Error("sync parent", "controller", key.Controller, "parent", key.String(), "err", err)
 		w.queue.AddRateLimited(key)
 		return true
 	}
 	w.queue.Forget(key)
 	return true
+}
+
+// itemTimeout bounds the handling of one item: a parent's sync, a customize
+// reply. Both read the informers' caches and publish a few requests, each
+// publish bounded by the bus's own timeout, and at most wait for a new
+// related resource's informer to sync (a minute, see registry.Watch): two
+// minutes is far beyond a healthy sync. A hung call fails the item, which is
+// retried, instead of taking a worker, and the parent, forever.
+const itemTimeout = 2 * time.Minute
+
+// syncWithin syncs a parent within itemTimeout. A panic fails the sync, and
+// the parent is retried like any failed one.
+func (w *Watcher) syncWithin(ctx context.Context, key parentKey) (err error) {
+	defer recovery.Recover(&err, recovery.Watcher, w.log, "controller", key.Controller, "parent", key.String())
+	ctx, cancel := context.WithTimeout(ctx, itemTimeout)
+	defer cancel()
+	return w.sync(ctx, key)
 }
 
 // onController follows a controller's registration: it swaps the event

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
+	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/schemas/bus"
 )
 
@@ -52,8 +53,13 @@ func newMetrics() *metrics {
 		}, []string{"type", "reason"}),
 		workqueue: newQueueMetrics(),
 	}
-	m.reg.MustRegister(m.requests, m.settled, m.settle, m.events,
+	m.reg.MustRegister(m.requests, m.settled, m.settle, m.events, recovery.Panics,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Every component's count is served from the start, 0 until a panic, so
+	// an alert on its increase sees the first one.
+	for _, c := range []string{recovery.Watcher, recovery.Applier, recovery.Hook} {
+		recovery.Panics.WithLabelValues(c)
+	}
 	m.workqueue.register(m.reg)
 	return m
 }

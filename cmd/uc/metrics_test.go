@@ -77,6 +77,7 @@ func TestMetrics(t *testing.T) {
 		`uc_reply_apply_seconds_count{controller="foo.example.com",hook="sync"} 1`,
 		`uc_events_total{reason="InvalidReply",type="Warning"} 1`,
 		`workqueue_depth{name="parents"} 2`,
+		`uc_panics_total{component="applier"} 0`, // served before the first panic
 		`go_goroutines`,
 	} {
 		if !strings.Contains(string(body), want) {

@@ -58,6 +58,12 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// The informers' watches (the registry's, the dispatcher's Knative
+	// resolver's) last longer than any request timeout.
+	watchDyn, err := dynamic.NewForConfig(watchConfig(restCfg))
+	if err != nil {
+		return err
+	}
 	kube, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return err
@@ -75,12 +81,12 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	if cfg.roles.applier { // the applier writes parents' status against their schemas
 		regOpts = append(regOpts, registry.WithStatusSchemas())
 	}
-	reg := registry.New(dyn, kube.Discovery(), log, regOpts...)
+	reg := registry.New(watchDyn, kube.Discovery(), log, regOpts...)
 
 	var runners []func(context.Context) error
 	if cfg.roles.dispatcher {
 		dispatcher.NewTopology(js, reg, log)
-		d := dispatcher.New(js, reg, kube, dyn, dispatcher.Options{MaxReplyBytes: cfg.maxReplyBytes}, log)
+		d := dispatcher.New(js, reg, kube, watchDyn, dispatcher.Options{MaxReplyBytes: cfg.maxReplyBytes}, log)
 		runners = append(runners, d.Run)
 	}
 	if cfg.roles.watcher {
@@ -239,7 +245,25 @@ func kubeConfig(cfg config) (*rest.Config, error) {
 	}
 	c.QPS, c.Burst = float32(cfg.kubeQPS), cfg.kubeBurst
 	c.UserAgent = "universalcontroller"
+	c.Timeout = restTimeout
 	return c, nil
+}
+
+// restTimeout bounds every Kubernetes API request but a watch. It is the
+// apiserver's own limit on a request (its --request-timeout, 60s by
+// default), so a call the apiserver may still answer is never given up on,
+// while one that hangs (an apiserver that stopped answering, a connection
+// that went silent) fails and is retried instead of holding its caller —
+// and with it a parent, or a partition's hand-over — forever.
+const restTimeout = time.Minute
+
+// watchConfig is c for the informers: without restTimeout, which client-go
+// applies to the whole of a request and so would cut every watch short.
+// A watch has its own server-side timeout, and its informer restarts it.
+func watchConfig(c *rest.Config) *rest.Config {
+	w := rest.CopyConfig(c)
+	w.Timeout = 0
+	return w
 }
 
 // connectNATS connects to --nats-url with the credentials and TLS of the

@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -30,6 +29,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/types"
 
+	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
@@ -235,10 +235,7 @@ func (s *server) serve(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	policy := s.opts.policy.forRequest(req.Data(), meta.Hook)
-	reply, err := s.call(ContextWithRequest(ctx, req, log), req, policy.Timeout)
-	if err == nil {
-		err = s.publish(ctx, req, meta, bus.ResponseType(meta.Hook), reply)
-	}
+	err = s.answer(ContextWithRequest(ctx, req, log), req, meta, policy.Timeout)
 	if err == nil {
 		log.Debug("replied")
 		if err := msg.Ack(); err != nil {
@@ -279,6 +276,18 @@ func (s *server) holdOff(parent types.UID, d time.Duration) time.Duration {
 	return max(wait, 0)
 }
 
+// answer calls the handler and publishes its reply. A panic — of the
+// handler, or of encoding its reply — is a failed call: the request is
+// retried, then dead-lettered, and the worker stays up.
+func (s *server) answer(ctx context.Context, req *event.Event, meta bus.Meta, timeout time.Duration) (err error) {
+	defer recovery.Recover(&err, recovery.Hook, Logger(ctx))
+	reply, err := s.call(ctx, req, timeout)
+	if err != nil {
+		return err
+	}
+	return s.publish(ctx, req, meta, bus.ResponseType(meta.Hook), reply)
+}
+
 // call runs the handler with the timeout. A handler that does not return in
 // time is left behind, so it never holds up other requests; a panic becomes
 // an error.
@@ -291,13 +300,10 @@ func (s *server) call(ctx context.Context, req *event.Event, timeout time.Durati
 	}
 	done := make(chan result, 1)
 	go func() {
-		defer func() {
-			if r := recover(); r != nil {
-				done <- result{err: fmt.Errorf("hook panicked: %v\n%s", r, debug.Stack())}
-			}
-		}()
-		reply, err := s.h.Handle(ctx, req.Data())
-		done <- result{reply, err}
+		var r result
+		defer func() { done <- r }()
+		defer recovery.Recover(&r.err, recovery.Hook, Logger(ctx))
+		r.reply, r.err = s.h.Handle(ctx, req.Data())
 	}()
 	select {
 	case r := <-done:

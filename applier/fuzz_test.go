@@ -1,0 +1,212 @@
+package applier
+
+// Fuzz targets of what the applier takes from hooks: decoding a reply, and
+// planning the writes of one. `make fuzz-smoke` (part of `make test`) runs
+// each briefly, `make fuzz` for longer. The seed corpus is the recorded
+// Metacontroller-style replies of the hook contract's golden tests
+// (../watcher/testdata/replies), and the crashers found are kept in
+// testdata/fuzz/.
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/schemas/bus"
+	"universalcontroller.dev/uc/schemas/hooks"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
+)
+
+// addRecordedReplies seeds f with the recorded hook replies, and with a
+// child nested as deep as a reply may be and one level deeper.
+func addRecordedReplies(f *testing.F) {
+	for _, depth := range []int{10000, 10001} { // JSON decoding stops beyond 10000
+		f.Add([]byte(`{"children":[{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"deep"},"data":` +
+			strings.Repeat(`{"a":`, depth-3) + `1` + strings.Repeat(`}`, depth-3) + `}]}`))
+	}
+	files, err := filepath.Glob(filepath.Join("..", "watcher", "testdata", "replies", "*.json"))
+	if err != nil || len(files) == 0 {
+		f.Fatalf("no recorded replies: %v", err)
+	}
+	for _, name := range files {
+		if strings.HasSuffix(name, ".golden.json") {
+			continue
+		}
+		data, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+}
+
+// FuzzDecodeReply: no reply, however malformed, makes decoding panic; v2,
+// strict, accepts only what v1 accepts; and what is accepted is a response
+// that encodes again. A failure report is always readable as a problem.
+func FuzzDecodeReply(f *testing.F) {
+	addRecordedReplies(f)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := &reply{meta: bus.Meta{Address: bus.Address{Hook: hooks.Sync}}, typ: bus.ResponseType(hooks.Sync), data: data}
+		v1, err1 := decodeReply(r, string(v1alpha1.HookV1))
+		_, err2 := decodeReply(r, string(v1alpha1.HookV2))
+		if err2 == nil && err1 != nil {
+			t.Fatalf("v2 accepts a reply v1 rejects: %v", err1)
+		}
+		if err1 == nil {
+			_ = v1.Validate()
+			if _, err := json.Marshal(v1); err != nil {
+				t.Fatalf("an accepted reply does not encode again: %v", err)
+			}
+		}
+		if reason, problem := decodeFailure(r); reason == "" && problem == nil {
+			t.Fatal("a failure report decoded to no problem at all")
+		}
+	})
+}
+
+// The parent and live children FuzzPlan plans against: a namespaced parent
+// whose selector is its controller-uid label.
+const fuzzParentUID = "parent-uid"
+
+func fuzzController() *registry.Controller {
+	ctl := testController(v1alpha1.ChildUpdateInPlace)
+	res := func(group, version, kind, plural string, namespaced bool) registry.Resource {
+		return registry.Resource{
+			GVR:        schema.GroupVersionResource{Group: group, Version: version, Resource: plural},
+			GVK:        schema.GroupVersionKind{Group: group, Version: version, Kind: kind},
+			Namespaced: namespaced,
+		}
+	}
+	ctl.Children = append(ctl.Children,
+		registry.Child{Resource: res("apps", "v1", "Deployment", "deployments", true), Method: v1alpha1.ChildUpdateRecreate},
+		registry.Child{Resource: res("", "v1", "Service", "services", true), Method: v1alpha1.ChildUpdateOnDelete},
+		// Declared, but a namespaced parent cannot have one.
+		registry.Child{Resource: res("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", false), Method: v1alpha1.ChildUpdateInPlace},
+	)
+	return ctl
+}
+
+// fuzzLive is what the cluster holds: children of the parent, an orphan its
+// selector claims, another parent's child, an unowned object it does not
+// select, and an orphan in another namespace.
+func fuzzLive() fakeLive {
+	withLabels := func(o *unstructured.Unstructured, lbls map[string]string) *unstructured.Unstructured {
+		o.SetLabels(lbls)
+		return o
+	}
+	deploy := object("Deployment", "ns", "web", nil, fuzzParentUID)
+	deploy.SetAPIVersion("apps/v1")
+	return fakeLive{
+		object("ConfigMap", "ns", "mine", map[string]any{"k": "1"}, fuzzParentUID),
+		deploy,
+		withLabels(object("Service", "ns", "released", nil, fuzzParentUID), map[string]string{"app": "web"}),
+		withLabels(object("ConfigMap", "ns", "orphan", nil, ""), map[string]string{registry.LabelControllerUID: fuzzParentUID}),
+		object("ConfigMap", "ns", "theirs", nil, "other-uid"),
+		withLabels(object("ConfigMap", "ns", "victim", map[string]any{"secret": "do-not-touch"}, ""), map[string]string{"app": "victim"}),
+		withLabels(object("ConfigMap", "elsewhere", "orphan", nil, ""), map[string]string{registry.LabelControllerUID: fuzzParentUID}),
+	}
+}
+
+// FuzzPlan: whatever a hook answers, planning does not panic, and a plan
+// keeps the applier's promises (DESIGN.md, invariant 5): it touches only
+// declared kinds, only in the parent's namespace; what it applies is
+// controlled by the parent and matches its selector, once each; what it
+// deletes or releases is live and the parent's or an orphan its selector
+// claims; another parent's child is never touched. A rejected reply plans
+// nothing.
+func FuzzPlan(f *testing.F) {
+	addRecordedReplies(f)
+	for _, names := range [][]string{{"mine"}, {"mine", "orphan"}, {"theirs"}, {"victim"}, {"new", "web"}} {
+		var children []string
+		for _, n := range names {
+			children = append(children, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"`+n+`"},"data":{"k":"2"}}`)
+		}
+		f.Add([]byte(`{"children":[` + strings.Join(children, ",") + `]}`))
+	}
+	ctl, live := fuzzController(), fuzzLive()
+	parent := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Parent"}}
+	parent.SetNamespace("ns")
+	parent.SetName("p")
+	parent.SetUID(fuzzParentUID)
+	sel, err := ctl.Selector(parent)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := &reply{meta: bus.Meta{Address: bus.Address{Hook: hooks.Sync}}, typ: bus.ResponseType(hooks.Sync), data: data}
+		resp, err := decodeReply(r, string(v1alpha1.HookV1))
+		if err != nil {
+			return
+		}
+		actions, err := plan(ctl, parent, resp, live)
+		if err != nil {
+			if actions != nil {
+				t.Fatalf("a rejected reply (%v) planned %v", err, actions)
+			}
+			return
+		}
+		applied := map[childID]bool{}
+		for _, act := range actions {
+			checkAction(t, ctl, parent, sel, live, act)
+			if act.verb == verbApply {
+				id := idOf(act.child, act.obj)
+				if applied[id] {
+					t.Errorf("%s: applied twice", act)
+				}
+				applied[id] = true
+			}
+		}
+	})
+}
+
+// checkAction fails t when act breaks a promise of the applier.
+func checkAction(t *testing.T, ctl *registry.Controller, parent *unstructured.Unstructured, sel labels.Selector, live fakeLive, act action) {
+	t.Helper()
+	declared := false
+	for i := range ctl.Children {
+		declared = declared || act.child == &ctl.Children[i]
+	}
+	switch {
+	case !declared:
+		t.Fatalf("%s: not a declared child resource", act)
+	case act.obj.GetKind() != act.child.GVK.Kind:
+		t.Fatalf("%s: a %s written as a %s", act, act.obj.GetKind(), act.child.GVK.Kind)
+	case act.obj.GetNamespace() != parent.GetNamespace():
+		t.Fatalf("%s: outside the parent's namespace %q", act, parent.GetNamespace())
+	}
+	if act.verb == verbApply {
+		ref := metav1.GetControllerOf(act.obj)
+		switch {
+		case act.obj.GetAPIVersion() != act.child.APIVersion():
+			t.Fatalf("%s: apiVersion %q, declared %q", act, act.obj.GetAPIVersion(), act.child.APIVersion())
+		case ref == nil || ref.UID != parent.GetUID():
+			t.Fatalf("%s: applied without the parent as its controller: %v", act, act.obj.GetOwnerReferences())
+		case !sel.Matches(labels.Set(act.obj.GetLabels())):
+			t.Fatalf("%s: labels %v do not match the parent's selector", act, act.obj.GetLabels())
+		}
+		if cur, ok := live.get(act.child, act.obj.GetNamespace(), act.obj.GetName()); ok {
+			if ref := metav1.GetControllerOf(cur); ref != nil && ref.UID != parent.GetUID() {
+				t.Fatalf("%s: takes over %s's child", act, ref.Name)
+			}
+		}
+		return
+	}
+	cur, ok := live.get(act.child, act.obj.GetNamespace(), act.obj.GetName())
+	if !ok || cur.GetUID() != act.obj.GetUID() {
+		t.Fatalf("%s: not a live object", act)
+	}
+	if ref := metav1.GetControllerOf(cur); ref != nil && ref.UID != parent.GetUID() {
+		t.Fatalf("%s: touches %s's child", act, ref.Name)
+	}
+	if metav1.GetControllerOf(cur) == nil && !sel.Matches(labels.Set(cur.GetLabels())) {
+		t.Fatalf("%s: an orphan the parent's selector does not claim", act)
+	}
+}
