@@ -660,8 +660,8 @@ func FieldManager(controller string) string { return "uc/" + controller }
 // cacheLookup reads children from the registry's shared informers.
 type cacheLookup struct{ reg *registry.Registry }
 
-func (c cacheLookup) owned(ch *registry.Child, owner types.UID) ([]*unstructured.Unstructured, error) {
-	return c.reg.Owned(ch.GVR, owner)
+func (c cacheLookup) owned(ch *registry.Child, namespace string, owner types.UID) ([]*unstructured.Unstructured, error) {
+	return c.reg.Owned(ch.GVR, namespace, owner)
 }
 
 func (c cacheLookup) orphans(ch *registry.Child, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error) {

@@ -182,7 +182,7 @@ func checkAction(t *testing.T, ctl *registry.Controller, parent *unstructured.Un
 	case act.obj.GetNamespace() != parent.GetNamespace():
 		t.Fatalf("%s: outside the parent's namespace %q", act, parent.GetNamespace())
 	}
-	if act.verb == verbApply {
+	if act.verb == verbApply || act.verb == verbCreate {
 		ref := metav1.GetControllerOf(act.obj)
 		switch {
 		case act.obj.GetAPIVersion() != act.child.APIVersion():
@@ -192,10 +192,17 @@ func checkAction(t *testing.T, ctl *registry.Controller, parent *unstructured.Un
 		case !sel.Matches(labels.Set(act.obj.GetLabels())):
 			t.Fatalf("%s: labels %v do not match the parent's selector", act, act.obj.GetLabels())
 		}
-		if cur, ok := live.get(act.child, act.obj.GetNamespace(), act.obj.GetName()); ok {
-			if ref := metav1.GetControllerOf(cur); ref != nil && ref.UID != parent.GetUID() {
-				t.Fatalf("%s: takes over %s's child", act, ref.Name)
-			}
+		cur, ok := live.get(act.child, act.obj.GetNamespace(), act.obj.GetName())
+		switch {
+		case ok && act.verb == verbCreate:
+			t.Fatalf("%s: creates an object that exists", act)
+		case !ok && act.verb == verbApply:
+			t.Fatalf("%s: applies an object that does not exist", act)
+		case !ok:
+		case metav1.GetControllerOf(cur) != nil && metav1.GetControllerOf(cur).UID != parent.GetUID():
+			t.Fatalf("%s: takes over %s's child", act, metav1.GetControllerOf(cur).Name)
+		case metav1.GetControllerOf(cur) == nil && !sel.Matches(labels.Set(cur.GetLabels())):
+			t.Fatalf("%s: adopts an object whose labels %v the parent's selector does not match", act, cur.GetLabels())
 		}
 		return
 	}

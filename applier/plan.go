@@ -73,8 +73,9 @@ func idOf(c *registry.Child, o *unstructured.Unstructured) childID {
 
 // liveObjects finds a parent's live children.
 type liveObjects interface {
-	// owned lists the objects of a child resource that owner controls.
-	owned(c *registry.Child, owner types.UID) ([]*unstructured.Unstructured, error)
+	// owned lists the objects of a child resource in namespace ("" for all)
+	// that owner controls.
+	owned(c *registry.Child, namespace string, owner types.UID) ([]*unstructured.Unstructured, error)
 	// orphans lists the objects of a child resource in namespace ("" for
 	// all) that nothing controls and sel matches.
 	orphans(c *registry.Child, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error)
@@ -127,7 +128,10 @@ func plan(ctl *registry.Controller, parent *unstructured.Unstructured, resp *hoo
 	}
 	for i := range ctl.Children {
 		child := &ctl.Children[i]
-		owned, err := live.owned(child, parent.GetUID())
+		// A namespaced parent's children are in its namespace: an object
+		// elsewhere naming it as owner is not one (the garbage collector
+		// deals with it).
+		owned, err := live.owned(child, parent.GetNamespace(), parent.GetUID())
 		if err != nil {
 			return nil, err
 		}

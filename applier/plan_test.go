@@ -49,10 +49,10 @@ func TestContains(t *testing.T) {
 // fakeLive is a fixed set of live children.
 type fakeLive []*unstructured.Unstructured
 
-func (f fakeLive) owned(c *registry.Child, owner types.UID) ([]*unstructured.Unstructured, error) {
+func (f fakeLive) owned(c *registry.Child, ns string, owner types.UID) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	for _, o := range f {
-		if ref := metav1.GetControllerOf(o); ref != nil && ref.UID == owner && o.GetKind() == c.GVK.Kind {
+		if ref := metav1.GetControllerOf(o); ref != nil && ref.UID == owner && o.GetKind() == c.GVK.Kind && (ns == "" || o.GetNamespace() == ns) {
 			out = append(out, o)
 		}
 	}
@@ -209,6 +209,8 @@ func TestPlan(t *testing.T) {
 			want: []string{"delete configmaps ns/stray"}},
 		{name: "undesired child is deleted", method: v1alpha1.ChildUpdateInPlace,
 			live: fakeLive{object("ConfigMap", "ns", "old", nil, "parent-uid")}, want: []string{"delete configmaps ns/old"}},
+		{name: "an object in another namespace naming the parent as owner is not its child", method: v1alpha1.ChildUpdateInPlace,
+			live: fakeLive{object("ConfigMap", "elsewhere", "old", nil, "parent-uid")}},
 		{name: "others' children are left alone", method: v1alpha1.ChildUpdateInPlace,
 			live: fakeLive{object("ConfigMap", "ns", "theirs", nil, "other-uid")}},
 		{name: "undeclared kind rejects the reply", method: v1alpha1.ChildUpdateInPlace,

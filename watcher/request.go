@@ -112,7 +112,7 @@ func (w *Watcher) liveRevisions(ctl *registry.Controller, parent *unstructured.U
 		return nil, err
 	}
 	meta.Revisions = []string{latest}
-	owned, err := w.reg.Owned(v1alpha1.RevisionResource, parent.GetUID())
+	owned, err := w.reg.Owned(v1alpha1.RevisionResource, parent.GetNamespace(), parent.GetUID())
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +141,7 @@ func (w *Watcher) liveRevisions(ctl *registry.Controller, parent *unstructured.U
 func (w *Watcher) claim(ctl *registry.Controller, parent *unstructured.Unstructured, sel labels.Selector) ([][]*unstructured.Unstructured, error) {
 	claimed := make([][]*unstructured.Unstructured, len(ctl.Children))
 	for i, child := range ctl.Children {
-		owned, err := w.reg.Owned(child.GVR, parent.GetUID())
+		owned, err := w.reg.Owned(child.GVR, parent.GetNamespace(), parent.GetUID())
 		if err != nil {
 			return nil, err
 		}

@@ -444,13 +444,15 @@ func (r *Registry) Orphans(gvr schema.GroupVersionResource, namespace string) ([
 	}
 	out := make([]*unstructured.Unstructured, 0, len(objs))
 	for _, o := range objs {
-		out = append(out, o.(*unstructured.Unstructured))
+		if u := o.(*unstructured.Unstructured); namespace == "" || u.GetNamespace() == namespace {
+			out = append(out, u)
+		}
 	}
 	return out, nil
 }
 
 // Owned lists the objects of a child resource whose controller is owner.
-func (r *Registry) Owned(gvr schema.GroupVersionResource, owner types.UID) ([]*unstructured.Unstructured, error) {
+func (r *Registry) Owned(gvr schema.GroupVersionResource, namespace string, owner types.UID) ([]*unstructured.Unstructured, error) {
 	objs, err := r.Informer(gvr).GetIndexer().ByIndex(ownerIndex, string(owner))
 	if err != nil {
 		return nil, fmt.Errorf("list %s owned by %s: %w", gvr.Resource, owner, err)
