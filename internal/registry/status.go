@@ -16,8 +16,8 @@ import (
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
-// statusWriter reports on UniversalControllers: condition Ready, and a
-// Warning Event when a controller cannot run.
+// statusWriter reports on UniversalControllers and UniversalDecorators:
+// condition Ready, and a Warning Event when a controller cannot run.
 type statusWriter struct {
 	dyn    dynamic.Interface
 	events record.EventRecorder
@@ -51,7 +51,7 @@ func (s *statusWriter) report(ctx context.Context, uc *unstructured.Unstructured
 	}
 	status.ObservedGeneration, status.Conditions = uc.GetGeneration(), conditions
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&v1alpha1.UniversalController{
-		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.Group + "/" + v1alpha1.Version, Kind: "UniversalController"},
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.Group + "/" + v1alpha1.Version, Kind: uc.GetKind()},
 		ObjectMeta: metav1.ObjectMeta{Name: uc.GetName(), UID: uc.GetUID()},
 		Status:     status,
 	})
@@ -59,7 +59,11 @@ func (s *statusWriter) report(ctx context.Context, uc *unstructured.Unstructured
 		return err
 	}
 	delete(obj, "spec")
-	_, err = s.dyn.Resource(v1alpha1.Resource).ApplyStatus(ctx, uc.GetName(), &unstructured.Unstructured{Object: obj},
+	gvr := v1alpha1.Resource
+	if uc.GetKind() == "UniversalDecorator" {
+		gvr = v1alpha1.DecoratorResource
+	}
+	_, err = s.dyn.Resource(gvr).ApplyStatus(ctx, uc.GetName(), &unstructured.Unstructured{Object: obj},
 		metav1.ApplyOptions{FieldManager: "uc/registry", Force: true})
 	if err != nil {
 		return fmt.Errorf("write status of %s: %w", uc.GetName(), err)
