@@ -53,7 +53,9 @@ type Handler interface {
 }
 
 // Sync serves fn as the sync hook.
-func Sync(fn SyncFunc) Handler { return typedHandler[hooks.SyncRequest, hooks.SyncResponse]{hooks.Sync, fn} }
+func Sync(fn SyncFunc) Handler {
+	return typedHandler[hooks.SyncRequest, hooks.SyncResponse]{hooks.Sync, fn}
+}
 
 // Finalize serves fn as the finalize hook.
 func Finalize(fn SyncFunc) Handler {
