@@ -32,8 +32,9 @@ type DecoratorResponse struct {
 	Labels      map[string]*string `json:"labels,omitempty"`
 	Annotations map[string]*string `json:"annotations,omitempty"`
 	// Status, when not null, is applied to the decorated object's status,
-	// under the same field manager.
-	Status map[string]any `json:"status,omitempty"`
+	// under the same field manager; {} drops every status field the
+	// decorator set (so it must not be omitted when empty).
+	Status map[string]any `json:"status"`
 	// Attachments is the desired state of every attachment. An observed
 	// attachment that is not listed is deleted.
 	Attachments []*unstructured.Unstructured `json:"attachments"`
