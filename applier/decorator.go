@@ -129,19 +129,10 @@ func planAttachments(ctl *registry.Controller, parent *unstructured.Unstructured
 	var actions []action
 	for i, d := range resp.Attachments {
 		name := fmt.Sprintf("attachments[%d] %s %q", i, hooks.GroupKey(d.GetKind(), d.GetAPIVersion()), d.GetName())
-		child, ok := ctl.Child(d.GetAPIVersion(), d.GetKind())
-		if !ok {
-			return nil, fmt.Errorf("%s: kind not declared in attachments", name)
-		}
-		obj, err := desiredObject(ctl, parent, child, attachment(ctl, d), owner)
+		child, obj, err := desire(ctl, parent, attachment(ctl, d), owner, desired, "attachments")
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
-		id := idOf(child, obj)
-		if desired[id] {
-			return nil, fmt.Errorf("%s: listed twice", name)
-		}
-		desired[id] = true
 		cur, exists := live.get(child, obj.GetNamespace(), obj.GetName())
 		if !exists {
 			// A decorator adopts nothing: an object found in the way is

@@ -106,13 +106,7 @@ func (w *Watcher) syncDecorated(ctx context.Context, ctl *registry.Controller, k
 	if err != nil {
 		return err
 	}
-	req := &hooks.DecoratorRequest{
-		Controller:  ctl.Object,
-		Object:      obj,
-		Attachments: group(view, attached, version),
-		Related:     related,
-		Finalizing:  hook == hooks.Finalize,
-	}
+	req := newDecoratorRequest(view, obj, attached, related, version, hook == hooks.Finalize)
 	meta := w.meta(view, obj, hook)
 	identity := observedObjects(ctl, req.Finalizing, obj, req.Attachments, req.Related)
 	if err := w.publish(ctx, meta, bus.RequestType(hook), meta.RequestSubject(), req, identity, key.Resync); err != nil {
@@ -120,6 +114,19 @@ func (w *Watcher) syncDecorated(ctx context.Context, ctl *registry.Controller, k
 	}
 	w.resyncLater(ctl, key)
 	return nil
+}
+
+// newDecoratorRequest builds a decorator's sync or finalize request: every
+// declared attachment kind has an entry, its objects keyed as the hook
+// version asks. ctl is the decorator's view for the object's resource.
+func newDecoratorRequest(ctl *registry.Controller, obj *unstructured.Unstructured, attached [][]*unstructured.Unstructured, related hooks.GroupedObjects, version string, finalizing bool) *hooks.DecoratorRequest {
+	return &hooks.DecoratorRequest{
+		Controller:  ctl.Object,
+		Object:      obj,
+		Attachments: group(ctl, attached, version),
+		Related:     related,
+		Finalizing:  finalizing,
+	}
 }
 
 // attachments returns, per attachment kind, the decorator's attachments of

@@ -146,15 +146,7 @@ func registerDecorator(t *testing.T, name string, spec map[string]any) {
 // decoratorReady checks a UniversalDecorator's Ready condition: status and
 // a message holding want.
 func decoratorReady(ctx context.Context, name, status, want string) error {
-	ud, err := env.dyn.Resource(v1alpha1.DecoratorResource).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	c := condition(ud, "Ready")
-	if c == nil || c["status"] != status || !strings.Contains(fmt.Sprint(c["message"]), want) {
-		return fmt.Errorf("Ready condition of %s is %v, want %s naming %q", name, c, status, want)
-	}
-	return nil
+	return readyIs(ctx, v1alpha1.DecoratorResource, name, status, want)
 }
 
 // decorateesOf is the resources[] entry of a decorator of the Decoratees
@@ -231,7 +223,6 @@ func TestDecoratorServicePerPod(t *testing.T) {
 	serveHooks(t, bus.DecoratorController(servicepp.PodNameLabel), worker.DecoratorSync(servicepp.SyncPodNameLabel))
 	registerManifest(t, "examples/service-per-pod/decorators.yaml", nil)
 	for _, name := range []string{servicepp.ServicePerPod, servicepp.PodNameLabel} {
-		t.Cleanup(func() { _ = env.dyn.Resource(v1alpha1.DecoratorResource).Delete(context.Background(), name, metav1.DeleteOptions{}) })
 		eventually(t, time.Minute, func() error { return decoratorReady(ctx, name, "True", "running") })
 	}
 
@@ -406,7 +397,9 @@ func TestDecoratorOnCRDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = env.dyn.Resource(crdGVR).Delete(context.Background(), gizmos.GetName(), metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = env.dyn.Resource(crdGVR).Delete(context.Background(), gizmos.GetName(), metav1.DeleteOptions{})
+	})
 	role := gizmos.GetName() + "-reader"
 	eventually(t, time.Minute, func() error {
 		cr, err := env.kube.RbacV1().ClusterRoles().Get(ctx, role, metav1.GetOptions{})
