@@ -302,28 +302,48 @@ func TestDecoratorServicePerPod(t *testing.T) {
 
 // TestDecoratorClusterScopedObject: a decorator of Namespaces, a
 // cluster-scoped kind, attaches a ConfigMap in each selected namespace
-// (keyed namespace/name in hook version v1), annotates the Namespace, and
-// creates the ConfigMap again after it is deleted.
+// (keyed namespace/name in hook version v1), made from a template its
+// customize hook relates, annotates the Namespace, creates the ConfigMap
+// again after it is deleted, and updates it in place when the template
+// changes.
 func TestDecoratorClusterScopedObject(t *testing.T) {
 	ctx := t.Context()
 	const name, label = "e2e-welcome", "e2e.universalcontroller.dev/welcome"
+	templates := extraNamespace(t, "decorator-templates")
+	if _, err := env.kube.CoreV1().ConfigMaps(templates).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "welcome-template"}, Data: map[string]string{"greeting": "hello"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	customize := func(context.Context, *hooks.CustomizeRequest) (*hooks.CustomizeResponse, error) {
+		return &hooks.CustomizeResponse{RelatedResources: []hooks.RelatedResourceRule{
+			{APIVersion: "v1", Resource: "configmaps", Namespace: templates, Names: []string{"welcome-template"}}}}, nil
+	}
 	calls := newDecoratorCalls()
-	serveHooks(t, bus.DecoratorController(name), worker.DecoratorSync(calls.record(func(_ context.Context, req *hooks.DecoratorRequest) (*hooks.DecoratorResponse, error) {
+	sync := func(_ context.Context, req *hooks.DecoratorRequest) (*hooks.DecoratorResponse, error) {
 		ns, welcomed := req.Object.GetName(), "true"
+		// v1, a cluster-scoped object: namespaced objects keyed
+		// namespace/name.
+		template := req.Related[hooks.GroupKey("ConfigMap", "v1")][templates+"/welcome-template"]
+		if template == nil {
+			return nil, fmt.Errorf("the template is not among the related objects: %v", req.Related)
+		}
+		greeting, _, _ := unstructured.NestedString(template.Object, "data", "greeting")
 		return &hooks.DecoratorResponse{
 			Annotations: map[string]*string{"e2e.universalcontroller.dev/welcomed": &welcomed},
 			Attachments: []*unstructured.Unstructured{{Object: map[string]any{
 				"apiVersion": "v1", "kind": "ConfigMap",
 				"metadata": map[string]any{"name": "welcome", "namespace": ns},
-				"data":     map[string]any{"namespace": ns},
+				"data":     map[string]any{"namespace": ns, "greeting": greeting},
 			}}},
 		}, nil
-	})))
+	}
+	serveHooks(t, bus.DecoratorController(name), worker.Customize(customize), worker.DecoratorSync(calls.record(sync)))
 	registerDecorator(t, name, map[string]any{
 		"resources": []any{map[string]any{"apiVersion": "v1", "resource": "namespaces",
 			"labelSelector": map[string]any{"matchLabels": map[string]any{label: "yes"}}}},
 		"attachments": configMapAttachments,
-		"hooks":       map[string]any{"sync": map[string]any{"version": "v1"}},
+		"hooks":       map[string]any{"sync": map[string]any{"version": "v1"}, "customize": map[string]any{}},
 	})
 	ns := namespace(t)
 	nsObj, err := env.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
@@ -331,13 +351,16 @@ func TestDecoratorClusterScopedObject(t *testing.T) {
 		t.Fatal(err)
 	}
 	mergePatch(t, schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, "", ns, map[string]any{"metadata": map[string]any{"labels": map[string]any{label: "yes"}}})
-	welcome := func() (*corev1.ConfigMap, error) {
+	welcome := func(greeting string) (*corev1.ConfigMap, error) {
 		cm, err := getConfigMap(ctx, ns, "welcome")
 		if err != nil {
 			return nil, err
 		}
 		if err := attachedBy(cm, name, nsObj.UID); err != nil {
 			return nil, err
+		}
+		if cm.Data["greeting"] != greeting {
+			return nil, fmt.Errorf("welcome says %v, want the greeting %q", cm.Data, greeting)
 		}
 		n, err := env.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		if err != nil {
@@ -349,19 +372,22 @@ func TestDecoratorClusterScopedObject(t *testing.T) {
 		return cm, nil
 	}
 	var first *corev1.ConfigMap
-	eventually(t, time.Minute, func() (err error) { first, err = welcome(); return err })
+	eventually(t, time.Minute, func() (err error) { first, err = welcome("hello"); return err })
 	eventually(t, 30*time.Second, func() error { return calls.sawAttachment("", ns, "ConfigMap.v1", ns+"/welcome") })
 
 	if err := env.kube.CoreV1().ConfigMaps(ns).Delete(ctx, "welcome", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, time.Minute, func() error {
-		cm, err := welcome()
+		cm, err := welcome("hello")
 		if err == nil && cm.UID == first.UID {
 			return fmt.Errorf("the deleted ConfigMap is still there")
 		}
 		return err
 	})
+
+	mergePatch(t, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, templates, "welcome-template", map[string]any{"data": map[string]any{"greeting": "hi"}})
+	eventually(t, time.Minute, func() error { _, err := welcome("hi"); return err })
 }
 
 // TestDecoratorOnCRDs: a decorator of CustomResourceDefinitions themselves
