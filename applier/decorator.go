@@ -41,6 +41,9 @@ func (a *Applier) decorate(ctx context.Context, part *partition, ctl *registry.C
 	view := ctl.Decorating(d)
 	obj, err := a.parent(ctx, view, m)
 	if err != nil || obj == nil {
+		if err == nil {
+			log.Info("the decorated object is gone; reply dropped")
+		}
 		part.forget(key)
 		a.decorated.forget(key)
 		return err
