@@ -76,10 +76,11 @@ type Applier struct {
 	queue  workqueue.TypedRateLimitingInterface[types.UID]
 
 	mu      sync.Mutex
-	pending map[types.UID]*batch // newest replies per parent, not yet being applied
+	pending map[types.UID]*batch // newest replies per parent (bus.Address.ApplyKey), not yet being applied
 	held    map[int]*partition   // the partitions this replica holds
 
-	waiting sync.Map // controllers whose replies waited for the registry, said once each
+	waiting   sync.Map    // controllers whose replies waited for the registry, said once each
+	decorated decorations // what decorators last wrote to decorated objects
 }
 
 // New makes an Applier.
@@ -152,7 +153,8 @@ func (a *Applier) receive(msg jetstream.Msg) {
 	}
 	r := &reply{msg: msg, meta: meta, typ: e.Type(), data: e.Data()}
 	a.mu.Lock()
-	b := a.pending[meta.ParentUID]
+	key := meta.ApplyKey()
+	b := a.pending[key]
 	if b != nil && b.meta.Observation > meta.Observation {
 		a.mu.Unlock()
 		_ = msg.Ack() // an older observation than one already waiting
@@ -161,7 +163,7 @@ func (a *Applier) receive(msg jetstream.Msg) {
 	var superseded *batch
 	if b == nil || b.meta.Observation < meta.Observation {
 		superseded, b = b, newBatch(meta)
-		a.pending[meta.ParentUID] = b
+		a.pending[key] = b
 	}
 	replaced := b.add(r)
 	complete := b.complete()
@@ -173,7 +175,7 @@ func (a *Applier) receive(msg jetstream.Msg) {
 		_ = replaced.msg.Ack() // superseded by r
 	}
 	if complete {
-		a.queue.Add(meta.ParentUID)
+		a.queue.Add(key)
 	}
 }
 
@@ -282,7 +284,7 @@ func (a *Applier) apply(ctx context.Context, part *partition, b *batch) error {
 		log.Error("dropping a reply of a hook the applier does not apply")
 		return nil
 	}
-	last, err := a.lastApplied(ctx, part, m.ParentUID)
+	last, err := a.lastApplied(ctx, part, m.ApplyKey())
 	if err != nil {
 		return err
 	}
@@ -290,9 +292,12 @@ func (a *Applier) apply(ctx context.Context, part *partition, b *batch) error {
 		log.Debug("dropping a reply older than one already applied")
 		return nil
 	}
+	if ctl.Decorator != nil {
+		return a.decorate(ctx, part, ctl, b, log)
+	}
 	parent, err := a.parent(ctx, ctl, m)
 	if err != nil || parent == nil {
-		part.forget(m.ParentUID)
+		part.forget(m.ApplyKey())
 		return err
 	}
 	if f := b.failure(); f != nil {
@@ -326,12 +331,8 @@ func (a *Applier) apply(ctx context.Context, part *partition, b *batch) error {
 	}
 	changed, err := a.execute(ctx, ctl, parent, actions)
 	if err != nil {
-		var refused *refusedError
-		switch {
-		case errors.As(err, &refused):
-			return a.reject(ctx, log, ctl, parent, m, "InvalidHookReply", fmt.Errorf("%s hook reply rejected: %w", m.Hook, err))
-		case permanent(err):
-			return a.reject(ctx, log, ctl, parent, m, "ApplyFailed", err)
+		if reason, problem := classify(m.Hook, err); problem != nil {
+			return a.reject(ctx, log, ctl, parent, m, reason, problem)
 		}
 		return err
 	}
@@ -350,7 +351,7 @@ func (a *Applier) apply(ctx context.Context, part *partition, b *batch) error {
 		a.resyncAfter(m, resp.ResyncAfterSeconds)
 	}
 	log.Debug("applied", "writes", len(actions))
-	return a.advanceFence(ctx, part, m.ParentUID, m.Observation)
+	return a.advanceFence(ctx, part, m.ApplyKey(), m.Observation)
 }
 
 // parent returns the parent the reply is for, or nil when it is gone or was
@@ -368,7 +369,7 @@ func (a *Applier) parent(ctx context.Context, ctl *registry.Controller, m bus.Me
 	p, err = a.dyn.Resource(ctl.Parent.GVR).Namespace(m.Namespace).Get(ctx, m.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, a.fence.forget(ctx, m.ParentUID)
+		return nil, a.fence.forget(ctx, m.ApplyKey())
 	case err != nil:
 		return nil, fmt.Errorf("read parent %s: %w", m.Key(), err)
 	case p.GetUID() != m.ParentUID:
@@ -383,7 +384,7 @@ func (a *Applier) parent(ctx context.Context, ctl *registry.Controller, m bus.Me
 func (b *batch) decode(version string, maxChildren int) (map[string]*hooks.SyncResponse, error) {
 	out := map[string]*hooks.SyncResponse{}
 	for rev, r := range b.replies {
-		resp, err := decodeReply(r, version)
+		resp, err := decodeReply[hooks.SyncResponse](r, version)
 		if err == nil && len(resp.Children) > maxChildren {
 			err = fmt.Errorf("%d children, more than the %d a reply may have (uc's --max-children-per-reply)", len(resp.Children), maxChildren)
 		}
@@ -398,11 +399,13 @@ func (b *batch) decode(version string, maxChildren int) (map[string]*hooks.SyncR
 	return out, nil
 }
 
-func decodeReply(r *reply, version string) (*hooks.SyncResponse, error) {
+// decodeReply decodes a sync or finalize reply: a hooks.SyncResponse, or a
+// decorator's hooks.DecoratorResponse.
+func decodeReply[T any](r *reply, version string) (*T, error) {
 	if want := bus.ResponseType(r.meta.Hook); r.typ != want {
 		return nil, fmt.Errorf("event type %q, want %q", r.typ, want)
 	}
-	var resp hooks.SyncResponse
+	var resp T
 	strict, err := sigsjson.UnmarshalStrict(r.data, &resp, sigsjson.DisallowUnknownFields)
 	if err != nil {
 		return nil, fmt.Errorf("not a valid %s response: %w", r.meta.Hook, err)
@@ -437,6 +440,20 @@ func (a *Applier) reject(ctx context.Context, log *slog.Logger, ctl *registry.Co
 		return err
 	}
 	return nil
+}
+
+// classify tells a failed write that retrying the same reply cannot help
+// — uc refusing the hook's objects (InvalidHookReply), or the apiserver
+// (ApplyFailed) — from one worth retrying (problem nil).
+func classify(hook string, err error) (reason string, problem error) {
+	var refused *refusedError
+	switch {
+	case errors.As(err, &refused):
+		return "InvalidHookReply", fmt.Errorf("%s hook reply rejected: %w", hook, err)
+	case permanent(err):
+		return "ApplyFailed", err
+	}
+	return "", nil
 }
 
 // permanent errors are the apiserver, or uc, refusing the hook's objects;

@@ -55,8 +55,8 @@ func FuzzDecodeReply(f *testing.F) {
 	addRecordedReplies(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := &reply{meta: bus.Meta{Address: bus.Address{Hook: hooks.Sync}}, typ: bus.ResponseType(hooks.Sync), data: data}
-		v1, err1 := decodeReply(r, string(v1alpha1.HookV1))
-		_, err2 := decodeReply(r, string(v1alpha1.HookV2))
+		v1, err1 := decodeReply[hooks.SyncResponse](r, string(v1alpha1.HookV1))
+		_, err2 := decodeReply[hooks.SyncResponse](r, string(v1alpha1.HookV2))
 		if err2 == nil && err1 != nil {
 			t.Fatalf("v2 accepts a reply v1 rejects: %v", err1)
 		}
@@ -142,7 +142,7 @@ func FuzzPlan(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := &reply{meta: bus.Meta{Address: bus.Address{Hook: hooks.Sync}}, typ: bus.ResponseType(hooks.Sync), data: data}
-		resp, err := decodeReply(r, string(v1alpha1.HookV1))
+		resp, err := decodeReply[hooks.SyncResponse](r, string(v1alpha1.HookV1))
 		if err != nil {
 			return
 		}

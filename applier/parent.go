@@ -67,7 +67,7 @@ func (a *Applier) setFinalizer(ctx context.Context, ctl *registry.Controller, pa
 // a core NATS message: if it is lost, a restarted watcher syncs every parent
 // anyway.
 func (a *Applier) resyncAfter(m bus.Meta, seconds float64) {
-	b, _ := json.Marshal(bus.Resync{Namespace: m.Namespace, Name: m.Name, AfterSeconds: seconds})
+	b, _ := json.Marshal(bus.Resync{Resource: m.Resource, Namespace: m.Namespace, Name: m.Name, AfterSeconds: seconds})
 	if err := a.js.Conn().PublishMsg(&nats.Msg{Subject: m.ResyncSubject(), Data: b}); err != nil {
 		a.log.Warn("ask for a resync", "controller", m.Controller, "parent", m.Key(), "err", err)
 	}
@@ -75,7 +75,7 @@ func (a *Applier) resyncAfter(m bus.Meta, seconds float64) {
 
 // announce tells the watcher that an apply to the parent starts or ended.
 func (a *Applier) announce(m bus.Meta, done bool) {
-	b, _ := json.Marshal(bus.Applying{Namespace: m.Namespace, Name: m.Name, Done: done})
+	b, _ := json.Marshal(bus.Applying{Resource: m.Resource, Namespace: m.Namespace, Name: m.Name, Done: done})
 	if err := a.js.Conn().PublishMsg(&nats.Msg{Subject: m.ApplyingSubject(), Data: b}); err != nil {
 		a.log.Warn("announce an apply", "controller", m.Controller, "parent", m.Key(), "err", err)
 	}

@@ -98,22 +98,13 @@ func plan(ctl *registry.Controller, parent *unstructured.Unstructured, resp *hoo
 	var actions []action
 	for i, d := range resp.Children {
 		name := fmt.Sprintf("children[%d] %s %q", i, hooks.GroupKey(d.GetKind(), d.GetAPIVersion()), d.GetName())
-		child, ok := ctl.Child(d.GetAPIVersion(), d.GetKind())
-		if !ok {
-			return nil, fmt.Errorf("%s: kind not declared in childResources", name)
-		}
-		obj, err := desiredObject(ctl, parent, child, d, owner)
+		child, obj, err := desire(ctl, parent, d, owner, desired, "childResources")
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		if !sel.Matches(labels.Set(obj.GetLabels())) {
 			return nil, fmt.Errorf("%s: labels %v do not match the parent's selector %q", name, obj.GetLabels(), sel.String())
 		}
-		id := idOf(child, obj)
-		if desired[id] {
-			return nil, fmt.Errorf("%s: listed twice", name)
-		}
-		desired[id] = true
 		cur, exists := live.get(child, obj.GetNamespace(), obj.GetName())
 		if !exists {
 			actions = append(actions, action{verb: verbCreate, child: child, obj: obj, sel: sel, event: "Created"})
@@ -161,6 +152,27 @@ func plan(ctl *registry.Controller, parent *unstructured.Unstructured, resp *hoo
 		}
 	}
 	return actions, nil
+}
+
+// desire resolves one object of a reply: its kind, which must be declared
+// (in the spec field declaredIn), and the object to apply, controlled by
+// owner. It records the object in desired, and fails for an object listed
+// twice.
+func desire(ctl *registry.Controller, parent, d *unstructured.Unstructured, owner metav1.OwnerReference, desired map[childID]bool, declaredIn string) (*registry.Child, *unstructured.Unstructured, error) {
+	child, ok := ctl.Child(d.GetAPIVersion(), d.GetKind())
+	if !ok {
+		return nil, nil, fmt.Errorf("kind not declared in %s", declaredIn)
+	}
+	obj, err := desiredObject(ctl, parent, child, d, owner)
+	if err != nil {
+		return nil, nil, err
+	}
+	id := idOf(child, obj)
+	if desired[id] {
+		return nil, nil, fmt.Errorf("listed twice")
+	}
+	desired[id] = true
+	return child, obj, nil
 }
 
 // mayManage tells why a parent may not manage an existing object named as

@@ -24,7 +24,7 @@ import (
 
 // A controller with a customize hook asks it, once per parent generation,
 // which related objects the parent's sync requests carry. The watcher
-// consumes the customize replies itself, caches them per parent UID and
+// consumes the customize replies itself, caches them per parent and
 // generation, and re-syncs exactly the parents whose rules select a related
 // object that changed.
 
@@ -43,7 +43,9 @@ type relatedRule struct {
 	namespace labels.Selector // v2 namespaceSelector, or nil
 }
 
-// customizeCache holds the customize replies by parent UID.
+// customizeCache holds the customize replies by parent, keyed as the
+// appliers key them (bus.Address.ApplyKey): a decorated object has one
+// reply per decorator.
 type customizeCache struct {
 	mu      sync.RWMutex
 	parents map[types.UID]*customized
@@ -166,7 +168,7 @@ func (w *Watcher) onCustomizeReply(ctx context.Context, msg jetstream.Msg) error
 	if !ok {
 		return nil
 	}
-	key := parentKey{ctl.Name, meta.Namespace, meta.Name, false}
+	key := parentKey{ctl.Name, meta.Resource, meta.Namespace, meta.Name, false}
 	failure := func(reason string, problem error) error {
 		// The applier reports failures of the parent's sync.
 		meta.Hook = hooks.Sync
@@ -183,7 +185,7 @@ func (w *Watcher) onCustomizeReply(ctx context.Context, msg jetstream.Msg) error
 	if err != nil {
 		return failure("InvalidHookReply", fmt.Errorf("customize hook reply rejected: %w", err))
 	}
-	w.customize.put(meta.ParentUID, &customized{key: key, generation: meta.Generation, rules: rules})
+	w.customize.put(meta.ApplyKey(), &customized{key: key, generation: meta.Generation, rules: rules})
 	w.queue.Add(key)
 	return nil
 }
@@ -283,7 +285,7 @@ func (w *Watcher) related(ctx context.Context, ctl *registry.Controller, parent 
 	if ctl.Spec.Hooks.Customize == nil {
 		return out, true, nil
 	}
-	cz := w.customize.get(parent.GetUID())
+	cz := w.customize.get(bus.Address{Controller: ctl.Name, ParentUID: parent.GetUID()}.ApplyKey())
 	if cz == nil || cz.generation != parent.GetGeneration() {
 		meta := w.meta(ctl, parent, hooks.Customize)
 		req := &hooks.CustomizeRequest{Controller: ctl.Object, Parent: parent}

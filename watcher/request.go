@@ -32,6 +32,9 @@ func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 	if !ok || w.heldBack(key) {
 		return nil
 	}
+	if ctl.Decorator != nil {
+		return w.syncDecorated(ctx, ctl, key)
+	}
 	parent, err := w.reg.Object(ctl.Parent.GVR, key.Namespace, key.Name)
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -87,10 +90,17 @@ func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 			return err
 		}
 	}
-	if rs := ctl.Spec.ResyncPeriodSeconds; rs != nil && *rs > 0 {
-		w.queue.AddAfter(parentKey{key.Controller, key.Namespace, key.Name, true}, time.Duration(*rs)*time.Second)
-	}
+	w.resyncLater(ctl, key)
 	return nil
+}
+
+// resyncLater syncs the parent again after the controller's
+// resyncPeriodSeconds, if it has one.
+func (w *Watcher) resyncLater(ctl *registry.Controller, key parentKey) {
+	if rs := ctl.Spec.ResyncPeriodSeconds; rs != nil && *rs > 0 {
+		key.Resync = true
+		w.queue.AddAfter(key, time.Duration(*rs)*time.Second)
+	}
 }
 
 // olderRevision is the parent as it was at an older revision.
@@ -166,6 +176,19 @@ func (w *Watcher) claim(ctl *registry.Controller, parent *unstructured.Unstructu
 // newSyncRequest builds a sync or finalize request: every declared child
 // kind has an entry, its objects keyed as the hook version asks.
 func newSyncRequest(ctl *registry.Controller, parent *unstructured.Unstructured, claimed [][]*unstructured.Unstructured, related hooks.GroupedObjects, version string, finalizing bool) *hooks.SyncRequest {
+	return &hooks.SyncRequest{
+		Controller: ctl.Object,
+		Parent:     parent,
+		Children:   group(ctl, claimed, version),
+		Related:    related,
+		Finalizing: finalizing,
+	}
+}
+
+// group groups a parent's children (claimed, by declared child kind) as a
+// request carries them: every declared kind has an entry, its objects
+// keyed as the hook version asks.
+func group(ctl *registry.Controller, claimed [][]*unstructured.Unstructured, version string) hooks.GroupedObjects {
 	children := hooks.GroupedObjects{}
 	for i, child := range ctl.Children {
 		children[hooks.GroupKey(child.GVK.Kind, child.APIVersion())] = hooks.ObjectMap{}
@@ -173,18 +196,12 @@ func newSyncRequest(ctl *registry.Controller, parent *unstructured.Unstructured,
 			children.Insert(hooks.ObjectKey(version, ctl.Parent.Namespaced, o), o)
 		}
 	}
-	return &hooks.SyncRequest{
-		Controller: ctl.Object,
-		Parent:     parent,
-		Children:   children,
-		Related:    related,
-		Finalizing: finalizing,
-	}
+	return children
 }
 
 // meta is what the events of one hook call say about the parent.
 func (w *Watcher) meta(ctl *registry.Controller, parent *unstructured.Unstructured, hook string) bus.Meta {
-	return bus.Meta{
+	m := bus.Meta{
 		Address: bus.Address{
 			Controller: ctl.Name,
 			Hook:       hook,
@@ -197,6 +214,10 @@ func (w *Watcher) meta(ctl *registry.Controller, parent *unstructured.Unstructur
 		ResourceVersion: parent.GetResourceVersion(),
 		Observation:     w.clock.next(),
 	}
+	if ctl.Decorator != nil {
+		m.Resource = ctl.Parent.Key()
+	}
+	return m
 }
 
 // publish sends one CloudEvent about a parent to JetStream. Its id is
@@ -230,13 +251,18 @@ func (w *Watcher) publish(ctx context.Context, meta bus.Meta, typ, subject strin
 	return nil
 }
 
-// observed identifies what a sync request observed: every object in it by
+// observed identifies what a sync request observed.
+func observed(ctl *registry.Controller, req *hooks.SyncRequest) []byte {
+	return observedObjects(ctl, req.Finalizing, req.Parent, req.Children, req.Related)
+}
+
+// observedObjects identifies what a request observed: every object in it by
 // UID and resourceVersion, and the controller's generation (not the
 // controller object: its status changes when nothing the hook sees does).
-func observed(ctl *registry.Controller, req *hooks.SyncRequest) []byte {
+func observedObjects(ctl *registry.Controller, finalizing bool, parent *unstructured.Unstructured, groups ...hooks.GroupedObjects) []byte {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "%d %t %s@%s", ctl.Generation, req.Finalizing, req.Parent.GetUID(), req.Parent.GetResourceVersion())
-	for _, group := range []hooks.GroupedObjects{req.Children, req.Related} {
+	fmt.Fprintf(&b, "%d %t %s@%s", ctl.Generation, finalizing, parent.GetUID(), parent.GetResourceVersion())
+	for _, group := range groups {
 		b.WriteString(" |")
 		for _, kind := range slices.Sorted(maps.Keys(group)) {
 			fmt.Fprintf(&b, " %s:", kind)

@@ -44,8 +44,12 @@ type Options struct {
 // resyncAfterSeconds); other requests of an unchanged parent are dropped by
 // the bus as duplicates.
 type parentKey struct {
-	Controller, Namespace, Name string
-	Resync                      bool
+	Controller string
+	// Resource is a decorated object's resource (registry.Resource.Key);
+	// empty for a UniversalController's parent.
+	Resource        string
+	Namespace, Name string
+	Resync          bool
 }
 
 func (k parentKey) String() string {
@@ -163,7 +167,7 @@ func (w *Watcher) onResync(msg *nats.Msg) {
 	if !ok {
 		return
 	}
-	w.queue.AddAfter(parentKey{controller, r.Namespace, r.Name, true}, time.Duration(r.AfterSeconds*float64(time.Second)))
+	w.queue.AddAfter(parentKey{controller, r.Resource, r.Namespace, r.Name, true}, time.Duration(r.AfterSeconds*float64(time.Second)))
 }
 
 // maxApplyHold bounds how long a parent's syncs wait for an apply that
@@ -182,7 +186,7 @@ func (w *Watcher) onApplying(msg *nats.Msg) {
 	if !ok {
 		return
 	}
-	key := parentKey{controller, n.Namespace, n.Name, false}
+	key := parentKey{controller, n.Resource, n.Namespace, n.Name, false}
 	w.applyingMu.Lock()
 	defer w.applyingMu.Unlock()
 	if !n.Done {
@@ -272,6 +276,10 @@ func (w *Watcher) onController(old, cur *registry.Controller) {
 		}
 		w.handlers[cur.Name] = append(w.handlers[cur.Name], handler{informer: inf, reg: reg})
 	}
+	if cur.Decorator != nil {
+		w.followDecorator(cur, add)
+		return
+	}
 	name := cur.Name
 	skip := changedRV
 	if cur.Spec.ParentResource.IgnoreStatusChanges != nil && *cur.Spec.ParentResource.IgnoreStatusChanges {
@@ -323,7 +331,7 @@ func changedMoreThanStatus(o, n *unstructured.Unstructured) bool {
 
 func (w *Watcher) enqueueParent(controller string, obj any) {
 	if u, ok := obj.(*unstructured.Unstructured); ok {
-		w.queue.Add(parentKey{controller, u.GetNamespace(), u.GetName(), false})
+		w.queue.Add(parentKey{controller, "", u.GetNamespace(), u.GetName(), false})
 	}
 }
 
@@ -344,7 +352,7 @@ func (w *Watcher) enqueueOwner(controller string, obj any) {
 	}
 	if ref := metav1.GetControllerOfNoCopy(u); ref != nil {
 		if ref.APIVersion == ctl.Parent.APIVersion() && ref.Kind == ctl.Parent.GVK.Kind {
-			w.queue.AddAfter(parentKey{controller, ns, ref.Name, false}, childDelay)
+			w.queue.AddAfter(parentKey{controller, "", ns, ref.Name, false}, childDelay)
 		}
 		return
 	}
@@ -355,7 +363,7 @@ func (w *Watcher) enqueueOwner(controller string, obj any) {
 	for _, p := range parents {
 		parent := p.(*unstructured.Unstructured)
 		if sel, err := ctl.Selector(parent); err == nil && sel.Matches(labels.Set(u.GetLabels())) {
-			w.queue.AddAfter(parentKey{controller, ns, parent.GetName(), false}, childDelay)
+			w.queue.AddAfter(parentKey{controller, "", ns, parent.GetName(), false}, childDelay)
 		}
 	}
 }

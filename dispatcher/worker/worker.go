@@ -11,6 +11,11 @@
 //	func sync(ctx context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error) { ... }
 //
 //	func main() { worker.Main("foo-controller", worker.Sync(sync)) }
+//
+// A UniversalDecorator's hooks are served the same way, under its controller
+// name on the bus and with DecoratorSync and DecoratorFinalize:
+//
+//	worker.Main(bus.DecoratorController("service-per-pod"), worker.DecoratorSync(sync))
 package worker
 
 import (
@@ -47,21 +52,42 @@ type Handler interface {
 	Handle(ctx context.Context, data []byte) (any, error)
 }
 
-type syncHandler struct {
-	hook string
-	fn   SyncFunc
+// Sync serves fn as the sync hook.
+func Sync(fn SyncFunc) Handler {
+	return typedHandler[hooks.SyncRequest, hooks.SyncResponse]{hooks.Sync, fn}
 }
 
-// Sync serves fn as the sync hook.
-func Sync(fn SyncFunc) Handler { return syncHandler{hooks.Sync, fn} }
-
 // Finalize serves fn as the finalize hook.
-func Finalize(fn SyncFunc) Handler { return syncHandler{hooks.Finalize, fn} }
+func Finalize(fn SyncFunc) Handler {
+	return typedHandler[hooks.SyncRequest, hooks.SyncResponse]{hooks.Finalize, fn}
+}
 
-func (h syncHandler) Hook() string { return h.hook }
+// DecoratorFunc computes a decorated object's desired attachments, labels,
+// annotations and status from its observed state. It serves a
+// UniversalDecorator's sync and finalize hooks; serve them under the
+// decorator's controller name, bus.DecoratorController(name).
+type DecoratorFunc func(ctx context.Context, req *hooks.DecoratorRequest) (*hooks.DecoratorResponse, error)
 
-func (h syncHandler) Handle(ctx context.Context, data []byte) (any, error) {
-	var req hooks.SyncRequest
+// DecoratorSync serves fn as a decorator's sync hook.
+func DecoratorSync(fn DecoratorFunc) Handler {
+	return typedHandler[hooks.DecoratorRequest, hooks.DecoratorResponse]{hooks.Sync, fn}
+}
+
+// DecoratorFinalize serves fn as a decorator's finalize hook.
+func DecoratorFinalize(fn DecoratorFunc) Handler {
+	return typedHandler[hooks.DecoratorRequest, hooks.DecoratorResponse]{hooks.Finalize, fn}
+}
+
+// typedHandler serves a function of typed request and reply as a hook.
+type typedHandler[Req, Resp any] struct {
+	hook string
+	fn   func(context.Context, *Req) (*Resp, error)
+}
+
+func (h typedHandler[Req, Resp]) Hook() string { return h.hook }
+
+func (h typedHandler[Req, Resp]) Handle(ctx context.Context, data []byte) (any, error) {
+	var req Req
 	if err := json.Unmarshal(data, &req); err != nil {
 		return nil, fmt.Errorf("decode request: %w", err)
 	}

@@ -8,12 +8,14 @@ import (
 
 	"github.com/nats-io/nats-server/v2/conf"
 	"github.com/nats-io/nats-server/v2/server"
+
+	"universalcontroller.dev/uc/schemas/bus"
 )
 
 // TestConfigLoads checks that nats-server reads the configuration: every
 // user, with the password of its variable.
 func TestConfigLoads(t *testing.T) {
-	users, err := Users(4, "foo-controller", "foo.example.com")
+	users, err := Users(4, "foo-controller", "foo.example.com", bus.DecoratorController("foo-controller"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +45,7 @@ func TestConfigLoads(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	want := []string{"hook-foo-controller", "hook-foo.example.com", "uc-applier", "uc-dispatcher", "uc-watcher"}
+	want := []string{"hook-foo-controller", "hook-foo.example.com", "hook-ucd=foo-controller", "uc-applier", "uc-dispatcher", "uc-watcher"}
 	if !slices.Equal(names, want) {
 		t.Errorf("users %q, want %q", names, want)
 	}
@@ -67,5 +69,27 @@ func TestHookWorkersAreConfined(t *testing.T) {
 	}
 	if _, err := Users(1, "a-b", "a.b"); err == nil {
 		t.Error("controllers a-b and a.b share a password variable, but Users accepted them")
+	}
+}
+
+// TestDecoratorHookWorkersAreConfined checks that the hook users of a
+// UniversalDecorator and of a UniversalController of the same name reach
+// nothing of each other.
+func TestDecoratorHookWorkersAreConfined(t *testing.T) {
+	decorator := bus.DecoratorController("foo")
+	for _, tc := range []struct{ user, other string }{{decorator, "foo"}, {"foo", decorator}} {
+		u := HookWorker(tc.user)
+		reply := bus.Address{Controller: tc.other, Hook: "sync", ParentUID: "x"}
+		for _, s := range append(slices.Clone(u.Publish), u.Subscribe...) {
+			for _, other := range []string{reply.ReplySubject(), reply.DeadLetterSubject(), reply.RequestSubject(),
+				"$JS.API.CONSUMER.MSG.NEXT.UC_REQUESTS." + bus.HookConsumer(tc.other, "sync"), HookInbox(tc.other) + ".x"} {
+				if server.SubjectsCollide(s, other) {
+					t.Errorf("hook user of %s may use %s, which matches %s", tc.user, s, other)
+				}
+			}
+		}
+	}
+	if !slices.Contains(HookWorker(decorator).Publish, "uc.reply.ucd=foo.>") {
+		t.Errorf("hook user of decorator foo cannot reply: %q", HookWorker(decorator).Publish)
 	}
 }

@@ -177,8 +177,9 @@ func (s *informerSet) unsynced() []string {
 }
 
 // Unsynced lists what keeps the registry's view incomplete: the caches of
-// UniversalControllers and of the resources registered controllers use
-// that are not filled yet. Empty, every cache is filled.
+// UniversalControllers, of UniversalDecorators and of the resources
+// registered controllers use that are not filled yet. Empty, every cache
+// is filled.
 func (r *Registry) Unsynced() []string {
 	if !r.ucs.HasSynced() { // the other caches start after it
 		return []string{"UniversalControllers: cache not filled yet"}

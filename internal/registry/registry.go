@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
+	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
@@ -42,6 +43,11 @@ type Resource struct {
 
 // APIVersion is the resource's apiVersion, e.g. "apps/v1".
 func (r Resource) APIVersion() string { return r.GVK.GroupVersion().String() }
+
+// Key names the resource as a decorated object's events, resync requests
+// and apply notices do: "<apiVersion>/<resource>", e.g.
+// "apps/v1/statefulsets".
+func (r Resource) Key() string { return r.APIVersion() + "/" + r.GVR.Resource }
 
 // Child is a declared child resource with its update method.
 type Child struct {
@@ -68,6 +74,8 @@ type Controller struct {
 	Children []Child
 	// ParentSelector is parentResource.labelSelector (everything when unset).
 	ParentSelector labels.Selector
+	// Decorator is set for a UniversalDecorator (see Decoration).
+	Decorator *Decoration
 }
 
 // Rolling tells a controller with a child kind that rolls out: its parents
@@ -114,6 +122,7 @@ type Registry struct {
 	disco     discovery.CachedDiscoveryInterface
 	mapper    *restmapper.DeferredDiscoveryRESTMapper
 	ucs       cache.SharedIndexInformer
+	ucds      cache.SharedIndexInformer // UniversalDecorators
 	queue     workqueue.TypedRateLimitingInterface[string]
 	log       *slog.Logger
 	status    *statusWriter // nil: this process does not report on UniversalControllers
@@ -159,24 +168,42 @@ func New(dyn dynamic.Interface, disco discovery.DiscoveryInterface, log *slog.Lo
 	}
 	r.schemas, r.failures = newStatusSchemas(r.log), newFailures()
 	r.ucs = r.informers.get(v1alpha1.Resource).Informer()
+	r.ucds = r.informers.get(v1alpha1.DecoratorResource).Informer()
 	for _, opt := range opts {
 		opt(r)
 	}
-	enqueue := func(obj any) {
-		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			r.queue.Add(key)
+	// The queue holds controller names: a decorator's is
+	// bus.DecoratorController(name).
+	for inf, name := range map[cache.SharedIndexInformer]func(string) string{
+		r.ucs:  func(n string) string { return n },
+		r.ucds: bus.DecoratorController,
+	} {
+		enqueue := func(obj any) {
+			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+				r.queue.Add(name(key))
+			}
 		}
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    enqueue,
+			UpdateFunc: func(_, obj any) { enqueue(obj) },
+			DeleteFunc: enqueue,
+		})
 	}
-	_, _ = r.ucs.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
-		DeleteFunc: enqueue,
-	})
 	return r
 }
 
-// registryUser uses the UniversalController informer; upper case, it is
-// never a controller's name.
+// objects returns the informer of the objects registering a controller of
+// that name, UniversalControllers or UniversalDecorators, and the object's
+// name.
+func (r *Registry) objects(controller string) (cache.SharedIndexInformer, string) {
+	if name, ok := bus.DecoratorOf(controller); ok {
+		return r.ucds, name
+	}
+	return r.ucs, controller
+}
+
+// registryUser uses the UniversalController and UniversalDecorator
+// informers; upper case, it is never a controller's name.
 const registryUser = "UniversalControllers"
 
 // Subscribe adds a listener. Subscribe before Run.
@@ -194,14 +221,15 @@ func (r *Registry) Get(name string) (*Controller, bool) {
 	return c, ok
 }
 
-// MayExist tells whether a UniversalController of that name exists, whether
-// or not it is registered yet; before the registry has listed them all, any
-// name may.
+// MayExist tells whether a controller of that name exists, whether or not
+// it is registered yet; before the registry has listed them all, any name
+// may.
 func (r *Registry) MayExist(name string) bool {
-	if !r.ucs.HasSynced() {
+	inf, key := r.objects(name)
+	if !inf.HasSynced() {
 		return true
 	}
-	_, exists, err := r.ucs.GetIndexer().GetByKey(name)
+	_, exists, err := inf.GetIndexer().GetByKey(key)
 	return err == nil && exists
 }
 
@@ -219,7 +247,7 @@ func (r *Registry) Lister(gvr schema.GroupVersionResource) cache.GenericLister {
 func (r *Registry) Run(ctx context.Context) {
 	defer r.queue.ShutDown()
 	defer r.failures.queue.ShutDown()
-	r.informers.use(registryUser, v1alpha1.Resource)
+	r.informers.use(registryUser, v1alpha1.Resource, v1alpha1.DecoratorResource)
 	defer r.informers.only(registryUser)
 	if !cache.WaitForCacheSync(ctx.Done(), r.ucs.HasSynced) {
 		return
@@ -252,7 +280,12 @@ func (r *Registry) processNext(ctx context.Context) bool {
 
 // sync makes the registered controller of that name match its object.
 func (r *Registry) sync(ctx context.Context, name string) error {
-	obj, exists, err := r.ucs.GetIndexer().GetByKey(name)
+	inf, key := r.objects(name)
+	resolve := r.resolve
+	if inf == r.ucds {
+		resolve = r.resolveDecorator
+	}
+	obj, exists, err := inf.GetIndexer().GetByKey(key)
 	if err != nil {
 		return err
 	}
@@ -266,7 +299,7 @@ func (r *Registry) sync(ctx context.Context, name string) error {
 	if old != nil && old.Generation == u.GetGeneration() {
 		return nil
 	}
-	cur, err := r.resolve(u)
+	cur, err := resolve(u)
 	if err == nil {
 		err = r.startInformers(ctx, cur)
 	}
@@ -296,7 +329,7 @@ func (r *Registry) set(name string, old, cur *Controller) {
 		r.log.Info("controller removed", "controller", name)
 	} else {
 		r.controllers[name] = cur
-		r.log.Info("controller registered", "controller", name, "parent", cur.Parent.GVR.String(), "generation", cur.Generation)
+		r.log.Info("controller registered", "controller", name, "parents", cur.parentResources(), "generation", cur.Generation)
 	}
 	listeners := r.listeners
 	r.mu.Unlock()
@@ -373,16 +406,22 @@ func (r *Registry) Resolve(rule v1alpha1.ResourceRule) (Resource, error) {
 // hasStatus checks that a parent resource has a status subresource, where
 // uc writes the hook's status.
 func (r *Registry) hasStatus(res Resource) error {
+	has, err := r.statusSubresource(res)
+	if err == nil && !has {
+		err = fmt.Errorf("parent resource %s has no status subresource; add `subresources: {status: {}}` to its CRD", res.GVR.GroupResource())
+	}
+	return err
+}
+
+// statusSubresource tells whether a resource has a status subresource.
+func (r *Registry) statusSubresource(res Resource) (bool, error) {
 	list, err := r.disco.ServerResourcesForGroupVersion(res.GVR.GroupVersion().String())
 	if err != nil {
-		return fmt.Errorf("discover %s: %w", res.GVR.GroupVersion(), err)
+		return false, fmt.Errorf("discover %s: %w", res.GVR.GroupVersion(), err)
 	}
-	for _, api := range list.APIResources {
-		if api.Name == res.GVR.Resource+"/status" {
-			return nil
-		}
-	}
-	return fmt.Errorf("parent resource %s has no status subresource; add `subresources: {status: {}}` to its CRD", res.GVR.GroupResource())
+	return slices.ContainsFunc(list.APIResources, func(api metav1.APIResource) bool {
+		return api.Name == res.GVR.Resource+"/status"
+	}), nil
 }
 
 // Watch starts the shared informer of a resource that controller uses
@@ -467,15 +506,15 @@ func (r *Registry) Owned(gvr schema.GroupVersionResource, namespace string, owne
 // startInformers starts the informers a controller needs and waits until
 // their caches are filled, so nothing acts on a partial view.
 func (r *Registry) startInformers(ctx context.Context, c *Controller) error {
-	gvrs := []schema.GroupVersionResource{c.Parent.GVR}
+	var owned []schema.GroupVersionResource
 	for _, ch := range c.Children {
-		gvrs = append(gvrs, ch.GVR)
+		owned = append(owned, ch.GVR)
 	}
 	if c.Rolling() {
 		// A parent's revisions are its owned objects, like its children.
-		gvrs = append(gvrs, v1alpha1.RevisionResource)
+		owned = append(owned, v1alpha1.RevisionResource)
 	}
-	for _, gvr := range gvrs[1:] {
+	for _, gvr := range owned {
 		inf := r.Informer(gvr)
 		missing := cache.Indexers{}
 		for name, fn := range map[string]cache.IndexFunc{ownerIndex: indexByController, orphanIndex: indexOrphans} {
@@ -489,6 +528,7 @@ func (r *Registry) startInformers(ctx context.Context, c *Controller) error {
 			}
 		}
 	}
+	gvrs := append(c.parentResources(), owned...)
 	r.informers.only(c.Name, gvrs...)
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -496,6 +536,19 @@ func (r *Registry) startInformers(ctx context.Context, c *Controller) error {
 		return fmt.Errorf("controller %s: %w", c.Name, err)
 	}
 	return nil
+}
+
+// parentResources are the resources of a controller's parents: its parent
+// resource, or a decorator's decorated resources.
+func (c *Controller) parentResources() []schema.GroupVersionResource {
+	if c.Decorator == nil {
+		return []schema.GroupVersionResource{c.Parent.GVR}
+	}
+	var out []schema.GroupVersionResource
+	for _, d := range c.Decorator.Resources {
+		out = append(out, d.GVR)
+	}
+	return out
 }
 
 // LabelControllerUID labels the children of parents of controllers with
@@ -537,8 +590,14 @@ func asMap(v any) map[string]any {
 }
 
 // Finalizer is the finalizer uc puts on parents of a controller that has a
-// finalize hook.
-func (c *Controller) Finalizer() string { return "universalcontroller.dev/" + c.Name }
+// finalize hook; a decorator's has a domain of its own, so it never is a
+// controller's.
+func (c *Controller) Finalizer() string {
+	if c.Decorator != nil {
+		return "decorator.universalcontroller.dev/" + c.Decorator.Name
+	}
+	return "universalcontroller.dev/" + c.Name
+}
 
 // Object returns an object from the shared cache of its resource; namespace
 // is "" for a cluster-scoped object.

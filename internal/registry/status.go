@@ -17,8 +17,8 @@ import (
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
-// statusWriter reports on UniversalControllers: condition Ready, and a
-// Warning Event when a controller cannot run.
+// statusWriter reports on UniversalControllers and UniversalDecorators:
+// condition Ready, and a Warning Event when a controller cannot run.
 type statusWriter struct {
 	dyn    dynamic.Interface
 	events record.EventRecorder
@@ -95,11 +95,15 @@ func statusOf(uc *unstructured.Unstructured) (map[string]any, v1alpha1.Universal
 func (s *statusWriter) apply(ctx context.Context, uc *unstructured.Unstructured, manager string, status map[string]any) error {
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha1.Group + "/" + v1alpha1.Version,
-		"kind":       "UniversalController",
+		"kind":       uc.GetKind(),
 		"metadata":   map[string]any{"name": uc.GetName(), "uid": string(uc.GetUID())},
 		"status":     status,
 	}}
-	_, err := s.dyn.Resource(v1alpha1.Resource).ApplyStatus(ctx, uc.GetName(), obj, metav1.ApplyOptions{FieldManager: manager, Force: true})
+	gvr := v1alpha1.Resource
+	if uc.GetKind() == "UniversalDecorator" {
+		gvr = v1alpha1.DecoratorResource
+	}
+	_, err := s.dyn.Resource(gvr).ApplyStatus(ctx, uc.GetName(), obj, metav1.ApplyOptions{FieldManager: manager, Force: true})
 	if err != nil {
 		return fmt.Errorf("write status of %s: %w", uc.GetName(), err)
 	}

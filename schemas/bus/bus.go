@@ -149,6 +149,8 @@ func AllApplying() string { return ApplyingPrefix + ".>" }
 
 // Applying is the body of an apply notice.
 type Applying struct {
+	// Resource is set for a decorated object (see Meta.Resource).
+	Resource  string `json:"resource,omitempty"`
 	Namespace string `json:"namespace,omitempty"`
 	Name      string `json:"name"`
 	// Done is false when the apply starts, true when it ended.
@@ -157,6 +159,8 @@ type Applying struct {
 
 // Resync is the body of a resync request.
 type Resync struct {
+	// Resource is set for a decorated object (see Meta.Resource).
+	Resource     string  `json:"resource,omitempty"`
 	Namespace    string  `json:"namespace,omitempty"`
 	Name         string  `json:"name"`
 	AfterSeconds float64 `json:"afterSeconds"`

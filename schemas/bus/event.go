@@ -54,6 +54,10 @@ const (
 	// the sync hook is asked about for the same observation; the applier
 	// applies once it has a reply for each.
 	ExtRevisions = "ucrevisions"
+	// ExtResource, set for a decorator's object only, names the object's
+	// resource, "<apiVersion>/<resource>" (e.g. "apps/v1/statefulsets"): a
+	// decorator decorates the objects of several resources.
+	ExtResource = "ucresource"
 )
 
 // Meta is what every event says about the parent it concerns.
@@ -70,6 +74,9 @@ type Meta struct {
 	// latest first (rolling controllers only). Address.Revision is empty for
 	// the latest one.
 	Revisions []string
+	// Resource is the decorated object's resource (decorators only, see
+	// ExtResource).
+	Resource string
 }
 
 // LatestRevision is the hash of the parent's latest revision, or "".
@@ -114,6 +121,9 @@ func (m Meta) SetOn(e *event.Event) {
 		e.SetExtension(ExtRevision, m.ThisRevision())
 		e.SetExtension(ExtRevisions, strings.Join(m.Revisions, ","))
 	}
+	if m.Resource != "" {
+		e.SetExtension(ExtResource, m.Resource)
+	}
 }
 
 // MetaOf reads the parent's Meta from an event's extensions.
@@ -126,6 +136,7 @@ func MetaOf(e *event.Event) (Meta, error) {
 	m.ParentUID = types.UID(str(ExtParentUID))
 	m.Namespace, m.Name = str(ExtNamespace), str(ExtName)
 	m.ResourceVersion, m.RequestID = str(ExtResourceVersion), str(ExtRequestID)
+	m.Resource = str(ExtResource)
 	if m.Controller == "" || m.Hook == "" || m.ParentUID == "" || m.Name == "" {
 		return m, fmt.Errorf("event %s lacks %s, %s, %s or %s", e.ID(), ExtController, ExtHook, ExtParentUID, ExtName)
 	}

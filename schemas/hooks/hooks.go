@@ -131,14 +131,20 @@ func (r *SyncResponse) Validate() error {
 	if r.ResyncAfterSeconds < 0 {
 		return fmt.Errorf("resyncAfterSeconds is negative (%g)", r.ResyncAfterSeconds)
 	}
-	for i, c := range r.Children {
+	return validateObjects("children", r.Children)
+}
+
+// validateObjects checks that every object of a reply's list (its field)
+// has an apiVersion, a kind and a name.
+func validateObjects(field string, objs []*unstructured.Unstructured) error {
+	for i, c := range objs {
 		switch {
 		case c == nil:
-			return fmt.Errorf("children[%d] is null", i)
+			return fmt.Errorf("%s[%d] is null", field, i)
 		case c.GetAPIVersion() == "" || c.GetKind() == "":
-			return fmt.Errorf("children[%d] (%q) has no apiVersion or kind", i, c.GetName())
+			return fmt.Errorf("%s[%d] (%q) has no apiVersion or kind", field, i, c.GetName())
 		case c.GetName() == "":
-			return fmt.Errorf("children[%d] (%s) has no metadata.name", i, GroupKey(c.GetKind(), c.GetAPIVersion()))
+			return fmt.Errorf("%s[%d] (%s) has no metadata.name", field, i, GroupKey(c.GetKind(), c.GetAPIVersion()))
 		}
 	}
 	return nil

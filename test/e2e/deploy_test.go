@@ -547,14 +547,20 @@ func deployLeastPrivilege(t *testing.T) {
 		apps, uc, sample, coord = "apps", "universalcontroller.dev", "samplecontroller.k8s.io", "coordination.k8s.io"
 		ns                      = "some-namespace"
 	)
-	// deploy/ alone: each role reads UniversalControllers, and nothing of
-	// any controller's kinds.
+	// deploy/ alone: each role reads UniversalControllers and
+	// UniversalDecorators, and nothing of any controller's kinds.
 	base := []deployAccess{
 		{role: "watcher", verb: "watch", group: uc, resource: "universalcontrollers", want: true},
 		{role: "applier", verb: "list", group: uc, resource: "universalcontrollers", want: true},
 		{role: "dispatcher", verb: "watch", group: uc, resource: "universalcontrollers", want: true},
+		{role: "watcher", verb: "watch", group: uc, resource: "universaldecorators", want: true},
+		{role: "applier", verb: "list", group: uc, resource: "universaldecorators", want: true},
+		{role: "dispatcher", verb: "watch", group: uc, resource: "universaldecorators", want: true},
 		{role: "applier", verb: "create", resource: "events", namespace: ns, want: true},
 		{role: "dispatcher", verb: "patch", group: uc, resource: "universalcontrollers", sub: "status", want: true},
+		{role: "dispatcher", verb: "patch", group: uc, resource: "universaldecorators", sub: "status", want: true},
+		{role: "applier", verb: "patch", group: uc, resource: "universaldecorators"},
+		{role: "watcher", verb: "patch", group: uc, resource: "universaldecorators", sub: "status"},
 	}
 	deployAwaitAccess(t, time.Minute, base...)
 	deployCheckAccess(t, []deployAccess{

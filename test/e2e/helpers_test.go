@@ -311,8 +311,8 @@ func installCRD(t *testing.T, path string, gvr schema.GroupVersionResource) {
 }
 
 // registerManifest applies the objects of a manifest, each changed by edit
-// first, and deletes the UniversalControllers among them when the test
-// ends.
+// first, and deletes the UniversalControllers and UniversalDecorators among
+// them when the test ends.
 func registerManifest(t *testing.T, path string, edit func(*unstructured.Unstructured)) {
 	t.Helper()
 	objs, err := manifestObjects(filepath.Join(env.root, path))
@@ -327,10 +327,11 @@ func registerManifest(t *testing.T, path string, edit func(*unstructured.Unstruc
 		if err := applyObject(t.Context(), mapper, obj); err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
-		if obj.GetKind() == "UniversalController" {
+		registered := map[string]schema.GroupVersionResource{"UniversalController": v1alpha1.Resource, "UniversalDecorator": v1alpha1.DecoratorResource}
+		if gvr, ok := registered[obj.GetKind()]; ok {
 			name := obj.GetName()
 			t.Cleanup(func() {
-				_ = env.dyn.Resource(v1alpha1.Resource).Delete(context.Background(), name, metav1.DeleteOptions{})
+				_ = env.dyn.Resource(gvr).Delete(context.Background(), name, metav1.DeleteOptions{})
 			})
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
@@ -18,11 +19,17 @@ import (
 // controllerReady checks a UniversalController's Ready condition: status
 // and a message holding want.
 func controllerReady(ctx context.Context, name, status, want string) error {
-	uc, err := env.dyn.Resource(v1alpha1.Resource).Get(ctx, name, metav1.GetOptions{})
+	return readyIs(ctx, v1alpha1.Resource, name, status, want)
+}
+
+// readyIs checks the Ready condition of a UniversalController or a
+// UniversalDecorator (gvr): status and a message holding want.
+func readyIs(ctx context.Context, gvr schema.GroupVersionResource, name, status, want string) error {
+	obj, err := env.dyn.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
-	c := condition(uc, "Ready")
+	c := condition(obj, "Ready")
 	if c == nil || c["status"] != status || !strings.Contains(fmt.Sprint(c["message"]), want) {
 		return fmt.Errorf("Ready condition of %s is %v, want %s naming %q", name, c, status, want)
 	}

@@ -38,7 +38,7 @@ type natsAuthBed struct {
 }
 
 // startNATSAuth starts it for the roles and the hook workers of the
-// controllers.
+// controllers (a decorator by its name on the bus, bus.DecoratorController).
 func startNATSAuth(t *testing.T, controllers ...string) *natsAuthBed {
 	t.Helper()
 	dir := t.TempDir()
@@ -47,7 +47,16 @@ func startNATSAuth(t *testing.T, controllers ...string) *natsAuthBed {
 		t.Fatal(err)
 	}
 	// The users, as an administrator makes them.
-	conf, err := exec.CommandContext(t.Context(), env.uc.bin, "nats-config", "--controllers", strings.Join(controllers, ",")).Output()
+	var ucs, decorators []string
+	for _, c := range controllers {
+		if d, ok := bus.DecoratorOf(c); ok {
+			decorators = append(decorators, d)
+		} else {
+			ucs = append(ucs, c)
+		}
+	}
+	conf, err := exec.CommandContext(t.Context(), env.uc.bin, "nats-config",
+		"--controllers", strings.Join(ucs, ","), "--decorators", strings.Join(decorators, ",")).Output()
 	if err != nil {
 		t.Fatalf("uc nats-config: %v", err)
 	}
@@ -86,11 +95,13 @@ func (b *natsAuthBed) roleFlags(role string) []string {
 // worker on a NATS server that knows only the users of `uc nats-config`,
 // over TLS with client certificates, each process as its own user: the
 // Widgets converge and the server refused none of their operations. A hook
-// worker of another controller (Foo) can neither fetch the Widget
-// controller's requests nor publish its replies, and says so.
+// worker of another controller (Foo), or of a UniversalDecorator named
+// like the Widget controller, can neither fetch the Widget controller's
+// requests nor publish its replies, and says so.
 func TestNATSLeastPrivilege(t *testing.T) {
 	const widgets, foos = "widget-controller", "foo-controller"
-	nb := startNATSAuth(t, widgets, foos)
+	decorator := bus.DecoratorController(widgets)
+	nb := startNATSAuth(t, widgets, foos, decorator)
 	installCRD(t, "test/e2e/testdata/widget-crd.yaml", widgetGVR)
 	b := &rolesOnBus{t: t, ns: namespace(t), dir: t.TempDir(), args: []string{
 		"--kubeconfig", env.bed.Kubeconfig(), "--nats-url", nb.srv.URL(), "--log-level", "debug",
@@ -137,6 +148,16 @@ func TestNATSLeastPrivilege(t *testing.T) {
 		`uc_hook_requests_published_total{controller="widget-controller",hook="sync"}`))
 
 	t.Run("OtherControllersWorker", func(t *testing.T) { natsAuthIntruder(t, nb, widgets, foos) })
+	t.Run("DecoratorsWorker", func(t *testing.T) {
+		// A decorator of the same name, decorating nothing: its hook
+		// consumer exists, its worker's user is its own.
+		registerDecorator(t, widgets, map[string]any{
+			"resources": []any{map[string]any{"apiVersion": "v1", "resource": "configmaps",
+				"labelSelector": map[string]any{"matchLabels": map[string]any{"e2e.universalcontroller.dev/decorated-by": "nothing"}}}},
+			"hooks": map[string]any{"sync": map[string]any{}},
+		})
+		natsAuthIntruder(t, nb, widgets, decorator)
+	})
 	t.Run("ForgedReply", func(t *testing.T) { natsAuthForgedReply(t, nb, b, procs[natsauth.Applier], widgets, foos) })
 
 	// No role nor the Widget worker was refused anything.
@@ -190,8 +211,12 @@ func natsAuthIntruder(t *testing.T, nb *natsAuthBed, victim, own string) {
 		}
 	}
 
-	// Its own controller's consumer: allowed.
-	if _, err := js.Consumer(ctx, bus.RequestStream, bus.HookConsumer(own, hooks.Sync)); err != nil {
+	// Its own controller's consumer (made when it was registered):
+	// allowed.
+	if err := poll(ctx, 30*time.Second, func() error {
+		_, err := js.Consumer(ctx, bus.RequestStream, bus.HookConsumer(own, hooks.Sync))
+		return err
+	}); err != nil {
 		t.Fatalf("the %s worker cannot bind its own consumer: %v", own, err)
 	}
 

@@ -1,0 +1,295 @@
+package applier
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+
+	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/schemas/hooks"
+)
+
+// A decorator's reply is applied like a controller's, with the decorated
+// object as the parent, and these differences: the object must be one the
+// decorator decorates (a reply for any other object is refused, with a
+// Warning Event on the UniversalDecorator); its children are the
+// attachments, which the decorator creates, updates and deletes but never
+// adopts; and the reply's labels, annotations and status go to the object
+// itself, with server-side apply under the decorator's field manager. uc
+// adds no condition to a decorated object, whose status belongs to others:
+// a rejected reply is a Warning Event on the object.
+
+// decorate applies the reply of a decorator's hook to the decorated object.
+func (a *Applier) decorate(ctx context.Context, part *partition, ctl *registry.Controller, b *batch, log *slog.Logger) error {
+	m := b.meta
+	key := m.ApplyKey()
+	d, ok := ctl.Decorator.Decorated(m.Resource)
+	if !ok {
+		a.refuseReply(log, ctl, b, fmt.Errorf("it names the resource %q, which the decorator does not decorate", m.Resource))
+		return nil
+	}
+	view := ctl.Decorating(d)
+	obj, err := a.parent(ctx, view, m)
+	if err != nil || obj == nil {
+		if err == nil {
+			log.Info("the decorated object is gone; reply dropped")
+		}
+		part.forget(key)
+		a.decorated.forget(key)
+		return err
+	}
+	if !ctl.Decorates(d, obj) {
+		// This replica's cache may lag behind the watcher's: the apiserver
+		// decides.
+		obj, err = a.dyn.Resource(d.GVR).Namespace(m.Namespace).Get(ctx, m.Name, metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("read %s %s: %w", d.GVK.Kind, m.Key(), err)
+		}
+		if err != nil || obj.GetUID() != m.ParentUID {
+			return nil // gone
+		}
+	}
+	if !ctl.Decorates(d, obj) {
+		a.refuseReply(log, ctl, b, fmt.Errorf("the decorator does not decorate it: its selectors do not match it, and it lacks the finalizer %s", ctl.Finalizer()))
+		return nil
+	}
+	if f := b.failure(); f != nil {
+		reason, problem := decodeFailure(f)
+		return a.rejectDecorated(log, obj, reason, problem)
+	}
+	resp, err := decodeReply[hooks.DecoratorResponse](b.latest(), ctl.HookVersion(m.Hook))
+	var actions []action
+	if err == nil {
+		actions, err = planAttachments(view, obj, resp, cacheLookup{a.reg})
+	}
+	if err != nil {
+		return a.rejectDecorated(log, obj, "InvalidHookReply", fmt.Errorf("%s hook reply rejected: %w", m.Hook, err))
+	}
+	if _, err := a.execute(ctx, view, obj, actions); err != nil {
+		if reason, problem := classify(m.Hook, err); problem != nil {
+			return a.rejectDecorated(log, obj, reason, problem)
+		}
+		return err
+	}
+	if err := a.writeDecoration(ctx, view, d, obj, resp, key); err != nil {
+		if reason, problem := classify(m.Hook, err); problem != nil {
+			return a.rejectDecorated(log, obj, reason, problem)
+		}
+		return err
+	}
+	// The finalizer stays while a finalize hook exists and has not said
+	// finalized.
+	keep := ctl.Spec.Hooks.Finalize != nil && (m.Hook == hooks.Sync || !resp.Finalized)
+	if err := a.setFinalizer(ctx, view, obj, keep); err != nil {
+		return err
+	}
+	if resp.ResyncAfterSeconds > 0 {
+		a.resyncAfter(m, resp.ResyncAfterSeconds)
+	}
+	log.Debug("applied", "writes", len(actions))
+	return a.advanceFence(ctx, part, key, m.Observation)
+}
+
+// refuseReply drops a decorator's reply that is not about an object the
+// decorator decorates, and says so in a Warning Event on the
+// UniversalDecorator. Nothing is written to the object it names.
+func (a *Applier) refuseReply(log *slog.Logger, ctl *registry.Controller, b *batch, problem error) {
+	m := b.meta
+	err := fmt.Errorf("%s reply for %s %s (uid %s) refused: %w", m.Hook, m.Resource, m.Key(), m.ParentUID, problem)
+	log.Error("reply refused", "err", err)
+	a.events.Event(ctl.Object, "Warning", "ReplyRefused", err.Error())
+}
+
+// rejectDecorated reports a reply that cannot be applied to a decorated
+// object in a Warning Event on the object, and touches nothing.
+func (a *Applier) rejectDecorated(log *slog.Logger, obj *unstructured.Unstructured, reason string, problem error) error {
+	log.Error("reply rejected", "reason", reason, "err", problem)
+	a.events.Event(obj, "Warning", reason, problem.Error())
+	return nil
+}
+
+// planAttachments turns a decorator's reply into the writes that make the
+// object's attachments match it. It writes nothing, and it rejects the
+// whole reply when any attachment is not one the decorator may manage: a
+// kind it does not declare, or an existing object that is not already its
+// attachment of this object.
+func planAttachments(ctl *registry.Controller, parent *unstructured.Unstructured, resp *hooks.DecoratorResponse, live liveObjects) ([]action, error) {
+	if err := resp.Validate(); err != nil {
+		return nil, err
+	}
+	owner := ownerRef(ctl, parent)
+	desired := map[childID]bool{}
+	var actions []action
+	for i, d := range resp.Attachments {
+		name := fmt.Sprintf("attachments[%d] %s %q", i, hooks.GroupKey(d.GetKind(), d.GetAPIVersion()), d.GetName())
+		child, obj, err := desire(ctl, parent, attachment(ctl, d), owner, desired, "attachments")
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		cur, exists := live.get(child, obj.GetNamespace(), obj.GetName())
+		if !exists {
+			// A decorator adopts nothing: an object found in the way is
+			// refused unless it is already the object's.
+			actions = append(actions, action{verb: verbCreate, child: child, obj: obj, sel: labels.Nothing(), event: "Created"})
+			continue
+		}
+		if err := mayAttach(ctl, cur, parent.GetUID()); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if a, ok := update(child, cur, obj); ok {
+			actions = append(actions, a)
+		}
+	}
+	for i := range ctl.Children {
+		child := &ctl.Children[i]
+		owned, err := live.owned(child, parent.GetNamespace(), parent.GetUID())
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range owned {
+			if ctl.IsAttachment(o) && !desired[idOf(child, o)] && o.GetDeletionTimestamp() == nil {
+				actions = append(actions, action{verb: verbDelete, child: child, obj: o, event: "Deleted"})
+			}
+		}
+	}
+	return actions, nil
+}
+
+// attachment is a desired attachment marked as the decorator's.
+func attachment(ctl *registry.Controller, d *unstructured.Unstructured) *unstructured.Unstructured {
+	obj := d.DeepCopy()
+	annotations := obj.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[registry.AnnotationDecorator] = ctl.Decorator.Name
+	obj.SetAnnotations(annotations)
+	return obj
+}
+
+// mayAttach tells why a decorator may not manage an existing object named
+// as one of its attachments: it is not controlled by the decorated object,
+// or it is but it is not the decorator's (the object's own controller made
+// it, or another decorator did). It judges the live object.
+func mayAttach(ctl *registry.Controller, cur *unstructured.Unstructured, parent types.UID) error {
+	ref := metav1.GetControllerOfNoCopy(cur)
+	switch {
+	case ref == nil:
+		return fmt.Errorf("an object of that name exists and is controlled by no one: a decorator adopts nothing")
+	case ref.UID != parent:
+		return fmt.Errorf("an object of that name exists and is already controlled by %s %s: uc does not take it over", ref.Kind, ref.Name)
+	case !ctl.IsAttachment(cur):
+		return fmt.Errorf("an object of that name exists, controlled by the decorated object but not by this decorator (it lacks the annotation %s=%s): uc does not take it over",
+			registry.AnnotationDecorator, ctl.Decorator.Name)
+	}
+	return nil
+}
+
+// writeDecoration sets the reply's labels, annotations and status on the
+// decorated object with server-side apply, under the decorator's field
+// manager: a label or annotation it set before and no longer sets is
+// removed, those of others stay. A null status leaves the status alone.
+// The configuration names the object's UID, so it never reaches another
+// object of the same name, nor creates one that was deleted meanwhile. It
+// writes nothing when the object already has what the decorator last wrote
+// to it.
+func (a *Applier) writeDecoration(ctx context.Context, ctl *registry.Controller, d *registry.Decorated, obj *unstructured.Unstructured, resp *hooks.DecoratorResponse, key types.UID) error {
+	lbls, anns := present(resp.Labels), present(resp.Annotations)
+	fp, err := fingerprint(lbls, anns, resp.Status)
+	if err != nil {
+		return err
+	}
+	liveLabels, _, _ := unstructured.NestedMap(obj.Object, "metadata", "labels")
+	liveAnns, _, _ := unstructured.NestedMap(obj.Object, "metadata", "annotations")
+	liveStatus, _, _ := unstructured.NestedMap(obj.Object, "status")
+	if a.decorated.same(key, fp) && contains(liveLabels, lbls) && contains(liveAnns, anns) &&
+		(resp.Status == nil || contains(liveStatus, resp.Status)) {
+		return nil
+	}
+	res := a.dyn.Resource(d.GVR).Namespace(obj.GetNamespace())
+	opts := metav1.ApplyOptions{FieldManager: FieldManager(ctl.Name), Force: true}
+	cfg := parentConfig(obj)
+	meta := cfg.Object["metadata"].(map[string]any)
+	if len(lbls) > 0 {
+		meta["labels"] = lbls
+	}
+	if len(anns) > 0 {
+		meta["annotations"] = anns
+	}
+	if resp.Status != nil && !d.StatusSubresource {
+		cfg.Object["status"] = resp.Status
+	}
+	if _, err := res.Apply(ctx, obj.GetName(), cfg, opts); err != nil {
+		return fmt.Errorf("write the labels and annotations of %s: %w", objectKey(obj), err)
+	}
+	if resp.Status != nil && d.StatusSubresource {
+		cfg := parentConfig(obj)
+		cfg.Object["status"] = resp.Status
+		if _, err := res.ApplyStatus(ctx, obj.GetName(), cfg, opts); err != nil {
+			return fmt.Errorf("write the status of %s: %w", objectKey(obj), err)
+		}
+	}
+	a.decorated.remember(key, fp)
+	return nil
+}
+
+// present is a reply's labels or annotations without the null ones.
+func present(m map[string]*string) map[string]any {
+	out := map[string]any{}
+	for k, v := range m {
+		if v != nil {
+			out[k] = *v
+		}
+	}
+	return out
+}
+
+func fingerprint(parts ...any) (string, error) {
+	b, err := json.Marshal(parts) // maps marshal with sorted keys
+	if err != nil {
+		return "", fmt.Errorf("hash the decoration: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:12]), nil
+}
+
+// decorations remembers, per decorated object and decorator (by
+// bus.Address.ApplyKey), the fingerprint of the labels, annotations and
+// status last written, so an unchanged reply writes nothing. It is only a
+// shortcut: a replica that does not remember writes once, and the
+// apiserver finds nothing to change.
+type decorations struct {
+	mu      sync.Mutex
+	applied map[types.UID]string
+}
+
+func (d *decorations) same(key types.UID, fp string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.applied[key] == fp
+}
+
+func (d *decorations) remember(key types.UID, fp string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.applied == nil {
+		d.applied = map[types.UID]string{}
+	}
+	d.applied[key] = fp
+}
+
+func (d *decorations) forget(key types.UID) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.applied, key)
+}

@@ -1,0 +1,148 @@
+package watcher
+
+import (
+	"context"
+	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
+
+	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/schemas/bus"
+	"universalcontroller.dev/uc/schemas/hooks"
+)
+
+// A decorator's requests are built like a controller's, with the decorated
+// object as the parent: its key names the object's resource, its children
+// are its attachments — the objects it controls that carry the decorator's
+// annotation — and the request is Metacontroller's decorator request. An
+// object is synced while the decorator's selectors match it, and finalized
+// once they stop matching or it is deleted, as long as it carries the
+// decorator's finalizer.
+
+// followDecorator puts a decorator's event handlers on the informers of its
+// decorated resources and of its attachments.
+func (w *Watcher) followDecorator(ctl *registry.Controller, add func(registry.Resource, cache.ResourceEventHandler)) {
+	for i := range ctl.Decorator.Resources {
+		d := &ctl.Decorator.Resources[i]
+		changed := changedRV
+		if d.IgnoreStatusChanges {
+			changed = changedMoreThanStatus
+		}
+		add(d.Resource, changeHandler(func(obj any) { w.enqueueDecorated(ctl, d, obj) }, changed))
+	}
+	for _, child := range ctl.Children {
+		add(child.Resource, changeHandler(func(obj any) { w.enqueueDecoratedOwner(ctl, obj) }, changedRV))
+	}
+}
+
+// enqueueDecorated syncs an object of a decorated resource that the
+// decorator decorates or has to let go.
+func (w *Watcher) enqueueDecorated(ctl *registry.Controller, d *registry.Decorated, obj any) {
+	if u, ok := obj.(*unstructured.Unstructured); ok && ctl.Decorates(d, u) {
+		w.queue.Add(parentKey{ctl.Name, d.Key(), u.GetNamespace(), u.GetName(), false})
+	}
+}
+
+// enqueueDecoratedOwner maps a change of one of the decorator's attachments
+// to the object it is attached to.
+func (w *Watcher) enqueueDecoratedOwner(ctl *registry.Controller, obj any) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok || !ctl.IsAttachment(u) {
+		return
+	}
+	ref := metav1.GetControllerOfNoCopy(u)
+	if ref == nil {
+		return
+	}
+	for _, d := range ctl.Decorator.Resources {
+		if ref.APIVersion != d.APIVersion() || ref.Kind != d.GVK.Kind {
+			continue
+		}
+		ns := ""
+		if d.Namespaced {
+			ns = u.GetNamespace()
+		}
+		w.queue.AddAfter(parentKey{ctl.Name, d.Key(), ns, ref.Name, false}, childDelay)
+	}
+}
+
+// syncDecorated publishes the sync or finalize request of one decorated
+// object.
+func (w *Watcher) syncDecorated(ctx context.Context, ctl *registry.Controller, key parentKey) error {
+	d, ok := ctl.Decorator.Decorated(key.Resource)
+	if !ok {
+		return nil
+	}
+	obj, err := w.reg.Object(d.GVR, key.Namespace, key.Name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !ctl.Decorates(d, obj) {
+		return nil
+	}
+	hook := hooks.Sync
+	if obj.GetDeletionTimestamp() != nil || !d.Selects(obj) {
+		switch {
+		case !slices.Contains(obj.GetFinalizers(), ctl.Finalizer()):
+			return nil // nothing of the decorator's holds it
+		case ctl.Spec.Hooks.Finalize != nil:
+			hook = hooks.Finalize
+		}
+		// else the finalize hook is gone: a sync reply lets it go.
+	}
+	view := ctl.Decorating(d)
+	version := ctl.HookVersion(hook)
+	related, ok, err := w.related(ctx, view, obj, version)
+	if err != nil || !ok {
+		return err // without a customize reply yet, the sync follows it
+	}
+	attached, err := w.attachments(view, obj)
+	if err != nil {
+		return err
+	}
+	req := newDecoratorRequest(view, obj, attached, related, version, hook == hooks.Finalize)
+	meta := w.meta(view, obj, hook)
+	identity := observedObjects(ctl, req.Finalizing, obj, req.Attachments, req.Related)
+	if err := w.publish(ctx, meta, bus.RequestType(hook), meta.RequestSubject(), req, identity, key.Resync); err != nil {
+		return err
+	}
+	w.resyncLater(ctl, key)
+	return nil
+}
+
+// newDecoratorRequest builds a decorator's sync or finalize request: every
+// declared attachment kind has an entry, its objects keyed as the hook
+// version asks. ctl is the decorator's view for the object's resource.
+func newDecoratorRequest(ctl *registry.Controller, obj *unstructured.Unstructured, attached [][]*unstructured.Unstructured, related hooks.GroupedObjects, version string, finalizing bool) *hooks.DecoratorRequest {
+	return &hooks.DecoratorRequest{
+		Controller:  ctl.Object,
+		Object:      obj,
+		Attachments: group(ctl, attached, version),
+		Related:     related,
+		Finalizing:  finalizing,
+	}
+}
+
+// attachments returns, per attachment kind, the decorator's attachments of
+// obj.
+func (w *Watcher) attachments(ctl *registry.Controller, obj *unstructured.Unstructured) ([][]*unstructured.Unstructured, error) {
+	out := make([][]*unstructured.Unstructured, len(ctl.Children))
+	for i, child := range ctl.Children {
+		owned, err := w.reg.Owned(child.GVR, obj.GetNamespace(), obj.GetUID())
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range owned {
+			if ctl.IsAttachment(o) {
+				out[i] = append(out[i], o)
+			}
+		}
+	}
+	return out, nil
+}
