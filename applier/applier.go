@@ -385,8 +385,8 @@ func (b *batch) decode(version string, maxChildren int) (map[string]*hooks.SyncR
 	out := map[string]*hooks.SyncResponse{}
 	for rev, r := range b.replies {
 		resp, err := decodeReply[hooks.SyncResponse](r, version)
-		if err == nil && len(resp.Children) > maxChildren {
-			err = fmt.Errorf("%d children, more than the %d a reply may have (uc's --max-children-per-reply)", len(resp.Children), maxChildren)
+		if err == nil {
+			err = checkCount(len(resp.Children), maxChildren)
 		}
 		if err != nil && rev != b.meta.LatestRevision() {
 			err = fmt.Errorf("the reply for the parent at its older revision %s: %w", rev, err)
@@ -414,6 +414,14 @@ func decodeReply[T any](r *reply, version string) (*T, error) {
 		return nil, fmt.Errorf("not a valid %s response: %w", r.meta.Hook, errors.Join(strict...))
 	}
 	return &resp, nil
+}
+
+// checkCount refuses a reply with more than max children or attachments.
+func checkCount(n, max int) error {
+	if n > max {
+		return fmt.Errorf("%d children, more than the %d a reply may have (uc's --max-children-per-reply)", n, max)
+	}
+	return nil
 }
 
 // decodeFailure turns a failure event into the reason and problem reported

@@ -68,6 +68,9 @@ func (a *Applier) decorate(ctx context.Context, part *partition, ctl *registry.C
 		return a.rejectDecorated(log, obj, reason, problem)
 	}
 	resp, err := decodeReply[hooks.DecoratorResponse](b.latest(), ctl.HookVersion(m.Hook))
+	if err == nil {
+		err = checkCount(len(resp.Attachments), a.opts.MaxChildren)
+	}
 	var actions []action
 	if err == nil {
 		actions, err = planAttachments(view, obj, resp, cacheLookup{a.reg})
