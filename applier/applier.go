@@ -416,10 +416,10 @@ func decodeReply[T any](r *reply, version string) (*T, error) {
 	return &resp, nil
 }
 
-// checkCount refuses a reply with more than max children or attachments.
-func checkCount(n, max int) error {
-	if n > max {
-		return fmt.Errorf("%d children, more than the %d a reply may have (uc's --max-children-per-reply)", n, max)
+// checkCount refuses a reply with more than limit children or attachments.
+func checkCount(n, limit int) error {
+	if n > limit {
+		return fmt.Errorf("%d children, more than the %d a reply may have (uc's --max-children-per-reply)", n, limit)
 	}
 	return nil
 }
