@@ -3,6 +3,7 @@
 package bustest
 
 import (
+	"net"
 	"testing"
 	"time"
 
@@ -17,7 +18,40 @@ import (
 // for one test and connects to it.
 func JetStream(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	ns := start(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	return withStreams(t, connect(t, ns.ClientURL()), jetstream.MemoryStorage)
+}
+
+// Server is an embedded JetStream server storing to files, so that a test
+// can restart it on them.
+type Server struct {
+	t    *testing.T
+	opts server.Options
+	ns   *server.Server
+}
+
+// RestartableJetStream runs a Server with uc's streams for one test, and
+// connects to it with a client that reconnects forever.
+func RestartableJetStream(t *testing.T) (*Server, jetstream.JetStream) {
+	t.Helper()
+	s := &Server{t: t, opts: server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true}}
+	s.ns = start(t, &s.opts)
+	s.opts.Port = s.ns.Addr().(*net.TCPAddr).Port
+	return s, withStreams(t, connect(t, s.ns.ClientURL()), jetstream.FileStorage)
+}
+
+// Restart stops the server and starts it again on the same port and files:
+// what it kept in memory is lost.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.ns.Shutdown()
+	s.ns.WaitForShutdown()
+	s.ns = start(s.t, &s.opts)
+}
+
+func start(t *testing.T, opts *server.Options) *server.Server {
+	t.Helper()
+	ns, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +60,12 @@ func JetStream(t *testing.T) jetstream.JetStream {
 	if !ns.ReadyForConnections(10 * time.Second) {
 		t.Fatal("NATS did not start")
 	}
-	nc, err := nats.Connect(ns.ClientURL())
+	return ns
+}
+
+func connect(t *testing.T, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +74,12 @@ func JetStream(t *testing.T) jetstream.JetStream {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := dispatcher.EnsureStreams(t.Context(), js, dispatcher.TopologyOptions{Storage: jetstream.MemoryStorage}); err != nil {
+	return js
+}
+
+func withStreams(t *testing.T, js jetstream.JetStream, storage jetstream.StorageType) jetstream.JetStream {
+	t.Helper()
+	if err := dispatcher.EnsureStreams(t.Context(), js, dispatcher.TopologyOptions{Storage: storage}); err != nil {
 		t.Fatal(err)
 	}
 	return js
