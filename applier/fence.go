@@ -17,16 +17,20 @@ import (
 type kvFence struct{ kv jetstream.KeyValue }
 
 func newKVFence(ctx context.Context, js jetstream.JetStream, replicas int) (*kvFence, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      bus.FenceBucket,
-		Description: "per parent UID: the observation of the last hook reply applied",
-		Replicas:    max(replicas, 1),
-		Storage:     jetstream.FileStorage,
-	})
+	kv, err := js.CreateOrUpdateKeyValue(ctx, fenceBucket(replicas))
 	if err != nil {
 		return nil, fmt.Errorf("fence bucket: %w", err)
 	}
 	return &kvFence{kv}, nil
+}
+
+func fenceBucket(replicas int) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket:      bus.FenceBucket,
+		Description: "per parent UID: the observation of the last hook reply applied",
+		Replicas:    max(replicas, 1),
+		Storage:     jetstream.FileStorage,
+	}
 }
 
 func (f *kvFence) last(ctx context.Context, uid types.UID) (int64, error) {

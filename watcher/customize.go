@@ -119,25 +119,21 @@ const retryDelay = 2 * time.Second
 
 // consumeCustomizeReplies takes the customize replies of every controller.
 // The consumer is created within attempt; the replies are handled within
-// ctx.
-func (w *Watcher) consumeCustomizeReplies(ctx, attempt context.Context) (jetstream.ConsumeContext, error) {
-	cons, err := w.js.CreateOrUpdateConsumer(attempt, bus.ReplyStream, jetstream.ConsumerConfig{
+// ctx. onLost hears that the consumer may be gone.
+func (w *Watcher) consumeCustomizeReplies(ctx, attempt context.Context, onLost func()) (*bus.KeptConsumer, error) {
+	return bus.KeepConsuming(attempt, w.js, bus.ReplyStream, jetstream.ConsumerConfig{
 		Durable:       bus.WatcherConsumer,
 		Description:   "watcher: customize replies",
 		FilterSubject: bus.HookReplies(hooks.Customize),
 		AckPolicy:     jetstream.AckExplicitPolicy,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("customize reply consumer: %w", err)
-	}
-	return cons.Consume(func(msg jetstream.Msg) {
+	}, func(msg jetstream.Msg) {
 		if err := w.onCustomizeReply(ctx, msg); err != nil {
 			w.log.Error("customize reply", "subject", msg.Subject(), "err", err)
 			_ = msg.NakWithDelay(retryDelay)
 			return
 		}
 		_ = msg.Ack()
-	})
+	}, onLost)
 }
 
 // onCustomizeReply caches a customize reply and syncs its parent, or reports

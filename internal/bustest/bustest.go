@@ -3,6 +3,7 @@
 package bustest
 
 import (
+	"context"
 	"net"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"universalcontroller.dev/uc/dispatcher"
 )
@@ -28,6 +30,7 @@ type Server struct {
 	t    *testing.T
 	opts server.Options
 	ns   *server.Server
+	nc   *nats.Conn // the test's client
 }
 
 // RestartableJetStream runs a Server with uc's streams for one test, and
@@ -37,16 +40,26 @@ func RestartableJetStream(t *testing.T) (*Server, jetstream.JetStream) {
 	s := &Server{t: t, opts: server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true}}
 	s.ns = start(t, &s.opts)
 	s.opts.Port = s.ns.Addr().(*net.TCPAddr).Port
-	return s, withStreams(t, connect(t, s.ns.ClientURL()), jetstream.FileStorage)
+	js := withStreams(t, connect(t, s.ns.ClientURL()), jetstream.FileStorage)
+	s.nc = js.Conn()
+	return s, js
 }
 
-// Restart stops the server and starts it again on the same port and files:
-// what it kept in memory is lost.
+// Restart stops the server and starts it again on the same port and files
+// (what it kept in memory is lost), and waits until the test's client has
+// connected again.
 func (s *Server) Restart() {
 	s.t.Helper()
+	reconnects := s.nc.Stats().Reconnects
 	s.ns.Shutdown()
 	s.ns.WaitForShutdown()
 	s.ns = start(s.t, &s.opts)
+	err := wait.PollUntilContextTimeout(s.t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return s.nc.Stats().Reconnects > reconnects && s.nc.IsConnected(), nil
+	})
+	if err != nil {
+		s.t.Fatal("the client did not connect again to the restarted server")
+	}
 }
 
 func start(t *testing.T, opts *server.Options) *server.Server {

@@ -163,7 +163,7 @@ func Role(role string, partitions int) (User, error) {
 			)
 		}
 		for n := range partitions {
-			u.Publish = append(u.Publish, ownConsumerAPI(bus.ReplyStream, fmt.Sprintf("%s_%d", bus.ApplierConsumer, n))...)
+			u.Publish = append(u.Publish, ownConsumerAPI(bus.ReplyStream, bus.ApplierPartitionConsumer(n))...)
 		}
 	default:
 		return User{}, fmt.Errorf("unknown role %q", role)

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -111,11 +112,15 @@ func HookConsumer(controller, hook string) string {
 }
 
 // Durable consumers of uc's own roles on the reply stream: the appliers take
-// sync and finalize replies, the watcher customize replies.
+// sync and finalize replies, one consumer per partition
+// (ApplierPartitionConsumer), the watcher customize replies.
 const (
 	ApplierConsumer = "applier"
 	WatcherConsumer = "watcher"
 )
+
+// ApplierPartitionConsumer is the appliers' consumer of partition n.
+func ApplierPartitionConsumer(n int) string { return ApplierConsumer + "_" + strconv.Itoa(n) }
 
 // SameMessage tells a redelivery of a message from another message.
 func SameMessage(a, b jetstream.Msg) bool {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -25,14 +26,15 @@ func ConsumerLost(err error) bool {
 }
 
 // KeptConsumer is a durable consumer that a role creates and consumes
-// itself, and creates again when it is lost. Call Check every CheckEvery
-// and whenever its onLost callback fires.
+// itself, and creates again when it is lost: Keep does, or call Check every
+// CheckEvery and whenever the onLost callback fires.
 type KeptConsumer struct {
 	js      jetstream.JetStream
 	stream  string
 	cfg     jetstream.ConsumerConfig
 	handler jetstream.MessageHandler
 	onLost  func()
+	lost    chan struct{} // the consumption reported the consumer lost
 
 	mu      sync.Mutex
 	cc      jetstream.ConsumeContext
@@ -40,10 +42,11 @@ type KeptConsumer struct {
 }
 
 // KeepConsuming creates the durable consumer cfg.Durable of stream (see
-// EnsureConsumer) and consumes it with handler. onLost, which must not
-// block, is called when the consumption reports the consumer may be gone.
+// EnsureConsumer) and consumes it with handler. onLost, if not nil and
+// which must not block, is called when the consumption reports the
+// consumer may be gone.
 func KeepConsuming(ctx context.Context, js jetstream.JetStream, stream string, cfg jetstream.ConsumerConfig, handler jetstream.MessageHandler, onLost func()) (*KeptConsumer, error) {
-	k := &KeptConsumer{js: js, stream: stream, cfg: cfg, handler: handler, onLost: onLost}
+	k := &KeptConsumer{js: js, stream: stream, cfg: cfg, handler: handler, onLost: onLost, lost: make(chan struct{}, 1)}
 	if err := k.create(ctx); err != nil {
 		return nil, err
 	}
@@ -60,7 +63,14 @@ func (k *KeptConsumer) create(ctx context.Context) error {
 		return fmt.Errorf("consumer %s: %w", k.cfg.Durable, err)
 	}
 	cc, err := cons.Consume(k.handler, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		if ConsumerLost(err) {
+		if !ConsumerLost(err) {
+			return
+		}
+		select {
+		case k.lost <- struct{}{}:
+		default:
+		}
+		if k.onLost != nil {
 			k.onLost()
 		}
 	}))
@@ -94,6 +104,28 @@ func (k *KeptConsumer) Check(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	return true, k.create(ctx)
+}
+
+// Keep checks the consumer every CheckEvery, and at once when the
+// consumption reports it lost, until ctx ends.
+func (k *KeptConsumer) Keep(ctx context.Context, log *slog.Logger) {
+	tick := time.NewTicker(CheckEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-k.lost:
+		}
+		recreated, err := k.Check(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Warn("check consumer", "consumer", k.cfg.Durable, "err", err)
+		case recreated:
+			log.Warn("consumer was gone or no longer consumed; consuming it again", "consumer", k.cfg.Durable)
+		}
+	}
 }
 
 // ended tells a consumption the server ended (it deleted the consumer),
