@@ -263,8 +263,9 @@ func (w *Watcher) namespaceLabels(ns string) labels.Set {
 }
 
 // related returns the parent's related objects, or ok=false after asking the
-// customize hook when it has no answer for the parent's generation yet.
-func (w *Watcher) related(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, version string) (hooks.GroupedObjects, bool, error) {
+// customize hook when it has no answer for the parent's generation yet
+// (forced: with a request of its own id, see publish).
+func (w *Watcher) related(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, version string, forced bool) (hooks.GroupedObjects, bool, error) {
 	out := hooks.GroupedObjects{}
 	if ctl.Spec.Hooks.Customize == nil {
 		return out, true, nil
@@ -273,7 +274,7 @@ func (w *Watcher) related(ctx context.Context, ctl *registry.Controller, parent 
 	if cz == nil || cz.generation != parent.GetGeneration() {
 		meta := w.meta(ctl, parent, hooks.Customize)
 		req := &hooks.CustomizeRequest{Controller: ctl.Object, Parent: parent}
-		return nil, false, w.publish(ctx, meta, bus.RequestType(hooks.Customize), meta.RequestSubject(), req, nil, false)
+		return nil, false, w.publish(ctx, meta, bus.RequestType(hooks.Customize), meta.RequestSubject(), req, nil, forced)
 	}
 	for _, r := range cz.rules {
 		group := hooks.GroupKey(r.res.GVK.Kind, r.res.APIVersion())

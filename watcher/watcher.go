@@ -64,6 +64,7 @@ type Watcher struct {
 	queue     workqueue.TypedRateLimitingInterface[parentKey]
 	clock     observationClock
 	customize customizeCache
+	republish *republisher
 
 	mu       sync.Mutex
 	handlers map[string][]handler // by controller name
@@ -111,6 +112,7 @@ func New(reg *registry.Registry, js jetstream.JetStream, opts Options, log *slog
 		applying:  map[parentKey]*hold{},
 		customize: customizeCache{parents: map[types.UID]*customized{}},
 	}
+	w.republish = newRepublisher(js, w.log, func(key parentKey) { w.queue.Add(key) })
 	reg.Subscribe(w.onController)
 	return w
 }
@@ -153,6 +155,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	go w.republish.run(ctx)
 	customize.Keep(ctx, w.log)
 	return nil
 }
