@@ -231,13 +231,15 @@ func (w *Watcher) publish(ctx context.Context, meta bus.Meta, typ, subject strin
 	if err != nil {
 		return err
 	}
-	if _, err := w.js.PublishMsg(ctx, msg, jetstream.WithMsgID(e.ID())); err != nil {
+	ack, err := w.js.PublishMsg(ctx, msg, jetstream.WithMsgID(e.ID()))
+	if err != nil {
 		return fmt.Errorf("publish %s for %s: %w", typ, meta.Key(), err)
 	}
 	if typ == bus.RequestType(meta.Hook) && meta.Revision == "" {
 		w.republish.published(meta, e.ID()) // a request for the parent as it is
 	}
-	w.log.Debug("published", "controller", meta.Controller, "parent", meta.Key(), "type", typ, "observation", meta.Observation)
+	w.log.Debug("published", "controller", meta.Controller, "parent", meta.Key(), "type", typ, "observation", meta.Observation,
+		"duplicate", ack.Duplicate) // dropped by the bus: it holds or held that request
 	return nil
 }
 

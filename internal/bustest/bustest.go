@@ -18,7 +18,7 @@ import (
 
 // JetStream runs an embedded JetStream server with uc's streams (in memory)
 // for one test and connects to it.
-func JetStream(t *testing.T) jetstream.JetStream {
+func JetStream(t testing.TB) jetstream.JetStream {
 	t.Helper()
 	ns := start(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
 	return withStreams(t, connect(t, ns.ClientURL()), jetstream.MemoryStorage)
@@ -27,7 +27,7 @@ func JetStream(t *testing.T) jetstream.JetStream {
 // Server is an embedded JetStream server storing to files, so that a test
 // can restart it on them.
 type Server struct {
-	t    *testing.T
+	t    testing.TB
 	opts server.Options
 	ns   *server.Server
 	nc   *nats.Conn // the test's client
@@ -35,7 +35,7 @@ type Server struct {
 
 // RestartableJetStream runs a Server with uc's streams for one test, and
 // connects to it with a client that reconnects forever.
-func RestartableJetStream(t *testing.T) (*Server, jetstream.JetStream) {
+func RestartableJetStream(t testing.TB) (*Server, jetstream.JetStream) {
 	t.Helper()
 	s := &Server{t: t, opts: server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true}}
 	s.ns = start(t, &s.opts)
@@ -62,7 +62,7 @@ func (s *Server) Restart() {
 	}
 }
 
-func start(t *testing.T, opts *server.Options) *server.Server {
+func start(t testing.TB, opts *server.Options) *server.Server {
 	t.Helper()
 	ns, err := server.NewServer(opts)
 	if err != nil {
@@ -76,7 +76,7 @@ func start(t *testing.T, opts *server.Options) *server.Server {
 	return ns
 }
 
-func connect(t *testing.T, url string) jetstream.JetStream {
+func connect(t testing.TB, url string) jetstream.JetStream {
 	t.Helper()
 	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
@@ -90,7 +90,7 @@ func connect(t *testing.T, url string) jetstream.JetStream {
 	return js
 }
 
-func withStreams(t *testing.T, js jetstream.JetStream, storage jetstream.StorageType) jetstream.JetStream {
+func withStreams(t testing.TB, js jetstream.JetStream, storage jetstream.StorageType) jetstream.JetStream {
 	t.Helper()
 	if err := dispatcher.EnsureStreams(t.Context(), js, dispatcher.TopologyOptions{Storage: storage}); err != nil {
 		t.Fatal(err)

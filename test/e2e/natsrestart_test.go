@@ -60,9 +60,11 @@ func TestNATSRestart(t *testing.T) {
 
 // TestRepublishLostRequest: a request lost on the bus — purged from
 // UC_REQUESTS before any hook worker took it — leaves nothing that would
-// sync its parent again. The watcher finds it nowhere along the pipeline
-// once its grace period is over, publishes the parent again, and the parent
-// converges.
+// sync its parent again. Not even a new watcher: the request it publishes
+// for the parent carries the lost one's id (it is made of what it
+// observed), and the bus drops it as a duplicate. The watcher finds the
+// request nowhere along the pipeline once its grace period is over,
+// publishes the parent again, and the parent converges.
 func TestRepublishLostRequest(t *testing.T) {
 	ctx := t.Context()
 	srv, err := testbed.StartNATS(ctx, filepath.Join(t.TempDir(), "nats"), 0)
@@ -72,7 +74,7 @@ func TestRepublishLostRequest(t *testing.T) {
 	t.Cleanup(srv.Stop)
 	b := newRolesOnBus(t, srv.URL())
 	b.start("dispatcher", "dispatcher")
-	watcher := b.start("watcher", "watcher", "--leader-elect=false")
+	first := b.start("watcher", "watcher", "--leader-elect=false")
 	b.start("applier", "applier")
 	b.createWidget("lost", "v1")
 	eventually(t, time.Minute, b.converged("v1", "lost"))
@@ -105,10 +107,19 @@ func TestRepublishLostRequest(t *testing.T) {
 	}
 	purged := time.Now()
 	t.Log("purged the parent's request before any worker took it")
+	first.proc.Kill()
+	watcher := b.start("watcher-2", "watcher", "--leader-elect=false")
 	b.startWorker()
+	parent := "parent=" + b.ns + "/lost"
+	eventually(t, time.Minute, func() error {
+		if !watcher.logHas("msg=published", parent, "duplicate=true") {
+			return fmt.Errorf("the new watcher's request for the parent was not dropped as a duplicate")
+		}
+		return nil
+	})
 	eventually(t, 3*time.Minute, b.converged("v2", "lost"))
 	t.Logf("the parent converged %s after its request was purged", time.Since(purged).Round(100*time.Millisecond))
-	if !watcher.logHas("publishing the parent again") {
+	if !watcher.logHas("publishing the parent again", parent) {
 		t.Error("the watcher never said it published the parent again")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -47,9 +48,15 @@ type roleProcess struct {
 	proc *testbed.Process
 }
 
-func (r *roleProcess) logHas(s string) bool {
+// logHas tells whether a line of the role's log holds every one of parts.
+func (r *roleProcess) logHas(parts ...string) bool {
 	b, _ := os.ReadFile(r.log)
-	return strings.Contains(string(b), s)
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(line, p) }) {
+			return true
+		}
+	}
+	return false
 }
 
 // rolesOnBus is a namespace, a work dir and a NATS URL on which tests start
