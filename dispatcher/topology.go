@@ -88,7 +88,7 @@ func HookConsumerConfig(controller, hook string) jetstream.ConsumerConfig {
 // Topology keeps one hook consumer per hook of every registered controller:
 // it creates them, creates again those that are lost (a NATS server
 // restarted on its files has lost every consumer whose state was in
-// memory), and deletes those of controllers that are gone.
+// memory), and deletes those of hooks and controllers that are gone.
 type Topology struct {
 	js   jetstream.JetStream
 	log  *slog.Logger
@@ -97,8 +97,7 @@ type Topology struct {
 	mu sync.Mutex
 	// hooks are the hooks whose consumers to keep: true once created.
 	hooks map[hookKey]bool
-	// gone are the hooks of controllers that are gone: their consumers are
-	// deleted.
+	// gone are hooks no longer declared: their consumers are deleted.
 	gone map[hookKey]bool
 }
 
@@ -115,20 +114,18 @@ func NewTopology(js jetstream.JetStream, reg Registrations, log *slog.Logger) *T
 }
 
 func (t *Topology) onController(old, cur *registry.Controller) {
+	name, declared := declaredHooks(old, cur)
 	t.mu.Lock()
-	if cur == nil {
-		for _, hook := range allHooks {
-			key := hookKey{old.Name, hook}
+	for _, hook := range allHooks {
+		key := hookKey{name, hook}
+		_, kept := t.hooks[key]
+		switch {
+		case declared[hook] == nil:
 			delete(t.hooks, key)
 			t.gone[key] = true
-		}
-	} else {
-		for hook := range hooksOf(cur) {
-			key := hookKey{cur.Name, hook}
+		case !kept:
 			delete(t.gone, key)
-			if _, kept := t.hooks[key]; !kept {
-				t.hooks[key] = false // to create
-			}
+			t.hooks[key] = false // to create
 		}
 	}
 	t.mu.Unlock()
@@ -217,6 +214,15 @@ func (k hookKey) consumer() string { return bus.HookConsumer(k.controller, k.hoo
 
 // allHooks names every hook a controller may declare.
 var allHooks = []string{hooks.Sync, hooks.Finalize, hooks.Customize}
+
+// declaredHooks names the controller of a registry change and the hooks it
+// now declares (none once removed).
+func declaredHooks(old, cur *registry.Controller) (string, map[string]*v1alpha1.Hook) {
+	if cur == nil {
+		return old.Name, nil
+	}
+	return cur.Name, hooksOf(cur)
+}
 
 // hooksOf is a controller's declared hooks, by name.
 func hooksOf(c *registry.Controller) map[string]*v1alpha1.Hook {

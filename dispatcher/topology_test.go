@@ -25,7 +25,7 @@ func (r *registrations) Subscribe(l registry.Listener) { r.listener = l }
 
 // TestTopologyKeepsHookConsumers: the hook consumers of a registered
 // controller are created, created again after a NATS restart lost them (or
-// someone deleted them), and deleted with the controller.
+// someone deleted them), and deleted with their hook or the controller.
 func TestTopologyKeepsHookConsumers(t *testing.T) {
 	s, js := bustest.RestartableJetStream(t)
 	reg := &registrations{}
@@ -73,7 +73,16 @@ func TestTopologyKeepsHookConsumers(t *testing.T) {
 	}
 	exist(true, deleted)
 
-	reg.listener(ctl, nil)
+	synced := &registry.Controller{Name: ctl.Name, Generation: 2} // the finalize hook dropped
+	reg.listener(ctl, synced)
+	if got, want := topology.Consumers(), names[1:]; !slices.Equal(got, want) {
+		t.Fatalf("consumers %v, want %v", got, want)
+	}
+	names = names[:1]
+	exist(false, time.Time{})
+
+	names = []string{bus.HookConsumer(ctl.Name, "sync")}
+	reg.listener(synced, nil)
 	exist(false, time.Time{})
 	if got := topology.Consumers(); len(got) != 0 {
 		t.Errorf("consumers of a removed controller: %v", got)
