@@ -1,15 +1,22 @@
 package watcher
 
 import (
+	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/types"
 
+	"universalcontroller.dev/uc/dispatcher"
 	"universalcontroller.dev/uc/internal/bustest"
+	"universalcontroller.dev/uc/internal/natsauth"
 	"universalcontroller.dev/uc/schemas/bus"
 )
 
@@ -101,5 +108,45 @@ func TestRepublishWaits(t *testing.T) {
 		if got := r.last[key].republished; got != tt.want {
 			t.Errorf("%s: counted %d re-publishes, want %d", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestRepublishAsWatcherUser: the watcher's least-privilege NATS user may
+// look for a request along the whole pipeline.
+func TestRepublishAsWatcherUser(t *testing.T) {
+	users, err := natsauth.Users(bus.DefaultPartitions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conf strings.Builder
+	for _, u := range users {
+		fmt.Fprintf(&conf, "%s: \"pw\"\n", natsauth.PasswordVariable(u.Name))
+	}
+	conf.WriteString(natsauth.Config(users))
+	path := filepath.Join(t.TempDir(), "nats.conf")
+	if err := os.WriteFile(path, []byte(conf.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Host, opts.Port, opts.JetStream, opts.StoreDir, opts.NoLog, opts.NoSigs = "127.0.0.1", -1, true, t.TempDir(), true, true
+	ns := bustest.Start(t, opts)
+	ctx := t.Context()
+	as := func(role string) jetstream.JetStream {
+		return bustest.Connect(t, ns.ClientURL(), nats.UserInfo(natsauth.RoleUser(role), "pw"), nats.CustomInboxPrefix(natsauth.RoleInbox(role)))
+	}
+	if err := dispatcher.EnsureStreams(ctx, as(natsauth.Dispatcher), dispatcher.TopologyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := as(natsauth.Applier).CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bus.FenceBucket}); err != nil {
+		t.Fatal(err)
+	}
+	r := newRepublisher(as(natsauth.Watcher), slog.Default(), nil)
+	meta := bus.Meta{Address: bus.Address{Controller: "c", Hook: "sync", ParentUID: "u"}, Name: "p"}
+	where, err := r.find(ctx, &lastRequest{uid: meta.ParentUID, id: "x", request: meta.RequestSubject(), reply: meta.ReplySubject()})
+	if err != nil || where != "" {
+		t.Fatalf("find = %q, %v; want a lost request", where, err)
 	}
 }

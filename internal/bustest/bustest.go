@@ -20,8 +20,8 @@ import (
 // for one test and connects to it.
 func JetStream(t testing.TB) jetstream.JetStream {
 	t.Helper()
-	ns := start(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	return withStreams(t, connect(t, ns.ClientURL()), jetstream.MemoryStorage)
+	ns := Start(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	return withStreams(t, Connect(t, ns.ClientURL()), jetstream.MemoryStorage)
 }
 
 // Server is an embedded JetStream server storing to files, so that a test
@@ -38,9 +38,9 @@ type Server struct {
 func RestartableJetStream(t testing.TB) (*Server, jetstream.JetStream) {
 	t.Helper()
 	s := &Server{t: t, opts: server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true}}
-	s.ns = start(t, &s.opts)
+	s.ns = Start(t, &s.opts)
 	s.opts.Port = s.ns.Addr().(*net.TCPAddr).Port
-	js := withStreams(t, connect(t, s.ns.ClientURL()), jetstream.FileStorage)
+	js := withStreams(t, Connect(t, s.ns.ClientURL()), jetstream.FileStorage)
 	s.nc = js.Conn()
 	return s, js
 }
@@ -53,7 +53,7 @@ func (s *Server) Restart() {
 	reconnects := s.nc.Stats().Reconnects
 	s.ns.Shutdown()
 	s.ns.WaitForShutdown()
-	s.ns = start(s.t, &s.opts)
+	s.ns = Start(s.t, &s.opts)
 	err := wait.PollUntilContextTimeout(s.t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		return s.nc.Stats().Reconnects > reconnects && s.nc.IsConnected(), nil
 	})
@@ -62,7 +62,8 @@ func (s *Server) Restart() {
 	}
 }
 
-func start(t testing.TB, opts *server.Options) *server.Server {
+// Start runs an embedded NATS server for one test.
+func Start(t testing.TB, opts *server.Options) *server.Server {
 	t.Helper()
 	ns, err := server.NewServer(opts)
 	if err != nil {
@@ -76,9 +77,10 @@ func start(t testing.TB, opts *server.Options) *server.Server {
 	return ns
 }
 
-func connect(t testing.TB, url string) jetstream.JetStream {
+// Connect connects to url for one test, with opts, reconnecting forever.
+func Connect(t testing.TB, url string, opts ...nats.Option) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	nc, err := nats.Connect(url, append(opts, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))...)
 	if err != nil {
 		t.Fatal(err)
 	}
