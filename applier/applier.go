@@ -351,7 +351,7 @@ func (a *Applier) apply(ctx context.Context, part *partition, b *batch) error {
 		a.resyncAfter(m, resp.ResyncAfterSeconds)
 	}
 	log.Debug("applied", "writes", len(actions))
-	return a.advanceFence(ctx, part, m.ApplyKey(), m.Observation)
+	return a.advanceFence(ctx, part, m)
 }
 
 // parent returns the parent the reply is for, or nil when it is gone or was

@@ -100,7 +100,7 @@ func (a *Applier) decorate(ctx context.Context, part *partition, ctl *registry.C
 		a.resyncAfter(m, resp.ResyncAfterSeconds)
 	}
 	log.Debug("applied", "writes", len(actions))
-	return a.advanceFence(ctx, part, key, m.Observation)
+	return a.advanceFence(ctx, part, m)
 }
 
 // refuseReply drops a decorator's reply that is not about an object the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,16 +16,20 @@ import (
 type kvFence struct{ kv jetstream.KeyValue }
 
 func newKVFence(ctx context.Context, js jetstream.JetStream, replicas int) (*kvFence, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      bus.FenceBucket,
-		Description: "per parent UID: the observation of the last hook reply applied",
-		Replicas:    max(replicas, 1),
-		Storage:     jetstream.FileStorage,
-	})
+	kv, err := js.CreateOrUpdateKeyValue(ctx, fenceBucket(replicas))
 	if err != nil {
 		return nil, fmt.Errorf("fence bucket: %w", err)
 	}
 	return &kvFence{kv}, nil
+}
+
+func fenceBucket(replicas int) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket:      bus.FenceBucket,
+		Description: "per parent UID: the observation and request of the last hook reply applied",
+		Replicas:    max(replicas, 1),
+		Storage:     jetstream.FileStorage,
+	}
 }
 
 func (f *kvFence) last(ctx context.Context, uid types.UID) (int64, error) {
@@ -37,11 +40,12 @@ func (f *kvFence) last(ctx context.Context, uid types.UID) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("read fence of %s: %w", uid, err)
 	}
-	return strconv.ParseInt(string(e.Value()), 10, 64)
+	fence, err := bus.ParseFence(e.Value())
+	return fence.Observation, err
 }
 
-func (f *kvFence) advance(ctx context.Context, uid types.UID, observation int64) error {
-	if _, err := f.kv.Put(ctx, string(uid), []byte(strconv.FormatInt(observation, 10))); err != nil {
+func (f *kvFence) advance(ctx context.Context, uid types.UID, fence bus.Fence) error {
+	if _, err := f.kv.Put(ctx, string(uid), fence.Value()); err != nil {
 		return fmt.Errorf("advance fence of %s: %w", uid, err)
 	}
 	return nil
@@ -71,13 +75,15 @@ func (a *Applier) lastApplied(ctx context.Context, p *partition, uid types.UID) 
 	return last, nil
 }
 
-// advanceFence records that a reply of that observation was applied.
-func (a *Applier) advanceFence(ctx context.Context, p *partition, uid types.UID, observation int64) error {
-	if err := a.fence.advance(ctx, uid, observation); err != nil {
-		p.forget(uid) // the bucket may or may not hold it: read it again
+// advanceFence records that the reply of the parent's latest revision with
+// that meta was applied.
+func (a *Applier) advanceFence(ctx context.Context, p *partition, m bus.Meta) error {
+	key := m.ApplyKey()
+	if err := a.fence.advance(ctx, key, bus.Fence{Observation: m.Observation, Request: m.RequestID}); err != nil {
+		p.forget(key) // the bucket may or may not hold it: read it again
 		return err
 	}
-	p.remember(uid, observation)
+	p.remember(key, m.Observation)
 	return nil
 }
 

@@ -42,7 +42,7 @@ const (
 // partition is one partition this replica holds.
 type partition struct {
 	n         int
-	cc        jetstream.ConsumeContext
+	consumer  *bus.KeptConsumer
 	rev       uint64    // revision of its key in uc_partitions
 	renewed   time.Time // last successful renewal
 	releasing bool
@@ -63,6 +63,9 @@ type owner struct {
 	a               *Applier
 	id              string
 	members, owners jetstream.KeyValue
+	// lost hears that a partition's consumption reported its consumer
+	// lost: balance then checks the consumers at once.
+	lost chan struct{}
 }
 
 func newOwner(ctx context.Context, a *Applier) (*owner, error) {
@@ -71,15 +74,13 @@ func newOwner(ctx context.Context, a *Applier) (*owner, error) {
 		host, _ := os.Hostname()
 		id = host + "_" + uuid.NewString()[:8]
 	}
-	o := &owner{a: a, id: bus.Token(id)}
+	o := &owner{a: a, id: bus.Token(id), lost: make(chan struct{}, 1)}
 	var err error
 	for _, b := range []struct {
 		name string
 		kv   *jetstream.KeyValue
 	}{{bus.AppliersBucket, &o.members}, {bus.PartitionsBucket, &o.owners}} {
-		*b.kv, err = a.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: b.name, TTL: leaseTTL, Storage: jetstream.FileStorage, Replicas: max(a.opts.Replicas, 1),
-		})
+		*b.kv, err = a.js.CreateOrUpdateKeyValue(ctx, ownershipBucket(b.name, a.opts.Replicas))
 		if err != nil {
 			return nil, fmt.Errorf("bucket %s: %w", b.name, err)
 		}
@@ -87,8 +88,14 @@ func newOwner(ctx context.Context, a *Applier) (*owner, error) {
 	return o, nil
 }
 
-// run balances partitions every renewEvery until ctx ends, then releases
-// every partition it holds.
+// ownershipBucket is the configuration of a bucket whose keys are leases.
+func ownershipBucket(name string, replicas int) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{Bucket: name, TTL: leaseTTL, Storage: jetstream.FileStorage, Replicas: max(replicas, 1)}
+}
+
+// run balances partitions every renewEvery, and when a consumption reports
+// its consumer lost, until ctx ends; then it releases every partition it
+// holds.
 func (o *owner) run(ctx context.Context) {
 	tick := time.NewTicker(renewEvery)
 	defer tick.Stop()
@@ -103,7 +110,42 @@ func (o *owner) run(ctx context.Context) {
 			cancel()
 			return
 		case <-tick.C:
+		case <-o.lost:
 		}
+	}
+}
+
+// consumerLost wakes run: a partition's consumer may be gone.
+func (o *owner) consumerLost() {
+	select {
+	case o.lost <- struct{}{}:
+	default:
+	}
+}
+
+// checkBuckets creates again the applier's buckets that are gone: a NATS
+// server that lost its files, or an operator, may have removed them. The
+// keys they held are lost: a replica whose partition key is gone stops
+// consuming the partition when its renewal fails, and takes it again.
+func (o *owner) checkBuckets(ctx context.Context) {
+	for _, cfg := range []jetstream.KeyValueConfig{
+		ownershipBucket(bus.AppliersBucket, o.a.opts.Replicas),
+		ownershipBucket(bus.PartitionsBucket, o.a.opts.Replicas),
+		fenceBucket(o.a.opts.Replicas),
+	} {
+		_, err := o.a.js.KeyValue(ctx, cfg.Bucket)
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, jetstream.ErrBucketNotFound) {
+			o.a.log.Warn("check bucket", "bucket", cfg.Bucket, "err", err)
+			continue
+		}
+		if _, err := o.a.js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
+			o.a.log.Error("create again a bucket that is gone", "bucket", cfg.Bucket, "err", err)
+			continue
+		}
+		o.a.log.Warn("bucket was gone; created it again", "bucket", cfg.Bucket)
 	}
 }
 
@@ -123,6 +165,7 @@ func (o *owner) held() []*partition {
 // the rest waits for the next round.
 func (o *owner) balance(ctx context.Context) {
 	deadline := time.Now().Add(renewEvery)
+	o.checkBuckets(ctx)
 	if _, err := o.members.Put(ctx, o.id, nil); err != nil {
 		o.a.log.Warn("applier heartbeat", "err", err)
 	}
@@ -237,8 +280,8 @@ func (o *owner) acquire(ctx context.Context, n int) {
 		}
 		return
 	}
-	cons, err := bus.EnsureConsumer(ctx, o.a.js, bus.ReplyStream, jetstream.ConsumerConfig{
-		Durable:     fmt.Sprintf("%s_%d", bus.ApplierConsumer, n),
+	consumer, err := bus.KeepConsuming(ctx, o.a.js, bus.ReplyStream, jetstream.ConsumerConfig{
+		Durable:     bus.ApplierPartitionConsumer(n),
 		Description: fmt.Sprintf("appliers, partition %d", n),
 		FilterSubjects: []string{
 			bus.PartitionReplies(hooks.Sync, n), bus.PartitionReplies(hooks.Finalize, n),
@@ -247,23 +290,20 @@ func (o *owner) acquire(ctx context.Context, n int) {
 		AckWait:       30 * time.Second,
 		MaxAckPending: 5000,
 		MemoryStorage: bus.ConsumerStateInMemory,
-	})
-	var cc jetstream.ConsumeContext
-	if err == nil {
-		cc, err = cons.Consume(o.a.receive)
-	}
+	}, o.a.receive, o.consumerLost)
 	if err != nil {
 		o.a.log.Error("consume partition", "partition", n, "err", err)
 		_ = o.owners.Delete(ctx, bus.PartitionKey(n), jetstream.LastRevision(rev))
 		return
 	}
 	o.a.mu.Lock()
-	o.a.held[n] = &partition{n: n, cc: cc, rev: rev, renewed: time.Now(), fenced: map[types.UID]int64{}, deferred: map[types.UID]bool{}}
+	o.a.held[n] = &partition{n: n, consumer: consumer, rev: rev, renewed: time.Now(), fenced: map[types.UID]int64{}, deferred: map[types.UID]bool{}}
 	o.a.mu.Unlock()
 	o.a.log.Info("partition acquired", "partition", n, "replica", o.id)
 }
 
-// renew extends the hold on a partition; losing it stops its consumption.
+// renew extends the hold on a partition, and makes sure its consumer exists
+// and is consumed; losing the hold stops its consumption.
 func (o *owner) renew(ctx context.Context, p *partition) {
 	rev, err := o.owners.Update(ctx, bus.PartitionKey(p.n), []byte(o.id), p.rev)
 	if err != nil {
@@ -274,6 +314,13 @@ func (o *owner) renew(ctx context.Context, p *partition) {
 	o.a.mu.Lock()
 	p.rev, p.renewed = rev, time.Now()
 	o.a.mu.Unlock()
+	recreated, err := p.consumer.Check(ctx)
+	switch {
+	case err != nil:
+		o.a.log.Warn("check the partition's consumer", "partition", p.n, "err", err)
+	case recreated:
+		o.a.log.Warn("the partition's consumer was gone or no longer consumed; consuming it again", "partition", p.n, "consumer", p.consumer.Name())
+	}
 }
 
 // release hands a partition over: stop consuming it, give its waiting
@@ -291,8 +338,7 @@ func (o *owner) stop(p *partition) {
 	p.releasing = true
 	delete(o.a.held, p.n)
 	o.a.mu.Unlock()
-	p.cc.Drain()
-	<-p.cc.Closed()
+	p.consumer.Drain()
 	o.a.mu.Lock()
 	for uid, b := range o.a.pending {
 		if b.meta.Partition == p.n {
@@ -302,6 +348,19 @@ func (o *owner) stop(p *partition) {
 	}
 	o.a.mu.Unlock()
 	p.active.Wait()
+}
+
+// Consumers names the consumers of the partitions this replica holds: they
+// must exist for it to be ready.
+func (a *Applier) Consumers() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	names := make([]string, 0, len(a.held))
+	for _, p := range a.held {
+		names = append(names, p.consumer.Name())
+	}
+	slices.Sort(names)
+	return names
 }
 
 // begin marks an apply of partition n in flight, if this replica may apply

@@ -2,7 +2,12 @@ package applier
 
 import (
 	"fmt"
+	"log/slog"
+	"slices"
 	"testing"
+
+	"universalcontroller.dev/uc/internal/bustest"
+	"universalcontroller.dev/uc/schemas/bus"
 )
 
 // TestAssign: every partition has one owner, every member holds its share
@@ -66,5 +71,59 @@ func TestAssign(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPartitionsKeepTheirConsumers: the consumer of a partition held, lost
+// with a NATS restart or deleted, is created again and consumed by the next
+// balance, as are the applier's buckets.
+func TestPartitionsKeepTheirConsumers(t *testing.T) {
+	s, js := bustest.RestartableJetStream(t)
+	ctx := t.Context()
+	a := New(nil, nil, js, nil, Options{Partitions: 2}, slog.Default())
+	var err error
+	if a.fence, err = newKVFence(ctx, js, 1); err != nil {
+		t.Fatal(err)
+	}
+	o, err := newOwner(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.balance(ctx)
+	names := []string{bus.ApplierPartitionConsumer(0), bus.ApplierPartitionConsumer(1)}
+	if got := a.Consumers(); !slices.Equal(got, names) {
+		t.Fatalf("consumers %v, want %v", got, names)
+	}
+	missing := func() []string {
+		var out []string
+		for _, n := range names {
+			if _, err := js.Consumer(ctx, bus.ReplyStream, n); err != nil {
+				out = append(out, n)
+			}
+		}
+		for _, b := range bus.ApplierBuckets {
+			if _, err := js.KeyValue(ctx, b); err != nil {
+				out = append(out, b)
+			}
+		}
+		return out
+	}
+	if m := missing(); len(m) > 0 {
+		t.Fatalf("missing after the first balance: %v", m)
+	}
+
+	s.Restart()
+	if err := js.DeleteKeyValue(ctx, bus.FenceBucket); err != nil {
+		t.Fatal(err)
+	}
+	if m := missing(); len(m) != len(names)+1 {
+		t.Fatalf("missing after the restart: %v; want both consumers and the fence", m)
+	}
+	o.balance(ctx)
+	if m := missing(); len(m) > 0 {
+		t.Errorf("missing after a balance: %v", m)
+	}
+	if got := a.Consumers(); !slices.Equal(got, names) {
+		t.Errorf("consumers %v, want %v", got, names)
 	}
 }

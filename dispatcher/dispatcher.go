@@ -93,13 +93,7 @@ func (d *Dispatcher) destinationChanged(controller types.NamespacedName) {
 }
 
 func (d *Dispatcher) onController(old, cur *registry.Controller) {
-	var name string
-	var specs map[string]*v1alpha1.Hook
-	if cur != nil {
-		name, specs = cur.Name, hooksOf(cur)
-	} else {
-		name = old.Name
-	}
+	name, specs := declaredHooks(old, cur)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, hook := range allHooks {

@@ -11,10 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/schemas/bus"
@@ -83,55 +85,144 @@ func HookConsumerConfig(controller, hook string) jetstream.ConsumerConfig {
 	}
 }
 
-// Topology keeps one hook consumer per hook of every registered controller.
+// Topology keeps one hook consumer per hook of every registered controller:
+// it creates them, creates again those that are lost (a NATS server
+// restarted on its files has lost every consumer whose state was in
+// memory), and deletes those of hooks and controllers that are gone.
 type Topology struct {
-	js  jetstream.JetStream
-	log *slog.Logger
+	js   jetstream.JetStream
+	log  *slog.Logger
+	wake chan struct{}
+
+	mu sync.Mutex
+	// hooks are the hooks whose consumers to keep: true once created.
+	hooks map[hookKey]bool
+	// gone are hooks no longer declared: their consumers are deleted.
+	gone map[hookKey]bool
 }
 
-// NewTopology makes a Topology that follows the registry.
-func NewTopology(js jetstream.JetStream, reg *registry.Registry, log *slog.Logger) *Topology {
-	t := &Topology{js: js, log: log.With("component", "dispatcher")}
+// Registrations tells about controllers as they are registered, changed
+// and removed; *registry.Registry does.
+type Registrations interface{ Subscribe(registry.Listener) }
+
+// NewTopology makes a Topology that follows the registry. Run it.
+func NewTopology(js jetstream.JetStream, reg Registrations, log *slog.Logger) *Topology {
+	t := &Topology{js: js, log: log.With("component", "dispatcher"), wake: make(chan struct{}, 1),
+		hooks: map[hookKey]bool{}, gone: map[hookKey]bool{}}
 	reg.Subscribe(t.onController)
 	return t
 }
 
 func (t *Topology) onController(old, cur *registry.Controller) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if cur == nil {
-		for _, hook := range allHooks {
-			err := t.js.DeleteConsumer(ctx, bus.RequestStream, bus.HookConsumer(old.Name, hook))
-			if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-				t.log.Error("delete hook consumer", "controller", old.Name, "hook", hook, "err", err)
-			}
+	name, declared := declaredHooks(old, cur)
+	t.mu.Lock()
+	for _, hook := range allHooks {
+		key := hookKey{name, hook}
+		_, kept := t.hooks[key]
+		switch {
+		case declared[hook] == nil:
+			delete(t.hooks, key)
+			t.gone[key] = true
+		case !kept:
+			delete(t.gone, key)
+			t.hooks[key] = false // to create
 		}
-		return
 	}
-	for hook := range hooksOf(cur) {
-		go t.ensureConsumer(cur.Name, hook)
+	t.mu.Unlock()
+	select {
+	case t.wake <- struct{}{}:
+	default:
 	}
 }
 
-// ensureConsumer creates a hook's consumer, retrying while the bus is down
-// or electing a leader (it drops requests then), for up to 5 minutes.
-func (t *Topology) ensureConsumer(controller, hook string) {
-	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
-		attempt, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if _, err := bus.EnsureConsumer(attempt, t.js, bus.RequestStream, HookConsumerConfig(controller, hook)); err != nil {
-			t.log.Warn("retrying", "what", "create hook consumer", "controller", controller, "hook", hook, "err", err)
-			return false, nil
+// Run keeps the hook consumers until ctx ends: at once when a controller
+// comes or goes, and every bus.CheckEvery.
+func (t *Topology) Run(ctx context.Context) error {
+	tick := time.NewTicker(bus.CheckEvery)
+	defer tick.Stop()
+	for {
+		t.keep(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		case <-t.wake:
 		}
-		return true, nil
-	})
-	if err != nil {
-		t.log.Error("create hook consumer", "controller", controller, "hook", hook, "err", err)
 	}
 }
+
+// keep deletes the consumers of controllers that are gone, creates those of
+// new ones, and creates again those that are lost. What fails is retried
+// on the next round: the bus may be down, or electing a leader.
+func (t *Topology) keep(ctx context.Context) {
+	t.mu.Lock()
+	hooks, gone := maps.Clone(t.hooks), maps.Clone(t.gone)
+	t.mu.Unlock()
+	for key := range gone {
+		err := t.js.DeleteConsumer(ctx, bus.RequestStream, key.consumer())
+		if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			t.log.Error("delete hook consumer", "controller", key.controller, "hook", key.hook, "err", err)
+			continue
+		}
+		t.mu.Lock()
+		delete(t.gone, key)
+		t.mu.Unlock()
+	}
+	for key, created := range hooks {
+		attempt, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := t.ensure(attempt, key, created)
+		cancel()
+		if err != nil {
+			t.log.Warn("retrying", "what", "create hook consumer", "controller", key.controller, "hook", key.hook, "err", err)
+			continue
+		}
+		t.mu.Lock()
+		if _, ok := t.hooks[key]; ok {
+			t.hooks[key] = true
+		}
+		t.mu.Unlock()
+	}
+}
+
+// ensure creates a hook's consumer unless it was created and still exists.
+func (t *Topology) ensure(ctx context.Context, key hookKey, created bool) error {
+	if created {
+		_, err := t.js.Consumer(ctx, bus.RequestStream, key.consumer())
+		if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return err
+		}
+		t.log.Warn("hook consumer was gone; creating it again", "controller", key.controller, "hook", key.hook)
+	}
+	_, err := bus.EnsureConsumer(ctx, t.js, bus.RequestStream, HookConsumerConfig(key.controller, key.hook))
+	return err
+}
+
+// Consumers names the hook consumers of the registered controllers: they
+// must exist for the dispatcher to be ready.
+func (t *Topology) Consumers() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	names := make([]string, 0, len(t.hooks))
+	for key := range t.hooks {
+		names = append(names, key.consumer())
+	}
+	slices.Sort(names)
+	return names
+}
+
+func (k hookKey) consumer() string { return bus.HookConsumer(k.controller, k.hook) }
 
 // allHooks names every hook a controller may declare.
 var allHooks = []string{hooks.Sync, hooks.Finalize, hooks.Customize}
+
+// declaredHooks names the controller of a registry change and the hooks it
+// now declares (none once removed).
+func declaredHooks(old, cur *registry.Controller) (string, map[string]*v1alpha1.Hook) {
+	if cur == nil {
+		return old.Name, nil
+	}
+	return cur.Name, hooksOf(cur)
+}
 
 // hooksOf is a controller's declared hooks, by name.
 func hooksOf(c *registry.Controller) map[string]*v1alpha1.Hook {

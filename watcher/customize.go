@@ -122,25 +122,21 @@ const retryDelay = 2 * time.Second
 
 // consumeCustomizeReplies takes the customize replies of every controller.
 // The consumer is created within attempt; the replies are handled within
-// ctx.
-func (w *Watcher) consumeCustomizeReplies(ctx, attempt context.Context) (jetstream.ConsumeContext, error) {
-	cons, err := w.js.CreateOrUpdateConsumer(attempt, bus.ReplyStream, jetstream.ConsumerConfig{
+// ctx. onLost hears that the consumer may be gone.
+func (w *Watcher) consumeCustomizeReplies(ctx, attempt context.Context, onLost func()) (*bus.KeptConsumer, error) {
+	return bus.KeepConsuming(attempt, w.js, bus.ReplyStream, jetstream.ConsumerConfig{
 		Durable:       bus.WatcherConsumer,
 		Description:   "watcher: customize replies",
 		FilterSubject: bus.HookReplies(hooks.Customize),
 		AckPolicy:     jetstream.AckExplicitPolicy,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("customize reply consumer: %w", err)
-	}
-	return cons.Consume(func(msg jetstream.Msg) {
+	}, func(msg jetstream.Msg) {
 		if err := w.customizeReplyWithin(ctx, msg); err != nil {
 			w.log.Error("customize reply", "subject", msg.Subject(), "err", err)
 			_ = msg.NakWithDelay(retryDelay)
 			return
 		}
 		_ = msg.Ack()
-	})
+	}, onLost)
 }
 
 // customizeReplyWithin handles a customize reply within itemTimeout. A
@@ -279,8 +275,9 @@ func (w *Watcher) namespaceLabels(ns string) labels.Set {
 }
 
 // related returns the parent's related objects, or ok=false after asking the
-// customize hook when it has no answer for the parent's generation yet.
-func (w *Watcher) related(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, version string) (hooks.GroupedObjects, bool, error) {
+// customize hook when it has no answer for the parent's generation yet
+// (forced: with a request of its own id, see publish).
+func (w *Watcher) related(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, version string, forced bool) (hooks.GroupedObjects, bool, error) {
 	out := hooks.GroupedObjects{}
 	if ctl.Spec.Hooks.Customize == nil {
 		return out, true, nil
@@ -289,7 +286,7 @@ func (w *Watcher) related(ctx context.Context, ctl *registry.Controller, parent 
 	if cz == nil || cz.generation != parent.GetGeneration() {
 		meta := w.meta(ctl, parent, hooks.Customize)
 		req := &hooks.CustomizeRequest{Controller: ctl.Object, Parent: parent}
-		return nil, false, w.publish(ctx, meta, bus.RequestType(hooks.Customize), meta.RequestSubject(), req, nil, false)
+		return nil, false, w.publish(ctx, meta, bus.RequestType(hooks.Customize), meta.RequestSubject(), req, nil, forced)
 	}
 	for _, r := range cz.rules {
 		group := hooks.GroupKey(r.res.GVK.Kind, r.res.APIVersion())

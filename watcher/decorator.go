@@ -98,7 +98,7 @@ func (w *Watcher) syncDecorated(ctx context.Context, ctl *registry.Controller, k
 	}
 	view := ctl.Decorating(d)
 	version := ctl.HookVersion(hook)
-	related, ok, err := w.related(ctx, view, obj, version)
+	related, ok, err := w.related(ctx, view, obj, version, key.Resync)
 	if err != nil || !ok {
 		return err // without a customize reply yet, the sync follows it
 	}

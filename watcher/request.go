@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -29,7 +30,11 @@ import (
 // the request stream keeps only the latest request per parent.
 func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 	ctl, ok := w.reg.Get(key.Controller)
-	if !ok || w.heldBack(key) {
+	if !ok {
+		w.republish.forget(key)
+		return nil
+	}
+	if w.heldBack(key) {
 		return nil
 	}
 	if ctl.Decorator != nil {
@@ -37,18 +42,21 @@ func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 	}
 	parent, err := w.reg.Object(ctl.Parent.GVR, key.Namespace, key.Name)
 	if apierrors.IsNotFound(err) {
+		w.republish.forget(key)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
 	if !ctl.ParentSelector.Matches(labels.Set(parent.GetLabels())) {
+		w.republish.forget(key)
 		return nil
 	}
 	hook := hooks.Sync
 	if parent.GetDeletionTimestamp() != nil {
 		switch {
 		case !slices.Contains(parent.GetFinalizers(), ctl.Finalizer()):
+			w.republish.forget(key)
 			return nil // nothing of uc's holds the parent
 		case ctl.Spec.Hooks.Finalize != nil:
 			hook = hooks.Finalize
@@ -67,7 +75,7 @@ func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 		return err
 	}
 	version := ctl.HookVersion(hook)
-	related, ok, err := w.related(ctx, ctl, parent, version)
+	related, ok, err := w.related(ctx, ctl, parent, version, key.Resync)
 	if err != nil || !ok {
 		return err // without a customize reply yet, the sync follows it
 	}
@@ -244,10 +252,15 @@ func (w *Watcher) publish(ctx context.Context, meta bus.Meta, typ, subject strin
 	if err != nil {
 		return err
 	}
-	if _, err := w.js.PublishMsg(ctx, msg, jetstream.WithMsgID(e.ID())); err != nil {
+	ack, err := w.js.PublishMsg(ctx, msg, jetstream.WithMsgID(e.ID()))
+	if err != nil {
 		return fmt.Errorf("publish %s for %s: %w", typ, meta.Key(), err)
 	}
-	w.log.Debug("published", "controller", meta.Controller, "parent", meta.Key(), "type", typ, "observation", meta.Observation)
+	if typ == bus.RequestType(meta.Hook) && meta.Revision == "" {
+		w.republish.published(meta, e.ID()) // a request for the parent as it is
+	}
+	w.log.Debug("published", "controller", meta.Controller, "parent", meta.Key(), "type", typ, "observation", meta.Observation,
+		"duplicate", ack.Duplicate) // dropped by the bus: it holds or held that request
 	return nil
 }
 
@@ -273,6 +286,14 @@ func observedObjects(ctl *registry.Controller, finalizing bool, parent *unstruct
 		}
 	}
 	return b.Bytes()
+}
+
+// sameObservedState tells two event ids made of the same subject, type and
+// observed state, one forced or both.
+func sameObservedState(a, b string) bool {
+	hashA, _, _ := strings.Cut(a, "-")
+	hashB, _, _ := strings.Cut(b, "-")
+	return hashA == hashB
 }
 
 // eventID is the id of an event: a hash of what it says, plus a random part

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -68,12 +69,15 @@ type Watcher struct {
 	queue     workqueue.TypedRateLimitingInterface[parentKey]
 	clock     observationClock
 	customize customizeCache
+	republish *republisher
 
 	mu       sync.Mutex
 	handlers map[string][]handler // by controller name
 
 	applyingMu sync.Mutex
 	applying   map[parentKey]*hold // parents being applied
+
+	consuming atomic.Bool // the customize replies are consumed
 }
 
 // hold is a parent's syncs held back during an apply.
@@ -113,6 +117,7 @@ func New(reg *registry.Registry, js jetstream.JetStream, opts Options, log *slog
 		applying:  map[parentKey]*hold{},
 		customize: customizeCache{parents: map[types.UID]*customized{}},
 	}
+	w.republish = newRepublisher(js, w.log, func(key parentKey) { w.queue.Add(key) })
 	reg.Subscribe(w.onController)
 	return w
 }
@@ -133,11 +138,11 @@ func (w *Watcher) Run(ctx context.Context) error {
 	defer func() { _ = applying.Unsubscribe() }()
 	// A NATS cluster electing its leaders drops requests: retry, each
 	// attempt bounded.
-	var cc jetstream.ConsumeContext
+	var customize *bus.KeptConsumer
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(poll context.Context) (bool, error) {
 		attempt, cancel := context.WithTimeout(poll, 10*time.Second)
 		defer cancel()
-		if cc, err = w.consumeCustomizeReplies(ctx, attempt); err != nil {
+		if customize, err = w.consumeCustomizeReplies(ctx, attempt, nil); err != nil {
 			w.log.Warn("retrying", "what", "consume customize replies", "err", err)
 			return false, nil
 		}
@@ -146,15 +151,27 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("consume customize replies: %w", err)
 	}
-	defer cc.Stop()
+	defer customize.Stop()
+	w.consuming.Store(true)
+	defer w.consuming.Store(false)
 	for range w.opts.Workers {
 		go func() {
 			for w.processNext(ctx) {
 			}
 		}()
 	}
-	<-ctx.Done()
+	go w.republish.run(ctx)
+	customize.Keep(ctx, w.log)
 	return nil
+}
+
+// Consumers names the consumers the watcher needs while it runs (a standby
+// needs none).
+func (w *Watcher) Consumers() []string {
+	if !w.consuming.Load() {
+		return nil
+	}
+	return []string{bus.WatcherConsumer}
 }
 
 func (w *Watcher) onResync(msg *nats.Msg) {

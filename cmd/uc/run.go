@@ -84,13 +84,16 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	reg := registry.New(watchDyn, kube.Discovery(), log, regOpts...)
 
 	var runners []func(context.Context) error
+	var consumers []neededConsumers
 	if cfg.roles.dispatcher {
-		dispatcher.NewTopology(js, reg, log)
+		topology := dispatcher.NewTopology(js, reg, log)
 		d := dispatcher.New(js, reg, kube, watchDyn, dispatcher.Options{MaxReplyBytes: cfg.maxReplyBytes}, log)
-		runners = append(runners, d.Run)
+		runners = append(runners, topology.Run, d.Run)
+		consumers = append(consumers, neededConsumers{bus.RequestStream, topology.Consumers})
 	}
 	if cfg.roles.watcher {
 		w := watcher.New(reg, js, watcher.Options{Partitions: cfg.partitions, Workers: cfg.watcherWorkers}, log)
+		consumers = append(consumers, neededConsumers{bus.ReplyStream, w.Consumers})
 		if cfg.leaderElect {
 			runners = append(runners, leaderElected(kube, cfg.leaseNamespace, "uc-watcher", log, w.Run))
 		} else {
@@ -104,6 +107,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		}
 		a := applier.New(reg, dyn, js, recorder, applier.Options{Workers: cfg.applierWorkers, Replicas: cfg.replicas, Partitions: cfg.partitions, ReplicaID: id, MaxChildren: cfg.maxChildren}, log)
 		runners = append(runners, a.Run)
+		consumers = append(consumers, neededConsumers{bus.ReplyStream, a.Consumers})
 	}
 	runners = append(runners, func(ctx context.Context) error { reg.Run(ctx); return nil })
 
@@ -117,7 +121,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		return runAll(ctx, runners)
 	}}
 	if cfg.healthAddr != "" {
-		servers = append(servers, serveHealth(cfg.healthAddr, readyChecks(cfg, nc, js, reg)))
+		servers = append(servers, serveHealth(cfg.healthAddr, readyChecks(cfg, nc, js, reg, consumers)))
 	}
 	if cfg.metricsAddr != "" {
 		servers = append(servers, serveMetrics(cfg.metricsAddr, m, cfg.profiling))
@@ -150,10 +154,17 @@ func ensureStreams(ctx context.Context, cfg config, js jetstream.JetStream, log 
 	})
 }
 
+// neededConsumers are the durable consumers of a stream that a role needs
+// now.
+type neededConsumers struct {
+	stream string
+	names  func() []string
+}
+
 // readyChecks are what /readyz requires: the NATS connection is up, the
-// registry's caches are filled, and the streams and buckets the process's
-// roles use exist.
-func readyChecks(cfg config, nc *nats.Conn, js jetstream.JetStream, reg *registry.Registry) []readyCheck {
+// registry's caches are filled, and the streams, buckets and consumers the
+// process's roles use exist. The roles create again what is lost.
+func readyChecks(cfg config, nc *nats.Conn, js jetstream.JetStream, reg *registry.Registry, consumers []neededConsumers) []readyCheck {
 	checks := []readyCheck{{"nats", func(context.Context) error {
 		if !nc.IsConnected() {
 			return fmt.Errorf("not connected: %s", nc.Status())
@@ -165,9 +176,9 @@ func readyChecks(cfg config, nc *nats.Conn, js jetstream.JetStream, reg *registr
 		}
 		return nil
 	}}}
-	exist := func(what string, names []string, get func(context.Context, string) error) readyCheck {
+	exist := func(what string, names func() []string, get func(context.Context, string) error) readyCheck {
 		return readyCheck{what, func(ctx context.Context) error {
-			for _, n := range names {
+			for _, n := range names() {
 				if err := get(ctx, n); err != nil {
 					return fmt.Errorf("%s: %w", n, err)
 				}
@@ -175,6 +186,7 @@ func readyChecks(cfg config, nc *nats.Conn, js jetstream.JetStream, reg *registr
 			return nil
 		}}
 	}
+	always := func(names ...string) func() []string { return func() []string { return names } }
 	stream := func(ctx context.Context, name string) error { _, err := js.Stream(ctx, name); return err }
 	var streams []string
 	switch {
@@ -185,10 +197,16 @@ func readyChecks(cfg config, nc *nats.Conn, js jetstream.JetStream, reg *registr
 	default:
 		streams = []string{bus.ReplyStream}
 	}
-	checks = append(checks, exist("streams", streams, stream))
+	checks = append(checks, exist("streams", always(streams...), stream))
 	if cfg.roles.applier {
-		checks = append(checks, exist("buckets", bus.ApplierBuckets, func(ctx context.Context, name string) error {
+		checks = append(checks, exist("buckets", always(bus.ApplierBuckets...), func(ctx context.Context, name string) error {
 			_, err := js.KeyValue(ctx, name)
+			return err
+		}))
+	}
+	for _, c := range consumers {
+		checks = append(checks, exist("consumers", c.names, func(ctx context.Context, name string) error {
+			_, err := js.Consumer(ctx, c.stream, name)
 			return err
 		}))
 	}

@@ -226,3 +226,54 @@ func TestServeLongCalls(t *testing.T) {
 		t.Fatalf("a 2.5s call with a 1s ack wait was made %d times", n)
 	}
 }
+
+// TestServeAfterConsumerLoss: the worker goes on serving when its consumer
+// is lost with a NATS restart, or deleted, and uc creates it again.
+func TestServeAfterConsumerLoss(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lose func(*bustest.Server, jetstream.JetStream)
+	}{
+		{"NATS restarted", func(s *bustest.Server, _ jetstream.JetStream) { s.Restart() }},
+		{"consumer deleted", func(_ *bustest.Server, js jetstream.JetStream) {
+			if err := js.DeleteConsumer(t.Context(), bus.RequestStream, bus.HookConsumer("c", hooks.Sync)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, js := bustest.RestartableJetStream(t)
+			createConsumer := func() {
+				err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+					_, err := bus.EnsureConsumer(ctx, js, bus.RequestStream, dispatcher.HookConsumerConfig("c", hooks.Sync))
+					return err == nil, nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			createConsumer()
+			h := &steeredHook{calls: map[string][]time.Time{}}
+			served := make(chan error, 1)
+			go func() { served <- worker.Serve(t.Context(), js, "c", h) }()
+			before := request(t, js, "before", fastDelivery)
+			decode(t, last(t, js, bus.ReplyStream, before.ReplySubject()))
+
+			tc.lose(s, js)
+			_, err := js.Consumer(t.Context(), bus.RequestStream, bus.HookConsumer("c", hooks.Sync))
+			if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				t.Fatalf("the consumer is still there (%v): nothing to test", err)
+			}
+			createConsumer() // as the dispatcher does
+			after := request(t, js, "after", fastDelivery)
+			if _, m := decode(t, last(t, js, bus.ReplyStream, after.ReplySubject())); m.Name != "after" {
+				t.Fatalf("reply for %s on after's subject", m.Name)
+			}
+			select {
+			case err := <-served:
+				t.Fatalf("Serve returned %v", err)
+			default:
+			}
+		})
+	}
+}

@@ -33,6 +33,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/schemas/bus"
@@ -147,7 +148,9 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
 // Serve serves h as the named controller's hook until ctx ends, then stops
 // taking requests and waits for those in flight. It waits for the hook's
-// consumer, which uc creates when the controller is registered.
+// consumer, which uc creates when the controller is registered, and, when
+// the consumer is gone (a NATS server restarted without it) or made anew,
+// waits for it again and goes on with the new one.
 func Serve(ctx context.Context, js jetstream.JetStream, controller string, h Handler, opts ...Option) error {
 	o := options{concurrency: 16, policy: DefaultPolicy, log: slog.Default()}
 	for _, opt := range opts {
@@ -156,11 +159,20 @@ func Serve(ctx context.Context, js jetstream.JetStream, controller string, h Han
 	s := &server{js: js, controller: controller, h: h, opts: o,
 		log:       o.log.With("controller", controller, "hook", h.Hook()),
 		notBefore: map[types.UID]time.Time{}}
-	cons, err := s.consumer(ctx)
-	if err != nil {
-		return err
+	// One queue across consumers: a request in service when its consumer
+	// was made anew is not served twice at once.
+	q := newParentQueue(o.concurrency)
+	defer q.wait()
+	for {
+		cons, err := s.consumer(ctx)
+		if err != nil {
+			return err
+		}
+		if err := s.consume(ctx, cons, q); err != nil || ctx.Err() != nil {
+			return err
+		}
+		s.log.Warn("the hook's consumer is gone or was made anew; waiting for it", "consumer", cons.CachedInfo().Name)
 	}
-	return s.consume(ctx, cons)
 }
 
 type server struct {
@@ -196,18 +208,21 @@ func (s *server) consumer(ctx context.Context) (jetstream.Consumer, error) {
 	}
 }
 
-func (s *server) consume(ctx context.Context, cons jetstream.Consumer) error {
+// consume serves the consumer's requests until ctx ends, or the consumer is
+// gone or made anew.
+func (s *server) consume(ctx context.Context, cons jetstream.Consumer, q *parentQueue) error {
 	msgs, err := cons.Messages(jetstream.PullMaxMessages(s.opts.concurrency))
 	if err != nil {
 		return fmt.Errorf("consume: %w", err)
 	}
+	consuming, stop := context.WithCancel(ctx)
+	defer stop()
 	go func() {
-		<-ctx.Done()
+		<-consuming.Done()
 		msgs.Drain()
 	}()
+	go s.watchConsumer(consuming, cons, msgs)
 	s.log.Info("serving")
-	q := newParentQueue(s.opts.concurrency)
-	defer q.wait()
 	heartbeatCtx, stopHeartbeat := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHeartbeat()
 	go heartbeat(heartbeatCtx, q, cons.CachedInfo().Config.AckWait/3)
@@ -217,10 +232,25 @@ func (s *server) consume(ctx context.Context, cons jetstream.Consumer) error {
 			return nil
 		}
 		if err != nil {
+			// A consumer deleted ends the iterator: the next call says so.
 			s.log.Warn("next request", "err", err)
 			continue
 		}
 		q.add(msg, func(m jetstream.Msg) { s.serve(context.WithoutCancel(ctx), m) })
+	}
+}
+
+// watchConsumer stops msgs when the consumer is gone or was made anew,
+// checking every bus.CheckEvery until ctx ends. Nothing tells a client that
+// a NATS server restarted without the consumer: its pulls go unanswered.
+func (s *server) watchConsumer(ctx context.Context, cons jetstream.Consumer, msgs jetstream.MessagesContext) {
+	created := cons.CachedInfo().Created
+	err := wait.PollUntilContextCancel(ctx, bus.CheckEvery, false, func(ctx context.Context) (bool, error) {
+		info, err := cons.Info(ctx)
+		return errors.Is(err, jetstream.ErrConsumerNotFound) || (err == nil && !info.Created.Equal(created)), nil
+	})
+	if err == nil {
+		msgs.Stop()
 	}
 }
 

@@ -93,6 +93,12 @@ func ownConsumerAPI(stream, consumer string) []string {
 	)
 }
 
+// kvRead is opening a key-value bucket and reading its keys.
+func kvRead(bucket string) []string {
+	s := "KV_" + bucket
+	return []string{streamInfo(s), "$JS.API.DIRECT.GET." + s + ".>", "$JS.API.STREAM.MSG.GET." + s}
+}
+
 // streamInfo is reading a stream's configuration and state.
 func streamInfo(stream string) string { return "$JS.API.STREAM.INFO." + stream }
 
@@ -120,7 +126,7 @@ func Role(role string, partitions int) (User, error) {
 	u := User{Name: RoleUser(role), Subscribe: []string{RoleInbox(role) + ".>"}}
 	switch role {
 	case Watcher:
-		u.About = "uc watcher: publishes hook requests, reads customize replies, resync requests and apply notices"
+		u.About = "uc watcher: publishes hook requests, reads customize replies, resync requests, apply notices and fences"
 		u.Publish = append([]string{
 			bus.RequestPrefix + ".>",
 			// Failures it finds itself (a bad customize reply, a parent
@@ -128,6 +134,9 @@ func Role(role string, partitions int) (User, error) {
 			bus.ReplyPrefix + ".>",
 			streamInfo(bus.RequestStream), streamInfo(bus.ReplyStream),
 		}, ownConsumerAPI(bus.ReplyStream, bus.WatcherConsumer)...)
+		// It reads the fences, to publish again a parent whose last
+		// request was lost.
+		u.Publish = append(u.Publish, kvRead(bus.FenceBucket)...)
 		u.Subscribe = append(u.Subscribe, bus.AllResyncs(), bus.AllApplying())
 	case Dispatcher:
 		u.About = "uc dispatcher: creates the streams and the hooks' consumers, serves webhook and destination hooks"
@@ -153,17 +162,17 @@ func Role(role string, partitions int) (User, error) {
 		u.Publish = []string{"$JS.API.INFO", streamInfo(bus.ReplyStream), bus.AllResyncs(), bus.AllApplying()}
 		for _, b := range bus.ApplierBuckets {
 			s := "KV_" + b
+			u.Publish = append(u.Publish, kvRead(b)...)
 			u.Publish = append(u.Publish,
-				streamInfo(s), "$JS.API.STREAM.CREATE."+s, "$JS.API.STREAM.UPDATE."+s,
+				"$JS.API.STREAM.CREATE."+s, "$JS.API.STREAM.UPDATE."+s,
 				"$KV."+b+".>",
-				"$JS.API.DIRECT.GET."+s+".>", "$JS.API.STREAM.MSG.GET."+s,
 				// Listing keys runs an ordered consumer, acknowledging flow
 				// control on $JS.FC.
 				"$JS.API.CONSUMER.CREATE."+s+".>", "$JS.API.CONSUMER.DELETE."+s+".>", "$JS.FC."+s+".>",
 			)
 		}
 		for n := range partitions {
-			u.Publish = append(u.Publish, ownConsumerAPI(bus.ReplyStream, fmt.Sprintf("%s_%d", bus.ApplierConsumer, n))...)
+			u.Publish = append(u.Publish, ownConsumerAPI(bus.ReplyStream, bus.ApplierPartitionConsumer(n))...)
 		}
 	default:
 		return User{}, fmt.Errorf("unknown role %q", role)

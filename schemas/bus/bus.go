@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -111,11 +112,15 @@ func HookConsumer(controller, hook string) string {
 }
 
 // Durable consumers of uc's own roles on the reply stream: the appliers take
-// sync and finalize replies, the watcher customize replies.
+// sync and finalize replies, one consumer per partition
+// (ApplierPartitionConsumer), the watcher customize replies.
 const (
 	ApplierConsumer = "applier"
 	WatcherConsumer = "watcher"
 )
+
+// ApplierPartitionConsumer is the appliers' consumer of partition n.
+func ApplierPartitionConsumer(n int) string { return ApplierConsumer + "_" + strconv.Itoa(n) }
 
 // SameMessage tells a redelivery of a message from another message.
 func SameMessage(a, b jetstream.Msg) bool {
@@ -187,9 +192,13 @@ func PartitionReplies(hook string, partition int) string {
 // work queues: a message leaves the stream when it is acknowledged, so a
 // consumer whose state is lost with its server starts again from the
 // messages still in the stream — every one not yet acknowledged, each
-// delivered again, and applying is idempotent. With file state, the server
-// rewrote a state file on every acknowledgement: a tenth of uc's CPU in the
-// benchmark's create phase.
+// delivered again, and applying is idempotent. A server restarted on its
+// files comes back without these consumers: every role checks the ones it
+// needs and creates them again (KeptConsumer, dispatcher.Topology). With
+// file state, the server writes each consumer's state up to 10 times a
+// second: 40–90 % more CPU per reply with 32 partition consumers
+// (BenchmarkConsumerState), a tenth of uc's CPU in the benchmark's create
+// phase.
 const ConsumerStateInMemory = true
 
 // EnsureConsumer creates a durable consumer of stream, or updates it to

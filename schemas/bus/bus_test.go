@@ -147,3 +147,25 @@ func TestPartitionKey(t *testing.T) {
 		}
 	}
 }
+
+func TestParseFence(t *testing.T) {
+	for _, tt := range []struct {
+		value string
+		want  Fence
+		ok    bool
+	}{
+		{"17 a1b2-c3", Fence{17, "a1b2-c3"}, true},
+		{"17", Fence{Observation: 17}, true}, // an older uc's
+		{"", Fence{}, false},
+		{"x a1", Fence{}, false},
+	} {
+		got, err := ParseFence([]byte(tt.value))
+		if got != tt.want || (err == nil) != tt.ok {
+			t.Errorf("ParseFence(%q) = %+v, %v; want %+v, ok %v", tt.value, got, err, tt.want, tt.ok)
+		}
+	}
+	f := Fence{1700000000000000001, "abc"}
+	if got, err := ParseFence(f.Value()); got != f || err != nil {
+		t.Errorf("ParseFence(%q) = %+v, %v; want %+v", f.Value(), got, err, f)
+	}
+}

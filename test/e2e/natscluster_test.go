@@ -6,9 +6,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-
 	"universalcontroller.dev/uc/test/testbed"
 )
 
@@ -55,10 +52,7 @@ func TestNATSCluster(t *testing.T) {
 			}
 			t.Logf("restarted the whole NATS cluster in the middle of the updates (%s)", time.Since(start).Round(time.Millisecond))
 		}
-		patch := `{"spec":{"value":"updated"}}`
-		if _, err := env.dyn.Resource(widgetGVR).Namespace(b.ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		b.setWidget(name, "updated")
 	}
 	eventually(t, 3*time.Minute, b.converged("updated", names...))
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/schemas/hooks"
@@ -46,9 +48,15 @@ type roleProcess struct {
 	proc *testbed.Process
 }
 
-func (r *roleProcess) logHas(s string) bool {
+// logHas tells whether a line of the role's log holds every one of parts.
+func (r *roleProcess) logHas(parts ...string) bool {
 	b, _ := os.ReadFile(r.log)
-	return strings.Contains(string(b), s)
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(line, p) }) {
+			return true
+		}
+	}
+	return false
 }
 
 // rolesOnBus is a namespace, a work dir and a NATS URL on which tests start
@@ -62,6 +70,10 @@ type rolesOnBus struct {
 	mu     sync.Mutex
 	calls  map[string]int    // hook calls by Widget name
 	lastRV map[string]string // the Widget's resourceVersion the last call saw
+
+	js          jetstream.JetStream // the test's own connection
+	stopWorker  context.CancelFunc  // stops the hook worker
+	workerEnded chan struct{}       // closed when it stopped
 }
 
 // hookSawLatest fails until the hook was called with the Widget as it is now.
@@ -89,7 +101,6 @@ func (b *rolesOnBus) callsOf(name string) int {
 
 func newRolesOnBus(t *testing.T, natsURL string, flags ...string) *rolesOnBus {
 	t.Helper()
-	ctx := t.Context()
 	b := &rolesOnBus{t: t, ns: namespace(t), dir: t.TempDir(), calls: map[string]int{}, lastRV: map[string]string{},
 		args: append([]string{"--kubeconfig", env.bed.Kubeconfig(), "--nats-url", natsURL, "--log-level", "debug"}, flags...)}
 	nc, err := nats.Connect(natsURL, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
@@ -101,6 +112,15 @@ func newRolesOnBus(t *testing.T, natsURL string, flags ...string) *rolesOnBus {
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.js = js
+	b.startWorker()
+	installCRD(t, "test/e2e/testdata/widget-crd.yaml", widgetGVR)
+	return b
+}
+
+// startWorker serves the Widget controller's sync hook in the test process,
+// counting calls, until the test ends or pauseWorker.
+func (b *rolesOnBus) startWorker() {
 	counted := func(ctx context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error) {
 		b.mu.Lock()
 		b.calls[req.Parent.GetName()]++
@@ -108,9 +128,19 @@ func newRolesOnBus(t *testing.T, natsURL string, flags ...string) *rolesOnBus {
 		b.mu.Unlock()
 		return widgetSync(ctx, req)
 	}
-	go func() { _ = worker.Serve(ctx, js, "widget-controller", worker.Sync(counted)) }()
-	installCRD(t, "test/e2e/testdata/widget-crd.yaml", widgetGVR)
-	return b
+	ctx, cancel := context.WithCancel(b.t.Context())
+	b.stopWorker, b.workerEnded = cancel, make(chan struct{})
+	go func() {
+		defer close(b.workerEnded)
+		_ = worker.Serve(ctx, b.js, "widget-controller", worker.Sync(counted))
+	}()
+}
+
+// pauseWorker stops the hook worker and waits until it stopped; resume it
+// with startWorker.
+func (b *rolesOnBus) pauseWorker() {
+	b.stopWorker()
+	<-b.workerEnded
 }
 
 // start starts one role process named name: `uc <role> <flags…> <args…>`.
@@ -140,6 +170,16 @@ func (b *rolesOnBus) createWidget(name, value string) *unstructured.Unstructured
 		"spec":     map[string]any{"value": value},
 	}}
 	got, err := env.dyn.Resource(widgetGVR).Namespace(b.ns).Create(b.t.Context(), w, metav1.CreateOptions{})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return got
+}
+
+// setWidget sets a Widget's spec.value.
+func (b *rolesOnBus) setWidget(name, value string) *unstructured.Unstructured {
+	patch := fmt.Sprintf(`{"spec":{"value":%q}}`, value)
+	got, err := env.dyn.Resource(widgetGVR).Namespace(b.ns).Patch(b.t.Context(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	if err != nil {
 		b.t.Fatal(err)
 	}
