@@ -53,6 +53,8 @@ func (h *webhookHandler) Handle(ctx context.Context, data []byte) (any, error) {
 		return nil, &worker.Error{Reason: ReasonInvalidHookConfig, Err: err}
 	}
 	req.Header.Set("Content-Type", "application/json")
+	// webhook.etag: ask with the ETag of the parent's last reply, which a
+	// 304 or 412 answer means again.
 	var key etagKey
 	var cached etagEntry
 	if h.etags != nil {
