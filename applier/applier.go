@@ -33,13 +33,11 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/csaupgrade"
 	"k8s.io/client-go/util/workqueue"
-	sigsjson "sigs.k8s.io/json"
 
 	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
-	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
 // Options tune an Applier.
@@ -304,7 +302,7 @@ func (a *Applier) apply(ctx context.Context, part *partition, b *batch) error {
 		reason, problem := decodeFailure(f)
 		return a.reject(ctx, log, ctl, parent, m, reason, problem)
 	}
-	replies, err := b.decode(ctl.HookVersion(m.Hook), a.opts.MaxChildren)
+	replies, err := b.decode(ctl.Spec.Hooks.Named(m.Hook).StrictReplies(), a.opts.MaxChildren)
 	resp := replies[m.LatestRevision()]
 	var ro *rollout
 	if err == nil && ctl.Rolling() {
@@ -378,13 +376,14 @@ func (a *Applier) parent(ctx context.Context, ctl *registry.Controller, m bus.Me
 	return p, nil
 }
 
-// decode decodes every reply of a batch, by revision. Hook version v2 is
-// strict: a field the response does not have is an error that names it. A
-// reply with more than maxChildren children is an error.
-func (b *batch) decode(version string, maxChildren int) (map[string]*hooks.SyncResponse, error) {
+// decode decodes every reply of a batch, by revision. Strict (hook version
+// v2 by default, see v1alpha1.Hook.StrictReplies), a field the response
+// does not have, or has twice, is an error that names it. A reply with
+// more than maxChildren children is an error.
+func (b *batch) decode(strict bool, maxChildren int) (map[string]*hooks.SyncResponse, error) {
 	out := map[string]*hooks.SyncResponse{}
 	for rev, r := range b.replies {
-		resp, err := decodeReply[hooks.SyncResponse](r, version)
+		resp, err := decodeReply[hooks.SyncResponse](r, strict)
 		if err == nil {
 			err = checkCount(len(resp.Children), maxChildren)
 		}
@@ -400,18 +399,15 @@ func (b *batch) decode(version string, maxChildren int) (map[string]*hooks.SyncR
 }
 
 // decodeReply decodes a sync or finalize reply: a hooks.SyncResponse, or a
-// decorator's hooks.DecoratorResponse.
-func decodeReply[T any](r *reply, version string) (*T, error) {
+// decorator's hooks.DecoratorResponse. Strict, a field the response type
+// does not have, or one given twice, is an error.
+func decodeReply[T any](r *reply, strict bool) (*T, error) {
 	if want := bus.ResponseType(r.meta.Hook); r.typ != want {
 		return nil, fmt.Errorf("event type %q, want %q", r.typ, want)
 	}
 	var resp T
-	strict, err := sigsjson.UnmarshalStrict(r.data, &resp, sigsjson.DisallowUnknownFields)
-	if err != nil {
+	if err := hooks.DecodeReply(r.data, &resp, strict); err != nil {
 		return nil, fmt.Errorf("not a valid %s response: %w", r.meta.Hook, err)
-	}
-	if len(strict) > 0 && version == string(v1alpha1.HookV2) {
-		return nil, fmt.Errorf("not a valid %s response: %w", r.meta.Hook, errors.Join(strict...))
 	}
 	return &resp, nil
 }

@@ -66,7 +66,7 @@ func BenchmarkApplyPlan(b *testing.B) {
 }
 
 func (r *reply) decoded(b *testing.B) *hooks.SyncResponse {
-	resp, err := decodeReply[hooks.SyncResponse](r, string(v1alpha1.HookV2))
+	resp, err := decodeReply[hooks.SyncResponse](r, true)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -67,7 +67,7 @@ func (a *Applier) decorate(ctx context.Context, part *partition, ctl *registry.C
 		reason, problem := decodeFailure(f)
 		return a.rejectDecorated(log, obj, reason, problem)
 	}
-	resp, err := decodeReply[hooks.DecoratorResponse](b.latest(), ctl.HookVersion(m.Hook))
+	resp, err := decodeReply[hooks.DecoratorResponse](b.latest(), ctl.Spec.Hooks.Named(m.Hook).StrictReplies())
 	if err == nil {
 		err = checkCount(len(resp.Attachments), a.opts.MaxChildren)
 	}

@@ -57,6 +57,13 @@ type servedHook struct {
 	cancel context.CancelFunc // nil until started
 }
 
+// sameHook tells whether a hook's spec, and the controller's endpoint
+// configs a webhook may use, are what it is served with.
+func (s *servedHook) sameHook(ctl *registry.Controller, spec *v1alpha1.Hook) bool {
+	return spec != nil && equality.Semantic.DeepEqual(s.spec, *spec) &&
+		(spec.Webhook == nil || equality.Semantic.DeepEqual(s.ctl.Spec.EndpointConfigs, ctl.Spec.EndpointConfigs))
+}
+
 // New makes a Dispatcher that follows the registry. Run it.
 func New(js jetstream.JetStream, reg *registry.Registry, kube kubernetes.Interface, dyn dynamic.Interface, opts Options, log *slog.Logger) *Dispatcher {
 	if opts.MaxReplyBytes <= 0 {
@@ -100,7 +107,7 @@ func (d *Dispatcher) onController(old, cur *registry.Controller) {
 		key := hookKey{name, hook}
 		spec := specs[hook]
 		prev := d.served[key]
-		if prev != nil && spec != nil && equality.Semantic.DeepEqual(prev.spec, *spec) {
+		if prev != nil && prev.sameHook(cur, spec) {
 			continue
 		}
 		if prev != nil {
@@ -153,7 +160,7 @@ func (d *Dispatcher) start(key hookKey, s *servedHook) {
 
 func (d *Dispatcher) handler(hook string, s *servedHook) worker.Handler {
 	if s.spec.Webhook != nil {
-		return &webhookHandler{hook: hook, spec: s.spec.Webhook, kube: d.kube, limit: d.opts.MaxReplyBytes}
+		return newWebhookHandler(hook, s.spec.Webhook, s.ctl.Spec.EndpointConfigs, d.kube, d.opts.MaxReplyBytes)
 	}
 	return &destinationHandler{hook: hook, dest: *s.spec.Destination, controller: s.ctl.Object,
 		resolver: d.resolver, client: http.DefaultClient, limit: d.opts.MaxReplyBytes}

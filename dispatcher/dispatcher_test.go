@@ -13,12 +13,13 @@ import (
 
 // TestDispatcherFollowsControllers: the dispatcher serves the hooks that
 // have a webhook or a destination, serves a hook anew only when its spec
-// changed, and stops serving the hooks of a removed controller.
+// changed, or for a webhook, the controller's endpoint configs, and stops
+// serving the hooks of a removed controller.
 func TestDispatcherFollowsControllers(t *testing.T) {
 	d := &Dispatcher{log: slog.Default(), served: map[hookKey]*servedHook{}}
 	url := "http://hook/sync"
 	ctl := func(generation int64, sync v1alpha1.Hook, finalize *v1alpha1.Hook) *registry.Controller {
-		return &registry.Controller{Name: "c", Generation: generation, Spec: v1alpha1.UniversalControllerSpec{Hooks: v1alpha1.Hooks{Sync: sync, Finalize: finalize}}}
+		return &registry.Controller{Name: "c", Generation: generation, Spec: v1alpha1.UniversalControllerSpec{Hooks: v1alpha1.ControllerHooks{Hooks: v1alpha1.Hooks{Sync: sync, Finalize: finalize}}}}
 	}
 	webhook := v1alpha1.Hook{Webhook: &v1alpha1.Webhook{URL: &url}}
 	served := func() map[string]*servedHook {
@@ -51,7 +52,14 @@ func TestDispatcherFollowsControllers(t *testing.T) {
 		t.Fatalf("serving %v, want only a new sync webhook", third)
 	}
 
-	d.onController(v3, nil)
+	v4 := ctl(4, v1alpha1.Hook{Webhook: &v1alpha1.Webhook{URL: &other}}, nil)
+	v4.Spec.EndpointConfigs = []v1alpha1.EndpointConfig{{Host: "other"}}
+	d.onController(v3, v4)
+	if fourth := served(); len(fourth) != 1 || fourth[hooks.Sync] == third[hooks.Sync] {
+		t.Fatalf("serving %v, want a new sync webhook for the new endpoint configs", fourth)
+	}
+
+	d.onController(v4, nil)
 	if len(d.served) != 0 {
 		t.Fatalf("still serving %v after the controller was removed", d.served)
 	}

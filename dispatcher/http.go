@@ -18,8 +18,13 @@ import (
 // be served as it is: no URL, a missing Secret, a bad certificate…
 const ReasonInvalidHookConfig = "InvalidHookConfig"
 
+// errNotModified is a 304 Not Modified or 412 Precondition Failed answer to
+// a request with If-None-Match: the reply is the one with that ETag.
+var errNotModified = errors.New("not modified")
+
 // post sends one hook request and returns the body of its 200 response,
-// read up to limit bytes. Any other status is an HTTPError naming it; a 429
+// read up to limit bytes. A request with If-None-Match may get
+// errNotModified. Any other status is an HTTPError naming it; a 429
 // carries its Retry-After.
 func post(client *http.Client, req *http.Request, limit int64) (http.Header, []byte, error) {
 	resp, err := client.Do(req)
@@ -32,6 +37,8 @@ func post(client *http.Client, req *http.Request, limit int64) (http.Header, []b
 		return nil, nil, &worker.Error{Reason: worker.ReasonHTTPError, Err: fmt.Errorf("%s %s: read response: %w", req.Method, req.URL.Redacted(), err)}
 	}
 	switch {
+	case (resp.StatusCode == http.StatusNotModified || resp.StatusCode == http.StatusPreconditionFailed) && req.Header.Get("If-None-Match") != "":
+		return resp.Header, nil, errNotModified
 	case resp.StatusCode == http.StatusAccepted:
 		return nil, nil, &worker.Error{Reason: worker.ReasonHTTPError,
 			Err: fmt.Errorf("%s %s: %s without a reply: a hook must answer with its reply in a 200 response", req.Method, req.URL.Redacted(), resp.Status)}

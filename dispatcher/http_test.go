@@ -39,6 +39,7 @@ func TestPost(t *testing.T) {
 		status     int
 		header     map[string]string
 		body       string
+		etag       string // sent in If-None-Match
 		reason     string // "" for a reply
 		retryAfter time.Duration
 		message    string
@@ -48,6 +49,10 @@ func TestPost(t *testing.T) {
 		{name: "accepted", status: 202, reason: worker.ReasonHTTPError, message: "202 Accepted without a reply"},
 		{name: "too many requests", status: 429, header: map[string]string{"Retry-After": "7"}, reason: worker.ReasonHTTPError, retryAfter: 7 * time.Second, message: "429 Too Many Requests"},
 		{name: "too large", status: 200, body: strings.Repeat("x", 65), reason: worker.ReasonInvalidReply, message: "reply larger than 64 bytes"},
+		{name: "not modified, unasked", status: 304, reason: worker.ReasonHTTPError, message: "304 Not Modified"},
+		{name: "precondition failed, unasked", status: 412, reason: worker.ReasonHTTPError, message: "412 Precondition Failed"},
+		{name: "not modified", status: 304, etag: `"1"`},
+		{name: "precondition failed", status: 412, etag: `"1"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -59,7 +64,16 @@ func TestPost(t *testing.T) {
 			}))
 			defer srv.Close()
 			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL, nil)
+			if tc.etag != "" {
+				req.Header.Set("If-None-Match", tc.etag)
+			}
 			_, body, err := post(srv.Client(), req, 64)
+			if tc.etag != "" {
+				if !errors.Is(err, errNotModified) {
+					t.Fatalf("got %q, %v; want errNotModified", body, err)
+				}
+				return
+			}
 			if tc.reason == "" {
 				if err != nil || string(body) != tc.body {
 					t.Fatalf("got %q, %v; want %q", body, err, tc.body)

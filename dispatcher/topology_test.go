@@ -31,7 +31,7 @@ func TestTopologyKeepsHookConsumers(t *testing.T) {
 	reg := &registrations{}
 	topology := dispatcher.NewTopology(js, reg, slog.Default())
 	go func() { _ = topology.Run(t.Context()) }()
-	ctl := &registry.Controller{Name: "a.example.com", Spec: v1alpha1.UniversalControllerSpec{Hooks: v1alpha1.Hooks{Finalize: &v1alpha1.Hook{}}}}
+	ctl := &registry.Controller{Name: "a.example.com", Spec: v1alpha1.UniversalControllerSpec{Hooks: v1alpha1.ControllerHooks{Hooks: v1alpha1.Hooks{Finalize: &v1alpha1.Hook{}}}}}
 	reg.listener(nil, ctl)
 	names := []string{bus.HookConsumer(ctl.Name, "finalize"), bus.HookConsumer(ctl.Name, "sync")}
 	if got := topology.Consumers(); !slices.Equal(got, names) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -20,10 +21,12 @@ import (
 // as plain JSON, and the body of the 200 response is the reply, so an
 // unchanged Metacontroller hook works.
 type webhookHandler struct {
-	hook  string
-	spec  *v1alpha1.Webhook
-	kube  kubernetes.Interface
-	limit int64
+	hook      string
+	spec      *v1alpha1.Webhook
+	endpoints []v1alpha1.EndpointConfig // the controller's endpointConfigs
+	kube      kubernetes.Interface
+	limit     int64
+	etags     *etagCache // nil unless webhook.etag enables it
 
 	mu     sync.Mutex
 	target *webhookTarget // built on first use
@@ -32,6 +35,10 @@ type webhookHandler struct {
 type webhookTarget struct {
 	url    string
 	client *http.Client
+}
+
+func newWebhookHandler(hook string, spec *v1alpha1.Webhook, endpoints []v1alpha1.EndpointConfig, kube kubernetes.Interface, limit int64) *webhookHandler {
+	return &webhookHandler{hook: hook, spec: spec, endpoints: endpoints, kube: kube, limit: limit, etags: newEtagCache(spec.Etag)}
 }
 
 func (h *webhookHandler) Hook() string { return h.hook }
@@ -46,11 +53,30 @@ func (h *webhookHandler) Handle(ctx context.Context, data []byte) (any, error) {
 		return nil, &worker.Error{Reason: ReasonInvalidHookConfig, Err: err}
 	}
 	req.Header.Set("Content-Type", "application/json")
+	// webhook.etag: ask with the ETag of the parent's last reply, which a
+	// 304 or 412 answer means again.
+	var key etagKey
+	var cached etagEntry
+	if h.etags != nil {
+		key = etagKeyOf(ctx, data)
+		if e, ok := h.etags.get(key); ok {
+			cached = e
+			req.Header.Set("If-None-Match", e.etag)
+		}
+	}
 	header, body, err := post(t.client, req, h.limit)
-	if err != nil {
+	switch {
+	case errors.Is(err, errNotModified):
+		worker.Logger(ctx).Debug("webhook reply not modified", "etag", cached.etag)
+		return cached.reply, nil
+	case err != nil:
 		return nil, err
 	}
-	return jsonReply(header.Get("Content-Type"), body)
+	reply, err := jsonReply(header.Get("Content-Type"), body)
+	if etag := header.Get("ETag"); err == nil && etag != "" && h.etags != nil {
+		h.etags.put(key, etag, reply)
+	}
+	return reply, err
 }
 
 // resolve builds the webhook's URL and client on first use, and again after
@@ -65,36 +91,39 @@ func (h *webhookHandler) resolve(ctx context.Context) (*webhookTarget, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, err := webhookClient(ctx, h.kube, h.spec)
+	client, err := webhookClient(ctx, h.kube, connectionFor(h.spec, u, h.endpoints))
 	if err != nil {
 		return nil, err
 	}
-	h.target = &webhookTarget{url: u, client: client}
+	h.target = &webhookTarget{url: u.String(), client: client}
 	return h.target, nil
 }
 
 // webhookURL is where a webhook is, as Metacontroller reads it: url, or
-// <protocol>://<service>.<namespace>.svc:<port><path>, by default on http
-// and port 80.
-func webhookURL(w *v1alpha1.Webhook) (string, error) {
+// <protocol>://<service>.<namespace>:<port><path>, by default on http and
+// port 80.
+func webhookURL(w *v1alpha1.Webhook) (*url.URL, error) {
 	if w.URL != nil {
-		return *w.URL, nil
+		u, err := url.Parse(*w.URL)
+		if err != nil {
+			return nil, fmt.Errorf("webhook url: %w", err)
+		}
+		return u, nil
 	}
 	svc := w.Service
 	if svc == nil {
-		return "", errors.New("webhook has neither url nor service")
+		return nil, errors.New("webhook has neither url nor service")
 	}
-	u := url.URL{Scheme: "http", Host: svc.Name + "." + svc.Namespace + ".svc"}
 	port := int32(80)
 	if svc.Port != nil {
 		port = *svc.Port
 	}
-	u.Host = net.JoinHostPort(u.Host, strconv.Itoa(int(port)))
+	u := &url.URL{Scheme: "http", Host: net.JoinHostPort(svc.Name+"."+svc.Namespace, strconv.Itoa(int(port)))}
 	if svc.Protocol != nil {
 		u.Scheme = *svc.Protocol
 	}
 	if w.Path != nil {
 		u.Path = *w.Path
 	}
-	return u.String(), nil
+	return u, nil
 }

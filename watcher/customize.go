@@ -190,7 +190,7 @@ func (w *Watcher) onCustomizeReply(ctx context.Context, msg jetstream.Msg) error
 // watching every related resource it names.
 func (w *Watcher) decodeCustomize(ctx context.Context, ctl *registry.Controller, data []byte) ([]relatedRule, error) {
 	var resp hooks.CustomizeResponse
-	if err := utiljson.Unmarshal(data, &resp); err != nil {
+	if err := hooks.DecodeReply(data, &resp, ctl.Spec.Hooks.Customize.StrictReplies()); err != nil {
 		return nil, fmt.Errorf("not a valid customize response: %w", err)
 	}
 	if err := resp.Validate(); err != nil {

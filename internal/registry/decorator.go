@@ -92,7 +92,8 @@ func (r *Registry) resolveDecorator(u *unstructured.Unstructured) (*Controller, 
 	}
 	c := &Controller{
 		Name: bus.DecoratorController(ud.Name), Generation: ud.Generation, Object: u, ParentSelector: labels.Everything(),
-		Spec:      v1alpha1.UniversalControllerSpec{ResyncPeriodSeconds: ud.Spec.ResyncPeriodSeconds, Hooks: ud.Spec.Hooks},
+		Spec: v1alpha1.UniversalControllerSpec{ResyncPeriodSeconds: ud.Spec.ResyncPeriodSeconds,
+			Hooks: v1alpha1.ControllerHooks{Hooks: ud.Spec.Hooks}, EndpointConfigs: ud.Spec.EndpointConfigs},
 		Decorator: &Decoration{Name: ud.Name},
 	}
 	for i, rule := range ud.Spec.Resources {

@@ -96,15 +96,7 @@ func (c *Controller) Child(apiVersion, kind string) (*Child, bool) {
 
 // HookVersion is the version of the named hook ("v1" unless set).
 func (c *Controller) HookVersion(hook string) string {
-	var h *v1alpha1.Hook
-	switch hook {
-	case "sync":
-		h = &c.Spec.Hooks.Sync
-	case "finalize":
-		h = c.Spec.Hooks.Finalize
-	case "customize":
-		h = c.Spec.Hooks.Customize
-	}
+	h := c.Spec.Hooks.Named(hook)
 	if h == nil || h.Version == "" {
 		return string(v1alpha1.HookV1)
 	}

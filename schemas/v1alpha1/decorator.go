@@ -42,6 +42,10 @@ type UniversalDecoratorSpec struct {
 	// +optional
 	ResyncPeriodSeconds *int32 `json:"resyncPeriodSeconds,omitempty"`
 	Hooks               Hooks  `json:"hooks"`
+	// EndpointConfigs hold the TLS and credentials of webhooks by host, as
+	// UniversalControllerSpec.EndpointConfigs.
+	// +optional
+	EndpointConfigs []EndpointConfig `json:"endpointConfigs,omitempty"`
 }
 
 // DecoratorResourceRule selects the objects of one resource to decorate:

@@ -50,8 +50,25 @@ type UniversalControllerSpec struct {
 	// GenerateSelector labels children with the parent's UID and selects on it
 	// instead of on the parent's spec.selector.
 	// +optional
-	GenerateSelector *bool `json:"generateSelector,omitempty"`
-	Hooks            Hooks `json:"hooks"`
+	GenerateSelector *bool           `json:"generateSelector,omitempty"`
+	Hooks            ControllerHooks `json:"hooks"`
+	// EndpointConfigs hold the TLS and credentials of webhooks by host: a
+	// webhook whose URL's host (or host:port) matches an entry's host is
+	// called with the first such entry's settings, unless the webhook sets
+	// any caBundle, clientTLS, authorization or basicAuth of its own: then
+	// only its own are used.
+	// +optional
+	EndpointConfigs []EndpointConfig `json:"endpointConfigs,omitempty"`
+}
+
+// EndpointConfig is how uc connects to the webhooks of one host.
+type EndpointConfig struct {
+	// Host is the host, or host:port, of the webhook URLs it applies to,
+	// e.g. my-hook.hooks or my-hook.hooks:8443. It matches without regard
+	// to case, and with or without the scheme's default port.
+	// +kubebuilder:validation:MinLength=1
+	Host       string `json:"host"`
+	Connection `json:",inline"`
 }
 
 // ResourceRule names a resource by apiVersion and plural resource name.
@@ -130,13 +147,41 @@ type StatusConditionCheck struct {
 	Reason *string `json:"reason,omitempty"`
 }
 
-// Hooks are the controller's hooks. Sync is required.
+// ControllerHooks are a UniversalController's hooks: Metacontroller's
+// CompositeController hooks.
+type ControllerHooks struct {
+	Hooks `json:",inline"`
+	// PreUpdateChild is accepted and ignored, as Metacontroller (v4.17)
+	// declares it and never calls it.
+	// +optional
+	PreUpdateChild *Hook `json:"preUpdateChild,omitempty"`
+	// PostUpdateChild is accepted and ignored, as Metacontroller (v4.17)
+	// declares it and never calls it.
+	// +optional
+	PostUpdateChild *Hook `json:"postUpdateChild,omitempty"`
+}
+
+// Hooks are the hooks uc calls. Sync is required.
 type Hooks struct {
 	Sync Hook `json:"sync"`
 	// +optional
 	Finalize *Hook `json:"finalize,omitempty"`
 	// +optional
 	Customize *Hook `json:"customize,omitempty"`
+}
+
+// Named is the hook of that name (sync, finalize or customize), or nil
+// when it is not declared.
+func (h *Hooks) Named(name string) *Hook {
+	switch name {
+	case "sync":
+		return &h.Sync
+	case "finalize":
+		return h.Finalize
+	case "customize":
+		return h.Customize
+	}
+	return nil
 }
 
 // HookVersion selects the hook request format.
@@ -206,20 +251,83 @@ type Webhook struct {
 	// Timeout of one call, e.g. "10s".
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// Etag caches the webhook's replies by ETag.
+	// +optional
+	Etag *WebhookEtag `json:"etag,omitempty"`
+	// ResponseUnmarshallMode says whether a reply with unknown or
+	// duplicated fields is invalid (strict) or read without them (loose).
+	// It defaults to strict for hook version v2, loose for v1.
+	// +optional
+	ResponseUnmarshallMode *ResponseUnmarshallMode `json:"responseUnMarshallMode,omitempty"`
+	// Connection is the webhook's own TLS and credentials. Setting any of
+	// them sets them all: a matching spec.endpointConfigs entry is not
+	// used then.
+	Connection `json:",inline"`
+}
+
+// Connection is how uc connects to a webhook: which CAs it trusts, and the
+// credentials it presents.
+type Connection struct {
 	// CABundle verifies the webhook's server certificate. Without it, the
 	// system's roots do.
 	// +optional
 	CABundle *CABundle `json:"caBundle,omitempty"`
+	// ClientTLS presents a client certificate (mutual TLS).
+	// +optional
+	ClientTLS *ClientTLS `json:"clientTLS,omitempty"`
 	// Authorization sends an Authorization header with a credential from a
-	// Secret, e.g. a bearer token.
+	// Secret, e.g. a bearer token. Set at most one of authorization and
+	// basicAuth.
 	// +optional
 	Authorization *Authorization `json:"authorization,omitempty"`
 	// BasicAuth sends HTTP basic authentication from a Secret.
 	// +optional
 	BasicAuth *BasicAuth `json:"basicAuth,omitempty"`
-	// ClientTLS presents a client certificate (mutual TLS).
+}
+
+// IsZero tells a Connection that sets nothing.
+func (c Connection) IsZero() bool { return c == Connection{} }
+
+// WebhookEtag configures ETag caching of a webhook's replies: uc keeps the
+// last reply that came with an ETag header for each parent, sends its ETag
+// in If-None-Match, and takes a 304 Not Modified or 412 Precondition Failed
+// answer to mean that reply again.
+type WebhookEtag struct {
+	// Enabled turns the cache on (default false).
 	// +optional
-	ClientTLS *ClientTLS `json:"clientTLS,omitempty"`
+	Enabled *bool `json:"enabled,omitempty"`
+	// CacheTimeoutSeconds is how long a reply is kept (default, or 0:
+	// until the hook's spec changes).
+	// +optional
+	CacheTimeoutSeconds *int32 `json:"cacheTimeoutSeconds,omitempty"`
+	// CacheCleanupSeconds is how often replies past their timeout are
+	// dropped from memory (default, or 0: never; an expired reply is never
+	// used either way).
+	// +optional
+	CacheCleanupSeconds *int32 `json:"cacheCleanupSeconds,omitempty"`
+}
+
+// ResponseUnmarshallMode is how strictly a hook's reply is read.
+// +kubebuilder:validation:Enum=loose;strict
+type ResponseUnmarshallMode string
+
+// The unmarshall modes.
+const (
+	ResponseUnmarshallLoose  ResponseUnmarshallMode = "loose"
+	ResponseUnmarshallStrict ResponseUnmarshallMode = "strict"
+)
+
+// StrictReplies tells whether a reply of the hook with unknown or
+// duplicated fields is invalid: its webhook's responseUnMarshallMode when
+// set, else true for hook version v2 and false for v1, as in Metacontroller.
+func (h *Hook) StrictReplies() bool {
+	if h == nil {
+		return false
+	}
+	if h.Webhook != nil && h.Webhook.ResponseUnmarshallMode != nil {
+		return *h.Webhook.ResponseUnmarshallMode == ResponseUnmarshallStrict
+	}
+	return h.Version == HookV2
 }
 
 // CABundle holds PEM-encoded CA certificates, inline or in a key of a Secret
@@ -255,23 +363,41 @@ type SecretReference struct {
 
 // Authorization is an Authorization header: "<type> <credentials>".
 type Authorization struct {
-	// Type is the scheme (default Bearer).
+	// Type is the scheme (default Bearer). Basic is refused: use
+	// basicAuth.
 	// +optional
 	Type string `json:"type,omitempty"`
-	// Credentials is the Secret key holding them; the key defaults to token.
-	Credentials KeyReference `json:"credentials"`
+	// SecretRef is the Secret key holding the credentials; the key
+	// defaults to token.
+	SecretRef KeyReference `json:"secretRef"`
 }
 
-// BasicAuth takes the username and password from a Secret of type
-// kubernetes.io/basic-auth (keys username and password).
+// BasicAuth takes the username and password from a Secret, by default from
+// the keys of a Secret of type kubernetes.io/basic-auth.
 type BasicAuth struct {
 	SecretRef SecretReference `json:"secretRef"`
+	// UsernameKey is the Secret's key holding the username (default
+	// username).
+	// +optional
+	UsernameKey string `json:"usernameKey,omitempty"`
+	// PasswordKey is the Secret's key holding the password (default
+	// password).
+	// +optional
+	PasswordKey string `json:"passwordKey,omitempty"`
 }
 
-// ClientTLS takes the client certificate and key from a Secret of type
-// kubernetes.io/tls (keys tls.crt and tls.key).
+// ClientTLS takes the client certificate and key from a Secret, by default
+// from the keys of a Secret of type kubernetes.io/tls.
 type ClientTLS struct {
 	SecretRef SecretReference `json:"secretRef"`
+	// CertKey is the Secret's key holding the PEM certificate (default
+	// tls.crt).
+	// +optional
+	CertKey string `json:"certKey,omitempty"`
+	// PrivateKeyKey is the Secret's key holding the PEM private key
+	// (default tls.key).
+	// +optional
+	PrivateKeyKey string `json:"privateKeyKey,omitempty"`
 }
 
 // ServiceReference names a Service serving a webhook.

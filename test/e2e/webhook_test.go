@@ -55,7 +55,7 @@ func registerEchoController(t *testing.T, name string, sync v1alpha1.Hook) {
 				UpdateStrategy: &v1alpha1.ChildUpdateStrategy{Method: v1alpha1.ChildUpdateInPlace},
 			}},
 			GenerateSelector: &generateSelector,
-			Hooks:            v1alpha1.Hooks{Sync: sync},
+			Hooks:            v1alpha1.ControllerHooks{Hooks: v1alpha1.Hooks{Sync: sync}},
 		},
 	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(uc)
@@ -319,24 +319,24 @@ func TestWebhookTLS(t *testing.T) {
 	}
 	inline := &v1alpha1.CABundle{Inline: &caPEM}
 	token := func(secret string) *v1alpha1.Authorization {
-		return &v1alpha1.Authorization{Credentials: v1alpha1.KeyReference{Name: secret, Namespace: ns}}
+		return &v1alpha1.Authorization{SecretRef: v1alpha1.KeyReference{Name: secret, Namespace: ns}}
 	}
 	bearer := requireAuthorization("Bearer s3cret")
 	for _, tc := range []struct {
 		name        string
-		webhook     v1alpha1.Webhook
+		conn        v1alpha1.Connection
 		requireCert bool
 		check       func(http.Handler) http.Handler
 		failsNaming string
 	}{
-		{name: "bearer", webhook: v1alpha1.Webhook{CABundle: inline, Authorization: token("hook-token")}, check: bearer},
-		{name: "basic", webhook: v1alpha1.Webhook{CABundle: &v1alpha1.CABundle{SecretRef: &v1alpha1.KeyReference{Name: "hook-ca", Namespace: ns}},
+		{name: "bearer", conn: v1alpha1.Connection{CABundle: inline, Authorization: token("hook-token")}, check: bearer},
+		{name: "basic", conn: v1alpha1.Connection{CABundle: &v1alpha1.CABundle{SecretRef: &v1alpha1.KeyReference{Name: "hook-ca", Namespace: ns}},
 			BasicAuth: &v1alpha1.BasicAuth{SecretRef: v1alpha1.SecretReference{Name: "hook-basic", Namespace: ns}}}, check: requireAuthorization("Basic dWM6cGE1NQ==")},
-		{name: "ca-configmap", webhook: v1alpha1.Webhook{CABundle: &v1alpha1.CABundle{ConfigMapRef: &v1alpha1.KeyReference{Name: "hook-ca", Namespace: ns}}}, check: plain},
-		{name: "mtls", webhook: v1alpha1.Webhook{CABundle: inline, ClientTLS: &v1alpha1.ClientTLS{SecretRef: v1alpha1.SecretReference{Name: "hook-client", Namespace: ns}}},
+		{name: "ca-configmap", conn: v1alpha1.Connection{CABundle: &v1alpha1.CABundle{ConfigMapRef: &v1alpha1.KeyReference{Name: "hook-ca", Namespace: ns}}}, check: plain},
+		{name: "mtls", conn: v1alpha1.Connection{CABundle: inline, ClientTLS: &v1alpha1.ClientTLS{SecretRef: v1alpha1.SecretReference{Name: "hook-client", Namespace: ns}}},
 			requireCert: true, check: plain},
-		{name: "wrong-token", webhook: v1alpha1.Webhook{CABundle: inline, Authorization: token("wrong-token")}, check: bearer, failsNaming: "401 Unauthorized"},
-		{name: "unknown-ca", webhook: v1alpha1.Webhook{}, check: plain, failsNaming: "certificate signed by unknown authority"},
+		{name: "wrong-token", conn: v1alpha1.Connection{CABundle: inline, Authorization: token("wrong-token")}, check: bearer, failsNaming: "401 Unauthorized"},
+		{name: "unknown-ca", conn: v1alpha1.Connection{}, check: plain, failsNaming: "certificate signed by unknown authority"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			controller := "tls-" + tc.name
@@ -344,8 +344,8 @@ func TestWebhookTLS(t *testing.T) {
 			srv.TLS = ca.TLSServerConfig(t, tc.requireCert)
 			srv.StartTLS()
 			url := srv.URL + "/sync"
-			tc.webhook.URL = &url
-			registerEchoController(t, controller, v1alpha1.Hook{Webhook: &tc.webhook, Delivery: fastDelivery(5 * time.Second)})
+			webhook := &v1alpha1.Webhook{URL: &url, Connection: tc.conn}
+			registerEchoController(t, controller, v1alpha1.Hook{Webhook: webhook, Delivery: fastDelivery(5 * time.Second)})
 			createEcho(t, ns, controller, controller, "over TLS", "")
 			if tc.failsNaming != "" {
 				eventually(t, time.Minute, func() error { return hookFailed(ctx, ns, controller, tc.failsNaming) })
