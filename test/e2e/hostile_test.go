@@ -26,7 +26,7 @@ import (
 func TestHostileWebhook(t *testing.T) {
 	ctx := t.Context()
 	const controller = "hostile-echo"
-	url := startPythonHook(t, "hostile-webhook.py")
+	url := startPythonHook(t, "test/e2e/testdata/hostile-webhook.py")
 	registerEchoController(t, controller, v1alpha1.Hook{Webhook: &v1alpha1.Webhook{URL: &url}, Delivery: fastDelivery(3 * time.Second)})
 	ns := namespace(t)
 

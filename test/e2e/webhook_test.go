@@ -251,15 +251,15 @@ func webhookAt(url string) v1alpha1.Hook {
 	return v1alpha1.Hook{Webhook: &v1alpha1.Webhook{URL: &url}}
 }
 
-// startPythonHook runs a Python webhook of testdata (script) until the test
-// ends and returns its URL.
+// startPythonHook runs a Python webhook (script, from the repository's root)
+// on a free port until the test ends, and returns its URL.
 func startPythonHook(t *testing.T, script string) string {
 	t.Helper()
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Fatalf("python3 is needed for the Python webhook test: %v", err)
 	}
-	cmd := exec.CommandContext(t.Context(), python, filepath.Join(env.root, "test/e2e/testdata", script))
+	cmd := exec.CommandContext(t.Context(), python, filepath.Join(env.root, script), "0")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -280,7 +280,7 @@ func startPythonHook(t *testing.T, script string) string {
 // on the standard library only, serves a controller: the dispatcher POSTs
 // the request as JSON and applies the 200 body.
 func TestWebhookPython(t *testing.T) {
-	registerEchoController(t, "python-echo", webhookAt(startPythonHook(t, "hooks-echo-webhook.py")))
+	registerEchoController(t, "python-echo", webhookAt(startPythonHook(t, "test/e2e/testdata/hooks-echo-webhook.py")))
 	ns := namespace(t)
 	createEcho(t, ns, "hello", "python-echo", "hello from Go", "")
 	eventually(t, time.Minute, func() error { return echoSynced(t.Context(), ns, "hello", "python", "hello from Go") })
