@@ -440,7 +440,7 @@ func decodeFailure(r *reply) (string, error) {
 func (a *Applier) reject(ctx context.Context, log *slog.Logger, ctl *registry.Controller, parent *unstructured.Unstructured, m bus.Meta, reason string, problem error) error {
 	log.Error("reply rejected", "reason", reason, "err", problem)
 	a.events.Event(parent, "Warning", reason, problem.Error())
-	if err := a.writeStatus(ctx, ctl, parent, nil, 0, failedCondition(m.Generation, reason, problem.Error())); err != nil {
+	if err := a.writeStatus(ctx, ctl, parent, nil, m.Generation, failedCondition(m.Generation, reason, problem.Error())); err != nil {
 		return err
 	}
 	return nil

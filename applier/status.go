@@ -162,7 +162,7 @@ func composeStatus(schema *registry.StatusSchema, live, status map[string]any, g
 		return c
 	}
 	c.full = runtime.DeepCopyJSON(c.hook)
-	if status != nil {
+	if generation > 0 { // the generation uc last looked at, whatever the reply
 		c.full["observedGeneration"] = generation
 	}
 	for _, cond := range conds {

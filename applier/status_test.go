@@ -136,7 +136,9 @@ func TestComposeStatus(t *testing.T) {
 		{"unknown schema", &registry.StatusSchema{}, live, hook, whole(hook), nil, nil},
 		{"additions refused before", refused, live, hook, hook, nil, nil},
 		{"no hook status: the live one", schemaOf(closedSchema), map[string]any{"working": false}, nil,
-			map[string]any{"working": false}, nil, []string{"status.conditions"}},
+			map[string]any{"working": false}, nil, []string{"status.conditions", "status.observedGeneration"}},
+		{"no hook status: still the generation looked at", schemaOf(openSchema), live, nil,
+			map[string]any{"working": false, "observedGeneration": int64(3), "conditions": []any{synced}}, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := composeStatus(tc.schema, tc.live, tc.hook, 3, []map[string]any{syncedCondition(3)})

@@ -141,6 +141,10 @@ func TestBadRepliesAreRejectedWhole(t *testing.T) {
 			if c := condition(bar, "Synced"); c["observedGeneration"] != gen {
 				return fmt.Errorf("Synced is about generation %v, want %d", c["observedGeneration"], gen)
 			}
+			// A rejected reply still says which generation uc looked at.
+			if got, _, _ := unstructured.NestedInt64(bar.Object, "status", "observedGeneration"); got != gen {
+				return fmt.Errorf("status.observedGeneration %d, want %d", got, gen)
+			}
 			return nil
 		})
 		// Other parents keep being served.
