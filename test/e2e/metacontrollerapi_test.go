@@ -1,0 +1,164 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"universalcontroller.dev/uc/schemas/hooks"
+)
+
+var (
+	migratedGVR    = schema.GroupVersionResource{Group: "e2e.universalcontroller.dev", Version: "v1", Resource: "migrateds"}
+	mcCompositeGVR = schema.GroupVersionResource{Group: "metacontroller.k8s.io", Version: "v1alpha1", Resource: "compositecontrollers"}
+	configMapGVR   = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+)
+
+// migratedHook is a Metacontroller webhook: spec.copies ConfigMaps, and
+// their count in the status; finalize answers finalized.
+func migratedHook(t *testing.T) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req hooks.SyncRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		resp := map[string]any{"finalized": true}
+		if !req.Finalizing {
+			resp = map[string]any{"status": map[string]any{"copies": len(migratedChildren(req.Parent))}, "children": migratedChildren(req.Parent)}
+		}
+		_ = json.NewEncoder(w).Encode(resp)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// migratedChildren are the ConfigMaps a Migrated parent's hook desires.
+func migratedChildren(parent *unstructured.Unstructured) []*unstructured.Unstructured {
+	copies, _, _ := unstructured.NestedInt64(parent.Object, "spec", "copies")
+	var out []*unstructured.Unstructured
+	for i := range copies {
+		out = append(out, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": fmt.Sprintf("%s-%d", parent.GetName(), i)},
+			"data":     map[string]any{"copy": fmt.Sprint(i)},
+		}})
+	}
+	return out
+}
+
+// A parent and its children as Metacontroller left them are adopted as
+// they are when uc (--metacontroller-api) serves the CompositeController
+// that made them, the object unchanged: no child re-created although their
+// update method is Recreate, Metacontroller's finalizer kept and honoured.
+func TestMetacontrollerCompositeControllerAdoptsWithoutRecreating(t *testing.T) {
+	ctx := t.Context()
+	installCRD(t, "test/e2e/testdata/migrated-crd.yaml", migratedGVR)
+	ns := namespace(t)
+	const name = "migrated-controller"
+	finalizer := "metacontroller.io/compositecontroller-" + name
+
+	// What Metacontroller left: the parent with its finalizer, and its
+	// children, created with Metacontroller's field manager, labelled and
+	// controlled as Metacontroller does.
+	parent := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "e2e.universalcontroller.dev/v1", "kind": "Migrated",
+		"metadata": map[string]any{"name": "p", "namespace": ns, "finalizers": []any{finalizer}},
+		"spec":     map[string]any{"copies": int64(2)},
+	}}
+	parent, err := env.dyn.Resource(migratedGVR).Namespace(ns).Create(ctx, parent, metav1.CreateOptions{FieldManager: "metacontroller"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	yes := true
+	uids := map[string]types.UID{}
+	for _, child := range migratedChildren(parent) {
+		child.SetLabels(map[string]string{"controller-uid": string(parent.GetUID())})
+		child.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: parent.GetAPIVersion(), Kind: parent.GetKind(),
+			Name: parent.GetName(), UID: parent.GetUID(), Controller: &yes, BlockOwnerDeletion: &yes}})
+		out, err := env.dyn.Resource(configMapGVR).Namespace(ns).Create(ctx, child, metav1.CreateOptions{FieldManager: "metacontroller"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		uids[out.GetName()] = out.GetUID()
+	}
+
+	// The CompositeController, as Metacontroller's users write it.
+	hook := migratedHook(t)
+	createClusterScoped(t, mcCompositeGVR, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController",
+		"metadata": map[string]any{"name": name},
+		"spec": map[string]any{
+			"generateSelector": true,
+			"parentResource":   map[string]any{"apiVersion": "e2e.universalcontroller.dev/v1", "resource": "migrateds"},
+			"childResources": []any{map[string]any{"apiVersion": "v1", "resource": "configmaps",
+				"updateStrategy": map[string]any{"method": "Recreate"}}},
+			"hooks": map[string]any{
+				"sync":     map[string]any{"webhook": map[string]any{"url": hook.URL + "/sync"}},
+				"finalize": map[string]any{"webhook": map[string]any{"url": hook.URL + "/finalize"}},
+			},
+		},
+	}})
+
+	// The parent converges: the hook's status, Metacontroller's finalizer
+	// alone, the same children.
+	eventually(t, time.Minute, func() error {
+		p, err := env.dyn.Resource(migratedGVR).Namespace(ns).Get(ctx, "p", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if copies, _, _ := unstructured.NestedInt64(p.Object, "status", "copies"); copies != 2 {
+			return fmt.Errorf("status %v: want the hook's copies: 2", p.Object["status"])
+		}
+		if f := p.GetFinalizers(); !slices.Equal(f, []string{finalizer}) {
+			return fmt.Errorf("finalizers %v: want Metacontroller's alone", f)
+		}
+		return nil
+	})
+	recreated := 0
+	for childName, uid := range uids {
+		cm, err := env.dyn.Resource(configMapGVR).Namespace(ns).Get(ctx, childName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("child %s: %v", childName, err)
+		}
+		if cm.GetUID() != uid {
+			recreated++
+		}
+	}
+	t.Logf("children re-created: %d of %d", recreated, len(uids))
+	if recreated != 0 {
+		t.Errorf("%d children re-created: want 0", recreated)
+	}
+
+	// A change of the hook's desired state still reaches the children: a
+	// third copy is created next to the adopted ones.
+	if _, err := env.dyn.Resource(migratedGVR).Namespace(ns).Patch(ctx, "p", types.MergePatchType, []byte(`{"spec":{"copies":3}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, func() error {
+		_, err := env.dyn.Resource(configMapGVR).Namespace(ns).Get(ctx, "p-2", metav1.GetOptions{})
+		return err
+	})
+
+	// Deleting the parent runs the finalize hook, which lets
+	// Metacontroller's finalizer go.
+	if err := env.dyn.Resource(migratedGVR).Namespace(ns).Delete(ctx, "p", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, func() error {
+		p, err := env.dyn.Resource(migratedGVR).Namespace(ns).Get(ctx, "p", metav1.GetOptions{})
+		if err == nil {
+			return fmt.Errorf("parent still there, finalizers %v", p.GetFinalizers())
+		}
+		return nil
+	})
+}
