@@ -20,6 +20,7 @@ import (
 var (
 	migratedGVR    = schema.GroupVersionResource{Group: "e2e.universalcontroller.dev", Version: "v1", Resource: "migrateds"}
 	mcCompositeGVR = schema.GroupVersionResource{Group: "metacontroller.k8s.io", Version: "v1alpha1", Resource: "compositecontrollers"}
+	mcDecoratorGVR = schema.GroupVersionResource{Group: "metacontroller.k8s.io", Version: "v1alpha1", Resource: "decoratorcontrollers"}
 	configMapGVR   = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 )
 
@@ -158,6 +159,120 @@ func TestMetacontrollerCompositeControllerAdoptsWithoutRecreating(t *testing.T) 
 		p, err := env.dyn.Resource(migratedGVR).Namespace(ns).Get(ctx, "p", metav1.GetOptions{})
 		if err == nil {
 			return fmt.Errorf("parent still there, finalizers %v", p.GetFinalizers())
+		}
+		return nil
+	})
+}
+
+// An object a Metacontroller DecoratorController decorated, and its
+// attachment, are adopted as they are when uc serves the
+// DecoratorController, the object unchanged: the attachment is not
+// re-created although its update method is Recreate, and Metacontroller's
+// finalizer is kept, then taken off once the object opts out.
+func TestMetacontrollerDecoratorControllerAdoptsWithoutRecreating(t *testing.T) {
+	ctx := t.Context()
+	ns := namespace(t)
+	const name = "migrated-decorator"
+	finalizer := "metacontroller.io/decoratorcontroller-" + name
+	secretGVR := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	attachment := func(object string) map[string]any {
+		return map[string]any{"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+			"metadata": map[string]any{"name": object + "-att"}, "data": map[string]any{"k": "dg=="}}
+	}
+
+	// What Metacontroller left: the decorated object with its finalizer and
+	// the hook's label, and its attachment, marked as Metacontroller marks
+	// them.
+	obj, err := env.dyn.Resource(configMapGVR).Namespace(ns).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "decorated", "namespace": ns, "finalizers": []any{finalizer},
+			"annotations": map[string]any{"e2e.universalcontroller.dev/decorate": "yes"},
+			"labels":      map[string]any{"decorated": "yes"}},
+	}}, metav1.CreateOptions{FieldManager: "metacontroller"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	yes := true
+	att := &unstructured.Unstructured{Object: attachment(obj.GetName())}
+	att.SetAnnotations(map[string]string{"metacontroller.k8s.io/decorator-controller": name})
+	att.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: obj.GetName(), UID: obj.GetUID(), Controller: &yes, BlockOwnerDeletion: &yes}})
+	att, err = env.dyn.Resource(secretGVR).Namespace(ns).Create(ctx, att, metav1.CreateOptions{FieldManager: "metacontroller"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Object     *unstructured.Unstructured `json:"object"`
+			Finalizing bool                       `json:"finalizing"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		resp := map[string]any{"finalized": true, "attachments": []any{}}
+		if !req.Finalizing {
+			resp = map[string]any{"labels": map[string]any{"decorated": "yes", "synced": "yes"}, "attachments": []any{attachment(req.Object.GetName())}}
+		}
+		_ = json.NewEncoder(w).Encode(resp)
+	}))
+	t.Cleanup(hook.Close)
+	createClusterScoped(t, mcDecoratorGVR, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "DecoratorController",
+		"metadata": map[string]any{"name": name},
+		"spec": map[string]any{
+			"resources": []any{map[string]any{"apiVersion": "v1", "resource": "configmaps",
+				"annotationSelector": map[string]any{"matchAnnotations": map[string]any{"e2e.universalcontroller.dev/decorate": "yes"}}}},
+			"attachments": []any{map[string]any{"apiVersion": "v1", "resource": "secrets", "updateStrategy": map[string]any{"method": "Recreate"}}},
+			"hooks": map[string]any{
+				"sync":     map[string]any{"webhook": map[string]any{"url": hook.URL + "/sync"}},
+				"finalize": map[string]any{"webhook": map[string]any{"url": hook.URL + "/finalize"}},
+			},
+		},
+	}})
+
+	// The hook's reply is applied whole: its new label is there.
+	eventually(t, time.Minute, func() error {
+		o, err := env.dyn.Resource(configMapGVR).Namespace(ns).Get(ctx, obj.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if o.GetLabels()["synced"] != "yes" {
+			return fmt.Errorf("labels %v: want the hook's synced=yes", o.GetLabels())
+		}
+		return nil
+	})
+	cur, err := env.dyn.Resource(secretGVR).Namespace(ns).Get(ctx, att.GetName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur.GetUID() != att.GetUID() {
+		t.Errorf("attachment re-created (UID %s, was %s)", cur.GetUID(), att.GetUID())
+	}
+	o, err := env.dyn.Resource(configMapGVR).Namespace(ns).Get(ctx, obj.GetName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := o.GetFinalizers(); !slices.Equal(f, []string{finalizer}) {
+		t.Errorf("finalizers %v: want Metacontroller's alone", f)
+	}
+
+	// Opting out finalizes: the attachment goes, and Metacontroller's
+	// finalizer with it.
+	if _, err := env.dyn.Resource(configMapGVR).Namespace(ns).Patch(ctx, obj.GetName(), types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"e2e.universalcontroller.dev/decorate":null}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, func() error {
+		o, err := env.dyn.Resource(configMapGVR).Namespace(ns).Get(ctx, obj.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if f := o.GetFinalizers(); len(f) > 0 {
+			return fmt.Errorf("finalizers %v", f)
+		}
+		if _, err := env.dyn.Resource(secretGVR).Namespace(ns).Get(ctx, att.GetName(), metav1.GetOptions{}); err == nil {
+			return fmt.Errorf("attachment still there")
 		}
 		return nil
 	})
