@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -22,6 +23,7 @@ var (
 	mcCompositeGVR = schema.GroupVersionResource{Group: "metacontroller.k8s.io", Version: "v1alpha1", Resource: "compositecontrollers"}
 	mcDecoratorGVR = schema.GroupVersionResource{Group: "metacontroller.k8s.io", Version: "v1alpha1", Resource: "decoratorcontrollers"}
 	configMapGVR   = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	secretGVR      = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 )
 
 // migratedHook is a Metacontroller webhook: spec.copies ConfigMaps, and
@@ -35,7 +37,8 @@ func migratedHook(t *testing.T) *httptest.Server {
 		}
 		resp := map[string]any{"finalized": true}
 		if !req.Finalizing {
-			resp = map[string]any{"status": map[string]any{"copies": len(migratedChildren(req.Parent))}, "children": migratedChildren(req.Parent)}
+			children := migratedChildren(req.Parent)
+			resp = map[string]any{"status": map[string]any{"copies": len(children) - 1}, "children": children}
 		}
 		_ = json.NewEncoder(w).Encode(resp)
 	}))
@@ -43,10 +46,21 @@ func migratedHook(t *testing.T) *httptest.Server {
 	return srv
 }
 
-// migratedChildren are the ConfigMaps a Migrated parent's hook desires.
+// migratedChildren are the children a Migrated parent's hook desires:
+// spec.copies ConfigMaps (re-created on a change), and a Secret (updated in
+// place) holding spec.version and spec.note.
 func migratedChildren(parent *unstructured.Unstructured) []*unstructured.Unstructured {
 	copies, _, _ := unstructured.NestedInt64(parent.Object, "spec", "copies")
-	var out []*unstructured.Unstructured
+	data := map[string]any{}
+	for _, field := range []string{"version", "note"} {
+		if v, _, _ := unstructured.NestedString(parent.Object, "spec", field); v != "" {
+			data[field] = base64.StdEncoding.EncodeToString([]byte(v))
+		}
+	}
+	out := []*unstructured.Unstructured{{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+		"metadata": map[string]any{"name": parent.GetName()}, "data": data,
+	}}}
 	for i := range copies {
 		out = append(out, &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "v1", "kind": "ConfigMap",
@@ -74,7 +88,7 @@ func TestMetacontrollerCompositeControllerAdoptsWithoutRecreating(t *testing.T) 
 	parent := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "e2e.universalcontroller.dev/v1", "kind": "Migrated",
 		"metadata": map[string]any{"name": "p", "namespace": ns, "finalizers": []any{finalizer}},
-		"spec":     map[string]any{"copies": int64(2)},
+		"spec":     map[string]any{"copies": int64(2), "version": "1", "note": "x"},
 	}}
 	parent, err := env.dyn.Resource(migratedGVR).Namespace(ns).Create(ctx, parent, metav1.CreateOptions{FieldManager: "metacontroller"})
 	if err != nil {
@@ -86,7 +100,8 @@ func TestMetacontrollerCompositeControllerAdoptsWithoutRecreating(t *testing.T) 
 		child.SetLabels(map[string]string{"controller-uid": string(parent.GetUID())})
 		child.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: parent.GetAPIVersion(), Kind: parent.GetKind(),
 			Name: parent.GetName(), UID: parent.GetUID(), Controller: &yes, BlockOwnerDeletion: &yes}})
-		out, err := env.dyn.Resource(configMapGVR).Namespace(ns).Create(ctx, child, metav1.CreateOptions{FieldManager: "metacontroller"})
+		gvr := map[string]schema.GroupVersionResource{"ConfigMap": configMapGVR, "Secret": secretGVR}[child.GetKind()]
+		out, err := env.dyn.Resource(gvr).Namespace(ns).Create(ctx, child, metav1.CreateOptions{FieldManager: "metacontroller"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,8 +116,10 @@ func TestMetacontrollerCompositeControllerAdoptsWithoutRecreating(t *testing.T) 
 		"spec": map[string]any{
 			"generateSelector": true,
 			"parentResource":   map[string]any{"apiVersion": "e2e.universalcontroller.dev/v1", "resource": "migrateds"},
-			"childResources": []any{map[string]any{"apiVersion": "v1", "resource": "configmaps",
-				"updateStrategy": map[string]any{"method": "Recreate"}}},
+			"childResources": []any{
+				map[string]any{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": map[string]any{"method": "Recreate"}},
+				map[string]any{"apiVersion": "v1", "resource": "secrets", "updateStrategy": map[string]any{"method": "InPlace"}},
+			},
 			"hooks": map[string]any{
 				"sync":     map[string]any{"webhook": map[string]any{"url": hook.URL + "/sync"}},
 				"finalize": map[string]any{"webhook": map[string]any{"url": hook.URL + "/finalize"}},
@@ -127,7 +144,11 @@ func TestMetacontrollerCompositeControllerAdoptsWithoutRecreating(t *testing.T) 
 	})
 	recreated := 0
 	for childName, uid := range uids {
-		cm, err := env.dyn.Resource(configMapGVR).Namespace(ns).Get(ctx, childName, metav1.GetOptions{})
+		gvr := configMapGVR
+		if childName == "p" {
+			gvr = secretGVR
+		}
+		cm, err := env.dyn.Resource(gvr).Namespace(ns).Get(ctx, childName, metav1.GetOptions{})
 		if err != nil {
 			t.Fatalf("child %s: %v", childName, err)
 		}
@@ -141,13 +162,24 @@ func TestMetacontrollerCompositeControllerAdoptsWithoutRecreating(t *testing.T) 
 	}
 
 	// A change of the hook's desired state still reaches the children: a
-	// third copy is created next to the adopted ones.
-	if _, err := env.dyn.Resource(migratedGVR).Namespace(ns).Patch(ctx, "p", types.MergePatchType, []byte(`{"spec":{"copies":3}}`), metav1.PatchOptions{}); err != nil {
+	// third copy is created next to the adopted ones, and the Secret
+	// updated in place loses the note Metacontroller wrote, which the hook
+	// no longer desires: uc took Metacontroller's fields over.
+	if _, err := env.dyn.Resource(migratedGVR).Namespace(ns).Patch(ctx, "p", types.MergePatchType, []byte(`{"spec":{"copies":3,"version":"2","note":null}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, time.Minute, func() error {
-		_, err := env.dyn.Resource(configMapGVR).Namespace(ns).Get(ctx, "p-2", metav1.GetOptions{})
-		return err
+		if _, err := env.dyn.Resource(configMapGVR).Namespace(ns).Get(ctx, "p-2", metav1.GetOptions{}); err != nil {
+			return err
+		}
+		s, err := env.dyn.Resource(secretGVR).Namespace(ns).Get(ctx, "p", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if data, _, _ := unstructured.NestedStringMap(s.Object, "data"); len(data) != 1 || data["version"] != "Mg==" {
+			return fmt.Errorf("secret data %v: want version 2 alone", data)
+		}
+		return nil
 	})
 
 	// Deleting the parent runs the finalize hook, which lets
@@ -174,7 +206,6 @@ func TestMetacontrollerDecoratorControllerAdoptsWithoutRecreating(t *testing.T) 
 	ns := namespace(t)
 	const name = "migrated-decorator"
 	finalizer := "metacontroller.io/decoratorcontroller-" + name
-	secretGVR := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 	attachment := func(object string) map[string]any {
 		return map[string]any{"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
 			"metadata": map[string]any{"name": object + "-att"}, "data": map[string]any{"k": "dg=="}}
