@@ -658,9 +658,15 @@ func (a *Applier) inTheWay(ctx context.Context, res dynamic.ResourceInterface, a
 // operation of its field manager — to its server-side apply, and applies obj
 // again, so a field dropped from the desired object is removed: once in a
 // child's life, at its first update. out is the object as the apply left it.
+// A controller served from Metacontroller's API also takes over the fields
+// Metacontroller created and updated.
 func (a *Applier) upgradeOwnership(ctx context.Context, res dynamic.ResourceInterface, ctl *registry.Controller, out, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	manager := FieldManager(ctl.Name)
-	patch, err := csaupgrade.UpgradeManagedFieldsPatch(out, sets.New(manager), manager)
+	former := sets.New(manager)
+	if ctl.Metacontroller {
+		former.Insert(registry.MetacontrollerFieldManager)
+	}
+	patch, err := csaupgrade.UpgradeManagedFieldsPatch(out, former, manager)
 	if err != nil || patch == nil {
 		return out, err
 	}

@@ -175,7 +175,7 @@ func attachment(ctl *registry.Controller, d *unstructured.Unstructured) *unstruc
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	annotations[registry.AnnotationDecorator] = ctl.Decorator.Name
+	annotations[ctl.Decorator.Annotation] = ctl.Decorator.Name
 	obj.SetAnnotations(annotations)
 	return obj
 }
@@ -193,7 +193,7 @@ func mayAttach(ctl *registry.Controller, cur *unstructured.Unstructured, parent 
 		return fmt.Errorf("an object of that name exists and is already controlled by %s %s: uc does not take it over", ref.Kind, ref.Name)
 	case !ctl.IsAttachment(cur):
 		return fmt.Errorf("an object of that name exists, controlled by the decorated object but not by this decorator (it lacks the annotation %s=%s): uc does not take it over",
-			registry.AnnotationDecorator, ctl.Decorator.Name)
+			ctl.Decorator.Annotation, ctl.Decorator.Name)
 	}
 	return nil
 }

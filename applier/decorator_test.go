@@ -20,7 +20,7 @@ import (
 func testDecorator() *registry.Controller {
 	ctl := testController(v1alpha1.ChildUpdateInPlace)
 	ctl.Spec.GenerateSelector = nil
-	ctl.Decorator = &registry.Decoration{Name: "deco", Resources: []registry.Decorated{{
+	ctl.Decorator = &registry.Decoration{Name: "deco", Annotation: registry.AnnotationDecorator, Resources: []registry.Decorated{{
 		Resource: ctl.Parent, Labels: labels.Everything(), Annotations: labels.Everything()}}}
 	return ctl.Decorating(&ctl.Decorator.Resources[0])
 }

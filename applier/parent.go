@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/schemas/bus"
@@ -41,22 +42,32 @@ func releasePatch(child *unstructured.Unstructured, ctl *registry.Controller) []
 }
 
 // setFinalizer puts the controller's finalizer on the parent, or takes it
-// off. A finalizer cannot be added to a parent being deleted. It uses
-// server-side apply with a field manager of its own, so other finalizers are
-// left alone and dropping it from the applied configuration removes it.
+// off. A finalizer cannot be added to a parent being deleted. It is put on
+// with server-side apply with a field manager of its own, so other
+// finalizers are left alone. It is taken off with a JSON patch that removes
+// it where it still is: whoever put it there (uc, or Metacontroller before
+// uc served its CompositeController), a finalizer another field manager
+// also owns would stay if uc merely stopped applying it.
 func (a *Applier) setFinalizer(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, want bool) error {
-	has := slices.Contains(parent.GetFinalizers(), ctl.Finalizer())
-	if want == has || want && parent.GetDeletionTimestamp() != nil {
+	i := slices.Index(parent.GetFinalizers(), ctl.Finalizer())
+	if want == (i >= 0) || want && parent.GetDeletionTimestamp() != nil {
 		return nil
 	}
-	finalizers := []any{}
+	res := a.dyn.Resource(ctl.Parent.GVR).Namespace(parent.GetNamespace())
+	var err error
 	if want {
-		finalizers = append(finalizers, ctl.Finalizer())
+		obj := parentConfig(parent)
+		obj.Object["metadata"].(map[string]any)["finalizers"] = []any{ctl.Finalizer()}
+		_, err = res.Apply(ctx, parent.GetName(), obj, metav1.ApplyOptions{FieldManager: FieldManager(ctl.Name) + "/finalizer", Force: true})
+	} else {
+		path := fmt.Sprintf("/metadata/finalizers/%d", i)
+		patch, _ := json.Marshal([]map[string]any{
+			{"op": "test", "path": "/metadata/uid", "value": parent.GetUID()},
+			{"op": "test", "path": path, "value": ctl.Finalizer()},
+			{"op": "remove", "path": path},
+		})
+		_, err = res.Patch(ctx, parent.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: FieldManager(ctl.Name) + "/finalizer"})
 	}
-	obj := parentConfig(parent)
-	obj.Object["metadata"].(map[string]any)["finalizers"] = finalizers
-	_, err := a.dyn.Resource(ctl.Parent.GVR).Namespace(parent.GetNamespace()).
-		Apply(ctx, parent.GetName(), obj, metav1.ApplyOptions{FieldManager: FieldManager(ctl.Name) + "/finalizer", Force: true})
 	if err != nil {
 		return fmt.Errorf("set finalizer: %w", err)
 	}

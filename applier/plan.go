@@ -193,9 +193,9 @@ func mayManage(cur *unstructured.Unstructured, parent types.UID, sel labels.Sele
 
 // update decides what, if anything, brings an existing child to its desired
 // state under the child's update method. A child differs when the desired
-// object changed since it was last applied (its hash annotation) or when a
-// field the controller sets has another value; defaults and fields written by
-// others never count.
+// object changed since it was last applied (its hash annotation, if uc
+// applied it) or when a field the controller sets has another value;
+// defaults and fields written by others never count.
 func update(child *registry.Child, cur, want *unstructured.Unstructured) (action, bool) {
 	// The caller checked that cur is the parent's, or an orphan it may adopt.
 	if metav1.GetControllerOfNoCopy(cur) == nil {
@@ -204,8 +204,11 @@ func update(child *registry.Child, cur, want *unstructured.Unstructured) (action
 		}
 		return action{verb: verbApply, child: child, obj: want, adopt: true, event: "Adopted", liveVersion: cur.GetResourceVersion()}, true
 	}
-	same := cur.GetAnnotations()[AnnotationAppliedHash] == want.GetAnnotations()[AnnotationAppliedHash] &&
-		contains(cur.Object, withoutOwners(want).Object)
+	// A child uc never applied (Metacontroller made it, say) has no hash:
+	// it is the same when it holds every desired field.
+	hash, applied := cur.GetAnnotations()[AnnotationAppliedHash]
+	same := (!applied || hash == want.GetAnnotations()[AnnotationAppliedHash]) &&
+		contains(cur.Object, comparable(want).Object)
 	switch {
 	case same, child.Method == v1alpha1.ChildUpdateOnDelete:
 		return action{}, false
@@ -293,9 +296,12 @@ func ownerRef(ctl *registry.Controller, parent *unstructured.Unstructured) metav
 	}
 }
 
-func withoutOwners(o *unstructured.Unstructured) *unstructured.Unstructured {
+// comparable is a desired object without what update compares apart: its
+// owner (checked before) and its hash annotation.
+func comparable(o *unstructured.Unstructured) *unstructured.Unstructured {
 	c := o.DeepCopy()
 	unstructured.RemoveNestedField(c.Object, "metadata", "ownerReferences")
+	unstructured.RemoveNestedField(c.Object, "metadata", "annotations", AnnotationAppliedHash)
 	return c
 }
 

@@ -162,6 +162,21 @@ func TestPlan(t *testing.T) {
 				return o
 			}()},
 			desired: []*unstructured.Unstructured{cm("a", "1")}},
+		{name: "a child uc never applied that holds every desired field is unchanged", method: v1alpha1.ChildUpdateRecreate,
+			live: fakeLive{func() *unstructured.Unstructured {
+				o := applied("a", "1", v1alpha1.ChildUpdateRecreate)
+				o.SetAnnotations(nil)
+				return o
+			}()},
+			desired: []*unstructured.Unstructured{cm("a", "1")}},
+		{name: "a child uc never applied that lacks a desired field is recreated", method: v1alpha1.ChildUpdateRecreate,
+			live: fakeLive{func() *unstructured.Unstructured {
+				o := applied("a", "1", v1alpha1.ChildUpdateRecreate)
+				o.SetAnnotations(nil)
+				o.Object["data"] = map[string]any{"k": "0"}
+				return o
+			}()},
+			desired: []*unstructured.Unstructured{cm("a", "1")}, want: []string{"delete configmaps ns/a"}},
 		{name: "owned child that stops matching the selector is released", method: v1alpha1.ChildUpdateInPlace,
 			live: fakeLive{func() *unstructured.Unstructured {
 				o := applied("a", "1", v1alpha1.ChildUpdateInPlace)

@@ -40,6 +40,8 @@ type config struct {
 	metricsAddr    string
 	profiling      bool
 	replicaID      string
+
+	metacontrollerAPI bool
 }
 
 func (c *config) register(fs *flag.FlagSet) {
@@ -62,6 +64,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.healthAddr, "health-addr", "", "address serving /healthz and /readyz, e.g. :8081 (off when empty)")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "address serving Prometheus metrics on /metrics, e.g. :8080 (off when empty)")
+	fs.BoolVar(&c.metacontrollerAPI, "metacontroller-api", false, "also serve Metacontroller's CompositeControllers and DecoratorControllers (metacontroller.k8s.io/v1alpha1), adopting what Metacontroller left as it is")
 	fs.BoolVar(&c.profiling, "profiling", false, "also serve Go's profiles on --metrics-addr at /debug/pprof/")
 	if c.roles.applier {
 		fs.StringVar(&c.replicaID, "replica-id", os.Getenv("POD_NAME"), "the applier replica's name, kept across restarts, so that a restarted replica takes its partitions back at once (default $POD_NAME; uc run: kept in --data-dir). Never the same for two live replicas")

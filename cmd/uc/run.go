@@ -81,6 +81,9 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	if cfg.roles.applier { // the applier writes parents' status against their schemas
 		regOpts = append(regOpts, registry.WithStatusSchemas())
 	}
+	if cfg.metacontrollerAPI {
+		regOpts = append(regOpts, registry.WithMetacontrollerAPI())
+	}
 	reg := registry.New(watchDyn, kube.Discovery(), log, regOpts...)
 
 	var runners []func(context.Context) error

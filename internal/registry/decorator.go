@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
@@ -33,6 +32,9 @@ type Decoration struct {
 	// Name is the UniversalDecorator's name.
 	Name      string
 	Resources []Decorated
+	// Annotation on an attachment names the decorator that made it:
+	// AnnotationDecorator, or Metacontroller's for a DecoratorController.
+	Annotation string
 }
 
 // Decorated is a resource a decorator decorates, resolved, with the
@@ -81,20 +83,20 @@ func (c *Controller) Decorates(d *Decorated, obj metav1.Object) bool {
 // IsAttachment tells, for a decorator, whether obj, controlled by a
 // decorated object, is one of the decorator's attachments.
 func (c *Controller) IsAttachment(obj metav1.Object) bool {
-	return obj.GetAnnotations()[AnnotationDecorator] == c.Decorator.Name
+	return obj.GetAnnotations()[c.Decorator.Annotation] == c.Decorator.Name
 }
 
 // resolveDecorator turns a UniversalDecorator object into a Controller.
-func (r *Registry) resolveDecorator(u *unstructured.Unstructured) (*Controller, error) {
+func (r *Registry) resolveDecorator(u *unstructured.Unstructured, name string) (*Controller, error) {
 	var ud v1alpha1.UniversalDecorator
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ud); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", u.GetName(), err)
 	}
 	c := &Controller{
-		Name: bus.DecoratorController(ud.Name), Generation: ud.Generation, Object: u, ParentSelector: labels.Everything(),
+		Name: name, Generation: ud.Generation, Object: u, ParentSelector: labels.Everything(),
 		Spec: v1alpha1.UniversalControllerSpec{ResyncPeriodSeconds: ud.Spec.ResyncPeriodSeconds,
 			Hooks: v1alpha1.ControllerHooks{Hooks: ud.Spec.Hooks}, EndpointConfigs: ud.Spec.EndpointConfigs},
-		Decorator: &Decoration{Name: ud.Name},
+		Decorator: &Decoration{Name: ud.Name, Annotation: AnnotationDecorator},
 	}
 	for i, rule := range ud.Spec.Resources {
 		d, err := r.resolveDecorated(rule)

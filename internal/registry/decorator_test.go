@@ -17,7 +17,7 @@ import (
 
 // testRegistry is a registry whose discovery serves StatefulSets (with a
 // status subresource), Namespaces (cluster-scoped) and Services.
-func testRegistry() *Registry {
+func testRegistry(opts ...Option) *Registry {
 	disco := &fakediscovery.FakeDiscovery{Fake: &k8stesting.Fake{Resources: []*metav1.APIResourceList{
 		{GroupVersion: "apps/v1", APIResources: []metav1.APIResource{
 			{Name: "statefulsets", Kind: "StatefulSet", Namespaced: true},
@@ -28,7 +28,7 @@ func testRegistry() *Registry {
 			{Name: "services", Kind: "Service", Namespaced: true},
 		}},
 	}}}
-	return New(dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), disco, slog.New(slog.DiscardHandler))
+	return New(dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), disco, slog.New(slog.DiscardHandler), opts...)
 }
 
 func decoratorObject(t *testing.T, spec map[string]any) *unstructured.Unstructured {
@@ -51,7 +51,7 @@ func TestResolveDecorator(t *testing.T) {
 		},
 		"attachments": []any{map[string]any{"apiVersion": "v1", "resource": "services", "updateStrategy": map[string]any{"method": "RollingInPlace"}}},
 		"hooks":       map[string]any{"sync": map[string]any{}, "finalize": map[string]any{}},
-	}))
+	}), "ucd=deco")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestResolveDecoratorRejects(t *testing.T) {
 		{"an attachment that does not resolve", map[string]any{"hooks": hooks, "resources": []any{sts},
 			"attachments": []any{map[string]any{"apiVersion": "v1", "resource": "gadgets"}}}, "attachments[0]: resolve"},
 	} {
-		_, err := r.resolveDecorator(decoratorObject(t, tc.spec))
+		_, err := r.resolveDecorator(decoratorObject(t, tc.spec), "ucd=deco")
 		if err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("%s: err = %v, want one containing %q", tc.name, err, tc.err)
 		}

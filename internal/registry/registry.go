@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,6 +77,9 @@ type Controller struct {
 	ParentSelector labels.Selector
 	// Decorator is set for a UniversalDecorator (see Decoration).
 	Decorator *Decoration
+	// Metacontroller tells a controller registered by one of
+	// Metacontroller's objects (WithMetacontrollerAPI).
+	Metacontroller bool
 }
 
 // Rolling tells a controller with a child kind that rolls out: its parents
@@ -114,7 +118,7 @@ type Registry struct {
 	disco     discovery.CachedDiscoveryInterface
 	mapper    *restmapper.DeferredDiscoveryRESTMapper
 	ucs       cache.SharedIndexInformer
-	ucds      cache.SharedIndexInformer // UniversalDecorators
+	sources   []source // UniversalControllers first
 	queue     workqueue.TypedRateLimitingInterface[string]
 	log       *slog.Logger
 	status    *statusWriter // nil: this process does not report on UniversalControllers
@@ -124,6 +128,23 @@ type Registry struct {
 	mu          sync.RWMutex
 	controllers map[string]*Controller
 	listeners   []Listener
+}
+
+// A source is a resource whose objects register controllers.
+type source struct {
+	gvr schema.GroupVersionResource
+	inf cache.SharedIndexInformer
+	// name is the controller name of an object's name.
+	name    func(string) string
+	resolve resolver
+}
+
+// A resolver turns an object into the Controller of that name.
+type resolver func(u *unstructured.Unstructured, name string) (*Controller, error)
+
+// addSource makes the objects of gvr register controllers.
+func (r *Registry) addSource(gvr schema.GroupVersionResource, name func(string) string, resolve resolver) {
+	r.sources = append(r.sources, source{gvr: gvr, inf: r.informers.get(gvr).Informer(), name: name, resolve: resolve})
 }
 
 // Option configures a Registry.
@@ -159,23 +180,21 @@ func New(dyn dynamic.Interface, disco discovery.DiscoveryInterface, log *slog.Lo
 		controllers: map[string]*Controller{},
 	}
 	r.schemas, r.failures = newStatusSchemas(r.log), newFailures()
-	r.ucs = r.informers.get(v1alpha1.Resource).Informer()
-	r.ucds = r.informers.get(v1alpha1.DecoratorResource).Informer()
+	r.addSource(v1alpha1.Resource, func(n string) string { return n }, r.resolve)
+	r.addSource(v1alpha1.DecoratorResource, bus.DecoratorController, r.resolveDecorator)
+	r.ucs = r.sources[0].inf
 	for _, opt := range opts {
 		opt(r)
 	}
 	// The queue holds controller names: a decorator's is
-	// bus.DecoratorController(name).
-	for inf, name := range map[cache.SharedIndexInformer]func(string) string{
-		r.ucs:  func(n string) string { return n },
-		r.ucds: bus.DecoratorController,
-	} {
+	// bus.DecoratorController(name), and so on.
+	for _, src := range r.sources {
 		enqueue := func(obj any) {
 			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-				r.queue.Add(name(key))
+				r.queue.Add(src.name(key))
 			}
 		}
-		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		_, _ = src.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    enqueue,
 			UpdateFunc: func(_, obj any) { enqueue(obj) },
 			DeleteFunc: enqueue,
@@ -184,18 +203,22 @@ func New(dyn dynamic.Interface, disco discovery.DiscoveryInterface, log *slog.Lo
 	return r
 }
 
-// objects returns the informer of the objects registering a controller of
-// that name, UniversalControllers or UniversalDecorators, and the object's
-// name.
-func (r *Registry) objects(controller string) (cache.SharedIndexInformer, string) {
-	if name, ok := bus.DecoratorOf(controller); ok {
-		return r.ucds, name
+// objects returns the source of the objects registering a controller of
+// that name, and the object's name. Every source but UniversalControllers
+// names its controllers with a prefix holding "=", which no object's name
+// has.
+func (r *Registry) objects(controller string) (*source, string) {
+	for i := range r.sources[1:] {
+		src := &r.sources[i+1]
+		if name, ok := strings.CutPrefix(controller, src.name("")); ok {
+			return src, name
+		}
 	}
-	return r.ucs, controller
+	return &r.sources[0], controller
 }
 
-// registryUser uses the UniversalController and UniversalDecorator
-// informers; upper case, it is never a controller's name.
+// registryUser uses the informers of the sources; upper case, it is never
+// a controller's name.
 const registryUser = "UniversalControllers"
 
 // Subscribe adds a listener. Subscribe before Run.
@@ -217,11 +240,11 @@ func (r *Registry) Get(name string) (*Controller, bool) {
 // it is registered yet; before the registry has listed them all, any name
 // may.
 func (r *Registry) MayExist(name string) bool {
-	inf, key := r.objects(name)
-	if !inf.HasSynced() {
+	src, key := r.objects(name)
+	if !src.inf.HasSynced() {
 		return true
 	}
-	_, exists, err := inf.GetIndexer().GetByKey(key)
+	_, exists, err := src.inf.GetIndexer().GetByKey(key)
 	return err == nil && exists
 }
 
@@ -239,7 +262,9 @@ func (r *Registry) Lister(gvr schema.GroupVersionResource) cache.GenericLister {
 func (r *Registry) Run(ctx context.Context) {
 	defer r.queue.ShutDown()
 	defer r.failures.queue.ShutDown()
-	r.informers.use(registryUser, v1alpha1.Resource, v1alpha1.DecoratorResource)
+	for _, src := range r.sources {
+		r.informers.use(registryUser, src.gvr)
+	}
 	defer r.informers.only(registryUser)
 	if !cache.WaitForCacheSync(ctx.Done(), r.ucs.HasSynced) {
 		return
@@ -272,12 +297,8 @@ func (r *Registry) processNext(ctx context.Context) bool {
 
 // sync makes the registered controller of that name match its object.
 func (r *Registry) sync(ctx context.Context, name string) error {
-	inf, key := r.objects(name)
-	resolve := r.resolve
-	if inf == r.ucds {
-		resolve = r.resolveDecorator
-	}
-	obj, exists, err := inf.GetIndexer().GetByKey(key)
+	src, key := r.objects(name)
+	obj, exists, err := src.inf.GetIndexer().GetByKey(key)
 	if err != nil {
 		return err
 	}
@@ -291,7 +312,7 @@ func (r *Registry) sync(ctx context.Context, name string) error {
 	if old != nil && old.Generation == u.GetGeneration() {
 		return nil
 	}
-	cur, err := resolve(u)
+	cur, err := src.resolve(u, name)
 	if err == nil {
 		err = r.startInformers(ctx, cur)
 	}
@@ -331,12 +352,12 @@ func (r *Registry) set(name string, old, cur *Controller) {
 }
 
 // resolve turns a UniversalController object into a Controller.
-func (r *Registry) resolve(u *unstructured.Unstructured) (*Controller, error) {
+func (r *Registry) resolve(u *unstructured.Unstructured, name string) (*Controller, error) {
 	var uc v1alpha1.UniversalController
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &uc); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", u.GetName(), err)
 	}
-	c := &Controller{Name: uc.Name, Generation: uc.Generation, Spec: uc.Spec, Object: u, ParentSelector: labels.Everything()}
+	c := &Controller{Name: name, Generation: uc.Generation, Spec: uc.Spec, Object: u, ParentSelector: labels.Everything()}
 	var err error
 	if c.Parent, err = r.Resolve(uc.Spec.ParentResource.ResourceRule); err != nil {
 		return nil, fmt.Errorf("parent resource: %w", err)
@@ -583,9 +604,14 @@ func asMap(v any) map[string]any {
 
 // Finalizer is the finalizer uc puts on parents of a controller that has a
 // finalize hook; a decorator's has a domain of its own, so it never is a
-// controller's.
+// controller's. Metacontroller's objects keep Metacontroller's finalizers.
 func (c *Controller) Finalizer() string {
-	if c.Decorator != nil {
+	switch {
+	case c.Metacontroller && c.Decorator != nil:
+		return "metacontroller.io/decoratorcontroller-" + c.Decorator.Name
+	case c.Metacontroller:
+		return "metacontroller.io/compositecontroller-" + c.Object.GetName()
+	case c.Decorator != nil:
 		return "decorator.universalcontroller.dev/" + c.Decorator.Name
 	}
 	return "universalcontroller.dev/" + c.Name

@@ -91,8 +91,12 @@ func statusOf(uc *unstructured.Unstructured) (map[string]any, v1alpha1.Universal
 }
 
 // apply writes the fields of status the field manager owns, with
-// server-side apply.
+// server-side apply. Metacontroller's CRDs declare a status without fields:
+// its objects have the Events alone.
 func (s *statusWriter) apply(ctx context.Context, uc *unstructured.Unstructured, manager string, status map[string]any) error {
+	if uc.GroupVersionKind().Group != v1alpha1.Group {
+		return nil
+	}
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha1.Group + "/" + v1alpha1.Version,
 		"kind":       uc.GetKind(),

@@ -11,17 +11,38 @@ import (
 // decorator's name. Kubernetes names never hold "=", so a decorator's
 // subjects, consumers, NATS user and fence keys never meet those of a
 // UniversalController, whatever the two are called; and "=" is allowed in
-// every NATS subject token, consumer name and key-value key.
-const decoratorPrefix = "ucd="
+// every NATS subject token, consumer name and key-value key. Metacontroller's
+// own objects, served with --metacontroller-api, are named the same way:
+// "cc=" and a CompositeController's name, "dc=" and a DecoratorController's.
+const (
+	decoratorPrefix   = "ucd="
+	compositePrefix   = "cc="
+	mcDecoratorPrefix = "dc="
+)
 
 // DecoratorController is the controller name of the UniversalDecorator of
 // that name on the bus.
 func DecoratorController(decorator string) string { return decoratorPrefix + decorator }
 
-// DecoratorOf returns the UniversalDecorator's name of a decorator's
-// controller name, and false for a UniversalController's.
+// CompositeController is the controller name of Metacontroller's
+// CompositeController of that name on the bus.
+func CompositeController(name string) string { return compositePrefix + name }
+
+// MetacontrollerDecorator is the controller name of Metacontroller's
+// DecoratorController of that name on the bus.
+func MetacontrollerDecorator(name string) string { return mcDecoratorPrefix + name }
+
+// DecoratorOf returns the decorator's name of a decorator's controller name
+// (a UniversalDecorator's or a DecoratorController's), and false for any
+// other controller's.
 func DecoratorOf(controller string) (string, bool) {
-	return strings.CutPrefix(controller, decoratorPrefix)
+	if name, ok := strings.CutPrefix(controller, decoratorPrefix); ok {
+		return name, true
+	}
+	if name, ok := strings.CutPrefix(controller, mcDecoratorPrefix); ok {
+		return name, true
+	}
+	return "", false
 }
 
 // ApplyKey identifies one parent of one controller in the appliers: what

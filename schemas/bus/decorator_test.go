@@ -38,3 +38,32 @@ func TestDecoratedEventRoundTrip(t *testing.T) {
 		RequestID: "req-1", Resource: "apps/v1/statefulsets",
 	})
 }
+
+func TestMetacontrollerNames(t *testing.T) {
+	tests := []struct {
+		controller string
+		decorator  string // "": not a decorator
+		request    string
+	}{
+		{CompositeController("web.app"), "", "uc.req.cc=web_app.sync.1.u-1"},
+		{MetacontrollerDecorator("web.app"), "web.app", "uc.req.dc=web_app.sync.1.u-1"},
+	}
+	keys := map[string]bool{}
+	for _, tt := range tests {
+		name, ok := DecoratorOf(tt.controller)
+		if ok != (tt.decorator != "") || name != tt.decorator {
+			t.Errorf("DecoratorOf(%q) = %q, %t", tt.controller, name, ok)
+		}
+		a := Address{Controller: tt.controller, Hook: "sync", Partition: 1, ParentUID: "u-1"}
+		if s := a.RequestSubject(); s != tt.request {
+			t.Errorf("request subject %q, want %q", s, tt.request)
+		}
+		keys[string(a.ApplyKey())] = true
+	}
+	// Metacontroller's DecoratorController and a UniversalDecorator of the
+	// same name never share a fence key.
+	keys[string(Address{Controller: DecoratorController("web.app"), ParentUID: "u-1"}.ApplyKey())] = true
+	if len(keys) != 3 {
+		t.Errorf("apply keys %v: want three", keys)
+	}
+}

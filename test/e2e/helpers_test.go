@@ -61,7 +61,7 @@ func (u *ucProcess) start(ctx context.Context) error {
 	var err error
 	u.proc, err = testbed.StartProcess("uc", u.bin, filepath.Join(u.dir, "uc.log"),
 		"run", "--kubeconfig", u.kubeconfig, "--nats-listen", u.natsListen,
-		"--data-dir", filepath.Join(u.dir, "data"), "--log-level", "debug")
+		"--data-dir", filepath.Join(u.dir, "data"), "--log-level", "debug", "--metacontroller-api")
 	if err != nil {
 		return err
 	}

@@ -73,7 +73,9 @@ func setup(m *testing.M) (int, error) {
 	if err := crds.Install(ctx, cfg); err != nil {
 		return 0, err
 	}
-	for _, f := range []string{"examples/foo/crd.yaml", "test/e2e/testdata/bar-crd.yaml"} {
+	// The shared uc serves Metacontroller's API (--metacontroller-api)
+	// from Metacontroller's CRDs.
+	for _, f := range []string{"examples/foo/crd.yaml", "test/e2e/testdata/bar-crd.yaml", "test/e2e/testdata/metacontroller-crds-v1.yaml"} {
 		if err := applyFile(ctx, filepath.Join(env.root, f)); err != nil {
 			return 0, err
 		}

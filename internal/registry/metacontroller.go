@@ -1,0 +1,56 @@
+package registry
+
+import (
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"universalcontroller.dev/uc/schemas/bus"
+)
+
+// Metacontroller's own API, served with WithMetacontrollerAPI: its
+// CompositeControllers and DecoratorControllers, as Metacontroller's CRDs
+// declare them. A CompositeController's spec is a UniversalController's
+// field for field, a DecoratorController's a UniversalDecorator's, so they
+// are decoded as those; they register controllers named
+// bus.CompositeController(name) and bus.MetacontrollerDecorator(name).
+// Such a controller keeps what Metacontroller put on the objects it
+// manages, so that parents and children are adopted as Metacontroller left
+// them: its finalizer names, its attachments' annotation, and its field
+// manager, whose fields uc's apply takes over.
+var (
+	CompositeControllerResource = schema.GroupVersionResource{Group: "metacontroller.k8s.io", Version: "v1alpha1", Resource: "compositecontrollers"}
+	DecoratorControllerResource = schema.GroupVersionResource{Group: "metacontroller.k8s.io", Version: "v1alpha1", Resource: "decoratorcontrollers"}
+)
+
+// MetacontrollerFieldManager is the field manager Metacontroller writes
+// children with (the default of its --apply-strategy-ssa-field-manager, and
+// its user agent's name for creates and merge patches).
+const MetacontrollerFieldManager = "metacontroller"
+
+// annotationMetacontrollerDecorator on an attachment names the
+// DecoratorController that made it.
+const annotationMetacontrollerDecorator = "metacontroller.k8s.io/decorator-controller"
+
+// WithMetacontrollerAPI makes the registry also register Metacontroller's
+// CompositeControllers and DecoratorControllers.
+func WithMetacontrollerAPI() Option {
+	return func(r *Registry) {
+		r.addSource(CompositeControllerResource, bus.CompositeController, metacontroller(r.resolve))
+		r.addSource(DecoratorControllerResource, bus.MetacontrollerDecorator, metacontroller(r.resolveDecorator))
+	}
+}
+
+// metacontroller makes a resolver of uc's objects one of Metacontroller's.
+func metacontroller(resolve resolver) resolver {
+	return func(u *unstructured.Unstructured, name string) (*Controller, error) {
+		c, err := resolve(u, name)
+		if err != nil {
+			return nil, err
+		}
+		c.Metacontroller = true
+		if c.Decorator != nil {
+			c.Decorator.Annotation = annotationMetacontrollerDecorator
+		}
+		return c, nil
+	}
+}
