@@ -111,10 +111,14 @@ func TestChaos(t *testing.T) {
 	t.Logf("every Fanout converged to its latest generation %s after the last fault", time.Since(lastFault).Round(100*time.Millisecond))
 
 	created, deleted, backwards := childHistory(children.all())
-	overlaps := applyOverlaps(t, appliers, kills)
+	overlaps, applied := applyOverlaps(t, appliers, kills)
 	panics := panicLines(t, append(all, &roleProcess{name: "nats-server", log: filepath.Join(srv.Dir(), "nats-server.log")}))
-	t.Logf("children created twice: %d, deleted: %d, written back to an older payload: %d; overlapping applies of a parent: %d; log lines with a panic: %d",
-		len(created), len(deleted), len(backwards), len(overlaps), len(panics))
+	t.Logf("%d changes of children recorded, %d applies of %d parents logged; children created twice: %d, deleted: %d, "+
+		"written back to an older payload: %d; overlapping applies of a parent: %d; log lines with a panic: %d",
+		len(children.all()), applied.applies, applied.parents, len(created), len(deleted), len(backwards), len(overlaps), len(panics))
+	if applied.parents != chaosParents {
+		t.Errorf("the appliers' logs show applies of %d parents, want %d: the overlap check does not see them all", applied.parents, chaosParents)
+	}
 	for _, problems := range []struct {
 		what  string
 		found []string
@@ -263,10 +267,13 @@ func childHistory(changes []change) (created, deleted, backwards []string) {
 	return created, deleted, backwards
 }
 
+// applyCount counts the applies the appliers logged, and their parents.
+type applyCount struct{ applies, parents int }
+
 // applyOverlaps reads every applier's log for the applies of each parent and
 // lists those that overlap. An apply a SIGKILL interrupted ended with the
 // kill; one still open at the end of the log has not ended.
-func applyOverlaps(t *testing.T, appliers []*roleProcess, kills map[string][]int64) []string {
+func applyOverlaps(t *testing.T, appliers []*roleProcess, kills map[string][]int64) ([]string, applyCount) {
 	t.Helper()
 	all := map[string][]interval{} // by parent UID
 	for _, a := range appliers {
@@ -283,12 +290,14 @@ func applyOverlaps(t *testing.T, appliers []*roleProcess, kills map[string][]int
 		}
 	}
 	var found []string
+	count := applyCount{parents: len(all)}
 	for uid, ivs := range all {
+		count.applies += len(ivs)
 		for _, o := range overlaps(ivs) {
 			found = append(found, "parent "+uid+": "+o)
 		}
 	}
-	return found
+	return found, count
 }
 
 // panicLines lists the log lines, of every process, that mention a panic.
