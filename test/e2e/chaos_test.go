@@ -112,10 +112,17 @@ func TestChaos(t *testing.T) {
 
 	created, deleted, backwards := childHistory(children.all())
 	overlaps, applied := applyOverlaps(t, appliers, kills)
-	panics := panicLines(t, append(all, &roleProcess{name: "nats-server", log: filepath.Join(srv.Dir(), "nats-server.log")}))
+	panics := linesWith(t, "panic", append(all, &roleProcess{name: "nats-server", log: filepath.Join(srv.Dir(), "nats-server.log")}))
+	// Parents the watchers' last line of defence published again, their
+	// request lost: it waits a minute before it looks.
+	republished := linesWith(t, "publishing the parent again", watchers)
 	t.Logf("%d changes of children recorded, %d applies of %d parents logged; children created twice: %d, deleted: %d, "+
-		"written back to an older payload: %d; overlapping applies of a parent: %d; log lines with a panic: %d",
-		len(children.all()), applied.applies, applied.parents, len(created), len(deleted), len(backwards), len(overlaps), len(panics))
+		"written back to an older payload: %d; overlapping applies of a parent: %d; log lines with a panic: %d; "+
+		"parents published again by the watcher, their request lost: %d",
+		len(children.all()), applied.applies, applied.parents, len(created), len(deleted), len(backwards), len(overlaps), len(panics), len(republished))
+	for _, line := range republished[:min(len(republished), 5)] {
+		t.Log(line)
+	}
 	if applied.parents != chaosParents {
 		t.Errorf("the appliers' logs show applies of %d parents, want %d: the overlap check does not see them all", applied.parents, chaosParents)
 	}
@@ -300,8 +307,9 @@ func applyOverlaps(t *testing.T, appliers []*roleProcess, kills map[string][]int
 	return found, count
 }
 
-// panicLines lists the log lines, of every process, that mention a panic.
-func panicLines(t *testing.T, procs []*roleProcess) []string {
+// linesWith lists the log lines of the processes that hold text, whatever
+// its case.
+func linesWith(t *testing.T, text string, procs []*roleProcess) []string {
 	t.Helper()
 	var found []string
 	for _, r := range procs {
@@ -310,7 +318,7 @@ func panicLines(t *testing.T, procs []*roleProcess) []string {
 			t.Fatal(err)
 		}
 		for line := range strings.SplitSeq(string(b), "\n") {
-			if strings.Contains(strings.ToLower(line), "panic") {
+			if strings.Contains(strings.ToLower(line), strings.ToLower(text)) {
 				found = append(found, r.name+": "+line)
 			}
 		}
