@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,9 +27,10 @@ type interval struct {
 
 var applyLine = regexp.MustCompile(`msg=apply .*phase=(start|end) .*parentUID=(\S+) at=(\d+)`)
 
-// applies reads the apply intervals a replica logged; an apply it started
-// but never ended (it was killed) lasts until until.
-func applies(t *testing.T, r *roleProcess, until int64) map[string][]interval {
+// applies reads the apply intervals a replica logged, across its restarts
+// (its log goes on in the same file). An apply it started but never ended
+// (it was killed) ended at ended(its start).
+func applies(t *testing.T, r *roleProcess, ended func(start int64) int64) map[string][]interval {
 	t.Helper()
 	f, err := os.Open(r.log)
 	if err != nil {
@@ -45,17 +47,43 @@ func applies(t *testing.T, r *roleProcess, until int64) map[string][]interval {
 			continue
 		}
 		at, _ := strconv.ParseInt(m[3], 10, 64)
-		if m[1] == "start" {
-			open[m[2]] = at
-			continue
+		uid := m[2]
+		start, isOpen := open[uid]
+		switch {
+		case m[1] == "end" && isOpen:
+			out[uid] = append(out[uid], interval{r.name, start, at})
+			delete(open, uid)
+		case m[1] == "start" && isOpen: // the replica was killed meanwhile
+			out[uid] = append(out[uid], interval{r.name, start, ended(start)})
+			open[uid] = at
+		case m[1] == "start":
+			open[uid] = at
 		}
-		out[m[2]] = append(out[m[2]], interval{r.name, open[m[2]], at})
-		delete(open, m[2])
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("read %s: %v", r.log, err)
 	}
 	for uid, start := range open {
-		out[uid] = append(out[uid], interval{r.name, start, until})
+		out[uid] = append(out[uid], interval{r.name, start, ended(start)})
 	}
 	return out
+}
+
+// overlaps describes the applies of one parent, ivs, that overlap.
+func overlaps(ivs []interval) []string {
+	slices.SortFunc(ivs, func(a, b interval) int { return cmp.Compare(a.start, b.start) })
+	var found []string
+	last := ivs[0] // of the applies before, the one that ends last
+	for _, iv := range ivs[1:] {
+		if iv.start < last.end {
+			found = append(found, fmt.Sprintf("apply by %s started at %d while one by %s ran until %d",
+				iv.replica, iv.start, last.replica, last.end))
+		}
+		if iv.end > last.end {
+			last = iv
+		}
+	}
+	return found
 }
 
 // TestAppliersNeverOverlap runs three applier processes on one bus while
@@ -142,7 +170,7 @@ func TestAppliersNeverOverlap(t *testing.T) {
 		if i == 0 {
 			until = killedAt
 		}
-		for uid, ivs := range applies(t, r, until) {
+		for uid, ivs := range applies(t, r, func(int64) int64 { return until }) {
 			if _, ours := uids[types.UID(uid)]; !ours {
 				continue
 			}
@@ -156,12 +184,8 @@ func TestAppliersNeverOverlap(t *testing.T) {
 	total := 0
 	for uid, ivs := range all {
 		total += len(ivs)
-		slices.SortFunc(ivs, func(a, b interval) int { return int(a.start - b.start) })
-		for i := 1; i < len(ivs); i++ {
-			if ivs[i].start < ivs[i-1].end {
-				t.Errorf("parent %s: apply by %s started at %d while one by %s ran until %d",
-					uids[types.UID(uid)], ivs[i].replica, ivs[i].start, ivs[i-1].replica, ivs[i-1].end)
-			}
+		for _, o := range overlaps(ivs) {
+			t.Errorf("parent %s: %s", uids[types.UID(uid)], o)
 		}
 	}
 	for _, r := range appliers {

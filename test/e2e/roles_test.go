@@ -41,10 +41,12 @@ func widgetSync(_ context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse,
 	return &hooks.SyncResponse{Children: []*unstructured.Unstructured{cm}}, nil
 }
 
-// roleProcess is one uc role running as its own process.
+// roleProcess is one uc role (or hook worker) running as its own process.
 type roleProcess struct {
 	name string
 	log  string
+	bin  string
+	args []string
 	proc *testbed.Process
 }
 
@@ -145,21 +147,36 @@ func (b *rolesOnBus) pauseWorker() {
 
 // start starts one role process named name: `uc <role> <flags…> <args…>`.
 func (b *rolesOnBus) start(name, role string, args ...string) *roleProcess {
+	b.t.Helper()
+	return b.startBinary(name, env.uc.bin, append(append([]string{role}, b.args...), args...)...)
+}
+
+// startBinary starts bin with args as a process named name, logging to
+// name.log in the work dir, and stops it when the test ends.
+func (b *rolesOnBus) startBinary(name, bin string, args ...string) *roleProcess {
 	t := b.t
 	t.Helper()
-	log := filepath.Join(b.dir, name+".log")
-	p, err := testbed.StartProcess(name, env.uc.bin, log, append(append([]string{role}, b.args...), args...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := &roleProcess{name: name, log: filepath.Join(b.dir, name+".log"), bin: bin, args: args}
+	b.restart(r)
 	t.Cleanup(func() {
-		p.Stop(5 * time.Second)
+		r.proc.Stop(5 * time.Second)
 		if t.Failed() || os.Getenv("UC_E2E_DUMP") != "" {
-			out, _ := os.ReadFile(log)
+			out, _ := os.ReadFile(r.log)
 			t.Logf("--- %s log ---\n%s", name, out)
 		}
 	})
-	return &roleProcess{name: name, log: log, proc: p}
+	return r
+}
+
+// restart starts the process again with the same flags, once it ended;
+// its log goes on in the same file.
+func (b *rolesOnBus) restart(r *roleProcess) {
+	b.t.Helper()
+	p, err := testbed.StartProcess(r.name, r.bin, r.log, r.args...)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	r.proc = p
 }
 
 // createWidget creates a Widget with spec.value.

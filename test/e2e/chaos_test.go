@@ -1,0 +1,329 @@
+package e2e
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"universalcontroller.dev/uc/examples/fanout"
+	"universalcontroller.dev/uc/test/testbed"
+)
+
+// Chaos test sizes: parents, the children each one has, and the pause
+// between two faults (and between a kill and its restart).
+const (
+	chaosParents  = 200
+	chaosChildren = 3
+	chaosPause    = 3 * time.Second
+)
+
+// TestChaos runs uc as an operator would on an external nats-server with
+// file storage — 2 watchers electing a leader, a dispatcher, 3 appliers
+// and 2 bus-native Fanout hook workers, each its own process — and while
+// 200 Fanouts are created and then updated, SIGKILLs and restarts with the
+// same flags, one after the other: the active watcher, an applier, a hook
+// worker, nats-server (on the same store), another applier and the
+// dispatcher. A recorder watching every Fanout and ConfigMap from before
+// the first create then checks the invariants: every parent converges to
+// its latest generation; no child is created twice, deleted, or written
+// back to an older payload; no two applies of a parent overlap, across the
+// appliers' logs; no process logged a panic.
+func TestChaos(t *testing.T) {
+	ctx := t.Context()
+	srv, err := testbed.StartNATS(ctx, filepath.Join(t.TempDir(), "nats"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	b := newRolesOnBus(t, srv.URL())
+	installCRD(t, "examples/fanout/crd.yaml", fanout.GVR)
+	registerManifest(t, "examples/fanout/controller.yaml", nil)
+	hook := buildFanoutHook(t)
+
+	lease := []string{"--leader-elect-namespace", b.ns}
+	watchers := []*roleProcess{b.start("watcher-a", "watcher", lease...), b.start("watcher-b", "watcher", lease...)}
+	dispatcher := b.start("dispatcher", "dispatcher")
+	var appliers, hooks []*roleProcess
+	for _, id := range []string{"a", "b", "c"} {
+		appliers = append(appliers, b.start("applier-"+id, "applier", "--replica-id", "applier-"+id))
+	}
+	for _, id := range []string{"a", "b"} {
+		hooks = append(hooks, b.startBinary("fanout-hook-"+id, hook, "--nats-url", srv.URL()))
+	}
+	all := slices.Concat(watchers, []*roleProcess{dispatcher}, appliers, hooks)
+
+	parents := recordChanges(t, fanout.GVR, b.ns)
+	children := recordChanges(t, configMapGVR, b.ns)
+	names := make([]string, chaosParents)
+	for i := range names {
+		names[i] = fmt.Sprintf("f-%03d", i)
+		createFanout(t, b.ns, names[i], "v1")
+	}
+	t.Logf("created %d Fanouts of %d ConfigMaps at v1", chaosParents, chaosChildren)
+
+	// The faults follow a schedule, not a condition: chaosPause between a
+	// kill and its restart and between two faults, paced by a ticker.
+	tick := time.NewTicker(chaosPause)
+	defer tick.Stop()
+	kills := map[string][]int64{} // SIGKILL times (unix ns) by process
+	fault := func(r *roleProcess) {
+		<-tick.C
+		kills[r.name] = append(kills[r.name], time.Now().UnixNano())
+		r.proc.Kill()
+		t.Logf("SIGKILLed %s", r.name)
+		<-tick.C
+		b.restart(r)
+	}
+	fault(activeWatcher(t, b.ns, watchers))
+	fault(appliers[0])
+	fault(hooks[0])
+	updated := make(chan struct{})
+	go func() { // the update wave, during the faults that follow
+		defer close(updated)
+		start := time.Now()
+		for _, n := range names {
+			patchFanout(t, b.ns, n, "v2")
+		}
+		t.Logf("updated the %d Fanouts to v2 in %s", chaosParents, time.Since(start).Round(100*time.Millisecond))
+	}()
+	<-tick.C
+	srv.Kill()
+	t.Log("SIGKILLed nats-server")
+	<-tick.C
+	if err := srv.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fault(appliers[1])
+	fault(dispatcher)
+	<-updated
+	lastFault := time.Now()
+	t.Log("the last fault is over")
+
+	eventually(t, 2*time.Minute, func() error { return chaosConverged(parents, children, names) })
+	t.Logf("every Fanout converged to its latest generation %s after the last fault", time.Since(lastFault).Round(100*time.Millisecond))
+
+	created, deleted, backwards := childHistory(children.all())
+	overlaps, applied := applyOverlaps(t, appliers, kills)
+	panics := linesWith(t, "panic", append(all, &roleProcess{name: "nats-server", log: filepath.Join(srv.Dir(), "nats-server.log")}))
+	// Parents the watchers' last line of defence published again, their
+	// request lost: it waits a minute before it looks.
+	republished := linesWith(t, "publishing the parent again", watchers)
+	t.Logf("%d changes of children recorded, %d applies of %d parents logged; children created twice: %d, deleted: %d, "+
+		"written back to an older payload: %d; overlapping applies of a parent: %d; log lines with a panic: %d; "+
+		"parents published again by the watcher, their request lost: %d",
+		len(children.all()), applied.applies, applied.parents, len(created), len(deleted), len(backwards), len(overlaps), len(panics), len(republished))
+	for _, line := range republished[:min(len(republished), 5)] {
+		t.Log(line)
+	}
+	if applied.parents != chaosParents {
+		t.Errorf("the appliers' logs show applies of %d parents, want %d: the overlap check does not see them all", applied.parents, chaosParents)
+	}
+	for _, problems := range []struct {
+		what  string
+		found []string
+	}{
+		{"created twice", created}, {"deleted without cause", deleted}, {"written back to v1", backwards},
+		{"applied twice at once", overlaps}, {"panicked", panics},
+	} {
+		if len(problems.found) > 0 {
+			t.Errorf("%s: %s", problems.what, strings.Join(problems.found, "; "))
+		}
+	}
+	for _, r := range all {
+		if err := r.proc.Exited(); err != nil {
+			t.Errorf("%s exited: %v", r.name, err)
+		}
+	}
+}
+
+// buildFanoutHook builds the Fanout example's hook worker.
+func buildFanoutHook(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "fanout-hook")
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "./examples/fanout/cmd/fanout-hook")
+	build.Dir = env.root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build fanout-hook: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func createFanout(t *testing.T, ns, name, payload string) {
+	t.Helper()
+	f := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "examples.universalcontroller.dev/v1alpha1", "kind": "Fanout",
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"spec":     map[string]any{"replicas": int64(chaosChildren), "payload": payload},
+	}}
+	if _, err := env.dyn.Resource(fanout.GVR).Namespace(ns).Create(t.Context(), f, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// patchFanout sets a Fanout's payload; it may run outside the test's
+// goroutine, so it reports with t.Error.
+func patchFanout(t *testing.T, ns, name, payload string) {
+	patch := fmt.Sprintf(`{"spec":{"payload":%q}}`, payload)
+	if _, err := env.dyn.Resource(fanout.GVR).Namespace(ns).Patch(t.Context(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Errorf("patch %s: %v", name, err)
+	}
+}
+
+// activeWatcher is the watcher holding the uc-watcher Lease.
+func activeWatcher(t *testing.T, ns string, watchers []*roleProcess) *roleProcess {
+	t.Helper()
+	var active *roleProcess
+	eventually(t, 30*time.Second, func() error {
+		l, err := env.kube.CoordinationV1().Leases(ns).Get(t.Context(), "uc-watcher", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if l.Spec.HolderIdentity == nil {
+			return fmt.Errorf("the lease has no holder")
+		}
+		for _, w := range watchers {
+			if w.logHas("leading: this watcher is active", "identity="+*l.Spec.HolderIdentity) {
+				active = w
+				return nil
+			}
+		}
+		return fmt.Errorf("no watcher says it is %s", *l.Spec.HolderIdentity)
+	})
+	return active
+}
+
+// latest is the last recorded version of every object still there, by name.
+func latest(r *changeRecord) map[string]*unstructured.Unstructured {
+	objs := map[string]*unstructured.Unstructured{}
+	for _, c := range r.all() {
+		if c.deleted {
+			delete(objs, c.obj.GetName())
+		} else {
+			objs[c.obj.GetName()] = c.obj
+		}
+	}
+	return objs
+}
+
+// chaosConverged fails until every Fanout has observed its generation and
+// each of its ConfigMaps carries its payload.
+func chaosConverged(parents, children *changeRecord, names []string) error {
+	ps, cms := latest(parents), latest(children)
+	var behind []string
+	for _, n := range names {
+		p := ps[n]
+		if p == nil {
+			return fmt.Errorf("Fanout %s is not there", n)
+		}
+		payload, _, _ := unstructured.NestedString(p.Object, "spec", "payload")
+		observed, _, _ := unstructured.NestedInt64(p.Object, "status", "observedGeneration")
+		ok := observed == p.GetGeneration()
+		for i := range chaosChildren {
+			cm := cms[fanout.ChildName(n, i)]
+			if cm == nil {
+				ok = false
+				continue
+			}
+			got, _, _ := unstructured.NestedString(cm.Object, "data", fanout.PayloadKey)
+			ok = ok && got == payload
+		}
+		if !ok {
+			behind = append(behind, fmt.Sprintf("%s (generation %d, observed %d)", n, p.GetGeneration(), observed))
+		}
+	}
+	if len(behind) > 0 {
+		return fmt.Errorf("%d Fanouts have not converged: %s", len(behind), strings.Join(behind[:min(len(behind), 10)], ", "))
+	}
+	return nil
+}
+
+// childHistory reads the ConfigMaps' recorded history, in watch order: the
+// ones created again under a name already used (a new UID), the ones
+// deleted (no Fanout changed its replicas, so no deletion has a cause), and
+// the ones seen at v2 then at v1.
+func childHistory(changes []change) (created, deleted, backwards []string) {
+	uids := map[string]types.UID{}
+	atV2 := map[string]bool{}
+	for _, c := range changes {
+		if _, child := c.obj.GetLabels()[fanout.ParentLabel]; !child {
+			continue
+		}
+		name := c.obj.GetName()
+		if uid, seen := uids[name]; seen && uid != c.obj.GetUID() {
+			created = append(created, name)
+		}
+		uids[name] = c.obj.GetUID()
+		if c.deleted {
+			deleted = append(deleted, name)
+			continue
+		}
+		payload, _, _ := unstructured.NestedString(c.obj.Object, "data", fanout.PayloadKey)
+		if payload == "v1" && atV2[name] {
+			backwards = append(backwards, fmt.Sprintf("%s at resourceVersion %s", name, c.obj.GetResourceVersion()))
+		}
+		atV2[name] = atV2[name] || payload == "v2"
+	}
+	return created, deleted, backwards
+}
+
+// applyCount counts the applies the appliers logged, and their parents.
+type applyCount struct{ applies, parents int }
+
+// applyOverlaps reads every applier's log for the applies of each parent and
+// lists those that overlap. An apply a SIGKILL interrupted ended with the
+// kill; one still open at the end of the log has not ended.
+func applyOverlaps(t *testing.T, appliers []*roleProcess, kills map[string][]int64) ([]string, applyCount) {
+	t.Helper()
+	all := map[string][]interval{} // by parent UID
+	for _, a := range appliers {
+		ended := func(start int64) int64 { // the first kill of a after start, or never
+			for _, k := range kills[a.name] {
+				if k > start {
+					return k
+				}
+			}
+			return math.MaxInt64
+		}
+		for uid, ivs := range applies(t, a, ended) {
+			all[uid] = append(all[uid], ivs...)
+		}
+	}
+	var found []string
+	count := applyCount{parents: len(all)}
+	for uid, ivs := range all {
+		count.applies += len(ivs)
+		for _, o := range overlaps(ivs) {
+			found = append(found, "parent "+uid+": "+o)
+		}
+	}
+	return found, count
+}
+
+// linesWith lists the log lines of the processes that hold text, whatever
+// its case.
+func linesWith(t *testing.T, text string, procs []*roleProcess) []string {
+	t.Helper()
+	var found []string
+	for _, r := range procs {
+		b, err := os.ReadFile(r.log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if strings.Contains(strings.ToLower(line), strings.ToLower(text)) {
+				found = append(found, r.name+": "+line)
+			}
+		}
+	}
+	return found
+}
