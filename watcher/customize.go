@@ -41,6 +41,7 @@ type relatedRule struct {
 	res       registry.Resource
 	selector  labels.Selector // nil when the rule selects by names
 	namespace labels.Selector // v2 namespaceSelector, or nil
+	v2        bool            // of a customize hook of version v2
 }
 
 // customizeCache holds the customize replies by parent, keyed as the
@@ -89,7 +90,7 @@ func (c *customizeCache) selecting(controller string, gvr schema.GroupVersionRes
 func (r relatedRule) matches(obj *unstructured.Unstructured, parentNS string, nsLabels func(string) labels.Set) bool {
 	ns := obj.GetNamespace()
 	switch {
-	case parentNS != "" && ns != parentNS && r.namespace == nil:
+	case r.parentNamespaceOnly(parentNS) && ns != parentNS:
 		return false
 	case r.Namespace != "" && ns != r.Namespace:
 		return false
@@ -108,13 +109,22 @@ func (r relatedRule) matches(obj *unstructured.Unstructured, parentNS string, ns
 
 // lookIn is the one namespace the rule can select objects in, or "" for all.
 func (r relatedRule) lookIn(parentNS string) string {
-	if r.Namespace != "" {
+	switch {
+	case r.parentNamespaceOnly(parentNS):
+		return parentNS
+	case r.Namespace != "":
 		return r.Namespace
 	}
-	if r.namespace != nil {
-		return ""
-	}
-	return parentNS
+	return ""
+}
+
+// parentNamespaceOnly tells whether the rule selects namespaced objects in
+// the parent's namespace alone, as Metacontroller's v1 hooks do for a
+// namespaced parent. A v2 hook's rule looks in the namespace it names, in
+// those its namespaceSelector selects, or else in every namespace; objects
+// of a cluster-scoped kind are selected whatever the parent's scope.
+func (r relatedRule) parentNamespaceOnly(parentNS string) bool {
+	return parentNS != "" && r.res.Namespaced && !r.v2
 }
 
 // retryDelay is how long a customize reply that could not be handled waits.
@@ -198,7 +208,7 @@ func (w *Watcher) decodeCustomize(ctx context.Context, ctl *registry.Controller,
 	}
 	rules := make([]relatedRule, 0, len(resp.RelatedResources))
 	for i, rr := range resp.RelatedResources {
-		r := relatedRule{RelatedResourceRule: rr}
+		r := relatedRule{RelatedResourceRule: rr, v2: ctl.HookVersion(hooks.Customize) == string(v1alpha1.HookV2)}
 		var err error
 		if r.res, err = w.reg.Resolve(v1alpha1.ResourceRule{APIVersion: rr.APIVersion, Resource: rr.Resource}); err != nil {
 			return nil, fmt.Errorf("relatedResources[%d]: %w", i, err)
