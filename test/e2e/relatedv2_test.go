@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"universalcontroller.dev/uc/dispatcher/worker"
@@ -51,32 +50,10 @@ func TestRelatedV2AcrossNamespaces(t *testing.T) {
 		return &hooks.SyncResponse{Children: []*unstructured.Unstructured{cm}}, nil
 	}
 	serveHooks(t, controller, worker.Customize(customize), worker.Sync(sync))
-	installCRD(t, "test/e2e/testdata/hooks-echo-crd.yaml", echoGVR)
-	generateSelector := true
-	uc := &v1alpha1.UniversalController{
-		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.Group + "/" + v1alpha1.Version, Kind: "UniversalController"},
-		ObjectMeta: metav1.ObjectMeta{Name: controller},
-		Spec: v1alpha1.UniversalControllerSpec{
-			ParentResource: v1alpha1.ParentResource{
-				ResourceRule:  v1alpha1.ResourceRule{APIVersion: echoGVR.GroupVersion().String(), Resource: echoGVR.Resource},
-				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{echoLabel: controller}},
-			},
-			ChildResources: []v1alpha1.ChildResource{{
-				ResourceRule:   v1alpha1.ResourceRule{APIVersion: "v1", Resource: "configmaps"},
-				UpdateStrategy: &v1alpha1.ChildUpdateStrategy{Method: v1alpha1.ChildUpdateInPlace},
-			}},
-			GenerateSelector: &generateSelector,
-			Hooks: v1alpha1.ControllerHooks{Hooks: v1alpha1.Hooks{
-				Sync:      v1alpha1.Hook{Version: v1alpha1.HookV2},
-				Customize: &v1alpha1.Hook{Version: v1alpha1.HookV2},
-			}},
-		},
-	}
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(uc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	createClusterScoped(t, v1alpha1.Resource, &unstructured.Unstructured{Object: obj})
+	registerEchoControllerHooks(t, controller, v1alpha1.Hooks{
+		Sync:      v1alpha1.Hook{Version: v1alpha1.HookV2},
+		Customize: &v1alpha1.Hook{Version: v1alpha1.HookV2},
+	})
 
 	ns := namespace(t)
 	other := extraNamespace(t, ns+"-other")

@@ -40,6 +40,13 @@ const echoLabel = "hooks.e2e.universalcontroller.dev/controller"
 // its name, with sync as its sync hook, until the test ends.
 func registerEchoController(t *testing.T, name string, sync v1alpha1.Hook) {
 	t.Helper()
+	registerEchoControllerHooks(t, name, v1alpha1.Hooks{Sync: sync})
+}
+
+// registerEchoControllerHooks registers a controller of the Echoes labelled
+// with its name, with those hooks, until the test ends.
+func registerEchoControllerHooks(t *testing.T, name string, hooks v1alpha1.Hooks) {
+	t.Helper()
 	installCRD(t, "test/e2e/testdata/hooks-echo-crd.yaml", echoGVR)
 	generateSelector := true
 	uc := &v1alpha1.UniversalController{
@@ -55,7 +62,7 @@ func registerEchoController(t *testing.T, name string, sync v1alpha1.Hook) {
 				UpdateStrategy: &v1alpha1.ChildUpdateStrategy{Method: v1alpha1.ChildUpdateInPlace},
 			}},
 			GenerateSelector: &generateSelector,
-			Hooks:            v1alpha1.ControllerHooks{Hooks: v1alpha1.Hooks{Sync: sync}},
+			Hooks:            v1alpha1.ControllerHooks{Hooks: hooks},
 		},
 	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(uc)
