@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/internal/revision"
@@ -180,13 +182,23 @@ func (ro *rollout) findLatest(ctl *registry.Controller, parent *unstructured.Uns
 }
 
 func revisionLabels(ctl *registry.Controller, parent *unstructured.Unstructured, hash string) map[string]string {
-	return map[string]string{
-		v1alpha1.LabelRevisionController:     ctl.Name,
-		v1alpha1.LabelRevisionParentUID:      string(parent.GetUID()),
+	lbls := map[string]string{
+		v1alpha1.LabelRevisionParentUID: string(parent.GetUID()),
+		revision.LabelHash:              hash,
+	}
+	// The labels for people are left out where their value cannot be a
+	// label's: a parent's name over 63 characters, a controller served
+	// from Metacontroller's API (cc=<name>, shown as cc.<name>).
+	for key, value := range map[string]string{
+		v1alpha1.LabelRevisionController:     strings.ReplaceAll(ctl.Name, "=", "."),
 		v1alpha1.LabelRevisionParentName:     parent.GetName(),
 		v1alpha1.LabelRevisionParentResource: ctl.Parent.GVR.GroupResource().String(),
-		revision.LabelHash:                   hash,
+	} {
+		if len(validation.IsValidLabelValue(value)) == 0 {
+			lbls[key] = value
+		}
 	}
+	return lbls
 }
 
 // step moves the first candidate to the latest revision when every rolling

@@ -8,7 +8,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
 
+	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/internal/revision"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -177,5 +179,29 @@ func TestPlanRollout(t *testing.T) {
 				t.Errorf("reason %s (%s), want %s", ro.reason, ro.message, tt.reason)
 			}
 		})
+	}
+}
+
+// TestRevisionLabels: a ControllerRevision's labels for people are left out
+// where their value cannot be a label's, so its create is never refused for
+// them: a controller served from Metacontroller's API, a long parent name.
+func TestRevisionLabels(t *testing.T) {
+	parent := &unstructured.Unstructured{Object: map[string]any{}}
+	parent.SetUID("uid")
+	for _, tc := range []struct{ controller, parent, wantController, wantParent string }{
+		{"catset", "web", "catset", "web"},
+		{"cc=catset", "web", "cc.catset", "web"},
+		{"catset", strings.Repeat("p", 64), "catset", ""},
+	} {
+		parent.SetName(tc.parent)
+		got := revisionLabels(&registry.Controller{Name: tc.controller}, parent, "h")
+		if got[v1alpha1.LabelRevisionController] != tc.wantController || got[v1alpha1.LabelRevisionParentName] != tc.wantParent {
+			t.Errorf("%s, %s: labels %v", tc.controller, tc.parent, got)
+		}
+		for k, v := range got {
+			if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+				t.Errorf("label %s=%q: %v", k, v, errs)
+			}
+		}
 	}
 }
