@@ -172,7 +172,7 @@ type echoHook struct {
 	releaseOnce sync.Once
 
 	mu          sync.Mutex
-	calls       map[string][]time.Time // by parent name
+	calls       map[string][]echoCall // by parent name
 	inflight    int
 	maxInflight int
 }
@@ -180,7 +180,7 @@ type echoHook struct {
 // newEchoHook makes an echoHook naming itself server, behind wrap, and an
 // unstarted test server for it that closes when the test ends.
 func newEchoHook(t *testing.T, server string, wrap func(http.Handler) http.Handler) (*echoHook, *httptest.Server) {
-	h := &echoHook{server: server, release: make(chan struct{}), calls: map[string][]time.Time{}}
+	h := &echoHook{server: server, release: make(chan struct{}), calls: map[string][]echoCall{}}
 	srv := httptest.NewUnstartedServer(wrap(h))
 	t.Cleanup(srv.Close)
 	t.Cleanup(h.releaseAll)
@@ -199,7 +199,7 @@ func (h *echoHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	mode, _, _ := unstructured.NestedString(req.Parent.Object, "spec", "mode")
-	calls := h.enter(req.Parent.GetName())
+	calls := h.enter(req.Parent.GetName(), mode)
 	defer h.leave()
 	switch mode {
 	case "hang":
@@ -224,11 +224,18 @@ func (h *echoHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(echoSync(req.Parent, h.server))
 }
 
-// enter records a call of parent and returns how many it had.
-func (h *echoHook) enter(parent string) int {
+// echoCall is one call of the echo hook: when it came, and the mode the
+// parent it carried asked for.
+type echoCall struct {
+	at   time.Time
+	mode string
+}
+
+// enter records a call of parent in mode and returns how many it had.
+func (h *echoHook) enter(parent, mode string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.calls[parent] = append(h.calls[parent], time.Now())
+	h.calls[parent] = append(h.calls[parent], echoCall{time.Now(), mode})
 	h.inflight++
 	h.maxInflight = max(h.maxInflight, h.inflight)
 	return len(h.calls[parent])
@@ -242,9 +249,20 @@ func (h *echoHook) leave() {
 
 // callTimes lists when parent's calls came.
 func (h *echoHook) callTimes(parent string) []time.Time {
+	return h.callTimesIn(parent, func(string) bool { return true })
+}
+
+// callTimesIn lists when parent's calls came whose mode is one in.
+func (h *echoHook) callTimesIn(parent string, in func(mode string) bool) []time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return append([]time.Time(nil), h.calls[parent]...)
+	var times []time.Time
+	for _, c := range h.calls[parent] {
+		if in(c.mode) {
+			times = append(times, c.at)
+		}
+	}
+	return times
 }
 
 // peakConcurrency is the most calls the hook had at once.
