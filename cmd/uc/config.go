@@ -36,12 +36,14 @@ type config struct {
 
 	leaderElect    bool
 	leaseNamespace string
+	leaseName      string
 	healthAddr     string
 	metricsAddr    string
 	profiling      bool
 	replicaID      string
 
-	metacontrollerAPI bool
+	metacontrollerAPI  bool
+	controllerSelector string
 }
 
 func (c *config) register(fs *flag.FlagSet) {
@@ -65,6 +67,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.healthAddr, "health-addr", "", "address serving /healthz and /readyz, e.g. :8081 (off when empty)")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "address serving Prometheus metrics on /metrics, e.g. :8080 (off when empty)")
 	fs.BoolVar(&c.metacontrollerAPI, "metacontroller-api", false, "also serve Metacontroller's CompositeControllers and DecoratorControllers (metacontroller.k8s.io/v1alpha1), adopting what Metacontroller left as it is")
+	fs.StringVar(&c.controllerSelector, "controller-selector", "", "label selector of the UniversalControllers and UniversalDecorators this installation serves, e.g. team=payments (all when empty); two installations on one cluster must select disjoint sets")
 	fs.BoolVar(&c.profiling, "profiling", false, "also serve Go's profiles on --metrics-addr at /debug/pprof/")
 	if c.roles.applier {
 		fs.StringVar(&c.replicaID, "replica-id", os.Getenv("POD_NAME"), "the applier replica's name, kept across restarts, so that a restarted replica takes its partitions back at once (default $POD_NAME; uc run: kept in --data-dir). Never the same for two live replicas")
@@ -73,7 +76,8 @@ func (c *config) register(fs *flag.FlagSet) {
 		// uc run is one process: no election unless asked; uc watcher
 		// replicas elect one active watcher.
 		fs.BoolVar(&c.leaderElect, "leader-elect", !c.embedded, "run the watcher only while holding the uc-watcher Lease")
-		fs.StringVar(&c.leaseNamespace, "leader-elect-namespace", envOr("POD_NAMESPACE", "default"), "namespace of the uc-watcher Lease")
+		fs.StringVar(&c.leaseNamespace, "leader-elect-namespace", envOr("POD_NAMESPACE", "default"), "namespace of the watchers' Lease")
+		fs.StringVar(&c.leaseName, "leader-elect-name", "uc-watcher", "name of the watchers' Lease; each installation in one namespace needs its own")
 	}
 }
 

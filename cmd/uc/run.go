@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -84,6 +85,13 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	if cfg.metacontrollerAPI {
 		regOpts = append(regOpts, registry.WithMetacontrollerAPI())
 	}
+	if cfg.controllerSelector != "" {
+		sel, err := labels.Parse(cfg.controllerSelector)
+		if err != nil {
+			return fmt.Errorf("--controller-selector: %w", err)
+		}
+		regOpts = append(regOpts, registry.WithSelector(sel))
+	}
 	reg := registry.New(watchDyn, kube.Discovery(), log, regOpts...)
 
 	var runners []func(context.Context) error
@@ -98,7 +106,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		w := watcher.New(reg, js, watcher.Options{Partitions: cfg.partitions, Workers: cfg.watcherWorkers}, log)
 		consumers = append(consumers, neededConsumers{bus.ReplyStream, w.Consumers})
 		if cfg.leaderElect {
-			runners = append(runners, leaderElected(kube, cfg.leaseNamespace, "uc-watcher", log, w.Run))
+			runners = append(runners, leaderElected(kube, cfg.leaseNamespace, cfg.leaseName, log, w.Run))
 		} else {
 			runners = append(runners, w.Run)
 		}

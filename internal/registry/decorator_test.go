@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -28,7 +29,12 @@ func testRegistry(opts ...Option) *Registry {
 			{Name: "services", Kind: "Service", Namespaced: true},
 		}},
 	}}}
-	return New(dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), disco, slog.New(slog.DiscardHandler), opts...)
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		{Group: "apps", Version: "v1", Resource: "statefulsets"}: "StatefulSetList",
+		{Version: "v1", Resource: "namespaces"}:                  "NamespaceList",
+		{Version: "v1", Resource: "services"}:                    "ServiceList",
+	})
+	return New(dyn, disco, slog.New(slog.DiscardHandler), opts...)
 }
 
 func decoratorObject(t *testing.T, spec map[string]any) *unstructured.Unstructured {

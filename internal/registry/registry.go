@@ -124,6 +124,7 @@ type Registry struct {
 	status    *statusWriter // nil: this process does not report on UniversalControllers
 	schemas   *statusSchemas
 	failures  *failures
+	selector  labels.Selector // the controller objects this registry serves
 
 	mu          sync.RWMutex
 	controllers map[string]*Controller
@@ -157,6 +158,15 @@ func WithStatus(dyn dynamic.Interface, events record.EventRecorder) Option {
 	return func(r *Registry) { r.status = &statusWriter{dyn: dyn, events: events} }
 }
 
+// WithSelector makes the registry serve only the controller objects
+// (UniversalControllers, UniversalDecorators, and Metacontroller's with
+// WithMetacontrollerAPI) whose labels sel matches, so that two
+// installations on one cluster never serve, or report on, each other's
+// controllers. An object that stops matching is let go as if deleted.
+func WithSelector(sel labels.Selector) Option {
+	return func(r *Registry) { r.selector = sel }
+}
+
 // WithStatusSchemas makes the registry watch CustomResourceDefinitions for
 // the status schemas of parent kinds (StatusSchema), which the applier
 // writes parents' status against.
@@ -178,6 +188,7 @@ func New(dyn dynamic.Interface, disco discovery.DiscoveryInterface, log *slog.Lo
 		queue:       workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: "universalcontrollers"}),
 		log:         log.With("component", "registry"),
 		controllers: map[string]*Controller{},
+		selector:    labels.Everything(),
 	}
 	r.schemas, r.failures = newStatusSchemas(r.log), newFailures()
 	r.addSource(v1alpha1.Resource, func(n string) string { return n }, r.resolve)
@@ -244,8 +255,14 @@ func (r *Registry) MayExist(name string) bool {
 	if !src.inf.HasSynced() {
 		return true
 	}
-	_, exists, err := src.inf.GetIndexer().GetByKey(key)
-	return err == nil && exists
+	obj, exists, err := src.inf.GetIndexer().GetByKey(key)
+	return err == nil && exists && r.selects(obj)
+}
+
+// selects tells whether the registry serves the controller object obj.
+func (r *Registry) selects(obj any) bool {
+	u, ok := obj.(*unstructured.Unstructured)
+	return ok && r.selector.Matches(labels.Set(u.GetLabels()))
 }
 
 // Informer returns the shared informer of a resource.
@@ -303,7 +320,7 @@ func (r *Registry) sync(ctx context.Context, name string) error {
 		return err
 	}
 	old, _ := r.Get(name)
-	if !exists {
+	if !exists || !r.selects(obj) {
 		r.set(name, old, nil)
 		r.informers.only(name)
 		return nil

@@ -39,12 +39,15 @@ import (
 // storing to files in dataDir, so it can be killed and started again.
 type ucProcess struct {
 	bin, kubeconfig, dir string
+	flags                []string
 	natsURL              string
 	natsListen           string
 	proc                 *testbed.Process
 }
 
-func startUC(ctx context.Context, bin, kubeconfig, dir string) (*ucProcess, error) {
+// startUC starts uc run in dir, its NATS server on a free port, with
+// debug logs and flags.
+func startUC(ctx context.Context, bin, kubeconfig, dir string, flags ...string) (*ucProcess, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -52,16 +55,16 @@ func startUC(ctx context.Context, bin, kubeconfig, dir string) (*ucProcess, erro
 	if err != nil {
 		return nil, err
 	}
-	u := &ucProcess{bin: bin, kubeconfig: kubeconfig, dir: dir,
+	u := &ucProcess{bin: bin, kubeconfig: kubeconfig, dir: dir, flags: flags,
 		natsListen: fmt.Sprintf("127.0.0.1:%d", port), natsURL: fmt.Sprintf("nats://127.0.0.1:%d", port)}
 	return u, u.start(ctx)
 }
 
 func (u *ucProcess) start(ctx context.Context) error {
 	var err error
-	u.proc, err = testbed.StartProcess("uc", u.bin, filepath.Join(u.dir, "uc.log"),
-		"run", "--kubeconfig", u.kubeconfig, "--nats-listen", u.natsListen,
-		"--data-dir", filepath.Join(u.dir, "data"), "--log-level", "debug", "--metacontroller-api")
+	args := append([]string{"run", "--kubeconfig", u.kubeconfig, "--nats-listen", u.natsListen,
+		"--data-dir", filepath.Join(u.dir, "data"), "--log-level", "debug"}, u.flags...)
+	u.proc, err = testbed.StartProcess("uc", u.bin, filepath.Join(u.dir, "uc.log"), args...)
 	if err != nil {
 		return err
 	}

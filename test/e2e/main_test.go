@@ -92,7 +92,10 @@ func setup(m *testing.M) (int, error) {
 	if err := build.Run(); err != nil {
 		return 0, fmt.Errorf("build uc: %w", err)
 	}
-	if env.uc, err = startUC(ctx, bin, env.bed.Kubeconfig(), filepath.Join(dir, "uc")); err != nil {
+	// The suite's installation serves every controller but those labelled
+	// for another one (TestControllerSelector's).
+	if env.uc, err = startUC(ctx, bin, env.bed.Kubeconfig(), filepath.Join(dir, "uc"),
+		"--metacontroller-api", "--controller-selector", "!"+installLabel); err != nil {
 		return 0, err
 	}
 	defer env.uc.stop()

@@ -44,8 +44,9 @@ func registerEchoController(t *testing.T, name string, sync v1alpha1.Hook) {
 }
 
 // registerEchoControllerHooks registers a controller of the Echoes labelled
-// with its name, with those hooks, until the test ends.
-func registerEchoControllerHooks(t *testing.T, name string, hooks v1alpha1.Hooks) {
+// with its name, with those hooks, each edit applied to it, until the test
+// ends.
+func registerEchoControllerHooks(t *testing.T, name string, hooks v1alpha1.Hooks, edits ...func(*v1alpha1.UniversalController)) {
 	t.Helper()
 	installCRD(t, "test/e2e/testdata/hooks-echo-crd.yaml", echoGVR)
 	generateSelector := true
@@ -64,6 +65,9 @@ func registerEchoControllerHooks(t *testing.T, name string, hooks v1alpha1.Hooks
 			GenerateSelector: &generateSelector,
 			Hooks:            v1alpha1.ControllerHooks{Hooks: hooks},
 		},
+	}
+	for _, edit := range edits {
+		edit(uc)
 	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(uc)
 	if err != nil {
