@@ -428,8 +428,11 @@ func decodeFailure(r *reply) (string, error) {
 	if err := utiljson.Unmarshal(r.data, &f); err != nil {
 		return "HookFailed", fmt.Errorf("%s hook failed (its failure report is unreadable: %w)", r.meta.Hook, err)
 	}
-	if f.Deliveries == 0 {
+	switch {
+	case f.Deliveries == 0:
 		return f.Reason, errors.New(f.Message)
+	case f.Retrying:
+		return "HookFailed", fmt.Errorf("%s hook failed, will retry: %s: %s", r.meta.Hook, f.Reason, f.Message)
 	}
 	return "HookFailed", fmt.Errorf("%s hook failed after %d deliveries: %s: %s", r.meta.Hook, f.Deliveries, f.Reason, f.Message)
 }

@@ -185,6 +185,9 @@ func (w *Watcher) onCustomizeReply(ctx context.Context, msg jetstream.Msg) error
 		if err := utiljson.Unmarshal(e.Data(), &f); err != nil {
 			f.Message = err.Error()
 		}
+		if f.Retrying {
+			return failure("HookFailed", fmt.Errorf("customize hook failed, will retry: %s: %s", f.Reason, f.Message))
+		}
 		return failure("HookFailed", fmt.Errorf("customize hook failed after %d deliveries: %s: %s", f.Deliveries, f.Reason, f.Message))
 	}
 	rules, err := w.decodeCustomize(ctx, ctl, e.Data())

@@ -313,6 +313,16 @@ func (s *server) serve(ctx context.Context, msg jetstream.Msg) {
 		delay = s.holdOff(meta.ParentUID, retryAfter)
 	}
 	log.Warn("hook failed; will retry", "reason", reason, "err", err, "delivery", deliveries, "retryIn", delay)
+	if deliveries == 1 && retryAfter == 0 && len(meta.Revisions) <= 1 {
+		// The parent says so at once, not only when the request is
+		// dead-lettered minutes later. A hook asking to wait (429) is busy,
+		// not failing; and where the applier waits for the replies about
+		// several revisions, a report would stand for one of them.
+		f := hooks.Failure{Reason: reason, Message: err.Error(), Deliveries: deliveries, Retrying: true}
+		if err := s.publish(ctx, req, meta, bus.FailureType(meta.Hook), f); err != nil {
+			log.Warn("report the failure", "err", err)
+		}
+	}
 	_ = msg.NakWithDelay(delay)
 }
 

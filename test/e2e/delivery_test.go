@@ -65,10 +65,11 @@ func TestDeliveryDeadLetter(t *testing.T) {
 				}
 				return err
 			})
-			// Only the calls that carried the failing spec count: a call for
-			// v1 (a status event of the last sync) may still come after
-			// the spec changed.
-			calls := h.callTimesIn(name, func(mode string) bool { return mode == tc.mode })
+			// The deliveries of the dead-lettered request: a call for v1 (a
+			// status event of the last sync) may still come after the spec
+			// changed, and the failure reported on the parent's status at
+			// the first failed call makes a new request.
+			calls := deliveries(h.callsOf(name), tc.mode)
 			if len(calls) < 3 {
 				t.Fatalf("%d calls, want 3 before the dead letter", len(calls))
 			}
@@ -89,6 +90,48 @@ func TestDeliveryDeadLetter(t *testing.T) {
 			eventually(t, time.Minute, func() error { return echoSynced(ctx, ns, name, controller, "v3") })
 		})
 	}
+}
+
+// TestDeliveryFailureReportedAtOnce: a hook that fails says so on the
+// parent at its first failed call — Synced=False/HookFailed and a Warning
+// Event, "will retry" — long before its request is dead-lettered (10
+// deliveries, 10s apart at least), as Metacontroller reports a SyncError at
+// once; the next good reply clears it.
+func TestDeliveryFailureReportedAtOnce(t *testing.T) {
+	const controller = "delivery-at-once"
+	_, srv := newEchoHook(t, controller, plain)
+	srv.Start()
+	ten := int32(10)
+	registerEchoController(t, controller, v1alpha1.Hook{Webhook: &v1alpha1.Webhook{URL: &srv.URL}, Delivery: &v1alpha1.Delivery{
+		MaxDeliveries: &ten, BackoffDelay: &metav1.Duration{Duration: 20 * time.Second}}})
+	ns := namespace(t)
+	ctx := t.Context()
+	createEcho(t, ns, "flaky", controller, "v1", "")
+	eventually(t, time.Minute, func() error { return echoSynced(ctx, ns, "flaky", controller, "v1") })
+	setEcho(t, ns, "flaky", "v2", "fail")
+	// The first retry comes 10s or more after the first call: a report
+	// within 8s can only be the first call's.
+	eventually(t, 8*time.Second, func() error {
+		return hookFailed(ctx, ns, "flaky", `sync hook failed, will retry: HTTPError: POST `+srv.URL+`: 500 Internal Server Error`)
+	})
+	setEcho(t, ns, "flaky", "v3", "")
+	eventually(t, time.Minute, func() error { return echoSynced(ctx, ns, "flaky", controller, "v3") })
+}
+
+// deliveries are the call times of the request in mode that had the most
+// calls: the one that was dead-lettered.
+func deliveries(calls []echoCall, mode string) []time.Time {
+	byRequest := map[string][]time.Time{} // by the parent's resourceVersion
+	var most []time.Time
+	for _, c := range calls {
+		if c.mode == mode {
+			byRequest[c.resourceVersion] = append(byRequest[c.resourceVersion], c.at)
+			if times := byRequest[c.resourceVersion]; len(times) > len(most) {
+				most = times
+			}
+		}
+	}
+	return most
 }
 
 // TestDelivery429: a 429 with Retry-After: 2 delays the parent's next call

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -203,7 +204,7 @@ func (h *echoHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	mode, _, _ := unstructured.NestedString(req.Parent.Object, "spec", "mode")
-	calls := h.enter(req.Parent.GetName(), mode)
+	calls := h.enter(req.Parent, mode)
 	defer h.leave()
 	switch mode {
 	case "hang":
@@ -228,21 +229,24 @@ func (h *echoHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(echoSync(req.Parent, h.server))
 }
 
-// echoCall is one call of the echo hook: when it came, and the mode the
-// parent it carried asked for.
+// echoCall is one call of the echo hook: when it came, the mode the parent
+// it carried asked for, and that parent's resourceVersion (the deliveries
+// of one request carry the same).
 type echoCall struct {
-	at   time.Time
-	mode string
+	at              time.Time
+	mode            string
+	resourceVersion string
 }
 
-// enter records a call of parent in mode and returns how many it had.
-func (h *echoHook) enter(parent, mode string) int {
+// enter records a call for parent in mode and returns how many it had.
+func (h *echoHook) enter(parent *unstructured.Unstructured, mode string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.calls[parent] = append(h.calls[parent], echoCall{time.Now(), mode})
+	name := parent.GetName()
+	h.calls[name] = append(h.calls[name], echoCall{time.Now(), mode, parent.GetResourceVersion()})
 	h.inflight++
 	h.maxInflight = max(h.maxInflight, h.inflight)
-	return len(h.calls[parent])
+	return len(h.calls[name])
 }
 
 func (h *echoHook) leave() {
@@ -253,20 +257,18 @@ func (h *echoHook) leave() {
 
 // callTimes lists when parent's calls came.
 func (h *echoHook) callTimes(parent string) []time.Time {
-	return h.callTimesIn(parent, func(string) bool { return true })
-}
-
-// callTimesIn lists when parent's calls came whose mode is one in.
-func (h *echoHook) callTimesIn(parent string, in func(mode string) bool) []time.Time {
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	var times []time.Time
-	for _, c := range h.calls[parent] {
-		if in(c.mode) {
-			times = append(times, c.at)
-		}
+	for _, c := range h.callsOf(parent) {
+		times = append(times, c.at)
 	}
 	return times
+}
+
+// callsOf lists parent's calls.
+func (h *echoHook) callsOf(parent string) []echoCall {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.calls[parent])
 }
 
 // peakConcurrency is the most calls the hook had at once.
