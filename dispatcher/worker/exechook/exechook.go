@@ -4,13 +4,15 @@
 // command writes to its standard output. It is what `uc worker -- COMMAND`
 // serves with worker.Serve, so a hook in any language needs no NATS client.
 //
-// A run is bounded. A command that exits non-zero, outlives the call's
-// timeout or writes more than MaxReplyBytes fails the call, and its whole
-// process group is killed; what it wrote to its standard error is logged and
-// its end quoted in the failure. A reply that is not JSON is passed on as it
-// is: the applier rejects it as any invalid reply, naming the problem on the
-// parent. A command asks for a hold-off, as a webhook does with a 429, by
-// exiting with ExitTempFail.
+// A run is bounded: the command runs in a process group of its own, killed
+// at the call's timeout, when the command writes more than MaxReplyBytes, and
+// when it exits, so nothing it started outlives the call. A non-zero exit, a
+// timeout, a reply too large or no reply at all fails the call; what the
+// command wrote to its standard error is logged, and its end quoted in the
+// failure. A reply that is not JSON is passed on as it is: the applier
+// rejects it as any invalid reply, naming the problem on the parent. A
+// command asks for a hold-off, as a webhook does with a 429, by exiting with
+// ExitTempFail.
 package exechook
 
 import (
@@ -71,7 +73,7 @@ func (h *Handler) Hook() string { return h.HookName }
 func (h *Handler) Handle(ctx context.Context, data []byte) (any, error) {
 	reply, stderr, err := h.Run(ctx, data)
 	if len(stderr) > 0 {
-		log := worker.Logger(ctx).With("command", h.name(), "stderr", string(stderr))
+		log := worker.Logger(ctx).With("stderr", string(stderr))
 		if err != nil {
 			log.Warn("hook command failed")
 		} else {
@@ -116,6 +118,9 @@ func (h *Handler) Run(ctx context.Context, stdin []byte) (stdout, stderr []byte,
 	case out.exceeded:
 		return nil, stderr, &worker.Error{Reason: worker.ReasonInvalidReply,
 			Err: fmt.Errorf("%s: reply larger than %d bytes: killed%s", h.name(), limit, quote(stderr))}
+	case err == nil && len(bytes.TrimSpace(out.b.Bytes())) == 0:
+		return nil, stderr, &worker.Error{Reason: worker.ReasonInvalidReply,
+			Err: fmt.Errorf("%s wrote no reply on its standard output%s", h.name(), quote(stderr))}
 	case err == nil:
 		return out.b.Bytes(), stderr, nil
 	case ctx.Err() != nil:

@@ -34,6 +34,8 @@ func TestRun(t *testing.T) {
 		{name: "reply", script: `cat`, want: request},
 		{name: "garbage is passed on", script: `echo 'this is not JSON'`, want: "this is not JSON\n"},
 		{name: "stderr alone is no failure", script: `echo working >&2; echo '{}'`, want: "{}\n"},
+		{name: "no reply", script: `echo 'forgot to print' >&2; echo`,
+			wantErr: `wrote no reply on its standard output: stderr: "forgot to print"`, reason: worker.ReasonInvalidReply},
 		{name: "exit 1", script: `echo 'Traceback: ValueError: no spec' >&2; exit 1`,
 			wantErr: `: exit status 1: stderr: "Traceback: ValueError: no spec"`},
 		{name: "the end of a long stderr", script: `i=0; while [ $i -lt 200 ]; do echo "line $i" >&2; i=$((i+1)); done; exit 2`,
