@@ -75,7 +75,7 @@ func (h *Handler) Handle(ctx context.Context, data []byte) (any, error) {
 	if len(stderr) > 0 {
 		log := worker.Logger(ctx).With("stderr", string(stderr))
 		if err != nil {
-			log.Warn("hook command failed")
+			log.Warn("hook command failed", "err", err)
 		} else {
 			log.Info("hook command wrote to its standard error")
 		}
