@@ -28,6 +28,9 @@ func main() {
 		os.Exit(2)
 	}
 	cmd := os.Args[1]
+	if cmd == "worker" {
+		os.Exit(workerMain(os.Args[2:]))
+	}
 	if cmd == "nats-config" {
 		if err := natsConfig(os.Args[2:], os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, err)

@@ -44,6 +44,9 @@ func StartProcess(name, bin, logPath string, args ...string) (*Process, error) {
 	return p, nil
 }
 
+// PID is the process's id.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
 // Exited returns an error describing the exit if the process has exited,
 // and nil while it runs.
 func (p *Process) Exited() error {

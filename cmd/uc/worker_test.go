@@ -1,0 +1,52 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestParseWorker: uc worker takes its flags from the command line or UC_*
+// variables, the command after them, and refuses what it cannot serve
+// before connecting.
+func TestParseWorker(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		env     map[string]string
+		want    string // the config, as want formats it
+		wantErr string
+	}{
+		{args: []string{"--controller", "c", "--", "sh", "-c", "cat"},
+			want: "c [sync] [sh -c cat] 16 10s nats://127.0.0.1:4222"},
+		{args: []string{"--hook", "sync,finalize", "--concurrency", "2", "--timeout", "3s", "sh", "hook.sh"},
+			env:  map[string]string{"UC_CONTROLLER": "ucd=d", "UC_NATS_URL": "nats://bus:4222"},
+			want: "ucd=d [sync finalize] [sh hook.sh] 2 3s nats://bus:4222"},
+		{args: []string{"--", "sh"}, wantErr: "--controller is needed"},
+		{args: []string{"--controller", "c"}, wantErr: "no command"},
+		{args: []string{"--controller", "c", "--hook", "sync,render", "sh"}, wantErr: `--hook "render"`},
+		{args: []string{"--controller", "c", "--concurrency", "0", "sh"}, wantErr: "--concurrency 0"},
+		{args: []string{"--controller", "c", "--timeout", "0s", "sh"}, wantErr: "--timeout 0s"},
+		{args: []string{"--controller", "c", "uc-no-such-command"}, wantErr: "executable file not found"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			cfg, err := parseWorker(tc.args)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want one naming %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := fmt.Sprint(cfg.controller, " ", cfg.hooks, " ", cfg.argv, " ", cfg.concurrency, " ", cfg.timeout.Round(time.Millisecond), " ", cfg.nats.URL)
+			if got != tc.want {
+				t.Errorf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
