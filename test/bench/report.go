@@ -30,11 +30,41 @@ type results struct {
 	Appliers int      `json:"appliers,omitempty"`
 	UCFlags  []string `json:"ucFlags,omitempty"`
 	// IgnoreStatusChanges is set on the controllers (-ignore-status-changes).
-	IgnoreStatusChanges bool            `json:"ignoreStatusChanges,omitempty"`
-	Floor               []floorResult   `json:"floor"`
-	Phases              []phaseResult   `json:"phases"`
-	Sharing             []sharingResult `json:"sharing,omitempty"`
-	Error               string          `json:"error,omitempty"`
+	IgnoreStatusChanges bool          `json:"ignoreStatusChanges,omitempty"`
+	Floor               []floorResult `json:"floor"`
+	// UCIdle is uc's memory before the phases, with the controller
+	// registered and no parent.
+	UCIdle  *idleMemory     `json:"ucIdle,omitempty"`
+	Phases  []phaseResult   `json:"phases"`
+	Sharing []sharingResult `json:"sharing,omitempty"`
+	// MemoryPer1000Parents is what the parents added to uc's memory, per
+	// 1,000 of them.
+	MemoryPer1000Parents *memoryPerParents `json:"memoryPer1000Parents,omitempty"`
+	HookScaling          *hookScaling      `json:"hookScaling,omitempty"`
+	Error                string            `json:"error,omitempty"`
+}
+
+// memoryPerParents is what the parents added to uc's memory, per 1,000
+// parents: the most of any phase less uc's idle memory, over N/1000.
+type memoryPerParents struct {
+	PeakRSSMiB  float64 `json:"peakRSSMiB"`
+	LiveHeapMiB float64 `json:"liveHeapMiB"`
+}
+
+// summarizeMemory sets the memory per 1,000 parents from the phases.
+func (r *results) summarizeMemory() {
+	if r.UCIdle == nil || len(r.Phases) == 0 {
+		return
+	}
+	var peak, heap float64
+	for _, p := range r.Phases {
+		peak, heap = max(peak, p.PeakRSSMiB), max(heap, p.LiveHeapMiB)
+	}
+	thousands := float64(r.Parents) / 1000
+	r.MemoryPer1000Parents = &memoryPerParents{
+		PeakRSSMiB:  (peak - r.UCIdle.RSSMiB) / thousands,
+		LiveHeapMiB: (heap - r.UCIdle.HeapMiB) / thousands,
+	}
 }
 
 type machine struct {
@@ -65,6 +95,10 @@ type phaseResult struct {
 	// applied, over the parents.
 	LatencyP50Seconds float64 `json:"latencyP50Seconds,omitempty"`
 	LatencyP99Seconds float64 `json:"latencyP99Seconds,omitempty"`
+	// LiveHeapMiB is uc's live Go heap once it went idle after the phase,
+	// right after a collection (its NATS server's not counted with
+	// -appliers).
+	LiveHeapMiB float64 `json:"liveHeapMiB,omitempty"`
 	measurement
 	// WorkloadWrites is the writes to Fanouts and ConfigMaps by everyone but
 	// the driver: uc's, and in the delete phase the garbage collector's.
@@ -166,11 +200,13 @@ func (r *results) print(out io.Writer) {
 		fmt.Fprintf(out, "uc as separate roles on a nats-server: a dispatcher, a watcher and appliers ×%d (uc's CPU and RSS: the sums over them and the nats-server)\n", r.Appliers)
 	}
 	r.printPhases(out)
+	r.printMemory(out)
 	r.printRequests(out)
 	r.printCPU(out)
 	r.printRoles(out)
 	r.printReplicas(out)
 	r.printSharing(out)
+	r.printHookScaling(out)
 	if r.Error != "" {
 		fmt.Fprintf(out, "\nFAILED: %s\n", r.Error)
 	}
@@ -180,19 +216,28 @@ func (r *results) printPhases(out io.Writer) {
 	n := float64(r.Parents)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(out)
-	fmt.Fprintln(tw, "phase\twall\tfloor\t× floor\tapiserver CPU × floor\thook calls\tper parent\tmin–max\tp50\tp99\tuc writes\tdry runs\tother writes\tpeak RSS\t")
+	fmt.Fprintln(tw, "phase\twall\tfloor\t× floor\tapiserver CPU × floor\thook calls\tper parent\tmin–max\tp50\tp99\tuc writes\tdry runs\tother writes\tpeak RSS\tlive heap\t")
 	for _, p := range r.Phases {
 		wall := seconds(p.Seconds)
 		if !p.Converged {
 			wall = "DNF " + wall
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%.2f\t%d–%d\t%s\t%s\t%d\t%d\t%d\t%.0f MiB\t\n", p.Name, wall,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%.2f\t%d–%d\t%s\t%s\t%d\t%d\t%d\t%.0f MiB\t%.1f MiB\t\n", p.Name, wall,
 			orDash(p.FloorSeconds, seconds), orDash(p.FloorRatio, times), orDash(p.APIServerCPURatio, times),
 			p.HookCalls, float64(p.HookCalls)/n, p.HookSpread.Min, p.HookSpread.Max,
 			orDash(p.LatencyP50Seconds, seconds), orDash(p.LatencyP99Seconds, seconds),
-			p.WorkloadWrites, p.Requests.dryRuns(), p.OtherWrites, p.PeakRSSMiB)
+			p.WorkloadWrites, p.Requests.dryRuns(), p.OtherWrites, p.PeakRSSMiB, p.LiveHeapMiB)
 	}
 	tw.Flush()
+}
+
+// printMemory shows what the parents cost uc's memory.
+func (r *results) printMemory(out io.Writer) {
+	if r.MemoryPer1000Parents == nil {
+		return
+	}
+	fmt.Fprintf(out, "\nuc's memory: idle with no parent %.0f MiB RSS, %.1f MiB live heap; per 1,000 parents (the most of any phase less idle, over %d parents): %.1f MiB RSS, %.1f MiB live heap\n",
+		r.UCIdle.RSSMiB, r.UCIdle.HeapMiB, r.Parents, r.MemoryPer1000Parents.PeakRSSMiB, r.MemoryPer1000Parents.LiveHeapMiB)
 }
 
 func (r *results) printRequests(out io.Writer) {
@@ -349,3 +394,40 @@ func orDash(v float64, format func(float64) string) string {
 	}
 	return format(v)
 }
+
+// printHookScaling shows the hook scaling rounds and Metacontroller's
+// --workers model next to them.
+func (r *results) printHookScaling(out io.Writer) {
+	h := r.HookScaling
+	if h == nil {
+		return
+	}
+	fmt.Fprintf(out, "\nhook scaling: every parent's payload changed at once (in-process: create, then update), %d parents × %d ConfigMaps\n", r.Parents, r.Children)
+	fmt.Fprintln(out, "(capacity = processes × calls at once / delay; hook busy = calls made / capacity; apiserver requests/s: all but watches; busy = the machine's CPUs)")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "round\thook\tdelay\tprocesses × at once\tcapacity\twall\tparents/s\tcalls/parent\tcalls/s\thook busy\tapiserver req/s\tapiserver cores\tuc CPU\thook CPU\tbusy\tp50\tp99\t")
+	for _, rd := range h.Rounds {
+		wall := seconds(rd.Seconds)
+		if !rd.Converged {
+			wall = "DNF " + wall
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d × %d\t%s\t%s\t%.1f\t%.2f\t%.1f\t%s\t%.0f\t%.2f\t%.1f s\t%.1f s\t%.0f%%\t%s\t%s\t\n",
+			rd.Name, rd.Hook, orDash(rd.DelaySeconds, seconds), max(rd.Workers, 1), rd.Concurrency,
+			orDash(rd.CapacityPerSecond, perSecond), wall, rd.ParentsPerSecond,
+			float64(rd.HookCalls)/float64(max(rd.HookSpread.Parents, 1)), rd.CallsPerSecond,
+			orDash(100*rd.HookBusy, percent), rd.APIServerRequestsPerSecond, rd.APIServerCores,
+			rd.CPUSeconds["uc"], rd.CPUSeconds["delayhook"],
+			100*rd.CPUSeconds[machineKey]/(rd.SettledSeconds*float64(r.Machine.CPUs)),
+			orDash(rd.LatencyP50Seconds, seconds), orDash(rd.LatencyP99Seconds, seconds))
+	}
+	m := h.Metacontroller
+	fmt.Fprintf(tw, "Metacontroller --workers=%d (computed)\t–\t–\t%d × 1\t%s\t–\t%.1f\t%.2f\t–\t–\t–\t–\t–\t–\t–\t–\t–\t\n",
+		m.Workers, m.Workers, orDash(m.CallsPerSecond, perSecond), m.ParentsPerSecond, m.CallsPerParent)
+	tw.Flush()
+	fmt.Fprintln(out, "Metacontroller's model: each worker calls the hook and applies the reply before it takes the next parent, so it makes at most 1/delay calls per second;")
+	fmt.Fprintln(out, "its parents/s is that over uc's calls per parent in the delayed rounds, with applies taking no time: an upper bound.")
+}
+
+func perSecond(x float64) string { return fmt.Sprintf("%.0f/s", x) }
+
+func percent(x float64) string { return fmt.Sprintf("%.0f%%", x) }
