@@ -84,8 +84,7 @@ func (r *hookRound) summarize(n int) {
 		return
 	}
 	r.CallsPerSecond = float64(r.HookCalls) / window
-	r.APIServerRequestsPerSecond = float64(r.Requests.total()-r.Requests["WATCH"]) / window
-	r.APIServerCores = r.CPUSeconds[apiserver] / window
+	r.APIServerRequestsPerSecond, r.APIServerCores = r.apiserverRates(window)
 	if r.DelaySeconds > 0 {
 		r.CapacityPerSecond = float64(r.Workers*r.Concurrency) / r.DelaySeconds
 		r.HookBusy = r.CallsPerSecond / r.CapacityPerSecond
@@ -112,12 +111,13 @@ type metacontrollerModel struct {
 	ParentsPerSecond float64 `json:"parentsPerSecond"`
 }
 
-// runHookScaling creates the parents with the bench's in-process hook
-// (create, then an update: this machine's most with a hook that costs
-// nothing), then changes every parent's payload once per hook: delayhook
-// processes on the bus, -hook-workers of them, then one delayhook webhook
-// through uc's dispatcher. After a round that did not converge it goes on
-// as long as uc went idle.
+// runHookScaling creates the parents with the bench's in-process hook and
+// updates them twice (the first update of a child uc created also moves
+// its fields to uc's apply, once; the second is this machine's most with a
+// hook that costs nothing), then changes every parent's payload once per
+// hook: delayhook processes on the bus, -hook-workers of them, then one
+// delayhook webhook through uc's dispatcher. After a round that did not
+// converge it goes on as long as uc went idle.
 func runHookScaling(ctx context.Context, e *env) (*hookScaling, error) {
 	labels := map[string]string{hooksLabel: "true"}
 	ctl, err := e.controllerObject(hooksController, &metav1.LabelSelector{MatchLabels: labels})
@@ -155,7 +155,9 @@ func runHookScaling(ctx context.Context, e *env) (*hookScaling, error) {
 		return nil, err
 	}
 	fast := hookRound{Hook: inProcess, Concurrency: inProcessConcurrency}
-	if !round(fast, s.create()) || !round(fast, s.setPayload("update", updatePayload, s.parents, nil)) {
+	if !round(fast, s.create()) ||
+		!round(fast, s.setPayload("first update", updatePayload, s.parents, nil)) ||
+		!round(fast, s.setPayload("update", pacedPayload, s.parents, nil)) {
 		return hs, errors.Join(errs...)
 	}
 	delay := e.cfg.hookDelay

@@ -212,7 +212,15 @@ func (r *results) print(out io.Writer) {
 	}
 }
 
+// busy is how busy the machine was over a window, in percent of its CPUs.
+func (r *results) busy(window float64, cpu cpuSeconds) float64 {
+	return 100 * cpu[machineKey] / (window * float64(r.Machine.CPUs))
+}
+
 func (r *results) printPhases(out io.Writer) {
+	if len(r.Phases) == 0 {
+		return
+	}
 	n := float64(r.Parents)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(out)
@@ -240,18 +248,34 @@ func (r *results) printMemory(out io.Writer) {
 		r.UCIdle.RSSMiB, r.UCIdle.HeapMiB, r.Parents, r.MemoryPer1000Parents.PeakRSSMiB, r.MemoryPer1000Parents.LiveHeapMiB)
 }
 
-func (r *results) printRequests(out io.Writer) {
-	type row struct {
-		name string
-		m    measurement
-	}
-	var rows []row
+// namedWindow is a measurement window of the run, named, with its length.
+type namedWindow struct {
+	name    string
+	seconds float64
+	m       measurement
+}
+
+// windows are the run's measurement windows in order: the floor's, the
+// phases' and the hook scaling rounds'; each as long as it lasted until uc
+// went idle.
+func (r *results) windows() []namedWindow {
+	var out []namedWindow
 	for _, f := range r.Floor {
-		rows = append(rows, row{"floor " + f.Name, f.measurement})
+		out = append(out, namedWindow{"floor " + f.Name, f.Seconds, f.measurement})
 	}
 	for _, p := range r.Phases {
-		rows = append(rows, row{p.Name, p.measurement})
+		out = append(out, namedWindow{p.Name, p.SettledSeconds, p.measurement})
 	}
+	if r.HookScaling != nil {
+		for _, rd := range r.HookScaling.Rounds {
+			out = append(out, namedWindow{"hooks: " + rd.Name, rd.SettledSeconds, rd.measurement})
+		}
+	}
+	return out
+}
+
+func (r *results) printRequests(out io.Writer) {
+	rows := r.windows()
 	seen := map[string]bool{}
 	for _, row := range rows {
 		for v := range row.m.Requests {
@@ -282,31 +306,22 @@ func (r *results) printRequests(out io.Writer) {
 // process over the window, the CPU others sharing the machine took, and how
 // busy all of it kept the machine.
 func (r *results) printCPU(out io.Writer) {
-	type row struct {
-		name    string
-		seconds float64
-		cpu     cpuSeconds
-	}
-	var rows []row
-	for _, f := range r.Floor {
-		rows = append(rows, row{"floor " + f.Name, f.Seconds, f.CPUSeconds})
-	}
-	for _, p := range r.Phases {
-		rows = append(rows, row{p.Name, p.SettledSeconds, p.CPUSeconds})
-	}
 	procs := []string{apiserver, "etcd", "uc", "bench", "kube-controller"}
+	if r.HookScaling != nil {
+		procs = append(procs, "delayhook")
+	}
 	fmt.Fprintf(out, "\nCPU seconds during each phase, by process (bench = driver + hook; not ours = other processes on the machine; busy = all / (window × %d CPUs))\n", r.Machine.CPUs)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "phase\twindow\t%s\tothers\tnot ours\tbusy\t\n", strings.Join(procs, "\t"))
-	for _, row := range rows {
+	for _, row := range r.windows() {
+		cpu := row.m.CPUSeconds
 		fmt.Fprintf(tw, "%s\t%s", row.name, seconds(row.seconds))
-		rest := row.cpu.ours()
+		rest := cpu.ours()
 		for _, p := range procs {
-			fmt.Fprintf(tw, "\t%.1f", row.cpu[p])
-			rest -= row.cpu[p]
+			fmt.Fprintf(tw, "\t%.1f", cpu[p])
+			rest -= cpu[p]
 		}
-		fmt.Fprintf(tw, "\t%.1f\t%.1f\t%.0f%%\t\n", max(rest, 0), row.cpu.foreign(),
-			100*row.cpu[machineKey]/(row.seconds*float64(r.Machine.CPUs)))
+		fmt.Fprintf(tw, "\t%.1f\t%.1f\t%.0f%%\t\n", max(rest, 0), cpu.foreign(), r.busy(row.seconds, cpu))
 	}
 	tw.Flush()
 }
@@ -416,9 +431,14 @@ func (r *results) printHookScaling(out io.Writer) {
 			orDash(rd.CapacityPerSecond, perSecond), wall, rd.ParentsPerSecond,
 			float64(rd.HookCalls)/float64(max(rd.HookSpread.Parents, 1)), rd.CallsPerSecond,
 			orDash(100*rd.HookBusy, percent), rd.APIServerRequestsPerSecond, rd.APIServerCores,
-			rd.CPUSeconds["uc"], rd.CPUSeconds["delayhook"],
-			100*rd.CPUSeconds[machineKey]/(rd.SettledSeconds*float64(r.Machine.CPUs)),
+			rd.CPUSeconds["uc"], rd.CPUSeconds["delayhook"], r.busy(rd.SettledSeconds, rd.CPUSeconds),
 			orDash(rd.LatencyP50Seconds, seconds), orDash(rd.LatencyP99Seconds, seconds))
+	}
+	if i := slices.IndexFunc(r.Floor, func(f floorResult) bool { return f.Name == "update" }); i >= 0 {
+		f := r.Floor[i]
+		reqs, cores := f.apiserverRates(f.Seconds)
+		fmt.Fprintf(tw, "floor update (client-go, no hook)\t–\t–\t–\t–\t%s\t%.1f\t–\t–\t–\t%.0f\t%.2f\t–\t–\t%.0f%%\t–\t–\t\n",
+			seconds(f.Seconds), float64(r.Parents)/f.Seconds, reqs, cores, r.busy(f.Seconds, f.CPUSeconds))
 	}
 	m := h.Metacontroller
 	fmt.Fprintf(tw, "Metacontroller --workers=%d (computed)\t–\t–\t%d × 1\t%s\t–\t%.1f\t%.2f\t–\t–\t–\t–\t–\t–\t–\t–\t–\t\n",

@@ -43,9 +43,9 @@ func TestBenchSmoke(t *testing.T) {
 	if res.MemoryPer1000Parents == nil {
 		t.Error("no memory per 1,000 parents")
 	}
-	// in-process create and update, bus-native ×1 and ×2, webhook
-	if res.HookScaling == nil || len(res.HookScaling.Rounds) != 5 {
-		t.Fatalf("hook scaling: %+v, want 5 rounds", res.HookScaling)
+	// in-process create and two updates, bus-native ×1 and ×2, webhook
+	if res.HookScaling == nil || len(res.HookScaling.Rounds) != 6 {
+		t.Fatalf("hook scaling: %+v, want 6 rounds", res.HookScaling)
 	}
 	for _, r := range res.HookScaling.Rounds {
 		if !r.Converged || !r.Idle || r.HookSpread.Parents != 6 {
