@@ -13,22 +13,25 @@
 //	go run ./test/bench -scenario xl     10,000×5
 //
 // Every scenario reports uc's live heap after each phase and its memory
-// per 1,000 parents: what the phases add to the resident set and the live
-// heap of uc idle with no parent, over N/1000 (the paced phase changes at
-// most -paced-parents of them, so that it lasts N/rate seconds at most that).
+// per 1,000 parents: the most any phase reached, of the resident set and of
+// the live heap, less uc's idle with no parent, over N/1000. The paced
+// phase changes at most -paced-parents parents, so that it lasts at most
+// -paced-parents / -paced-rate seconds whatever N; the phase deadline grows
+// with N.
 //
 // With -scenario hooks (1000×5), it measures instead how hooks scale apart
-// from the watch core: every parent's payload is changed at once while a
-// hook that waits -hook-delay per call (standing for the hook's I/O) is
-// served by 1, 2, 4 and 8 worker processes (-hook-workers, each serving
-// -hook-concurrency calls at once), then by one webhook process reached
-// through uc's dispatcher, after a round with the bench's in-process hook
-// and no delay: the most this machine converges when the hook costs
-// nothing. Each round reports parents per second, hook calls per second,
-// how busy the hook's capacity was, and the apiserver's requests per second
-// and CPU, next to Metacontroller's --workers model computed for the same
-// delay. -hook-workers with another scenario adds these rounds after the
-// phases and the sharing rounds.
+// from the watch core. The bench's in-process hook creates the parents and
+// updates them twice (the second update is the most this machine converges
+// when the hook costs nothing); then every parent's payload is changed at
+// once while a hook that waits -hook-delay per call (standing for the
+// hook's I/O) is served by 1, 2, 4 and 8 worker processes (-hook-workers,
+// each serving -hook-concurrency calls at once), then by one webhook
+// process reached through uc's dispatcher. Each round reports parents per
+// second, hook calls per second, how busy the hook's capacity was, and the
+// apiserver's requests per second and CPU, next to the floor's update and
+// Metacontroller's --workers model computed for the same delay.
+// -hook-workers with another scenario adds these rounds after the phases
+// and the sharing rounds.
 //
 // With -appliers N, uc runs as separate roles on a nats-server (a
 // dispatcher, a watcher and N appliers) instead of `uc run`, and the report
