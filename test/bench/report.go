@@ -417,7 +417,7 @@ func (r *results) printHookScaling(out io.Writer) {
 	if h == nil {
 		return
 	}
-	fmt.Fprintf(out, "\nhook scaling: every parent's payload changed at once (in-process: create, then update), %d parents × %d ConfigMaps\n", r.Parents, r.Children)
+	fmt.Fprintf(out, "\nhook scaling: every parent changed at once (in-process: create, then two updates), %d parents × %d ConfigMaps\n", r.Parents, r.Children)
 	fmt.Fprintln(out, "(capacity = processes × calls at once / delay; hook busy = calls made / capacity; apiserver requests/s: all but watches; busy = the machine's CPUs)")
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "round\thook\tdelay\tprocesses × at once\tcapacity\twall\tparents/s\tcalls/parent\tcalls/s\thook busy\tapiserver req/s\tapiserver cores\tuc CPU\thook CPU\tbusy\tp50\tp99\t")
