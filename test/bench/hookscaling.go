@@ -74,11 +74,11 @@ type hookRound struct {
 	HookBusy          float64 `json:"hookBusy,omitempty"`
 }
 
-// summarize sets the rates of a round that ran on n parents.
-func (r *hookRound) summarize(n int) {
+// summarize sets the rates of a round.
+func (r *hookRound) summarize() {
 	window := r.SettledSeconds
 	if r.Seconds > 0 {
-		r.ParentsPerSecond = float64(n) / r.Seconds
+		r.ParentsPerSecond = float64(r.Parents) / r.Seconds
 	}
 	if window <= 0 {
 		return
@@ -143,7 +143,7 @@ func runHookScaling(ctx context.Context, e *env) (*hookScaling, error) {
 	round := func(r hookRound, p phase) bool {
 		res, err := s.run(ctx, p)
 		r.phaseResult = res
-		r.summarize(len(p.parents))
+		r.summarize()
 		hs.Rounds = append(hs.Rounds, r)
 		if err != nil {
 			e.failed = true
@@ -191,7 +191,7 @@ func metacontrollerFor(delay time.Duration, rounds []hookRound) metacontrollerMo
 	for _, r := range rounds {
 		if r.DelaySeconds > 0 {
 			calls += r.HookCalls
-			parents += int64(r.HookSpread.Parents)
+			parents += int64(r.Parents)
 		}
 	}
 	if calls > 0 {

@@ -286,7 +286,7 @@ func (s *session) eachParent(parents []string, write func(ctx context.Context, p
 // outlast the phase, then waits until uc is idle (the end of the window, so
 // trailing no-op syncs count too).
 func (s *session) run(ctx context.Context, p phase) (phaseResult, error) {
-	r := phaseResult{Name: p.name}
+	r := phaseResult{Name: p.name, Parents: len(p.parents)}
 	w, err := s.e.open(ctx, s.uc)
 	if err != nil {
 		return r, err

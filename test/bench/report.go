@@ -78,6 +78,8 @@ type machine struct {
 // phaseResult is one phase run by uc.
 type phaseResult struct {
 	Name string `json:"name"`
+	// Parents is the parents the phase changed.
+	Parents int `json:"parents"`
 	// Seconds is from the first change until the last parent converged.
 	Seconds float64 `json:"seconds"`
 	// SettledSeconds is until uc went idle: the window of the counts.
@@ -120,6 +122,11 @@ func (r *phaseResult) summarize(floor floorResult) {
 		r.APIServerCPURatio = r.CPUSeconds[apiserver] / cpu
 	}
 	r.WorkloadWrites, r.OtherWrites = r.workloadWrites(), r.otherWrites()
+}
+
+// callsPerParent is the hook calls per parent the phase changed.
+func (r *phaseResult) callsPerParent() float64 {
+	return float64(r.HookCalls) / float64(max(r.Parents, 1))
 }
 
 func (r *phaseResult) setLatencies(sorted []time.Duration) {
@@ -221,7 +228,6 @@ func (r *results) printPhases(out io.Writer) {
 	if len(r.Phases) == 0 {
 		return
 	}
-	n := float64(r.Parents)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(out)
 	fmt.Fprintln(tw, "phase\twall\tfloor\t× floor\tapiserver CPU × floor\thook calls\tper parent\tmin–max\tp50\tp99\tuc writes\tdry runs\tother writes\tpeak RSS\tlive heap\t")
@@ -232,7 +238,7 @@ func (r *results) printPhases(out io.Writer) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%.2f\t%d–%d\t%s\t%s\t%d\t%d\t%d\t%.0f MiB\t%.1f MiB\t\n", p.Name, wall,
 			orDash(p.FloorSeconds, seconds), orDash(p.FloorRatio, times), orDash(p.APIServerCPURatio, times),
-			p.HookCalls, float64(p.HookCalls)/n, p.HookSpread.Min, p.HookSpread.Max,
+			p.HookCalls, p.callsPerParent(), p.HookSpread.Min, p.HookSpread.Max,
 			orDash(p.LatencyP50Seconds, seconds), orDash(p.LatencyP99Seconds, seconds),
 			p.WorkloadWrites, p.Requests.dryRuns(), p.OtherWrites, p.PeakRSSMiB, p.LiveHeapMiB)
 	}
@@ -246,6 +252,9 @@ func (r *results) printMemory(out io.Writer) {
 	}
 	fmt.Fprintf(out, "\nuc's memory: idle with no parent %.0f MiB RSS, %.1f MiB live heap; per 1,000 parents (the most of any phase less idle, over %d parents): %.1f MiB RSS, %.1f MiB live heap\n",
 		r.UCIdle.RSSMiB, r.UCIdle.HeapMiB, r.Parents, r.MemoryPer1000Parents.PeakRSSMiB, r.MemoryPer1000Parents.LiveHeapMiB)
+	if r.Parents < 1000 {
+		fmt.Fprintln(out, "(below 1,000 parents, the per-1,000 figures are mostly allocation churn, not the objects held)")
+	}
 }
 
 // namedWindow is a measurement window of the run, named, with its length.
@@ -429,7 +438,7 @@ func (r *results) printHookScaling(out io.Writer) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d × %d\t%s\t%s\t%.1f\t%.2f\t%.1f\t%s\t%.0f\t%.2f\t%.1f s\t%.1f s\t%.0f%%\t%s\t%s\t\n",
 			rd.Name, rd.Hook, orDash(rd.DelaySeconds, seconds), max(rd.Workers, 1), rd.Concurrency,
 			orDash(rd.CapacityPerSecond, perSecond), wall, rd.ParentsPerSecond,
-			float64(rd.HookCalls)/float64(max(rd.HookSpread.Parents, 1)), rd.CallsPerSecond,
+			rd.callsPerParent(), rd.CallsPerSecond,
 			orDash(100*rd.HookBusy, percent), rd.APIServerRequestsPerSecond, rd.APIServerCores,
 			rd.CPUSeconds["uc"], rd.CPUSeconds["delayhook"], r.busy(rd.SettledSeconds, rd.CPUSeconds),
 			orDash(rd.LatencyP50Seconds, seconds), orDash(rd.LatencyP99Seconds, seconds))
