@@ -52,9 +52,10 @@ fuzz: FUZZTIME = 5m
 fuzz: fuzz-smoke
 
 # Benchmarks: the hot paths' micro-benchmarks, then the test bed's
-# (BENCH=full for the 1000x5 scenario).
+# (BENCH=full for 1000x5, BENCH=xl for 10,000x5, BENCH=hooks for the hook
+# scaling; BENCHFLAGS are more flags of the bench: go run ./test/bench -h).
 bench: bench-go testbed-bins
-	$(GO) run ./test/bench $(if $(BENCH),-scenario $(BENCH))
+	$(GO) run ./test/bench $(if $(BENCH),-scenario $(BENCH)) $(BENCHFLAGS)
 
 # Micro-benchmarks of the hot paths (request encoding, reply planning); compare
 # runs with benchstat (BENCHCOUNT=10).

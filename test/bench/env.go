@@ -29,6 +29,7 @@ const (
 	floorNamespace   = "bench-floor"
 	phaseNamespace   = "bench"
 	sharingNamespace = "bench-sharing"
+	hooksNamespace   = "bench-hooks"
 )
 
 // clients talk to the test bed's apiserver without client-side rate
@@ -59,6 +60,7 @@ type env struct {
 	api, driver    clients
 	driverRequests *requestCounter
 	ucBin          string
+	hookBin        string // delayhook, for the hook scaling
 	hook           *countingHook
 	failed         bool // keep dir for its logs
 }
@@ -72,11 +74,7 @@ func startEnv(ctx context.Context, cfg config) (*env, error) {
 	e := &env{cfg: cfg, dir: dir, driverRequests: newRequestCounter(), hook: newCountingHook()}
 	begin := time.Now()
 	built := make(chan error, 1)
-	if e.ucBin = cfg.ucBin; e.ucBin != "" {
-		built <- nil
-	} else {
-		go func() { built <- e.buildUC(ctx) }()
-	}
+	go func() { built <- e.build(ctx) }()
 	if e.bed, err = testbed.Start(ctx, testbed.Options{Dir: filepath.Join(dir, "bed"), Logf: logf}); err != nil {
 		<-built
 		e.failed = true
@@ -114,7 +112,7 @@ func (e *env) setup(ctx context.Context) error {
 	if err := installCRD(ctx, e.bed.RESTConfig(), fanout.CRD); err != nil {
 		return err
 	}
-	for _, ns := range []string{floorNamespace, phaseNamespace, sharingNamespace} {
+	for _, ns := range []string{floorNamespace, phaseNamespace, sharingNamespace, hooksNamespace} {
 		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
 		if _, err := e.api.kube.CoreV1().Namespaces().Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("namespace %s: %w", ns, err)
@@ -133,14 +131,30 @@ func (e *env) warmUp(ctx context.Context) error {
 	return fanouts.Delete(ctx, "warm-up", metav1.DeleteOptions{})
 }
 
-// buildUC builds the uc binary of this repository.
-func (e *env) buildUC(ctx context.Context) error {
+// build builds what the run needs of this repository: uc, unless -uc-bin
+// gives it, and the hook processes of the hook scaling.
+func (e *env) build(ctx context.Context) error {
+	e.ucBin = e.cfg.ucBin
+	if e.ucBin == "" {
+		e.ucBin = filepath.Join(e.dir, "uc-bin")
+		if err := goBuild(ctx, e.ucBin, "./cmd/uc"); err != nil {
+			return err
+		}
+	}
+	if len(e.cfg.hookWorkers) == 0 {
+		return nil
+	}
+	e.hookBin = filepath.Join(e.dir, "delayhook")
+	return goBuild(ctx, e.hookBin, "./test/bench/delayhook")
+}
+
+// goBuild builds a package of this repository into out.
+func goBuild(ctx context.Context, out, pkg string) error {
 	_, file, _, _ := runtime.Caller(0)
-	e.ucBin = filepath.Join(e.dir, "uc-bin")
-	build := exec.CommandContext(ctx, "go", "build", "-o", e.ucBin, "./cmd/uc")
+	build := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
 	build.Dir = filepath.Join(filepath.Dir(file), "..", "..")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("build uc: %w\n%s", err, out)
+	if b, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("build %s: %w\n%s", pkg, err, b)
 	}
 	return nil
 }

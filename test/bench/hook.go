@@ -37,13 +37,18 @@ func (h *countingHook) Handle(ctx context.Context, data []byte) (any, error) {
 	if err := json.Unmarshal(data, &req); err != nil {
 		return nil, fmt.Errorf("decode request: %w", err)
 	}
-	h.calls.Add(1)
-	key := req.Parent.GetNamespace() + "/" + req.Parent.GetName()
-	h.mu.Lock()
-	h.last[key] = time.Now()
-	h.counts[key]++
-	h.mu.Unlock()
+	h.record(req.Parent.GetNamespace() + "/" + req.Parent.GetName())
 	return fanout.Sync(ctx, &req)
+}
+
+// record counts a call for a parent (namespace/name): one this hook served,
+// or one a hook process announced.
+func (h *countingHook) record(parent string) {
+	h.calls.Add(1)
+	h.mu.Lock()
+	h.last[parent] = time.Now()
+	h.counts[parent]++
+	h.mu.Unlock()
 }
 
 // perParent returns the calls so far by parent.
@@ -98,3 +103,6 @@ func (w *workers) stop() {
 	w.cancel()
 	w.wg.Wait()
 }
+
+// exited is nil: workers in this process end with it.
+func (w *workers) exited() error { return nil }

@@ -10,6 +10,28 @@
 //
 //	go run ./test/bench                  200×5
 //	go run ./test/bench -scenario full   1000×5
+//	go run ./test/bench -scenario xl     10,000×5
+//
+// Every scenario reports uc's live heap after each phase and its memory
+// per 1,000 parents: the most any phase reached, of the resident set and of
+// the live heap, less uc's idle with no parent, over N/1000. The paced
+// phase changes at most -paced-parents parents, so that it lasts at most
+// -paced-parents / -paced-rate seconds whatever N; the phase deadline grows
+// with N.
+//
+// With -scenario hooks (1000×5), it measures instead how hooks scale apart
+// from the watch core. The bench's in-process hook creates the parents and
+// updates them twice (the second update is the most this machine converges
+// when the hook costs nothing); then every parent's payload is changed at
+// once while a hook that waits -hook-delay per call (standing for the
+// hook's I/O) is served by 1, 2, 4 and 8 worker processes (-hook-workers,
+// each serving -hook-concurrency calls at once), then by one webhook
+// process reached through uc's dispatcher. Each round reports parents per
+// second, hook calls per second, how busy the hook's capacity was, and the
+// apiserver's requests per second and CPU, next to the floor's update and
+// Metacontroller's --workers model computed for the same delay.
+// -hook-workers with another scenario adds these rounds after the phases
+// and the sharing rounds.
 //
 // With -appliers N, uc runs as separate roles on a nats-server (a
 // dispatcher, a watcher and N appliers) instead of `uc run`, and the report
@@ -20,10 +42,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"strconv"
@@ -46,21 +70,53 @@ type config struct {
 	ucBin          string
 	ignoreStatus   bool
 	pacedRate      float64
+	pacedParents   int
 	appliers       int
+	// phases is whether the phases and the sharing rounds run: all
+	// scenarios but hooks.
+	phases bool
+	// hookWorkers are the worker process counts of the hook scaling rounds
+	// (none: no hook scaling).
+	hookWorkers     []int
+	hookDelay       time.Duration
+	hookConcurrency int
 }
 
-// scenarios are the named N×M workloads.
-var scenarios = map[string][2]int{"quick": {200, 5}, "full": {1000, 5}}
+// scenario is a named workload.
+type scenario struct {
+	parents, children int
+	// hooks is whether it is the hook scaling instead of the phases.
+	hooks bool
+}
+
+// scenarios are the named workloads.
+var scenarios = map[string]scenario{
+	"quick": {parents: 200, children: 5},
+	"full":  {parents: 1000, children: 5},
+	"xl":    {parents: 10000, children: 5},
+	"hooks": {parents: 1000, children: 5, hooks: true},
+}
+
+// defaultHookWorkers are the worker process counts of -scenario hooks.
+const defaultHookWorkers = "1,2,4,8"
+
+// phaseTimeout is the default deadline of a phase: 10 minutes, or 3 minutes
+// per 1,000 parents when that is more (30 minutes at 10,000). The slowest
+// phase is delete, the garbage collector's pace: ~30 parents per second on
+// a quiet 2-core machine.
+func phaseTimeout(parents int) time.Duration {
+	return max(10*time.Minute, time.Duration(parents)*180*time.Millisecond)
+}
 
 func parseFlags(args []string) (config, error) {
 	var cfg config
-	var sharing string
+	var sharing, hookWorkers string
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.StringVar(&cfg.scenario, "scenario", "quick", "quick (200×5) or full (1000×5)")
+	fs.StringVar(&cfg.scenario, "scenario", "quick", "quick (200×5), full (1000×5), xl (10,000×5), or hooks (the hook scaling, 1000×5)")
 	fs.IntVar(&cfg.parents, "parents", 0, "parents N (overrides the scenario)")
 	fs.IntVar(&cfg.children, "children", 0, "children per parent M (overrides the scenario)")
 	fs.IntVar(&cfg.concurrency, "concurrency", 16, "parents written at once, by the driver, the floor and uc's applier (--applier-workers)")
-	fs.DurationVar(&cfg.phaseTimeout, "phase-timeout", 10*time.Minute, "deadline of each phase")
+	fs.DurationVar(&cfg.phaseTimeout, "phase-timeout", 0, "deadline of each phase (default 10m, or 180ms per parent when that is more)")
 	fs.StringVar(&sharing, "sharing", "1,5,10", "controller counts of the sharing measurement (empty: skip it)")
 	fs.IntVar(&cfg.sharingParents, "sharing-parents", 100, "parents shared out among the controllers of the sharing measurement")
 	fs.StringVar(&cfg.out, "out", "bench-results", "directory of the JSON results")
@@ -68,37 +124,62 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.appliers, "appliers", 0, "run uc as separate roles on a nats-server: a dispatcher, a watcher and this many appliers (0: uc run)")
 	fs.StringVar(&cfg.ucBin, "uc-bin", "", "a uc binary to measure (default: build ./cmd/uc)")
 	fs.Float64Var(&cfg.pacedRate, "paced-rate", 20, "parents changed per second in the paced phase")
+	fs.IntVar(&cfg.pacedParents, "paced-parents", 1000, "parents the paced phase changes, at most")
+	fs.StringVar(&hookWorkers, "hook-workers", "", "worker process counts of the hook scaling rounds (default "+defaultHookWorkers+" with -scenario hooks; empty: no hook scaling)")
+	fs.DurationVar(&cfg.hookDelay, "hook-delay", 100*time.Millisecond, "how long the hook of the hook scaling waits per call")
+	fs.IntVar(&cfg.hookConcurrency, "hook-concurrency", 4, "calls each worker process of the hook scaling serves at once")
 	fs.BoolVar(&cfg.ignoreStatus, "ignore-status-changes", false, "set parentResource.ignoreStatusChanges on the Fanout controllers")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
-	size, ok := scenarios[cfg.scenario]
+	sc, ok := scenarios[cfg.scenario]
 	if !ok {
-		return cfg, fmt.Errorf("unknown scenario %q (quick or full)", cfg.scenario)
+		return cfg, fmt.Errorf("unknown scenario %q (quick, full, xl or hooks)", cfg.scenario)
 	}
-	if cfg.parents == 0 {
-		cfg.parents = size[0]
+	cfg.parents = cmp.Or(cfg.parents, sc.parents)
+	cfg.children = cmp.Or(cfg.children, sc.children)
+	cfg.phaseTimeout = cmp.Or(cfg.phaseTimeout, phaseTimeout(cfg.parents))
+	cfg.phases = !sc.hooks
+	if sc.hooks && !isSet(fs, "hook-workers") {
+		hookWorkers = defaultHookWorkers
 	}
-	if cfg.children == 0 {
-		cfg.children = size[1]
+	var err error
+	if cfg.sharing, err = counts("-sharing", sharing, shards); err != nil {
+		return cfg, err
 	}
-	for f := range strings.SplitSeq(sharing, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		n, err := strconv.Atoi(f)
-		if err != nil || n < 1 || n > shards {
-			return cfg, fmt.Errorf("-sharing: %q is not a controller count from 1 to %d", f, shards)
-		}
-		cfg.sharing = append(cfg.sharing, n)
+	if cfg.hookWorkers, err = counts("-hook-workers", hookWorkers, math.MaxInt); err != nil {
+		return cfg, err
 	}
-	if cfg.parents < 1 || cfg.children < 1 || cfg.concurrency < 1 || cfg.pacedRate <= 0 {
-		return cfg, fmt.Errorf("parents, children, concurrency and paced-rate must be positive")
+	if cfg.parents < 1 || cfg.children < 1 || cfg.concurrency < 1 || cfg.pacedRate <= 0 || cfg.pacedParents < 1 || cfg.hookConcurrency < 1 {
+		return cfg, fmt.Errorf("parents, children, concurrency, paced-rate, paced-parents and hook-concurrency must be positive")
 	}
 	if cfg.appliers < 0 {
 		return cfg, fmt.Errorf("-appliers must not be negative")
 	}
 	return cfg, nil
+}
+
+// counts parses a comma-separated list of counts from 1 to most.
+func counts(flagName, list string, most int) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(list, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 || n > most {
+			return nil, fmt.Errorf("%s: %q is not a count from 1 to %d", flagName, f, most)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// isSet reports whether a flag was given.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func main() {
@@ -141,15 +222,25 @@ func measureAll(ctx context.Context, cfg config, res *results) error {
 	if res.Floor, err = runFloor(ctx, e); err != nil {
 		return fmt.Errorf("floor: %w", err)
 	}
-	phasesErr := runPhases(ctx, e, res)
-	if ctx.Err() != nil {
-		return phasesErr
+	var errs []error
+	if cfg.phases {
+		errs = append(errs, runPhases(ctx, e, res))
+		res.summarizeMemory()
+		if ctx.Err() != nil {
+			return errors.Join(errs...)
+		}
+		var err error
+		if res.Sharing, err = runSharing(ctx, e); err != nil {
+			errs = append(errs, fmt.Errorf("sharing: %w", err))
+		}
 	}
-	res.Sharing, err = runSharing(ctx, e)
-	if err != nil {
-		err = fmt.Errorf("sharing: %w", err)
+	if len(cfg.hookWorkers) > 0 && ctx.Err() == nil {
+		var err error
+		if res.HookScaling, err = runHookScaling(ctx, e); err != nil {
+			errs = append(errs, fmt.Errorf("hook scaling: %w", err))
+		}
 	}
-	return errors.Join(phasesErr, err)
+	return errors.Join(errs...)
 }
 
 func logf(format string, args ...any) {

@@ -67,6 +67,12 @@ func (m measurement) otherWrites() int64 {
 	return m.Requests.writes() - m.Driver.writes() - m.workloadWrites()
 }
 
+// apiserverRates are the apiserver's requests per second (all but watches,
+// which last) and the cores it used, over a window of that many seconds.
+func (m measurement) apiserverRates(seconds float64) (requests, cores float64) {
+	return float64(m.Requests.total()-m.Requests["WATCH"]) / seconds, m.CPUSeconds[apiserver] / seconds
+}
+
 // open starts a window; uc may be nil.
 func (e *env) open(ctx context.Context, uc *ucProcess) (*window, error) {
 	w := &window{e: e, uc: uc, driver: e.driverRequests.snapshot(), calls: e.hook.calls.Load(), perParent: e.hook.perParent()}

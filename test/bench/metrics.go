@@ -31,6 +31,15 @@ func (v verbCounts) writes() int64 {
 	return n
 }
 
+// total is the number of requests.
+func (v verbCounts) total() int64 {
+	var n int64
+	for _, c := range v {
+		n += c
+	}
+	return n
+}
+
 // dryRuns is the number of dry-run requests.
 func (v verbCounts) dryRuns() int64 {
 	var n int64

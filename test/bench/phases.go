@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/time/rate"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
@@ -23,6 +24,8 @@ const resyncPeriod = 10
 // tells that uc has made the cluster match them.
 type phase struct {
 	name string
+	// parents are those the phase changes.
+	parents []string
 	// change makes the phase's changes.
 	change func(ctx context.Context) error
 	// reached is the goal of each parent the driver changes; the phase has
@@ -36,24 +39,46 @@ type phase struct {
 	undo func(ctx context.Context) error
 }
 
-// session is uc running the Fanout controller for the phases.
+// session is uc running a Fanout controller over the parents of one
+// namespace, and what serves its hook.
 type session struct {
-	e       *env
-	uc      *ucProcess
-	hooks   *workers
-	obs     *observer
-	parents []string
+	e          *env
+	uc         *ucProcess
+	controller string
+	hooks      hookServer // nil until serve
+	obs        *observer
+	ns         string
+	labels     map[string]string // of the parents it creates
+	parents    []string
+}
+
+// hookServer is what serves a session's hook: workers in this process, or
+// hook processes.
+type hookServer interface {
+	stop()
+	// exited returns an error once a process serving the hook has exited.
+	exited() error
 }
 
 // runPhases runs the phases in order. After a phase that did not converge
 // it goes on with the next one as long as uc went idle, so one miss does not
 // hide the other measurements; it returns every failure.
 func runPhases(ctx context.Context, e *env, res *results) error {
-	s, err := startSession(ctx, e)
+	ctl, err := e.controllerObject(fanout.Controller, nil)
+	if err != nil {
+		return err
+	}
+	s, err := startSession(ctx, e, phaseNamespace, ctl, nil)
 	if err != nil {
 		return err
 	}
 	defer s.stop()
+	if err := s.serve(ctx, serveHook(ctx, s.uc, e.hook, s.controller), 1); err != nil {
+		return err
+	}
+	if res.UCIdle, err = s.uc.idleMemory(ctx); err != nil {
+		return err
+	}
 	floors := map[string]floorResult{}
 	for _, f := range res.Floor {
 		floors[f.Name] = f
@@ -74,35 +99,41 @@ func runPhases(ctx context.Context, e *env, res *results) error {
 	return errors.Join(errs...)
 }
 
-func startSession(ctx context.Context, e *env) (*session, error) {
-	s := &session{e: e, parents: parentNames(e.cfg.parents)}
+// startSession starts uc (its work directory named after ns) and registers
+// the controller ctl, whose parents are those of ns labelled with labels.
+// Nothing serves its hook yet.
+func startSession(ctx context.Context, e *env, ns string, ctl *unstructured.Unstructured, labels map[string]string) (*session, error) {
+	s := &session{e: e, controller: ctl.GetName(), ns: ns, labels: labels, parents: parentNames(e.cfg.parents)}
 	var err error
-	if s.obs, err = startObserver(ctx, e.api, phaseNamespace); err != nil {
+	if s.obs, err = startObserver(ctx, e.api, ns); err != nil {
 		return nil, err
 	}
-	if s.uc, err = e.startUC(ctx, "uc"); err != nil {
+	if s.uc, err = e.startUC(ctx, "uc-"+ns); err != nil {
 		return nil, err
 	}
-	ctl, err := e.controllerObject(fanout.Controller, nil)
-	if err == nil {
-		err = e.registerControllers(ctx, ctl)
-	}
-	if err != nil {
+	if err := e.registerControllers(ctx, ctl); err != nil {
 		s.uc.stop()
-		return nil, err
-	}
-	s.hooks = serveHook(ctx, s.uc, e.hook, fanout.Controller)
-	if err := s.uc.hookReady(ctx, fanout.Controller); err != nil {
-		s.stop()
 		return nil, err
 	}
 	return s, nil
 }
 
+// serve makes h serve the session's hook instead of what served it, and
+// waits until at least pullers of h's workers ask for requests.
+func (s *session) serve(ctx context.Context, h hookServer, pullers int) error {
+	if s.hooks != nil {
+		s.hooks.stop()
+	}
+	s.hooks = h
+	return s.uc.hookReady(ctx, s.controller, pullers)
+}
+
 func (s *session) stop() {
-	s.hooks.stop()
+	if s.hooks != nil {
+		s.hooks.stop()
+	}
 	s.uc.stop()
-	if err := s.e.unregisterControllers(context.Background(), fanout.Controller); err != nil {
+	if err := s.e.unregisterControllers(context.Background(), s.controller); err != nil {
 		logf("%v", err)
 	}
 }
@@ -114,7 +145,7 @@ func (s *session) phases() []phase {
 
 // fanouts is the driver's client of the parents.
 func (s *session) fanouts() dynamic.ResourceInterface {
-	return s.e.driver.dyn.Resource(fanout.GVR).Namespace(phaseNamespace)
+	return s.e.driver.dyn.Resource(fanout.GVR).Namespace(s.ns)
 }
 
 // create creates every parent; a parent has converged when its status
@@ -122,45 +153,46 @@ func (s *session) fanouts() dynamic.ResourceInterface {
 func (s *session) create() phase {
 	m := s.e.cfg.children
 	return phase{
-		name: "create",
-		change: s.eachParent(func(ctx context.Context, p string) error {
-			_, err := s.fanouts().Create(ctx, newFanout(phaseNamespace, p, m, createPayload, nil), metav1.CreateOptions{})
+		name:    "create",
+		parents: s.parents,
+		change: s.eachParent(s.parents, func(ctx context.Context, p string) error {
+			_, err := s.fanouts().Create(ctx, newFanout(s.ns, p, m, createPayload, s.labels), metav1.CreateOptions{})
 			return err
 		}),
 		reached: func(p string) bool { return s.obs.synced(p, m, createPayload) },
 	}
 }
 
-// update changes every parent's payload; a parent has converged when its M
-// children carry the new one.
+// update changes every parent's payload at once.
 func (s *session) update() phase {
-	return phase{
-		name: "update",
-		change: s.eachParent(func(ctx context.Context, p string) error {
-			_, err := s.fanouts().Patch(ctx, p, types.MergePatchType, mergePatch(updatePayload, "spec", "payload"), metav1.PatchOptions{})
-			return err
-		}),
-		reached: func(p string) bool { return s.obs.carrying(p, updatePayload) == s.e.cfg.children },
-	}
+	return s.setPayload("update", updatePayload, s.parents, nil)
 }
 
-// paced changes every parent's payload like update, but at a steady rate
-// (-paced-rate parents per second) instead of all at once: its latencies are
-// uc's change-to-applied time under a load it keeps up with, not the time a
-// change waits behind a burst.
+// paced changes the payload of -paced-parents parents like update, but at
+// a steady rate (-paced-rate parents per second) instead of all at once:
+// its latencies are uc's change-to-applied time under a load it keeps up
+// with, not the time a change waits behind a burst.
 func (s *session) paced() phase {
 	limit := rate.NewLimiter(rate.Limit(s.e.cfg.pacedRate), 1)
-	write := s.eachParent(func(ctx context.Context, p string) error {
-		if err := limit.Wait(ctx); err != nil {
-			return err
-		}
-		_, err := s.fanouts().Patch(ctx, p, types.MergePatchType, mergePatch(pacedPayload, "spec", "payload"), metav1.PatchOptions{})
-		return err
-	})
+	return s.setPayload("paced", pacedPayload, s.parents[:min(len(s.parents), s.e.cfg.pacedParents)], limit.Wait)
+}
+
+// setPayload is a phase that sets the payload of parents, each after wait
+// when set; a parent has converged when its M children carry the payload.
+func (s *session) setPayload(name, payload string, parents []string, wait func(context.Context) error) phase {
 	return phase{
-		name:    "paced",
-		change:  write,
-		reached: func(p string) bool { return s.obs.carrying(p, pacedPayload) == s.e.cfg.children },
+		name:    name,
+		parents: parents,
+		change: s.eachParent(parents, func(ctx context.Context, p string) error {
+			if wait != nil {
+				if err := wait(ctx); err != nil {
+					return err
+				}
+			}
+			_, err := s.fanouts().Patch(ctx, p, types.MergePatchType, mergePatch(payload, "spec", "payload"), metav1.PatchOptions{})
+			return err
+		}),
+		reached: func(p string) bool { return s.obs.carrying(p, payload) == s.e.cfg.children },
 	}
 }
 
@@ -169,6 +201,7 @@ func (s *session) paced() phase {
 func (s *session) resync() phase {
 	return phase{
 		name:      "resync",
+		parents:   s.parents,
 		change:    func(ctx context.Context) error { return s.setResyncPeriod(ctx, resyncPeriod) },
 		converged: s.resynced,
 		undo:      func(ctx context.Context) error { return s.setResyncPeriod(ctx, nil) },
@@ -179,8 +212,9 @@ func (s *session) resync() phase {
 // collector deleted its children.
 func (s *session) delete() phase {
 	return phase{
-		name: "delete",
-		change: s.eachParent(func(ctx context.Context, p string) error {
+		name:    "delete",
+		parents: s.parents,
+		change: s.eachParent(s.parents, func(ctx context.Context, p string) error {
 			return s.fanouts().Delete(ctx, p, metav1.DeleteOptions{})
 		}),
 		reached: s.obs.gone,
@@ -192,13 +226,14 @@ func (s *session) delete() phase {
 func (s *session) heal() phase {
 	deleted := map[string]types.UID{}
 	child := func(p string) string { return fanout.ChildName(p, 0) }
-	write := s.eachParent(func(ctx context.Context, p string) error {
+	write := s.eachParent(s.parents, func(ctx context.Context, p string) error {
 		uid := deleted[p]
-		return s.e.driver.kube.CoreV1().ConfigMaps(phaseNamespace).
+		return s.e.driver.kube.CoreV1().ConfigMaps(s.ns).
 			Delete(ctx, child(p), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	})
 	return phase{
-		name: "heal",
+		name:    "heal",
+		parents: s.parents,
 		change: func(ctx context.Context) error {
 			for _, p := range s.parents {
 				cm := s.obs.child(child(p))
@@ -231,16 +266,17 @@ func (s *session) setResyncPeriod(ctx context.Context, seconds any) error {
 // unset.)
 func (s *session) resynced(_ context.Context, w *window) (bool, error) {
 	periodic := w.start.Add(resyncPeriod * time.Second)
-	return s.e.hook.calledSince(periodic, phaseNamespace, s.parents) == len(s.parents), nil
+	return s.e.hook.calledSince(periodic, s.ns, s.parents) == len(s.parents), nil
 }
 
-// eachParent is a change that calls write for every parent, at the bench's
-// concurrency, telling the observer when each parent's change begins.
-func (s *session) eachParent(write func(ctx context.Context, parent string) error) func(context.Context) error {
+// eachParent is a change that calls write for each of parents, at the
+// bench's concurrency, telling the observer when each parent's change
+// begins.
+func (s *session) eachParent(parents []string, write func(ctx context.Context, parent string) error) func(context.Context) error {
 	return func(ctx context.Context) error {
-		return parallel(ctx, len(s.parents), s.e.cfg.concurrency, func(ctx context.Context, i int) error {
-			s.obs.changing(s.parents[i])
-			return write(ctx, s.parents[i])
+		return parallel(ctx, len(parents), s.e.cfg.concurrency, func(ctx context.Context, i int) error {
+			s.obs.changing(parents[i])
+			return write(ctx, parents[i])
 		})
 	}
 }
@@ -250,7 +286,7 @@ func (s *session) eachParent(write func(ctx context.Context, parent string) erro
 // outlast the phase, then waits until uc is idle (the end of the window, so
 // trailing no-op syncs count too).
 func (s *session) run(ctx context.Context, p phase) (phaseResult, error) {
-	r := phaseResult{Name: p.name}
+	r := phaseResult{Name: p.name, Parents: len(p.parents)}
 	w, err := s.e.open(ctx, s.uc)
 	if err != nil {
 		return r, err
@@ -259,12 +295,12 @@ func (s *session) run(ctx context.Context, p phase) (phaseResult, error) {
 	converged := p.converged
 	if p.reached != nil {
 		s.obs.track(p.reached)
-		converged = func(context.Context, *window) (bool, error) { return s.obs.reachedAll(len(s.parents)), nil }
+		converged = func(context.Context, *window) (bool, error) { return s.obs.reachedAll(len(p.parents)), nil }
 	}
 	err = p.change(ctx)
 	if err == nil {
 		err = waitFor(ctx, s.e.cfg.phaseTimeout, "convergence", func(ctx context.Context) (bool, error) {
-			if err := s.uc.exited(); err != nil {
+			if err := errors.Join(s.uc.exited(), s.hooks.exited()); err != nil {
 				return false, fatalError{err}
 			}
 			return converged(ctx, w)
@@ -291,9 +327,11 @@ func (s *session) run(ctx context.Context, p phase) (phaseResult, error) {
 	r.SettledSeconds = time.Since(w.start).Seconds()
 	m, closeErr := w.close(ctx)
 	r.measurement = m
+	heap, heapErr := s.uc.liveHeap(ctx)
+	r.LiveHeapMiB = mib(heap)
 	var spreadErr error
 	r.Replicas, spreadErr = s.uc.spread(ctx, s.obs.uids())
-	if err := errors.Join(err, undoErr, idleErr, closeErr, spreadErr); err != nil {
+	if err := errors.Join(err, undoErr, idleErr, closeErr, heapErr, spreadErr); err != nil {
 		return r, err
 	}
 	logf("phase %s: converged in %.2fs, idle after %.2fs, %d hook calls%s", p.name, r.Seconds, r.SettledSeconds, m.HookCalls, shares(r.Replicas))
@@ -302,9 +340,9 @@ func (s *session) run(ctx context.Context, p phase) (phaseResult, error) {
 
 func (s *session) progress(p phase, w *window) string {
 	if p.reached != nil {
-		return s.obs.progress(s.parents)
+		return s.obs.progress(p.parents)
 	}
-	late := s.e.hook.notCalledSince(w.start.Add(resyncPeriod*time.Second), phaseNamespace, s.parents)
+	late := s.e.hook.notCalledSince(w.start.Add(resyncPeriod*time.Second), s.ns, p.parents)
 	return fmt.Sprintf("%d hook calls; %d parents not resynced, such as %s", w.callsSince(), len(late), examples(late))
 }
 

@@ -30,11 +30,41 @@ type results struct {
 	Appliers int      `json:"appliers,omitempty"`
 	UCFlags  []string `json:"ucFlags,omitempty"`
 	// IgnoreStatusChanges is set on the controllers (-ignore-status-changes).
-	IgnoreStatusChanges bool            `json:"ignoreStatusChanges,omitempty"`
-	Floor               []floorResult   `json:"floor"`
-	Phases              []phaseResult   `json:"phases"`
-	Sharing             []sharingResult `json:"sharing,omitempty"`
-	Error               string          `json:"error,omitempty"`
+	IgnoreStatusChanges bool          `json:"ignoreStatusChanges,omitempty"`
+	Floor               []floorResult `json:"floor"`
+	// UCIdle is uc's memory before the phases, with the controller
+	// registered and no parent.
+	UCIdle  *idleMemory     `json:"ucIdle,omitempty"`
+	Phases  []phaseResult   `json:"phases"`
+	Sharing []sharingResult `json:"sharing,omitempty"`
+	// MemoryPer1000Parents is what the parents added to uc's memory, per
+	// 1,000 of them.
+	MemoryPer1000Parents *memoryPerParents `json:"memoryPer1000Parents,omitempty"`
+	HookScaling          *hookScaling      `json:"hookScaling,omitempty"`
+	Error                string            `json:"error,omitempty"`
+}
+
+// memoryPerParents is what the parents added to uc's memory, per 1,000
+// parents: the most of any phase less uc's idle memory, over N/1000.
+type memoryPerParents struct {
+	PeakRSSMiB  float64 `json:"peakRSSMiB"`
+	LiveHeapMiB float64 `json:"liveHeapMiB"`
+}
+
+// summarizeMemory sets the memory per 1,000 parents from the phases.
+func (r *results) summarizeMemory() {
+	if r.UCIdle == nil || len(r.Phases) == 0 {
+		return
+	}
+	var peak, heap float64
+	for _, p := range r.Phases {
+		peak, heap = max(peak, p.PeakRSSMiB), max(heap, p.LiveHeapMiB)
+	}
+	thousands := float64(r.Parents) / 1000
+	r.MemoryPer1000Parents = &memoryPerParents{
+		PeakRSSMiB:  (peak - r.UCIdle.RSSMiB) / thousands,
+		LiveHeapMiB: (heap - r.UCIdle.HeapMiB) / thousands,
+	}
 }
 
 type machine struct {
@@ -48,6 +78,8 @@ type machine struct {
 // phaseResult is one phase run by uc.
 type phaseResult struct {
 	Name string `json:"name"`
+	// Parents is the parents the phase changed.
+	Parents int `json:"parents"`
 	// Seconds is from the first change until the last parent converged.
 	Seconds float64 `json:"seconds"`
 	// SettledSeconds is until uc went idle: the window of the counts.
@@ -65,6 +97,10 @@ type phaseResult struct {
 	// applied, over the parents.
 	LatencyP50Seconds float64 `json:"latencyP50Seconds,omitempty"`
 	LatencyP99Seconds float64 `json:"latencyP99Seconds,omitempty"`
+	// LiveHeapMiB is uc's live Go heap once it went idle after the phase,
+	// right after a collection (its NATS server's not counted with
+	// -appliers).
+	LiveHeapMiB float64 `json:"liveHeapMiB,omitempty"`
 	measurement
 	// WorkloadWrites is the writes to Fanouts and ConfigMaps by everyone but
 	// the driver: uc's, and in the delete phase the garbage collector's.
@@ -86,6 +122,11 @@ func (r *phaseResult) summarize(floor floorResult) {
 		r.APIServerCPURatio = r.CPUSeconds[apiserver] / cpu
 	}
 	r.WorkloadWrites, r.OtherWrites = r.workloadWrites(), r.otherWrites()
+}
+
+// callsPerParent is the hook calls per parent the phase changed.
+func (r *phaseResult) callsPerParent() float64 {
+	return float64(r.HookCalls) / float64(max(r.Parents, 1))
 }
 
 func (r *phaseResult) setLatencies(sorted []time.Duration) {
@@ -166,47 +207,84 @@ func (r *results) print(out io.Writer) {
 		fmt.Fprintf(out, "uc as separate roles on a nats-server: a dispatcher, a watcher and appliers ×%d (uc's CPU and RSS: the sums over them and the nats-server)\n", r.Appliers)
 	}
 	r.printPhases(out)
+	r.printMemory(out)
 	r.printRequests(out)
 	r.printCPU(out)
 	r.printRoles(out)
 	r.printReplicas(out)
 	r.printSharing(out)
+	r.printHookScaling(out)
 	if r.Error != "" {
 		fmt.Fprintf(out, "\nFAILED: %s\n", r.Error)
 	}
 }
 
+// busy is how busy the machine was over a window, in percent of its CPUs.
+func (r *results) busy(window float64, cpu cpuSeconds) float64 {
+	return 100 * cpu[machineKey] / (window * float64(r.Machine.CPUs))
+}
+
 func (r *results) printPhases(out io.Writer) {
-	n := float64(r.Parents)
+	if len(r.Phases) == 0 {
+		return
+	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(out)
-	fmt.Fprintln(tw, "phase\twall\tfloor\t× floor\tapiserver CPU × floor\thook calls\tper parent\tmin–max\tp50\tp99\tuc writes\tdry runs\tother writes\tpeak RSS\t")
+	fmt.Fprintln(tw, "phase\twall\tfloor\t× floor\tapiserver CPU × floor\thook calls\tper parent\tmin–max\tp50\tp99\tuc writes\tdry runs\tother writes\tpeak RSS\tlive heap\t")
 	for _, p := range r.Phases {
 		wall := seconds(p.Seconds)
 		if !p.Converged {
 			wall = "DNF " + wall
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%.2f\t%d–%d\t%s\t%s\t%d\t%d\t%d\t%.0f MiB\t\n", p.Name, wall,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%.2f\t%d–%d\t%s\t%s\t%d\t%d\t%d\t%.0f MiB\t%.1f MiB\t\n", p.Name, wall,
 			orDash(p.FloorSeconds, seconds), orDash(p.FloorRatio, times), orDash(p.APIServerCPURatio, times),
-			p.HookCalls, float64(p.HookCalls)/n, p.HookSpread.Min, p.HookSpread.Max,
+			p.HookCalls, p.callsPerParent(), p.HookSpread.Min, p.HookSpread.Max,
 			orDash(p.LatencyP50Seconds, seconds), orDash(p.LatencyP99Seconds, seconds),
-			p.WorkloadWrites, p.Requests.dryRuns(), p.OtherWrites, p.PeakRSSMiB)
+			p.WorkloadWrites, p.Requests.dryRuns(), p.OtherWrites, p.PeakRSSMiB, p.LiveHeapMiB)
 	}
 	tw.Flush()
 }
 
-func (r *results) printRequests(out io.Writer) {
-	type row struct {
-		name string
-		m    measurement
+// printMemory shows what the parents cost uc's memory.
+func (r *results) printMemory(out io.Writer) {
+	if r.MemoryPer1000Parents == nil {
+		return
 	}
-	var rows []row
+	fmt.Fprintf(out, "\nuc's memory: idle with no parent %.0f MiB RSS, %.1f MiB live heap; per 1,000 parents (the most of any phase less idle, over %d parents): %.1f MiB RSS, %.1f MiB live heap\n",
+		r.UCIdle.RSSMiB, r.UCIdle.HeapMiB, r.Parents, r.MemoryPer1000Parents.PeakRSSMiB, r.MemoryPer1000Parents.LiveHeapMiB)
+	if r.Parents < 1000 {
+		fmt.Fprintln(out, "(below 1,000 parents, the per-1,000 figures are mostly allocation churn, not the objects held)")
+	}
+}
+
+// namedWindow is a measurement window of the run, named, with its length.
+type namedWindow struct {
+	name    string
+	seconds float64
+	m       measurement
+}
+
+// windows are the run's measurement windows in order: the floor's, the
+// phases' and the hook scaling rounds'; each as long as it lasted until uc
+// went idle.
+func (r *results) windows() []namedWindow {
+	var out []namedWindow
 	for _, f := range r.Floor {
-		rows = append(rows, row{"floor " + f.Name, f.measurement})
+		out = append(out, namedWindow{"floor " + f.Name, f.Seconds, f.measurement})
 	}
 	for _, p := range r.Phases {
-		rows = append(rows, row{p.Name, p.measurement})
+		out = append(out, namedWindow{p.Name, p.SettledSeconds, p.measurement})
 	}
+	if r.HookScaling != nil {
+		for _, rd := range r.HookScaling.Rounds {
+			out = append(out, namedWindow{"hooks: " + rd.Name, rd.SettledSeconds, rd.measurement})
+		}
+	}
+	return out
+}
+
+func (r *results) printRequests(out io.Writer) {
+	rows := r.windows()
 	seen := map[string]bool{}
 	for _, row := range rows {
 		for v := range row.m.Requests {
@@ -237,31 +315,22 @@ func (r *results) printRequests(out io.Writer) {
 // process over the window, the CPU others sharing the machine took, and how
 // busy all of it kept the machine.
 func (r *results) printCPU(out io.Writer) {
-	type row struct {
-		name    string
-		seconds float64
-		cpu     cpuSeconds
-	}
-	var rows []row
-	for _, f := range r.Floor {
-		rows = append(rows, row{"floor " + f.Name, f.Seconds, f.CPUSeconds})
-	}
-	for _, p := range r.Phases {
-		rows = append(rows, row{p.Name, p.SettledSeconds, p.CPUSeconds})
-	}
 	procs := []string{apiserver, "etcd", "uc", "bench", "kube-controller"}
+	if r.HookScaling != nil {
+		procs = append(procs, "delayhook")
+	}
 	fmt.Fprintf(out, "\nCPU seconds during each phase, by process (bench = driver + hook; not ours = other processes on the machine; busy = all / (window × %d CPUs))\n", r.Machine.CPUs)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "phase\twindow\t%s\tothers\tnot ours\tbusy\t\n", strings.Join(procs, "\t"))
-	for _, row := range rows {
+	for _, row := range r.windows() {
+		cpu := row.m.CPUSeconds
 		fmt.Fprintf(tw, "%s\t%s", row.name, seconds(row.seconds))
-		rest := row.cpu.ours()
+		rest := cpu.ours()
 		for _, p := range procs {
-			fmt.Fprintf(tw, "\t%.1f", row.cpu[p])
-			rest -= row.cpu[p]
+			fmt.Fprintf(tw, "\t%.1f", cpu[p])
+			rest -= cpu[p]
 		}
-		fmt.Fprintf(tw, "\t%.1f\t%.1f\t%.0f%%\t\n", max(rest, 0), row.cpu.foreign(),
-			100*row.cpu[machineKey]/(row.seconds*float64(r.Machine.CPUs)))
+		fmt.Fprintf(tw, "\t%.1f\t%.1f\t%.0f%%\t\n", max(rest, 0), cpu.foreign(), r.busy(row.seconds, cpu))
 	}
 	tw.Flush()
 }
@@ -349,3 +418,45 @@ func orDash(v float64, format func(float64) string) string {
 	}
 	return format(v)
 }
+
+// printHookScaling shows the hook scaling rounds and Metacontroller's
+// --workers model next to them.
+func (r *results) printHookScaling(out io.Writer) {
+	h := r.HookScaling
+	if h == nil {
+		return
+	}
+	fmt.Fprintf(out, "\nhook scaling: every parent changed at once (in-process: create, then two updates), %d parents × %d ConfigMaps\n", r.Parents, r.Children)
+	fmt.Fprintln(out, "(capacity = processes × calls at once / delay; hook busy = calls made / capacity; apiserver requests/s: all but watches; busy = the machine's CPUs)")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "round\thook\tdelay\tprocesses × at once\tcapacity\twall\tparents/s\tcalls/parent\tcalls/s\thook busy\tapiserver req/s\tapiserver cores\tuc CPU\thook CPU\tbusy\tp50\tp99\t")
+	for _, rd := range h.Rounds {
+		wall := seconds(rd.Seconds)
+		if !rd.Converged {
+			wall = "DNF " + wall
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d × %d\t%s\t%s\t%.1f\t%.2f\t%.1f\t%s\t%.0f\t%.2f\t%.1f s\t%.1f s\t%.0f%%\t%s\t%s\t\n",
+			rd.Name, rd.Hook, orDash(rd.DelaySeconds, seconds), max(rd.Workers, 1), rd.Concurrency,
+			orDash(rd.CapacityPerSecond, perSecond), wall, rd.ParentsPerSecond,
+			rd.callsPerParent(), rd.CallsPerSecond,
+			orDash(100*rd.HookBusy, percent), rd.APIServerRequestsPerSecond, rd.APIServerCores,
+			rd.CPUSeconds["uc"], rd.CPUSeconds["delayhook"], r.busy(rd.SettledSeconds, rd.CPUSeconds),
+			orDash(rd.LatencyP50Seconds, seconds), orDash(rd.LatencyP99Seconds, seconds))
+	}
+	if i := slices.IndexFunc(r.Floor, func(f floorResult) bool { return f.Name == "update" }); i >= 0 {
+		f := r.Floor[i]
+		reqs, cores := f.apiserverRates(f.Seconds)
+		fmt.Fprintf(tw, "floor update (client-go, no hook)\t–\t–\t–\t–\t%s\t%.1f\t–\t–\t–\t%.0f\t%.2f\t–\t–\t%.0f%%\t–\t–\t\n",
+			seconds(f.Seconds), float64(r.Parents)/f.Seconds, reqs, cores, r.busy(f.Seconds, f.CPUSeconds))
+	}
+	m := h.Metacontroller
+	fmt.Fprintf(tw, "Metacontroller --workers=%d (computed)\t–\t–\t%d × 1\t%s\t–\t%.1f\t%.2f\t–\t–\t–\t–\t–\t–\t–\t–\t–\t\n",
+		m.Workers, m.Workers, orDash(m.CallsPerSecond, perSecond), m.ParentsPerSecond, m.CallsPerParent)
+	tw.Flush()
+	fmt.Fprintln(out, "Metacontroller's model: each worker calls the hook and applies the reply before it takes the next parent, so it makes at most 1/delay calls per second;")
+	fmt.Fprintln(out, "its parents/s is that over uc's calls per parent in the delayed rounds, with applies taking no time: an upper bound.")
+}
+
+func perSecond(x float64) string { return fmt.Sprintf("%.0f/s", x) }
+
+func percent(x float64) string { return fmt.Sprintf("%.0f%%", x) }

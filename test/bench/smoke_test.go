@@ -2,15 +2,17 @@ package main
 
 import "testing"
 
-// TestBenchSmoke runs the whole bench, floor, phases and sharing rounds, on
-// a small workload on the real test bed, so that `make bench` cannot rot
-// unnoticed. It checks what the bench must show whatever the machine: every
-// phase converges, a resync of unchanged parents writes nothing, and a
-// second controller on the same child kind opens no watch of its own. It
-// asserts no timings.
+// TestBenchSmoke runs the whole bench, floor, phases, sharing and hook
+// scaling rounds, on a small workload on the real test bed, so that `make
+// bench` cannot rot unnoticed. It checks what the bench must show whatever
+// the machine: every phase and round converges, a resync of unchanged
+// parents writes nothing, a second controller on the same child kind opens
+// no watch of its own, and the calls of hooks in other processes are
+// counted. It asserts no timings.
 func TestBenchSmoke(t *testing.T) {
 	cfg, err := parseFlags([]string{"-parents", "6", "-children", "2", "-concurrency", "4",
-		"-sharing", "1,2", "-sharing-parents", "10", "-phase-timeout", "3m", "-out", t.TempDir()})
+		"-sharing", "1,2", "-sharing-parents", "10", "-phase-timeout", "3m", "-out", t.TempDir(),
+		"-hook-workers", "1,2", "-hook-delay", "20ms", "-hook-concurrency", "2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,5 +39,18 @@ func TestBenchSmoke(t *testing.T) {
 		if s.Watches["configmaps"] != 1 || s.HeapMiB <= 0 {
 			t.Errorf("%d controllers: watches %v, live heap %.2f MiB; want one watch on configmaps", s.Controllers, s.Watches, s.HeapMiB)
 		}
+	}
+	if res.MemoryPer1000Parents == nil {
+		t.Error("no memory per 1,000 parents")
+	}
+	// in-process create and two updates, bus-native ×1 and ×2, webhook
+	if res.HookScaling == nil || len(res.HookScaling.Rounds) != 6 {
+		t.Fatalf("hook scaling: %+v, want 6 rounds", res.HookScaling)
+	}
+	for _, r := range res.HookScaling.Rounds {
+		if !r.Converged || !r.Idle || r.HookSpread.Parents != 6 {
+			t.Errorf("hook round %s: converged %t, idle %t, %d parents called (want 6)", r.Name, r.Converged, r.Idle, r.HookSpread.Parents)
+		}
+		t.Logf("hook round %s: %.2fs, %d hook calls", r.Name, r.Seconds, r.HookCalls)
 	}
 }

@@ -32,6 +32,7 @@ import (
 // it).
 type ucProcess struct {
 	procs []*process
+	url   string // of its NATS server
 	nc    *nats.Conn
 	js    jetstream.JetStream
 	// replicas names the applier replicas' ids (the values in
@@ -141,17 +142,28 @@ func (u *ucProcess) start(e *env, dir, role string, args ...string) error {
 		"--log-level", "info",
 		"--metrics-addr", debug, "--profiling",
 	}, e.cfg.ucFlags)
-	p := &process{role: role, log: filepath.Join(dir, role+".log"), debug: "http://" + debug}
-	logFile, err := os.Create(p.log)
+	p, err := startProcess("uc "+role, filepath.Join(dir, role+".log"), e.ucBin, args...)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(e.ucBin, args...)
+	p.role, p.debug = role, "http://"+debug
+	u.procs = append(u.procs, p)
+	return nil
+}
+
+// startProcess starts a program in a process group of its own, which dies
+// with the bench, logging to log. name names it in errors.
+func startProcess(name, log, bin string, args ...string) (*process, error) {
+	logFile, err := os.Create(log)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
-		return fmt.Errorf("start uc %s: %w", role, err)
+		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -159,18 +171,17 @@ func (u *ucProcess) start(e *env, dir, role string, args ...string) error {
 		logFile.Close()
 		close(done)
 	}()
-	p.pid = cmd.Process.Pid
+	p := &process{role: name, pid: cmd.Process.Pid, log: log}
 	p.exited = func() error {
 		select {
 		case <-done:
-			return fmt.Errorf("uc %s exited (%v); see %s", role, cmd.ProcessState, p.log)
+			return fmt.Errorf("%s exited (%v); see %s", name, cmd.ProcessState, log)
 		default:
 			return nil
 		}
 	}
 	p.stop = func() { terminate(p.pid, done) }
-	u.procs = append(u.procs, p)
-	return nil
+	return p, nil
 }
 
 // port takes one of the ports picked for the processes.
@@ -237,7 +248,7 @@ func (u *ucProcess) connect(ctx context.Context, url string) error {
 			nc.Close()
 			return false, err
 		}
-		u.nc, u.js = nc, js
+		u.url, u.nc, u.js = url, nc, js
 		return true, nil
 	}, nil)
 }
@@ -312,9 +323,10 @@ func (u *ucProcess) settle(ctx context.Context, hook *countingHook, timeout time
 	}, nil)
 }
 
-// hookReady waits until a worker pulls the requests of a controller's sync
-// hook, which also means uc registered the controller.
-func (u *ucProcess) hookReady(ctx context.Context, controller string) error {
+// hookReady waits until at least pullers workers pull the requests of a
+// controller's sync hook (an idle worker has one pull waiting), which also
+// means uc registered the controller.
+func (u *ucProcess) hookReady(ctx context.Context, controller string, pullers int) error {
 	return waitFor(ctx, time.Minute, "the hook of "+controller, func(ctx context.Context) (bool, error) {
 		if err := u.exited(); err != nil {
 			return false, fatalError{err}
@@ -323,7 +335,7 @@ func (u *ucProcess) hookReady(ctx context.Context, controller string) error {
 		if err != nil {
 			return false, err
 		}
-		return c.CachedInfo().NumWaiting > 0, nil
+		return c.CachedInfo().NumWaiting >= pullers, nil
 	}, nil)
 }
 
@@ -353,6 +365,26 @@ func (u *ucProcess) resetPeaks() error {
 		}
 	}
 	return nil
+}
+
+// idleMemory is uc's memory before it holds any parent: what the phases'
+// memory is compared with.
+type idleMemory struct {
+	RSSMiB  float64 `json:"rssMiB"`
+	HeapMiB float64 `json:"heapMiB"`
+}
+
+// idleMemory reads uc's resident set and live heap now.
+func (u *ucProcess) idleMemory(ctx context.Context) (*idleMemory, error) {
+	mem, _, err := u.memory()
+	if err != nil {
+		return nil, err
+	}
+	heap, err := u.liveHeap(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &idleMemory{RSSMiB: mib(mem.RSS), HeapMiB: mib(heap)}, nil
 }
 
 // liveHeap is the Go heap uc's processes hold once collected: each runs a
