@@ -49,8 +49,10 @@ func undescribed(path string, s apiextensionsv1.JSONSchemaProps) []string {
 	return paths
 }
 
-// TestCategoryAndColumns: every CRD is in the category uc (kubectl get uc
-// lists them all) and keeps its printer columns.
+// TestCategoryAndColumns: every CRD is in the category uc-all (kubectl get
+// uc-all lists them all) and keeps its printer columns. The category is not
+// uc: kubectl expands a category before a short name, so kubectl get uc NAME
+// (describe, delete…) would fail with "you must specify only one resource".
 func TestCategoryAndColumns(t *testing.T) {
 	columns := map[string][]string{
 		"universalcontrollers.universalcontroller.dev": {"Parent", "Ready", "Failing", "Age"},
@@ -66,8 +68,8 @@ func TestCategoryAndColumns(t *testing.T) {
 		if !ok {
 			t.Errorf("%s: no printer columns expected; add them here", crd.Name)
 		}
-		if !slices.Equal(crd.Spec.Names.Categories, []string{"uc"}) {
-			t.Errorf("%s: categories %v, want [uc]", crd.Name, crd.Spec.Names.Categories)
+		if !slices.Equal(crd.Spec.Names.Categories, []string{"uc-all"}) {
+			t.Errorf("%s: categories %v, want [uc-all]", crd.Name, crd.Spec.Names.Categories)
 		}
 		for _, v := range crd.Spec.Versions {
 			var got []string

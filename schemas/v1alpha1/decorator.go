@@ -16,7 +16,7 @@ var DecoratorResource = schema.GroupVersionResource{Group: Group, Version: Versi
 // field.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Cluster,shortName=ucd,categories=uc
+// +kubebuilder:resource:scope=Cluster,shortName=ucd,categories=uc-all
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Resources",type=string,JSONPath=`.spec.resources[*].resource`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`

@@ -30,7 +30,7 @@ const (
 // Revisions belong to their parent and are garbage-collected with it.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Namespaced,shortName=ucrev,categories=uc
+// +kubebuilder:resource:scope=Namespaced,shortName=ucrev,categories=uc-all
 // +kubebuilder:printcolumn:name="Revision",type=integer,JSONPath=`.revision`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ControllerRevision struct {

@@ -25,7 +25,7 @@ var Resource = schema.GroupVersionResource{Group: Group, Version: Version, Resou
 // manages, the child resources it may create, and where its hooks are.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Cluster,shortName=uc;uctl,categories=uc
+// +kubebuilder:resource:scope=Cluster,shortName=uc;uctl,categories=uc-all
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Parent",type=string,JSONPath=`.spec.parentResource.resource`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
