@@ -5,12 +5,21 @@ BIN     := bin
 # Test-bed binaries (kube-apiserver, etcd, kwok, …) are built once into this cache.
 export UC_TESTBED_DIR ?= $(HOME)/.cache/uc-testbed
 
-.PHONY: all build demo demo-check test unit e2e fuzz fuzz-smoke bench bench-go lint generate testbed-bins clean
+.PHONY: all build image demo demo-check test unit e2e fuzz fuzz-smoke bench bench-go lint generate testbed-bins clean
 
 all: build
 
+# -buildvcs=auto (over a GOFLAGS=-buildvcs=false) stamps the commit in the
+# binaries: uc version prints it. Go cannot stamp a build in a linked git
+# worktree (golang/go#58218): there uc version says unknown.
 build:
-	$(GO) build -o $(BIN)/ ./cmd/uc ./examples/foo/cmd/foo-hook ./test/testbed/cmd/uc-testbed
+	$(GO) build -buildvcs=auto -o $(BIN)/ ./cmd/uc ./examples/foo/cmd/foo-hook ./test/testbed/cmd/uc-testbed
+
+# The uc image (deploy/Dockerfile), tagged with the version of the commit.
+IMAGE   ?= ghcr.io/universalcontroller/uc
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+image:
+	docker build -f deploy/Dockerfile -t $(IMAGE):$(VERSION) .
 
 testbed-bins:
 	./hack/testbed-bins.sh

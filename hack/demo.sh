@@ -6,7 +6,8 @@
 #
 #   DEMO_ONESHOT=1   run through, check, tear down and exit (used by CI)
 #   DEMO_DIR         work directory (default: .demo)
-#   NATS_PORT        port of uc's embedded NATS server (default: 4222)
+#   NATS_PORT        port of uc's embedded NATS server (default: a free port,
+#                    so the demo runs beside another demo or a NATS server)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,7 +15,7 @@ cd "$root"
 cache=$(./hack/testbed-bins.sh)
 kubectl="$cache/bin/kubectl"
 work=${DEMO_DIR:-$root/.demo}
-port=${NATS_PORT:-4222}
+port=${NATS_PORT:-0}
 rm -rf "$work"
 mkdir -p "$work"
 
@@ -59,13 +60,16 @@ step "installing the CRDs"
 k apply -f schemas/crds/ -f examples/foo/crd.yaml
 k wait --for condition=established --timeout=60s crd/universalcontrollers.universalcontroller.dev crd/foos.samplecontroller.k8s.io
 
-step "starting uc run (embedded NATS JetStream on 127.0.0.1:$port, data in $work/uc-data)"
+step "starting uc run (embedded NATS JetStream, data in $work/uc-data)"
 bin/uc run --kubeconfig "$KUBECONFIG" --nats-listen "127.0.0.1:$port" --data-dir "$work/uc-data" >"$work/uc.log" 2>&1 &
 pids+=($!)
 until_ok "uc (see $work/uc.log)" 60 grep -q "uc started" "$work/uc.log" || { tail -20 "$work/uc.log"; exit 1; }
+# The address the embedded server took, from its log line.
+nats_url=$(sed -n 's/.*msg="embedded NATS JetStream started" url=\([^ ]*\).*/\1/p' "$work/uc.log")
+echo "    hook workers connect to $nats_url"
 
 step "starting the Foo hook worker (examples/foo, a bus-native Go worker)"
-bin/foo-hook --nats-url "nats://127.0.0.1:$port" >"$work/foo-hook.log" 2>&1 &
+bin/foo-hook --nats-url "$nats_url" >"$work/foo-hook.log" 2>&1 &
 pids+=($!)
 
 step "registering the Foo controller and creating a Foo"

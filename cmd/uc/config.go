@@ -4,6 +4,8 @@ import (
 	"flag"
 	"os"
 
+	"github.com/spf13/pflag"
+
 	"universalcontroller.dev/uc/applier"
 	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/schemas/bus"
@@ -32,7 +34,7 @@ type config struct {
 	applierWorkers int
 	maxChildren    int
 	maxReplyBytes  int64
-	logLevel       string
+	log            logOptions
 
 	leaderElect    bool
 	leaseNamespace string
@@ -46,15 +48,17 @@ type config struct {
 	controllerSelector string
 }
 
-func (c *config) register(fs *flag.FlagSet) {
+func (c *config) register(fs *pflag.FlagSet) {
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	fs.Float64Var(&c.kubeQPS, "kube-api-qps", 1000, "queries per second to the Kubernetes API (client-side; negative: no limit, the apiserver's priority and fairness alone)")
 	fs.IntVar(&c.kubeBurst, "kube-api-burst", 2000, "burst of queries to the Kubernetes API")
 	fs.StringVar(&c.nats.URL, "nats-url", "", "external NATS server URL (uc run: embedded server when empty)")
-	// Defaults are empty: parse sets flags from UC_* variables.
-	c.nats.RegisterFlags(fs, func(string) string { return "" })
+	// Defaults are empty: setFromEnv sets flags from UC_* variables.
+	natsFlags := flag.NewFlagSet("nats", flag.ContinueOnError)
+	c.nats.RegisterFlags(natsFlags, func(string) string { return "" })
+	fs.AddGoFlagSet(natsFlags)
 	if c.embedded {
-		fs.StringVar(&c.natsListen, "nats-listen", "127.0.0.1:4222", "address the embedded NATS server listens on, for hook workers")
+		fs.StringVar(&c.natsListen, "nats-listen", "127.0.0.1:4222", "address the embedded NATS server listens on, for hook workers (port 0: a free port, logged at start)")
 		fs.StringVar(&c.dataDir, "data-dir", "uc-data", "directory of the embedded NATS server's JetStream file storage")
 	}
 	fs.IntVar(&c.replicas, "stream-replicas", 1, "replicas of the JetStream streams (3 on a NATS cluster)")
@@ -63,7 +67,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.Int64Var(&c.maxReplyBytes, "max-reply-bytes", 0, "largest hook reply the dispatcher takes from a webhook or destination (0: the NATS server's max payload)")
 	fs.IntVar(&c.applierWorkers, "applier-workers", 16, "parents the applier applies at once")
 	fs.IntVar(&c.maxChildren, "max-children-per-reply", applier.DefaultMaxChildren, "most children one hook reply may have; a reply with more is rejected whole")
-	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	c.log.register(fs)
 	fs.StringVar(&c.healthAddr, "health-addr", "", "address serving /healthz and /readyz, e.g. :8081 (off when empty)")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "address serving Prometheus metrics on /metrics, e.g. :8080 (off when empty)")
 	fs.BoolVar(&c.metacontrollerAPI, "metacontroller-api", false, "also serve Metacontroller's CompositeControllers and DecoratorControllers (metacontroller.k8s.io/v1alpha1), adopting what Metacontroller left as it is")

@@ -6,95 +6,103 @@
 //	uc dispatcher   the bus topology and non-bus hook delivery only
 //	uc applier      the applier only
 //	uc nats-config  prints the NATS users and permissions of uc's roles and hook workers
+//	uc worker       serves a controller's hook on the bus with any executable
+//	uc version      prints uc's version, commit and build date
 //
 // Every flag can also be set as an environment variable: --nats-url is
-// UC_NATS_URL.
+// UC_NATS_URL. "uc help COMMAND" or "uc COMMAND -h" lists a command's flags
+// and their variables.
 package main
 
 import (
 	"context"
-	"flag"
+	"errors"
 	"fmt"
-	"log/slog"
+	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
+
+	"github.com/spf13/cobra"
 )
 
 func main() {
-	if len(os.Args) < 2 {
-		usage()
-		os.Exit(2)
-	}
-	cmd := os.Args[1]
-	if cmd == "worker" {
-		os.Exit(workerMain(os.Args[2:]))
-	}
-	if cmd == "nats-config" {
-		if err := natsConfig(os.Args[2:], os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
-		}
-		return
-	}
-	roles, ok := map[string]roleSet{
-		"run":        {watcher: true, dispatcher: true, applier: true},
-		"watcher":    {watcher: true},
-		"dispatcher": {dispatcher: true},
-		"applier":    {applier: true},
-	}[cmd]
-	if !ok {
-		usage()
-		os.Exit(2)
-	}
-	cfg := config{command: cmd, roles: roles, embedded: cmd == "run"}
-	fs := flag.NewFlagSet("uc "+cmd, flag.ExitOnError)
-	cfg.register(fs)
-	if err := parse(fs, os.Args[2:]); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	log := newLogger(cfg.logLevel)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, cfg, log); err != nil {
-		log.Error("uc stopped", "err", err)
-		os.Exit(1)
-	}
+	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
-func usage() {
-	fmt.Fprintln(os.Stderr, `usage: uc run|watcher|dispatcher|applier|nats-config [flags]
-  uc run          every role in one process, NATS embedded unless --nats-url is set
-  uc watcher      the watch core
-  uc dispatcher   the bus topology and webhook delivery
-  uc applier      the applier
-  uc nats-config  the NATS users and permissions of the roles and hook workers
-Run "uc COMMAND -h" for the flags.`)
+// errLogged is what a command returns when it failed after it started to
+// log: it logged why, so uc exits 1 without saying it again.
+var errLogged = errors.New("failed (see the log)")
+
+// execute runs uc with args and returns the process's exit code: 0, 1 when
+// a command failed (errLogged), 2 when the command line or a UC_* variable
+// is wrong.
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRootCommand()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteContextC(ctx)
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errLogged):
+		return 1
+	}
+	fmt.Fprintf(stderr, "uc: %v\nRun '%s --help' for usage.\n", err, cmd.CommandPath())
+	return 2
 }
 
-// parse sets flags from UC_* environment variables, then from args.
-func parse(fs *flag.FlagSet, args []string) error {
-	var err error
-	fs.VisitAll(func(f *flag.Flag) {
-		name := "UC_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := os.LookupEnv(name); ok && err == nil {
-			if e := f.Value.Set(v); e != nil {
-				err = fmt.Errorf("%s: %w", name, e)
-			}
-		}
-	})
-	if err != nil {
-		return err
-	}
-	return fs.Parse(args)
-}
+// newRootCommand is uc with all its commands.
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "uc",
+		Short: "UniversalController: a declarative Kubernetes operator on NATS JetStream",
+		Long: `UniversalController (uc) runs Metacontroller-style controllers: a controller is
+one UniversalController object (its parent resource, its child resources and
+where its hooks are) and one hook, a function (parent, children, related) ->
+(status, desired children) in any language. uc watches, calls the hooks over
+NATS JetStream or HTTP, and applies their replies.
 
-func newLogger(level string) *slog.Logger {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		l = slog.LevelInfo
+uc run is everything in one process, with an embedded NATS JetStream server.
+On a cluster, uc watcher, uc dispatcher and uc applier each run one role
+against a NATS cluster (see deploy/).
+
+Every flag can also be set as an environment variable: UC_ and the flag's
+name in upper case, dashes as underscores (--nats-url is UC_NATS_URL). A flag
+on the command line wins over its variable.`,
+		Example: `  # every role in one process, against the cluster of ~/.kube/config
+  uc run
+
+  # the flags of a command, and their variables
+  uc run --help
+
+  # one role against a NATS cluster
+  UC_NATS_URL=nats://nats.uc-system:4222 uc applier --replica-id applier-0`,
+		Version:           readVersion().String(),
+		SilenceErrors:     true, // execute prints them
+		SilenceUsage:      true,
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		// After the command line is parsed: a flag it does not set takes
+		// its UC_* variable.
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return setFromEnv(cmd.Flags()) },
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+	root.SetVersionTemplate("{{.Version}}")
+	// uc's commands: a new command is one more line here.
+	root.AddCommand(
+		runCommand(),
+		watcherCommand(),
+		dispatcherCommand(),
+		applierCommand(),
+		natsConfigCommand(),
+		workerCommand(),
+		versionCommand(),
+	)
+	for _, c := range root.Commands() {
+		bindEnv(c.Flags())
+	}
+	return root
 }

@@ -10,7 +10,8 @@ import (
 )
 
 // startEmbeddedNATS starts a NATS server with JetStream file storage in dir,
-// listening on listen ("host:port") for hook workers.
+// listening on listen ("host:port") for hook workers; on a free port when
+// the port is 0. Its ClientURL is the address it took.
 func startEmbeddedNATS(listen, dir string) (*server.Server, error) {
 	host, portStr, err := net.SplitHostPort(listen)
 	if err != nil {
@@ -19,6 +20,9 @@ func startEmbeddedNATS(listen, dir string) (*server.Server, error) {
 	port, err := strconv.Atoi(portStr)
 	if err != nil {
 		return nil, fmt.Errorf("--nats-listen %q: %w", listen, err)
+	}
+	if port == 0 { // to nats-server, 0 is its default port, 4222
+		port = server.RANDOM_PORT
 	}
 	ns, err := server.NewServer(&server.Options{
 		ServerName: "uc-embedded",

@@ -1,39 +1,52 @@
 package main
 
 import (
-	"flag"
-	"fmt"
 	"io"
 	"strings"
+
+	"github.com/spf13/cobra"
 
 	"universalcontroller.dev/uc/internal/natsauth"
 	"universalcontroller.dev/uc/schemas/bus"
 )
 
+func natsConfigCommand() *cobra.Command {
+	var controllers, decorators string
+	var partitions int
+	c := &cobra.Command{
+		Use:   "nats-config",
+		Short: "Print the NATS users and permissions of uc's roles and hook workers",
+		Long: `Prints a nats-server configuration block (include it in nats.conf): the
+account UC with JetStream and uc's users, each allowed only the subjects it
+needs: one user per role (uc-watcher, uc-dispatcher, uc-applier) and one per
+listed controller's and decorator's hook workers. Passwords are variables:
+UC_NATS_PASSWORD_<USER>, the user's name in upper case with underscores.`,
+		Example: `  # the users of deploy/nats/auth.conf
+  uc nats-config --controllers foo-controller > auth.conf
+
+  # with a decorator's hook workers, for an installation of 64 partitions
+  uc nats-config --controllers foo-controller --decorators pod-labels --partitions 64`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return natsConfig(cmd.OutOrStdout(), controllers, decorators, partitions)
+		},
+	}
+	c.Flags().StringVar(&controllers, "controllers", "", "comma-separated names of the UniversalControllers whose hook workers get a user")
+	c.Flags().StringVar(&decorators, "decorators", "", "comma-separated names of the UniversalDecorators whose hook workers get a user")
+	c.Flags().IntVar(&partitions, "partitions", bus.DefaultPartitions, "the installation's --partitions: the applier's consumers")
+	return c
+}
+
 // natsConfig prints the nats-server configuration block of uc's users: one
 // per role, one per listed controller's hook workers.
-func natsConfig(args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("uc nats-config", flag.ContinueOnError)
-	controllers := fs.String("controllers", "", "comma-separated names of the UniversalControllers whose hook workers get a user")
-	decorators := fs.String("decorators", "", "comma-separated names of the UniversalDecorators whose hook workers get a user")
-	partitions := fs.Int("partitions", bus.DefaultPartitions, "the installation's --partitions: the applier's consumers")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), `usage: uc nats-config [--controllers a,b] [--decorators c,d] [--partitions 32]
-Prints a nats-server configuration block (include it in nats.conf): the
-account UC with JetStream and uc's users, each allowed only the subjects it
-needs. Passwords are variables: UC_NATS_PASSWORD_<USER>.`)
-		fs.PrintDefaults()
-	}
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	names := strings.Split(*controllers, ",")
-	for d := range strings.SplitSeq(*decorators, ",") {
+func natsConfig(out io.Writer, controllers, decorators string, partitions int) error {
+	names := strings.Split(controllers, ",")
+	for d := range strings.SplitSeq(decorators, ",") {
 		if d != "" {
 			names = append(names, bus.DecoratorController(d))
 		}
 	}
-	users, err := natsauth.Users(*partitions, names...)
+	users, err := natsauth.Users(partitions, names...)
 	if err != nil {
 		return err
 	}

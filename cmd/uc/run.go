@@ -128,7 +128,8 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		if err := ensureStreams(ctx, cfg, js, log); err != nil {
 			return err
 		}
-		log.Info("uc started", "watcher", cfg.roles.watcher, "dispatcher", cfg.roles.dispatcher, "applier", cfg.roles.applier, "apiserver", restCfg.Host, "nats", nc.ConnectedUrlRedacted())
+		v := readVersion()
+		log.Info("uc started", "version", v.version, "commit", v.commit, "watcher", cfg.roles.watcher, "dispatcher", cfg.roles.dispatcher, "applier", cfg.roles.applier, "apiserver", restCfg.Host, "nats", nc.ConnectedUrlRedacted())
 		return runAll(ctx, runners)
 	}}
 	if cfg.healthAddr != "" {

@@ -5,15 +5,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
+	"log/slog"
 	"os/exec"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
 
 	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/dispatcher/worker/exechook"
@@ -23,57 +22,26 @@ import (
 // workerConfig is what `uc worker` is told.
 type workerConfig struct {
 	controller  string
+	hookList    string
 	hooks       []string
 	argv        []string
 	concurrency int
 	timeout     time.Duration
 	maxReply    int64
 	nats        worker.Connection
-	logLevel    string
+	log         logOptions
 }
 
-// workerMain runs `uc worker`: one controller's hook served on the bus by
-// running a command once per request, with the Go SDK's delivery. It
-// returns the exit status.
-func workerMain(args []string) int {
-	cfg, err := parseWorker(args)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "uc worker:", err)
-		return 2
-	}
-	log := newLogger(cfg.logLevel).With("command", strings.Join(cfg.argv, " "))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	var handlers []worker.Handler
-	for _, h := range cfg.hooks {
-		handlers = append(handlers, &exechook.Handler{HookName: h, Argv: cfg.argv, MaxReplyBytes: cfg.maxReply})
-	}
-	err = worker.Run(ctx, cfg.nats, cfg.controller, handlers,
-		worker.WithConcurrency(cfg.concurrency), worker.WithTimeout(cfg.timeout), worker.WithLogger(log))
-	if err != nil {
-		log.Error("worker stopped", "controller", cfg.controller, "err", err)
-		return 1
-	}
-	return 0
-}
+func workerCommand() *cobra.Command { return newWorkerCommand(serveWorker) }
 
-// parseWorker reads the flags (and UC_* variables) and the command after
-// them, and checks them.
-func parseWorker(args []string) (workerConfig, error) {
+// newWorkerCommand is `uc worker`, serving with serve once its command line
+// is checked.
+func newWorkerCommand(serve func(context.Context, workerConfig, *slog.Logger) error) *cobra.Command {
 	var cfg workerConfig
-	fs := flag.NewFlagSet("uc worker", flag.ExitOnError)
-	fs.StringVar(&cfg.controller, "controller", "", "name of the UniversalController whose hook is served (a UniversalDecorator's: ucd=NAME)")
-	hookList := fs.String("hook", hooks.Sync, "the hook served: sync, finalize or customize; a comma-separated list serves each with the command (sync,finalize)")
-	fs.IntVar(&cfg.concurrency, "concurrency", 16, "requests served at once per hook, each by a run of the command")
-	fs.DurationVar(&cfg.timeout, "timeout", worker.DefaultPolicy.Timeout, "how long one run may take when the controller's delivery.timeout is not set; the command is killed then")
-	fs.Int64Var(&cfg.maxReply, "max-reply-bytes", exechook.DefaultMaxReplyBytes, "largest reply taken from the command's standard output; a command that writes more is killed (keep it at most the NATS server's max_payload)")
-	fs.StringVar(&cfg.nats.URL, "nats-url", nats.DefaultURL, "NATS server URL (uc run's embedded server listens on 127.0.0.1:4222)")
-	cfg.nats.RegisterFlags(fs, func(string) string { return "" })
-	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: uc worker --controller NAME [--hook sync|finalize|customize] [flags] -- COMMAND [ARGS...]
-
-Serves a controller's hook on the bus by running COMMAND once per request:
+	c := &cobra.Command{
+		Use:   "worker --controller NAME [--hook sync|finalize|customize] [flags] -- COMMAND [ARGS...]",
+		Short: "Serve a controller's hook on the bus by running a command once per request",
+		Long: `Serves a controller's hook on the bus by running COMMAND once per request:
 the request JSON (Metacontroller's, as a webhook gets it) on its standard
 input, the reply JSON read from its standard output, its standard error
 logged. A non-zero exit, a run longer than the timeout (the command and its
@@ -81,37 +49,74 @@ process group are killed) or a reply larger than --max-reply-bytes fails
 the call, which is retried, then dead-lettered, and reported on the
 parent. Exit status 75 asks uc to call again later: after the seconds
 written on standard output, for this parent only. Run more uc worker
-processes to serve more requests at once.
-
-Example, against uc run on this machine:
+processes to serve more requests at once.`,
+		Example: `  # against uc run on this machine
   uc worker --controller website-controller -- python3 examples/python-worker/hook.py
 
-Flags (each also a variable: --nats-url is UC_NATS_URL):
-`)
-		fs.PrintDefaults()
+  # a shell and jq hook serving a decorator's sync and finalize hooks
+  uc worker --controller ucd=pod-labels --hook sync,finalize -- sh hook.sh`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := cfg.complete(args); err != nil {
+				return err
+			}
+			log, err := cfg.log.logger(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			log = log.With("command", strings.Join(cfg.argv, " "))
+			if err := serve(cmd.Context(), cfg, log); err != nil {
+				log.Error("worker stopped", "controller", cfg.controller, "err", err)
+				return errLogged
+			}
+			return nil
+		},
 	}
-	if err := parse(fs, args); err != nil {
-		return cfg, err
-	}
-	cfg.argv = fs.Args()
-	cfg.hooks = strings.Split(*hookList, ",")
+	// The command's own arguments are not uc's flags.
+	c.Flags().SetInterspersed(false)
+	fs := c.Flags()
+	fs.StringVar(&cfg.controller, "controller", "", "name of the UniversalController whose hook is served (a UniversalDecorator's: ucd=NAME)")
+	fs.StringVar(&cfg.hookList, "hook", hooks.Sync, "the hook served: sync, finalize or customize; a comma-separated list serves each with the command (sync,finalize)")
+	fs.IntVar(&cfg.concurrency, "concurrency", 16, "requests served at once per hook, each by a run of the command")
+	fs.DurationVar(&cfg.timeout, "timeout", worker.DefaultPolicy.Timeout, "how long one run may take when the controller's delivery.timeout is not set; the command is killed then")
+	fs.Int64Var(&cfg.maxReply, "max-reply-bytes", exechook.DefaultMaxReplyBytes, "largest reply taken from the command's standard output; a command that writes more is killed (keep it at most the NATS server's max_payload)")
+	fs.StringVar(&cfg.nats.URL, "nats-url", nats.DefaultURL, "NATS server URL (uc run's embedded server listens on 127.0.0.1:4222)")
+	natsFlags := flag.NewFlagSet("nats", flag.ContinueOnError)
+	cfg.nats.RegisterFlags(natsFlags, func(string) string { return "" })
+	fs.AddGoFlagSet(natsFlags)
+	cfg.log.register(fs)
+	return c
+}
+
+// complete takes the command after the flags, and checks the config.
+func (cfg *workerConfig) complete(args []string) error {
+	cfg.argv = args
+	cfg.hooks = strings.Split(cfg.hookList, ",")
 	switch {
 	case cfg.controller == "":
-		return cfg, errors.New("--controller is needed")
+		return errors.New("--controller is needed")
 	case len(cfg.argv) == 0:
-		return cfg, errors.New("no command: give it after --, e.g. uc worker --controller NAME -- python3 hook.py")
+		return errors.New("no command: give it after --, e.g. uc worker --controller NAME -- python3 hook.py")
 	case cfg.concurrency < 1:
-		return cfg, fmt.Errorf("--concurrency %d: at least 1", cfg.concurrency)
+		return fmt.Errorf("--concurrency %d: at least 1", cfg.concurrency)
 	case cfg.timeout <= 0:
-		return cfg, fmt.Errorf("--timeout %s: must be positive", cfg.timeout)
+		return fmt.Errorf("--timeout %s: must be positive", cfg.timeout)
 	}
 	for _, h := range cfg.hooks {
 		if !slices.Contains([]string{hooks.Sync, hooks.Finalize, hooks.Customize}, h) {
-			return cfg, fmt.Errorf("--hook %q: sync, finalize or customize", h)
+			return fmt.Errorf("--hook %q: sync, finalize or customize", h)
 		}
 	}
-	if _, err := exec.LookPath(cfg.argv[0]); err != nil {
-		return cfg, err
+	_, err := exec.LookPath(cfg.argv[0])
+	return err
+}
+
+// serveWorker serves the config's hooks on the bus, each request by a run
+// of its command, with the Go SDK's delivery.
+func serveWorker(ctx context.Context, cfg workerConfig, log *slog.Logger) error {
+	var handlers []worker.Handler
+	for _, h := range cfg.hooks {
+		handlers = append(handlers, &exechook.Handler{HookName: h, Argv: cfg.argv, MaxReplyBytes: cfg.maxReply})
 	}
-	return cfg, nil
+	return worker.Run(ctx, cfg.nats, cfg.controller, handlers,
+		worker.WithConcurrency(cfg.concurrency), worker.WithTimeout(cfg.timeout), worker.WithLogger(log))
 }

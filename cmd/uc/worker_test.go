@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +36,7 @@ func TestParseWorker(t *testing.T) {
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			cfg, err := parseWorker(tc.args)
+			cfg, err := parseWorker(t, tc.args)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err %v, want one naming %q", err, tc.wantErr)
@@ -49,4 +52,25 @@ func TestParseWorker(t *testing.T) {
 			}
 		})
 	}
+}
+
+// parseWorker runs `uc worker args` up to where it would serve, and returns
+// the config it would serve with.
+func parseWorker(t *testing.T, args []string) (workerConfig, error) {
+	var got workerConfig
+	root := newRootCommand()
+	c := newWorkerCommand(func(_ context.Context, cfg workerConfig, _ *slog.Logger) error {
+		got = cfg
+		return nil
+	})
+	bindEnv(c.Flags())
+	if old, _, err := root.Find([]string{"worker"}); err == nil {
+		root.RemoveCommand(old)
+	}
+	root.AddCommand(c)
+	root.SetArgs(append([]string{"worker"}, args...))
+	root.SetOut(io.Discard)
+	root.SetErr(io.Discard)
+	err := root.ExecuteContext(t.Context())
+	return got, err
 }

@@ -16,7 +16,7 @@ var DecoratorResource = schema.GroupVersionResource{Group: Group, Version: Versi
 // field.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Cluster,shortName=ucd
+// +kubebuilder:resource:scope=Cluster,shortName=ucd,categories=uc-all
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Resources",type=string,JSONPath=`.spec.resources[*].resource`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
@@ -64,8 +64,12 @@ type DecoratorResourceRule struct {
 
 // AnnotationSelector is a label selector on annotations.
 type AnnotationSelector struct {
+	// MatchAnnotations are annotations an object must have, with these
+	// values.
 	// +optional
 	MatchAnnotations map[string]string `json:"matchAnnotations,omitempty"`
+	// MatchExpressions are requirements on an object's annotations, as a
+	// label selector's on labels.
 	// +optional
 	MatchExpressions []metav1.LabelSelectorRequirement `json:"matchExpressions,omitempty"`
 }
@@ -89,8 +93,12 @@ type DecoratorAttachmentUpdateStrategy struct {
 
 // UniversalDecoratorStatus reports whether the decorator is running.
 type UniversalDecoratorStatus struct {
+	// ObservedGeneration is the generation of the spec the conditions are
+	// about.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Ready is True while uc runs the decorator, False with
+	// the reason it cannot (e.g. an invalid spec).
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -30,7 +30,7 @@ const (
 // Revisions belong to their parent and are garbage-collected with it.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Namespaced,shortName=ucrev
+// +kubebuilder:resource:scope=Namespaced,shortName=ucrev,categories=uc-all
 // +kubebuilder:printcolumn:name="Revision",type=integer,JSONPath=`.revision`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ControllerRevision struct {
@@ -53,7 +53,9 @@ type ControllerRevision struct {
 type RevisionChildren struct {
 	// APIGroup is the children's API group ("" for the core group).
 	APIGroup string `json:"apiGroup"`
-	Kind     string `json:"kind"`
+	// Kind of the children, e.g. Pod.
+	Kind string `json:"kind"`
+	// Names of the children of this kind on the revision.
 	// +listType=set
 	Names []string `json:"names"`
 }

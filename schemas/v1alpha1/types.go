@@ -25,7 +25,7 @@ var Resource = schema.GroupVersionResource{Group: Group, Version: Version, Resou
 // manages, the child resources it may create, and where its hooks are.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Cluster,shortName=uc;uctl
+// +kubebuilder:resource:scope=Cluster,shortName=uc;uctl,categories=uc-all
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Parent",type=string,JSONPath=`.spec.parentResource.resource`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
@@ -42,7 +42,11 @@ type UniversalController struct {
 // UniversalControllerSpec is Metacontroller's CompositeController spec, field
 // for field.
 type UniversalControllerSpec struct {
-	ParentResource ParentResource  `json:"parentResource"`
+	ParentResource ParentResource `json:"parentResource"`
+	// ChildResources are the resources the controller may create for a
+	// parent, each with how its objects are updated. The hooks' replies
+	// may hold children of these resources only.
+	// +optional
 	ChildResources []ChildResource `json:"childResources,omitempty"`
 	// ResyncPeriodSeconds re-syncs every parent periodically.
 	// +optional
@@ -73,6 +77,8 @@ type EndpointConfig struct {
 
 // ResourceRule names a resource by apiVersion and plural resource name.
 type ResourceRule struct {
+	// APIVersion is the resource's group/version, e.g. apps/v1, or v1 for
+	// the core group.
 	// +kubebuilder:validation:MinLength=1
 	APIVersion string `json:"apiVersion"`
 	// Resource is the plural resource name, e.g. deployments.
@@ -133,6 +139,7 @@ type ChildUpdateStrategy struct {
 
 // ChildStatusChecks gate a rolling update on the children's conditions.
 type ChildStatusChecks struct {
+	// Conditions a child must all have to pass.
 	// +optional
 	Conditions []StatusConditionCheck `json:"conditions,omitempty"`
 }
@@ -140,9 +147,12 @@ type ChildStatusChecks struct {
 // StatusConditionCheck passes when the child has a condition of Type with the
 // given Status and Reason (each optional).
 type StatusConditionCheck struct {
+	// Type is the condition's type, e.g. Ready.
 	Type string `json:"type"`
+	// Status the condition must have, e.g. "True" (any when unset).
 	// +optional
 	Status *string `json:"status,omitempty"`
+	// Reason the condition must have (any when unset).
 	// +optional
 	Reason *string `json:"reason,omitempty"`
 }
@@ -163,9 +173,22 @@ type ControllerHooks struct {
 
 // Hooks are the hooks uc calls. Sync is required.
 type Hooks struct {
+	// Sync computes the status and desired children of a parent (of a
+	// decorated object: its attachments) from its observed state. It is
+	// served by its webhook, its destination, or — with neither — any
+	// bus-native worker consuming its subject.
 	Sync Hook `json:"sync"`
+	// Finalize is called instead of sync while a parent (a decorated
+	// object) is being deleted, until it replies finalized: true; uc holds
+	// a finalizer on it meanwhile. It is served by its webhook, its
+	// destination, or — with neither — any bus-native worker consuming its
+	// subject.
 	// +optional
 	Finalize *Hook `json:"finalize,omitempty"`
+	// Customize names, per parent (decorated object), the related objects
+	// its sync requests carry. It is served by its webhook, its
+	// destination, or — with neither — any bus-native worker consuming its
+	// subject.
 	// +optional
 	Customize *Hook `json:"customize,omitempty"`
 }
@@ -242,10 +265,13 @@ type Delivery struct {
 
 // Webhook is a Metacontroller-compatible HTTP hook.
 type Webhook struct {
+	// URL of the webhook, e.g. http://my-hook.hooks/sync. Set it, or
+	// service (with path).
 	// +optional
 	URL *string `json:"url,omitempty"`
 	// +optional
 	Service *ServiceReference `json:"service,omitempty"`
+	// Path of the webhook on service, e.g. /sync.
 	// +optional
 	Path *string `json:"path,omitempty"`
 	// Timeout of one call, e.g. "10s".
@@ -333,6 +359,7 @@ func (h *Hook) StrictReplies() bool {
 // CABundle holds PEM-encoded CA certificates, inline or in a key of a Secret
 // or a ConfigMap. Set exactly one.
 type CABundle struct {
+	// Inline is the PEM-encoded certificates themselves.
 	// +optional
 	Inline *string `json:"inline,omitempty"`
 	// SecretRef's key defaults to ca.crt.
@@ -345,18 +372,23 @@ type CABundle struct {
 
 // KeyReference names one key of a Secret or ConfigMap.
 type KeyReference struct {
+	// Name of the Secret or ConfigMap.
 	// +kubebuilder:validation:MinLength=1
 	Name string `json:"name"`
+	// Namespace of the Secret or ConfigMap.
 	// +kubebuilder:validation:MinLength=1
 	Namespace string `json:"namespace"`
+	// Key in its data; the field holding the reference says its default.
 	// +optional
 	Key string `json:"key,omitempty"`
 }
 
 // SecretReference names a Secret.
 type SecretReference struct {
+	// Name of the Secret.
 	// +kubebuilder:validation:MinLength=1
 	Name string `json:"name"`
+	// Namespace of the Secret.
 	// +kubebuilder:validation:MinLength=1
 	Namespace string `json:"namespace"`
 }
@@ -402,8 +434,11 @@ type ClientTLS struct {
 
 // ServiceReference names a Service serving a webhook.
 type ServiceReference struct {
-	Name      string `json:"name"`
+	// Name of the Service.
+	Name string `json:"name"`
+	// Namespace of the Service.
 	Namespace string `json:"namespace"`
+	// Port of the Service (default 80).
 	// +optional
 	Port *int32 `json:"port,omitempty"`
 	// Protocol is http (default) or https.
@@ -416,8 +451,12 @@ type ServiceReference struct {
 // has no room for uc's Synced condition, this is where a failure shows
 // besides the parent's Events.
 type UniversalControllerStatus struct {
+	// ObservedGeneration is the generation of the spec the conditions are
+	// about.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Ready is True while uc runs the controller, False with
+	// the reason it cannot (e.g. an invalid spec).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -439,9 +478,11 @@ type ParentFailure struct {
 	// Reason is the reason of the Warning Event recorded on the parent,
 	// e.g. InvalidHookReply, HookFailed, ApplyFailed, StatusWriteFailed.
 	Reason string `json:"reason"`
+	// Message is the Event's message: what failed.
 	// +optional
-	Message string      `json:"message,omitempty"`
-	Time    metav1.Time `json:"time"`
+	Message string `json:"message,omitempty"`
+	// Time of the failure.
+	Time metav1.Time `json:"time"`
 }
 
 // UniversalControllerList is a list of UniversalController objects.

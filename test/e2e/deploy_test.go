@@ -1391,7 +1391,7 @@ func deployServiceAccountKubeconfig(t *testing.T, namespace, name, path string) 
 var (
 	deployFlagsMu    sync.Mutex
 	deployFlagsCache = map[string]map[string]bool{}
-	deployFlagLine   = regexp.MustCompile(`(?m)^\s+-([a-z0-9-]+)`)
+	deployFlagLine   = regexp.MustCompile(`(?m)^\s+(?:-[a-z], )?--([a-z0-9-]+)`)
 )
 
 // deployFlags lists the flags of uc role, from its -h.

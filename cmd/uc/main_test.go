@@ -1,0 +1,284 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
+)
+
+// ucOutput is what one run of uc printed, and its exit code.
+type ucOutput struct {
+	code           int
+	stdout, stderr string
+}
+
+// runUC runs uc with args, as main does.
+func runUC(t *testing.T, args ...string) ucOutput {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := execute(t.Context(), args, &stdout, &stderr)
+	return ucOutput{code, stdout.String(), stderr.String()}
+}
+
+// TestHelp: uc, its help command and every command's -h exit 0 and print
+// the command's description, its examples, and each flag with its UC_*
+// variable.
+func TestHelp(t *testing.T) {
+	root := newRootCommand()
+	for _, args := range [][]string{{}, {"-h"}, {"--help"}, {"help"}} {
+		out := runUC(t, args...)
+		if out.code != 0 || !strings.Contains(out.stdout, root.Long) || !strings.Contains(out.stdout, root.Example) {
+			t.Errorf("uc %s: exit %d, want 0 and uc's description and examples; stdout:\n%s\nstderr:\n%s", strings.Join(args, " "), out.code, out.stdout, out.stderr)
+		}
+		for _, c := range root.Commands() {
+			if !strings.Contains(out.stdout, "  "+c.Name()+" ") {
+				t.Errorf("uc %s does not list the command %s:\n%s", strings.Join(args, " "), c.Name(), out.stdout)
+			}
+		}
+	}
+	for _, c := range root.Commands() {
+		if c.Long == "" || c.Example == "" {
+			t.Errorf("uc %s has no description (Long) or no examples", c.Name())
+		}
+		for _, args := range [][]string{{c.Name(), "-h"}, {c.Name(), "--help"}, {"help", c.Name()}} {
+			out := runUC(t, args...)
+			if out.code != 0 || !strings.Contains(out.stdout, c.Long) || !strings.Contains(out.stdout, c.Example) {
+				t.Errorf("uc %s: exit %d, want 0 and the command's description and examples; stdout:\n%s\nstderr:\n%s", strings.Join(args, " "), out.code, out.stdout, out.stderr)
+			}
+			c.Flags().VisitAll(func(f *pflag.Flag) {
+				if f.Name == "help" {
+					return
+				}
+				line := flagLine(out.stdout, f.Name)
+				if !strings.Contains(line, "[$"+envName(f.Name)+"]") {
+					t.Errorf("uc %s: the flag --%s is not listed with its variable %s: %q", strings.Join(args, " "), f.Name, envName(f.Name), line)
+				}
+			})
+		}
+	}
+}
+
+// flagLine is the line of help's Flags that lists --name.
+func flagLine(help, name string) string {
+	_, flags, _ := strings.Cut(help, "\nFlags:\n")
+	for line := range strings.SplitSeq(flags, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "--"+name+" ") {
+			return line
+		}
+	}
+	return ""
+}
+
+// TestCommands: uc's commands are the roles, nats-config and version.
+func TestCommands(t *testing.T) {
+	var names []string
+	for _, c := range newRootCommand().Commands() {
+		names = append(names, c.Name())
+	}
+	for _, want := range []string{"run", "watcher", "dispatcher", "applier", "nats-config", "version"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("no command %s among %v", want, names)
+		}
+	}
+}
+
+// TestUsageErrors: a wrong command line exits 2 and says what is wrong
+// and where help is.
+func TestUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{args: []string{"frobnicate"}, want: `unknown command "frobnicate"`},
+		{args: []string{"run", "--no-such-flag"}, want: "unknown flag: --no-such-flag"},
+		{args: []string{"applier", "extra"}, want: `unknown command "extra" for "uc applier"`},
+		{args: []string{"nats-config", "--partitions", "many"}, want: `invalid argument "many" for "--partitions"`},
+		{args: []string{"nats-config"}, env: map[string]string{"UC_PARTITIONS": "many"}, want: "UC_PARTITIONS"},
+		{args: []string{"run", "--log-format", "xml"}, want: `--log-format "xml"`},
+		{args: []string{"watcher", "--log-level", "loud"}, want: `--log-level "loud"`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			out := runUC(t, tc.args...)
+			if out.code != 2 || !strings.Contains(out.stderr, tc.want) || !strings.Contains(out.stderr, "--help") {
+				t.Errorf("exit %d, stderr %q; want 2, %q and where help is", out.code, out.stderr, tc.want)
+			}
+		})
+	}
+}
+
+// TestEnv: every flag of every command is set by its UC_* variable, unless
+// the command line sets it.
+func TestEnv(t *testing.T) {
+	// A value of each flag type, unlike any default.
+	values := map[string]string{"string": "from-env", "int": "7", "int64": "7", "float64": "7.5", "bool": "true", "duration": "7s"}
+	for _, c := range newRootCommand().Commands() {
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if f.Name == "help" {
+				return
+			}
+			t.Run(c.Name()+" --"+f.Name, func(t *testing.T) {
+				v, ok := values[f.Value.Type()]
+				if !ok {
+					t.Fatalf("no test value for a flag of type %s", f.Value.Type())
+				}
+				t.Setenv(envName(f.Name), v)
+				cmd, _, err := newRootCommand().Find([]string{c.Name()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := setFromEnv(cmd.Flags()); err != nil {
+					t.Fatal(err)
+				}
+				if got := cmd.Flags().Lookup(f.Name).Value.String(); got != v {
+					t.Errorf("%s=%s set --%s to %q", envName(f.Name), v, f.Name, got)
+				}
+			})
+		})
+	}
+
+	t.Run("the command line wins", func(t *testing.T) {
+		t.Setenv("UC_CONTROLLERS", "from-env")
+		out := runUC(t, "nats-config", "--controllers", "from-args")
+		if out.code != 0 || !strings.Contains(out.stdout, "hook-from-args") || strings.Contains(out.stdout, "from-env") {
+			t.Errorf("exit %d; want the users of the command line's controller only:\n%s%s", out.code, out.stdout, out.stderr)
+		}
+	})
+	t.Run("a variable sets a flag of the command run", func(t *testing.T) {
+		t.Setenv("UC_CONTROLLERS", "from-env")
+		out := runUC(t, "nats-config")
+		if out.code != 0 || !strings.Contains(out.stdout, "hook-from-env") {
+			t.Errorf("exit %d; want the users of UC_CONTROLLERS's controller:\n%s%s", out.code, out.stdout, out.stderr)
+		}
+	})
+}
+
+// TestVersion: uc version and uc --version print the version, commit and
+// date, the same.
+func TestVersion(t *testing.T) {
+	version := runUC(t, "version")
+	flag := runUC(t, "--version")
+	if version.code != 0 || flag.code != 0 || version.stdout != flag.stdout {
+		t.Fatalf("uc version: exit %d\n%s\nuc --version: exit %d\n%s", version.code, version.stdout, flag.code, flag.stdout)
+	}
+	for _, want := range []string{"uc ", "\ncommit: ", "\ndate: ", "\ngo: ", "go1."} {
+		if !strings.Contains(version.stdout, want) {
+			t.Errorf("uc version does not say %q:\n%s", want, version.stdout)
+		}
+	}
+}
+
+func TestVersionOf(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		info debug.BuildInfo
+		want string
+	}{{
+		name: "stamped",
+		info: debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.3.0"}, Settings: []debug.BuildSetting{
+			{Key: "vcs", Value: "git"},
+			{Key: "vcs.revision", Value: "85cc31e5dcea3d8c970fe0b03ab7dd0f7c6bc8fa"},
+			{Key: "vcs.time", Value: "2026-07-01T10:00:00Z"},
+			{Key: "vcs.modified", Value: "false"},
+		}},
+		want: "uc v0.3.0\ncommit: 85cc31e5dcea3d8c970fe0b03ab7dd0f7c6bc8fa\ndate:   2026-07-01T10:00:00Z\ngo:     go1.26.8\n",
+	}, {
+		name: "modified",
+		info: debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.0.0-20260701100000-85cc31e5dcea+dirty"}, Settings: []debug.BuildSetting{
+			{Key: "vcs.revision", Value: "85cc31e5dcea3d8c970fe0b03ab7dd0f7c6bc8fa"},
+			{Key: "vcs.time", Value: "2026-07-01T10:00:00Z"},
+			{Key: "vcs.modified", Value: "true"},
+		}},
+		want: "uc v0.0.0-20260701100000-85cc31e5dcea+dirty\ncommit: 85cc31e5dcea3d8c970fe0b03ab7dd0f7c6bc8fa (modified)\ndate:   2026-07-01T10:00:00Z\ngo:     go1.26.8\n",
+	}, {
+		name: "not stamped",
+		info: debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}},
+		want: "uc (devel)\ncommit: unknown\ndate:   unknown\ngo:     go1.26.8\n",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := versionOf(&tc.info).String(); got != tc.want {
+				t.Errorf("got\n%s\nwant\n%s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestLogFormat: --log-format json makes every line a JSON object, text
+// every line logfmt — client-go's klog lines too.
+func TestLogFormat(t *testing.T) {
+	for _, tc := range []struct {
+		format string
+		parse  func(line string) (msg string, err error)
+	}{
+		{"json", func(line string) (string, error) {
+			var rec struct{ Msg string }
+			err := json.Unmarshal([]byte(line), &rec)
+			return rec.Msg, err
+		}},
+		{"text", func(line string) (string, error) {
+			_, msg, ok := strings.Cut(line, " msg=")
+			if !strings.HasPrefix(line, "time=") || !ok {
+				return "", errors.New("no time= and msg=")
+			}
+			msg, _, _ = strings.Cut(strings.Trim(msg, `"`), `"`)
+			return msg, nil
+		}},
+	} {
+		t.Run(tc.format, func(t *testing.T) {
+			t.Cleanup(restoreLoggers())
+			var buf bytes.Buffer
+			log, err := logOptions{level: "info", format: tc.format}.logger(&buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			log.Info("from slog", "controller", "c")
+			klog.InfoS("from klog", "pod", "ns/p")
+			klog.Errorf("from klog %s", "formatted")
+			slog.Info("from slog's default")
+			lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+			var msgs []string
+			for _, line := range lines {
+				msg, err := tc.parse(line)
+				if err != nil {
+					t.Errorf("not %s: %q", tc.format, line)
+				}
+				msgs = append(msgs, msg)
+			}
+			want := []string{"from slog", "from klog", "from klog formatted", "from slog's default"}
+			if !slices.Equal(msgs, want) {
+				t.Errorf("messages %q, want %q; log:\n%s", msgs, want, buf.String())
+			}
+		})
+	}
+}
+
+// restoreLoggers undoes what logOptions.logger sets for the process.
+func restoreLoggers() func() {
+	def := slog.Default()
+	return func() {
+		slog.SetDefault(def)
+		klog.ClearLogger()
+	}
+}
+
+// TestFailureLogged: a role that fails logs why in --log-format and exits 1.
+func TestFailureLogged(t *testing.T) {
+	t.Cleanup(restoreLoggers())
+	out := runUC(t, "run", "--kubeconfig", t.TempDir()+"/no-such-kubeconfig", "--log-format", "json")
+	var rec struct{ Msg, Err string }
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out.stderr)), &rec); err != nil || out.code != 1 ||
+		rec.Msg != "uc stopped" || !strings.Contains(rec.Err, "no-such-kubeconfig") {
+		t.Errorf("exit %d, stderr %q; want 1 and one JSON line saying why", out.code, out.stderr)
+	}
+}
