@@ -61,11 +61,12 @@ func (a *Applier) metacontrollerRevisions(ctx context.Context, ctl *registry.Con
 
 // importRevisions makes Metacontroller's revisions of a parent (mc) uc's:
 // each with children becomes the uc revision of the same parentPatch,
-// holding the same children, numbered in the order Metacontroller created
-// them. uc's revisions of the parent, revs, give way: one of the same
-// parentPatch is reused with Metacontroller's children, the others lose
-// their children (and so are deleted as unused, unless one is the latest).
-// It returns the parent's revisions and the names of those to save.
+// holding the same children (but those of kinds the controller does not
+// roll out), numbered in the order Metacontroller created them. uc's
+// revisions of the parent, revs, give way: one of the same parentPatch is
+// reused with Metacontroller's children, the others lose their children
+// (and so are deleted as unused, unless one is the latest). It returns the
+// parent's revisions and the names of those to save.
 func importRevisions(ctl *registry.Controller, parent *unstructured.Unstructured, revs []*revision.Revision, mc []*unstructured.Unstructured) ([]*revision.Revision, []string, error) {
 	if len(mc) == 0 {
 		return revs, nil, nil
@@ -109,6 +110,9 @@ func importRevisions(ctl *registry.Controller, parent *unstructured.Unstructured
 			out = append(out, rev)
 		}
 		for _, c := range theirs.Children {
+			if !rolls(ctl, c.APIGroup, c.Kind) {
+				continue // as Metacontroller forgets them: the kind no longer rolls
+			}
 			for _, child := range c.Names {
 				rev.Add(c.APIGroup, c.Kind, child)
 			}
@@ -127,6 +131,13 @@ func importRevisions(ctl *registry.Controller, parent *unstructured.Unstructured
 		}
 	}
 	return out, names, nil
+}
+
+// rolls tells a child kind the controller rolls out.
+func rolls(ctl *registry.Controller, group, kind string) bool {
+	return slices.ContainsFunc(ctl.Children, func(c registry.Child) bool {
+		return c.Rolling() && c.GVK.Group == group && c.GVK.Kind == kind
+	})
 }
 
 // deleteMetacontrollerRevisions deletes Metacontroller's revisions once

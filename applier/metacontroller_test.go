@@ -38,6 +38,13 @@ func mcRevision(name string, created int, version string, children ...string) *u
 	return u
 }
 
+// withSecrets adds the named Secrets to a revision's children.
+func withSecrets(u *unstructured.Unstructured, names ...any) *unstructured.Unstructured {
+	children, _, _ := unstructured.NestedSlice(u.Object, "children")
+	u.Object["children"] = append(children, map[string]any{"apiGroup": "", "kind": "Secret", "names": names})
+	return u
+}
+
 // hashOf is uc's hash of the parentPatch spec.v = version.
 func hashOf(t *testing.T, version string) string {
 	t.Helper()
@@ -98,6 +105,11 @@ func TestImportRevisions(t *testing.T) {
 		want: []string{"1:1:b+", "2:2:a+", "0:0:"},
 		// uc's is saved (or deleted as unused) without its children.
 		saved: []string{"1", "2", "0"},
+	}, {
+		name:  "children of a kind that does not roll out are left out",
+		mc:    []*unstructured.Unstructured{withSecrets(mcRevision("older", 1, "1", "a"), "s")},
+		want:  []string{"1:1:a+"},
+		saved: []string{"1"},
 	}, {
 		name:  "two revisions of one parentPatch are one",
 		mc:    []*unstructured.Unstructured{mcRevision("x", 1, "1", "a"), mcRevision("y", 2, "1", "b")},
