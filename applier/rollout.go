@@ -12,7 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/dynamic"
 
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/internal/revision"
@@ -39,8 +41,10 @@ const (
 type rollout struct {
 	revs    []*revision.Revision // oldest first; latest is among them
 	latest  *revision.Revision
-	create  bool            // latest does not exist yet
 	changed map[string]bool // names of revisions whose content changed
+	// metacontroller are Metacontroller's revisions of the parent, now
+	// among revs as uc's: deleted once those are saved.
+	metacontroller []*unstructured.Unstructured
 	// children are the desired children: the latest reply's, but children
 	// still on an older revision as that revision's reply wants them.
 	children []*unstructured.Unstructured
@@ -133,7 +137,7 @@ func planRollout(ctl *registry.Controller, parent *unstructured.Unstructured, la
 		}
 	}
 
-	ro.step(ctl, ns, moves, live)
+	ro.step(ctl, parent, moves, latestWants, live)
 	for _, c := range moves {
 		if c.from != nil && c.old != nil {
 			ro.children = append(ro.children, c.old)
@@ -155,30 +159,40 @@ func (ro *rollout) findLatest(ctl *registry.Controller, parent *unstructured.Uns
 			ro.latest = rev
 		}
 	}
-	if ro.latest == nil {
-		raw, err := json.Marshal(patch)
+	created := ro.latest == nil
+	if created {
+		rev, err := newRevision(ctl, parent, patch, hash)
 		if err != nil {
-			return fmt.Errorf("encode the parent's revision: %w", err)
+			return err
 		}
-		ro.latest = &revision.Revision{Hash: hash, ControllerRevision: &v1alpha1.ControllerRevision{
-			TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.Group + "/" + v1alpha1.Version, Kind: "ControllerRevision"},
-			ObjectMeta: metav1.ObjectMeta{
-				Name:            revision.Name(parent.GetName(), hash),
-				Namespace:       parent.GetNamespace(),
-				Labels:          revisionLabels(ctl, parent, hash),
-				OwnerReferences: []metav1.OwnerReference{ownerRef(ctl, parent)},
-			},
-			ParentPatch: runtime.RawExtension{Raw: raw},
-		}}
-		ro.revs = append(ro.revs, ro.latest)
-		ro.create = true
+		ro.latest = rev
+		ro.revs = append(ro.revs, rev)
 	}
-	if ro.revs[len(ro.revs)-1] != ro.latest || ro.create {
+	if ro.revs[len(ro.revs)-1] != ro.latest || created {
 		ro.latest.Revision = newest + 1
 		ro.changed[ro.latest.Name] = true
 		revision.Sort(ro.revs)
 	}
 	return nil
+}
+
+// newRevision is a parent's revision of that patch and hash, with no child
+// on it yet, not created yet.
+func newRevision(ctl *registry.Controller, parent *unstructured.Unstructured, patch map[string]any, hash string) (*revision.Revision, error) {
+	raw, err := json.Marshal(patch)
+	if err != nil {
+		return nil, fmt.Errorf("encode the parent's revision: %w", err)
+	}
+	return &revision.Revision{Hash: hash, ControllerRevision: &v1alpha1.ControllerRevision{
+		TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.Group + "/" + v1alpha1.Version, Kind: "ControllerRevision"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            revision.Name(parent.GetName(), hash),
+			Namespace:       parent.GetNamespace(),
+			Labels:          revisionLabels(ctl, parent, hash),
+			OwnerReferences: []metav1.OwnerReference{ownerRef(ctl, parent)},
+		},
+		ParentPatch: runtime.RawExtension{Raw: raw},
+	}}, nil
 }
 
 func revisionLabels(ctl *registry.Controller, parent *unstructured.Unstructured, hash string) map[string]string {
@@ -202,24 +216,27 @@ func revisionLabels(ctl *registry.Controller, parent *unstructured.Unstructured,
 }
 
 // step moves the first candidate to the latest revision when every rolling
-// child already on it passes its status checks, and sets the Updated
-// condition's reason and message.
-func (ro *rollout) step(ctl *registry.Controller, ns string, moves []candidate, live liveObjects) {
+// child already on it is as the latest reply wants it (wants) and passes
+// its status checks, and sets the Updated condition's reason and message.
+func (ro *rollout) step(ctl *registry.Controller, parent *unstructured.Unstructured, moves []candidate, wants map[childID]*unstructured.Unstructured, live liveObjects) {
 	if len(moves) == 0 {
 		ro.reason, ro.message = ReasonOnLatestRevision, "every child is on the latest revision"
 		return
 	}
+	ns := parent.GetNamespace()
 	for _, ch := range ro.onRevision(ctl, ro.latest) {
 		cur, ok := live.get(ch.child, ns, ch.name)
-		if !ok || !passes(ch.child, cur) {
+		if !ok || !updated(ctl, parent, ch.child, cur, wants[childID{ch.child.GVR.String(), ns, ch.name}]) || !passes(ch.child, cur) {
 			ro.reason = ReasonRolloutWaiting
-			ro.message = fmt.Sprintf("%d children to update; waiting for %s %s on the latest revision to pass its status checks", len(moves), ch.child.GVK.Kind, ch.name)
+			ro.message = fmt.Sprintf("%d children to update; waiting for %s %s on the latest revision to be updated and pass its status checks", len(moves), ch.child.GVK.Kind, ch.name)
 			return
 		}
 	}
 	c := &moves[0]
 	ro.put(ro.latest, c.child, c.name) // before take: a crash between the two writes leaves it on the newer one
 	ro.take(c.from, c.child, c.name)
+	// Kept as it was while its revision had no reply: it moves now.
+	delete(ro.keep, childID{c.child.GVR.String(), ns, c.name})
 	if c.want != nil {
 		ro.children = append(ro.children, c.want)
 	} else {
@@ -228,6 +245,22 @@ func (ro *rollout) step(ctl *registry.Controller, ns string, moves []candidate, 
 	ro.reason = ReasonRolloutProgressing
 	ro.message = fmt.Sprintf("updating %s %s; %d more to update", c.child.GVK.Kind, c.name, len(moves)-1)
 	c.from, c.old = nil, nil
+}
+
+// updated tells a child on the latest revision that no longer needs a
+// write to be as the latest reply wants it (want): the move that put it
+// there may have been saved without its write (a crash in between, or a
+// cache that has not seen the write yet), and the next child waits for it.
+func updated(ctl *registry.Controller, parent *unstructured.Unstructured, child *registry.Child, cur, want *unstructured.Unstructured) bool {
+	if want == nil {
+		return false
+	}
+	obj, err := desiredObject(ctl, parent, child, want, ownerRef(ctl, parent))
+	if err != nil {
+		return false // plan rejects the reply
+	}
+	_, write := update(child, cur, obj)
+	return !write
 }
 
 // passes tells a child that passes its kind's status checks; a
@@ -349,7 +382,25 @@ func (a *Applier) rollout(ctx context.Context, ctl *registry.Controller, parent 
 	if err != nil {
 		return nil, err
 	}
-	return planRollout(ctl, parent, patch, hash, revs, replies, cacheLookup{a.reg})
+	var mc []*unstructured.Unstructured
+	var imported []string
+	if ctl.Metacontroller {
+		if mc, err = a.metacontrollerRevisions(ctx, ctl, parent); err != nil {
+			return nil, err
+		}
+		if revs, imported, err = importRevisions(ctl, parent, revs, mc); err != nil {
+			return nil, err
+		}
+	}
+	ro, err := planRollout(ctl, parent, patch, hash, revs, replies, cacheLookup{a.reg})
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range imported {
+		ro.changed[name] = true
+	}
+	ro.metacontroller = mc
+	return ro, nil
 }
 
 // revisions lists a parent's ControllerRevisions from the apiserver, not
@@ -374,13 +425,15 @@ func (a *Applier) revisions(ctx context.Context, parent *unstructured.Unstructur
 
 // saveRevisions writes a rollout step's progress, before any child is
 // touched: the latest revision first, then the older ones, then it deletes
-// the revisions no child is on any more.
+// the revisions no child is on any more, and last Metacontroller's that
+// uc's now hold.
 func (a *Applier) saveRevisions(ctx context.Context, ro *rollout) error {
 	res := a.dyn.Resource(v1alpha1.RevisionResource).Namespace(ro.latest.Namespace)
 	order := append([]*revision.Revision{ro.latest}, ro.revs...)
+	unused := ro.unused()
 	done := map[string]bool{}
 	for _, rev := range order {
-		if !ro.changed[rev.Name] || done[rev.Name] {
+		if !ro.changed[rev.Name] || done[rev.Name] || slices.Contains(unused, rev) {
 			continue
 		}
 		done[rev.Name] = true
@@ -390,7 +443,7 @@ func (a *Applier) saveRevisions(ctx context.Context, ro *rollout) error {
 			return fmt.Errorf("encode revision %s: %w", rev.Name, err)
 		}
 		u := &unstructured.Unstructured{Object: obj}
-		if rev == ro.latest && ro.create {
+		if rev.UID == "" { // new: the latest, or one of Metacontroller's
 			_, err = res.Create(ctx, u, metav1.CreateOptions{})
 		} else {
 			_, err = res.Update(ctx, u, metav1.UpdateOptions{})
@@ -399,12 +452,23 @@ func (a *Applier) saveRevisions(ctx context.Context, ro *rollout) error {
 			return fmt.Errorf("save revision %s: %w", rev.Name, err)
 		}
 	}
-	for _, rev := range ro.unused() {
-		uid := rev.UID
-		err := res.Delete(ctx, rev.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-		if err != nil && !apierrors.IsNotFound(err) {
+	for _, rev := range unused {
+		if rev.UID == "" {
+			continue // one of Metacontroller's, never created as uc's
+		}
+		if err := deleteRevision(ctx, res, rev.Name, rev.UID); err != nil {
 			return fmt.Errorf("delete unused revision %s: %w", rev.Name, err)
 		}
+	}
+	return a.deleteMetacontrollerRevisions(ctx, ro.metacontroller)
+}
+
+// deleteRevision deletes a ControllerRevision of that UID, if it is still
+// there.
+func deleteRevision(ctx context.Context, res dynamic.ResourceInterface, name string, uid types.UID) error {
+	err := res.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
 	}
 	return nil
 }

@@ -38,9 +38,10 @@ func wants(pairs ...string) *hooks.SyncResponse {
 	return resp
 }
 
-// ready is a live child passing a Ready=True status check, or not.
-func ready(name string, ok bool) *unstructured.Unstructured {
-	o := object("ConfigMap", "ns", name, nil, "parent-uid")
+// ready is a live child at version v, passing a Ready=True status check,
+// or not.
+func ready(name, v string, ok bool) *unstructured.Unstructured {
+	o := object("ConfigMap", "ns", name, map[string]any{"v": v}, "parent-uid")
 	status := "False"
 	if ok {
 		status = "True"
@@ -49,11 +50,17 @@ func ready(name string, ok bool) *unstructured.Unstructured {
 	return o
 }
 
-func TestPlanRollout(t *testing.T) {
+// testParent is the parent "p" of testController in namespace "ns".
+func testParent() *unstructured.Unstructured {
 	parent := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Parent"}}
 	parent.SetNamespace("ns")
 	parent.SetName("p")
 	parent.SetUID("parent-uid")
+	return parent
+}
+
+func TestPlanRollout(t *testing.T) {
+	parent := testParent()
 	ctl := testController(v1alpha1.ChildUpdateRollingRecreate)
 	isTrue := "True"
 	ctl.Children[0].StatusChecks = []v1alpha1.StatusConditionCheck{{Type: "Ready", Status: &isTrue}}
@@ -80,7 +87,7 @@ func TestPlanRollout(t *testing.T) {
 		name:      "a new revision moves the first child in the reply's order",
 		revs:      []*revision.Revision{rev("h1", 1, "a", "b", "c")},
 		replies:   map[string]*hooks.SyncResponse{"h2": wants("c=2", "b=2", "a=2"), "h1": wants("c=1", "b=1", "a=1")},
-		live:      fakeLive{ready("a", true), ready("b", true), ready("c", true)},
+		live:      fakeLive{ready("a", "1", true), ready("b", "1", true), ready("c", "1", true)},
 		children:  []string{"a=1", "b=1", "c=2"},
 		revisions: []string{"h1:a,b", "h2:c"},
 		reason:    ReasonRolloutProgressing,
@@ -88,7 +95,7 @@ func TestPlanRollout(t *testing.T) {
 		name:      "the next child waits for the moved one to be ready",
 		revs:      []*revision.Revision{rev("h1", 1, "a", "b"), rev("h2", 2, "c")},
 		replies:   map[string]*hooks.SyncResponse{"h2": wants("c=2", "b=2", "a=2"), "h1": wants("c=1", "b=1", "a=1")},
-		live:      fakeLive{ready("a", true), ready("b", true), ready("c", false)},
+		live:      fakeLive{ready("a", "1", true), ready("b", "1", true), ready("c", "2", false)},
 		children:  []string{"a=1", "b=1", "c=2"},
 		revisions: []string{"h1:a,b", "h2:c"},
 		reason:    ReasonRolloutWaiting,
@@ -96,7 +103,7 @@ func TestPlanRollout(t *testing.T) {
 		name:      "a deleted child not moved yet comes back at its old revision",
 		revs:      []*revision.Revision{rev("h1", 1, "a", "b"), rev("h2", 2, "c")},
 		replies:   map[string]*hooks.SyncResponse{"h2": wants("c=2", "b=2", "a=2"), "h1": wants("c=1", "b=1", "a=1")},
-		live:      fakeLive{ready("b", true), ready("c", false)},
+		live:      fakeLive{ready("b", "1", true), ready("c", "2", false)},
 		children:  []string{"a=1", "b=1", "c=2"},
 		revisions: []string{"h1:a,b", "h2:c"},
 		reason:    ReasonRolloutWaiting,
@@ -104,7 +111,7 @@ func TestPlanRollout(t *testing.T) {
 		name:      "the last move deletes the unused revision",
 		revs:      []*revision.Revision{rev("h1", 1, "a"), rev("h2", 2, "b", "c")},
 		replies:   map[string]*hooks.SyncResponse{"h2": wants("c=2", "b=2", "a=2"), "h1": wants("c=1", "b=1", "a=1")},
-		live:      fakeLive{ready("a", true), ready("b", true), ready("c", true)},
+		live:      fakeLive{ready("a", "1", true), ready("b", "2", true), ready("c", "2", true)},
 		children:  []string{"a=2", "b=2", "c=2"},
 		revisions: []string{"h1:-", "h2:a,b,c"},
 		reason:    ReasonRolloutProgressing,
@@ -112,7 +119,7 @@ func TestPlanRollout(t *testing.T) {
 		name:      "a child only its old revision wants is deleted by its move",
 		revs:      []*revision.Revision{rev("h1", 1, "b"), rev("h2", 2, "a")},
 		replies:   map[string]*hooks.SyncResponse{"h2": wants("a=2"), "h1": wants("a=1", "b=1")},
-		live:      fakeLive{ready("a", true), ready("b", true)},
+		live:      fakeLive{ready("a", "2", true), ready("b", "1", true)},
 		children:  []string{"a=2"},
 		revisions: []string{"h1:-", "h2:a"},
 		reason:    ReasonRolloutProgressing,
@@ -120,17 +127,34 @@ func TestPlanRollout(t *testing.T) {
 		name:      "children of a revision without a reply are kept as they are",
 		revs:      []*revision.Revision{rev("h1", 1, "a"), rev("h2", 2, "b")},
 		replies:   map[string]*hooks.SyncResponse{"h2": wants("b=2", "a=2")},
-		live:      fakeLive{ready("a", true), ready("b", false)},
+		live:      fakeLive{ready("a", "1", true), ready("b", "2", false)},
 		children:  []string{"b=2"},
 		revisions: []string{"h1:a", "h2:b"},
 		keep:      []string{"a"},
 		reason:    ReasonRolloutWaiting,
 	}, {
+		name:      "a child on the latest revision not updated yet holds the rollout",
+		revs:      []*revision.Revision{rev("h1", 1, "a"), rev("h2", 2, "b")},
+		replies:   map[string]*hooks.SyncResponse{"h2": wants("b=2", "a=2"), "h1": wants("b=1", "a=1")},
+		live:      fakeLive{ready("a", "1", true), ready("b", "1", true)},
+		children:  []string{"a=1", "b=2"},
+		revisions: []string{"h1:a", "h2:b"},
+		reason:    ReasonRolloutWaiting,
+	}, {
+		name:      "the child that moves from a revision without a reply is updated at once",
+		revs:      []*revision.Revision{rev("h1", 1, "a", "b"), rev("h2", 2, "c")},
+		replies:   map[string]*hooks.SyncResponse{"h2": wants("c=2", "b=2", "a=2")},
+		live:      fakeLive{ready("a", "1", true), ready("b", "1", true), ready("c", "2", true)},
+		children:  []string{"b=2", "c=2"},
+		revisions: []string{"h1:a", "h2:b,c"},
+		keep:      []string{"a"},
+		reason:    ReasonRolloutProgressing,
+	}, {
 		name:      "going back to an older revision makes it the newest",
 		latest:    "h1",
 		revs:      []*revision.Revision{rev("h1", 1), rev("h2", 2, "a", "b")},
 		replies:   map[string]*hooks.SyncResponse{"h1": wants("a=1", "b=1"), "h2": wants("a=2", "b=2")},
-		live:      fakeLive{ready("a", true), ready("b", true)},
+		live:      fakeLive{ready("a", "2", true), ready("b", "2", true)},
 		children:  []string{"a=1", "b=2"},
 		revisions: []string{"h2:b", "h1:a"},
 		reason:    ReasonRolloutProgressing,

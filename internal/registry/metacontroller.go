@@ -20,6 +20,9 @@ import (
 var (
 	CompositeControllerResource = schema.GroupVersionResource{Group: "metacontroller.k8s.io", Version: "v1alpha1", Resource: "compositecontrollers"}
 	DecoratorControllerResource = schema.GroupVersionResource{Group: "metacontroller.k8s.io", Version: "v1alpha1", Resource: "decoratorcontrollers"}
+	// MetacontrollerRevisionResource holds Metacontroller's record of its
+	// CompositeControllers' rolling updates: its ControllerRevisions.
+	MetacontrollerRevisionResource = schema.GroupVersionResource{Group: "metacontroller.k8s.io", Version: "v1alpha1", Resource: "controllerrevisions"}
 )
 
 // MetacontrollerFieldManager is the field manager Metacontroller writes

@@ -543,12 +543,16 @@ func TestDecoratorHookVersions(t *testing.T) {
 		map[string]any{"v2": "two"}))
 }
 
-// TestDecoratorBadInput: a decorator whose resources do not resolve says so
-// in its Ready condition; a reply naming an undeclared attachment kind is
-// rejected whole with a Warning Event on the object; a reply for an object
-// deleted while its hook ran is dropped; and a reply passed off as one for
-// an object the decorator does not decorate is refused, with a Warning
-// Event on the decorator. In none of them is anything written.
+// TestDecoratorBadInput: a decorator whose resources or attachments do not
+// resolve says so in its Ready condition and decorates nothing, not even
+// the objects of the resources that do resolve; a reply naming an
+// undeclared attachment kind, or as an attachment an object nobody gave the
+// decorator (one nobody controls, one in another namespace), is rejected
+// whole with a Warning Event on the object; a reply for an object deleted
+// while its hook ran is dropped, also when an object of the same name was
+// created meanwhile; and a reply passed off as one for an object the
+// decorator does not decorate is refused, with a Warning Event on the
+// decorator. In none of them is anything written.
 func TestDecoratorBadInput(t *testing.T) {
 	ctx := t.Context()
 
@@ -612,6 +616,92 @@ func TestDecoratorBadInput(t *testing.T) {
 		}
 	})
 
+	t.Run("partly unresolvable", func(t *testing.T) {
+		// One resource and one attachment that resolve, one of each that
+		// does not: the decorator runs for none of them, so a Decoratee
+		// the first resource selects is left alone until the spec is fixed.
+		const partly, partlyLabel = "e2e-partly", "e2e.universalcontroller.dev/partly"
+		serveHooks(t, bus.DecoratorController(partly), worker.DecoratorSync(echoDecoration))
+		nowhere := map[string]any{"apiVersion": "nowhere.e2e.universalcontroller.dev/v1", "resource": "widgets"}
+		createClusterScoped(t, v1alpha1.DecoratorResource, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "universalcontroller.dev/v1alpha1", "kind": "UniversalDecorator",
+			"metadata": map[string]any{"name": partly},
+			"spec": map[string]any{
+				"resources":   append(decorateesOf(partlyLabel), nowhere),
+				"attachments": append(slices.Clone(configMapAttachments), nowhere),
+				"hooks":       map[string]any{"sync": map[string]any{}},
+			},
+		}})
+		createDecoratee(t, ns, "partly", map[string]any{partlyLabel: "yes"}, map[string]any{partly: map[string]any{
+			"labels":      map[string]any{"written": "yes"},
+			"attachments": []any{cm("partly-att", nil, nil)},
+		}})
+		eventually(t, time.Minute, func() error { return decoratorReady(ctx, partly, "False", "resources[1]") })
+		mergePatch(t, v1alpha1.DecoratorResource, "", partly, map[string]any{"spec": map[string]any{"resources": decorateesOf(partlyLabel)}})
+		eventually(t, time.Minute, func() error { return decoratorReady(ctx, partly, "False", "attachments[1]") })
+		consistently(t, 2*time.Second, func() error { return nothingWritten("partly", "partly-att") })
+
+		// Fixed, it decorates the Decoratee: the hook would have, all along.
+		mergePatch(t, v1alpha1.DecoratorResource, "", partly, map[string]any{"spec": map[string]any{"attachments": configMapAttachments}})
+		eventually(t, time.Minute, func() error {
+			d, err := env.dyn.Resource(decorateeGVR).Namespace(ns).Get(ctx, "partly", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if d.GetLabels()["written"] != "yes" {
+				return fmt.Errorf("partly is not decorated: labels %v", d.GetLabels())
+			}
+			att, err := getConfigMap(ctx, ns, "partly-att")
+			if err != nil {
+				return err
+			}
+			return attachedBy(att, partly, d.GetUID())
+		})
+	})
+
+	t.Run("attachment naming another object", func(t *testing.T) {
+		// A hook that answers, as attachments, an object nobody controls
+		// (to label it) and one in another namespace: each reply is
+		// rejected whole, and neither object nor the decorated one changes.
+		other := extraNamespace(t, ns+"-other")
+		bystander, err := env.kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+			Name: "bystander", Labels: map[string]string{"keep": "me"}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		elsewhere := cm("far-att", nil, nil)
+		elsewhere["metadata"].(map[string]any)["namespace"] = other
+		createDecoratee(t, ns, "grabby", selected, map[string]any{name: map[string]any{
+			"labels":      map[string]any{"written": "yes"},
+			"attachments": []any{cm("grabby-att", nil, nil), cm("bystander", map[string]any{"taken": "yes"}, nil)},
+		}})
+		createDecoratee(t, ns, "far", selected, map[string]any{name: map[string]any{
+			"labels":      map[string]any{"written": "yes"},
+			"attachments": []any{elsewhere},
+		}})
+		eventually(t, time.Minute, func() error {
+			if err := warningEvent(ctx, ns, "grabby", "InvalidHookReply", `ConfigMap.v1 "bystander": an object of that name exists and is controlled by no one: a decorator adopts nothing`); err != nil {
+				return err
+			}
+			return warningEvent(ctx, ns, "far", "InvalidHookReply", fmt.Sprintf("namespace %q is outside the parent's namespace", other))
+		})
+		for _, obj := range []string{"grabby", "far"} {
+			if err := nothingWritten(obj, obj+"-att"); err != nil {
+				t.Error(err)
+			}
+		}
+		cur, err := getConfigMap(ctx, ns, "bystander")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cur.ResourceVersion != bystander.ResourceVersion {
+			t.Errorf("the bystander ConfigMap was written: labels %v, annotations %v, owners %v", cur.Labels, cur.Annotations, cur.OwnerReferences)
+		}
+		if _, err := getConfigMap(ctx, other, "far-att"); gone(err, "") != nil {
+			t.Error(gone(err, "ConfigMap far-att in "+other))
+		}
+	})
+
 	// Apply notices of the decorator's objects, by name: the applier has
 	// dealt with a reply once it announced the end of its apply.
 	applied := map[string]int{}
@@ -639,30 +729,103 @@ func TestDecoratorBadInput(t *testing.T) {
 		}
 	}
 
-	t.Run("object deleted mid-sync", func(t *testing.T) {
-		release := calls.hold(ns, "gone")
-		defer release()
-		createDecoratee(t, ns, "gone", selected, map[string]any{name: map[string]any{
+	// deletedMidSync creates a selected Decoratee whose reply labels it and
+	// attaches <obj>-att, holds its hook call, deletes it once the hook has
+	// the call, and returns it and the release of the call.
+	deletedMidSync := func(t *testing.T, obj string) (*unstructured.Unstructured, func()) {
+		release := calls.hold(ns, obj)
+		t.Cleanup(release)
+		created := createDecoratee(t, ns, obj, selected, map[string]any{name: map[string]any{
 			"labels":      map[string]any{"written": "yes"},
-			"attachments": []any{cm("gone-att", nil, nil)},
+			"attachments": []any{cm(obj+"-att", nil, nil)},
 		}})
 		eventually(t, time.Minute, func() error {
-			if len(calls.of(ns, "gone")) == 0 {
-				return fmt.Errorf("the hook has not been called for gone")
+			if len(calls.of(ns, obj)) == 0 {
+				return fmt.Errorf("the hook has not been called for %s", obj)
 			}
 			return nil
 		})
-		if err := env.dyn.Resource(decorateeGVR).Namespace(ns).Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
+		if err := env.dyn.Resource(decorateeGVR).Namespace(ns).Delete(ctx, obj, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, 30*time.Second, func() error {
-			_, err := env.dyn.Resource(decorateeGVR).Namespace(ns).Get(ctx, "gone", metav1.GetOptions{})
-			return gone(err, "Decoratee gone")
+			_, err := env.dyn.Resource(decorateeGVR).Namespace(ns).Get(ctx, obj, metav1.GetOptions{})
+			return gone(err, "Decoratee "+obj)
 		})
+		return created, release
+	}
+
+	t.Run("object deleted mid-sync", func(t *testing.T) {
+		_, release := deletedMidSync(t, "gone")
 		release()
 		eventually(t, time.Minute, appliedOnce("gone"))
 		if err := nothingWritten("gone", "gone-att"); err != nil {
 			t.Error(err)
+		}
+	})
+
+	t.Run("object re-created mid-sync", func(t *testing.T) {
+		// The reply computed for an object deleted while its hook ran is
+		// not for the object created meanwhile under the same name: it is
+		// dropped, and the new object gets its own reply only. The new
+		// object's own reply could undo what the old one wrote, so every
+		// change of the Decoratees and ConfigMaps is recorded.
+		old, release := deletedMidSync(t, "again")
+		fresh := createDecoratee(t, ns, "again", selected, map[string]any{name: map[string]any{"labels": map[string]any{"fresh": "yes"}}})
+		decoratees := recordChanges(t, decorateeGVR, ns)
+		configMaps := recordChanges(t, configMapGVR, ns)
+		oldApplied := make(chan struct{}, 1)
+		oldAddress := bus.Address{Controller: bus.DecoratorController(name), Hook: hooks.Sync,
+			Partition: bus.Partition(old.GetUID(), bus.DefaultPartitions), ParentUID: old.GetUID()}
+		sub, err := env.js.Conn().Subscribe(oldAddress.ApplyingSubject(), func(msg *nats.Msg) {
+			var n bus.Applying
+			if json.Unmarshal(msg.Data, &n) == nil && n.Done {
+				select {
+				case oldApplied <- struct{}{}:
+				default:
+				}
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+		release()
+		select {
+		case <-oldApplied:
+		case <-time.After(time.Minute):
+			t.Fatal("no apply of the old object's reply ended within a minute")
+		}
+		eventually(t, time.Minute, func() error {
+			d, err := env.dyn.Resource(decorateeGVR).Namespace(ns).Get(ctx, "again", metav1.GetOptions{})
+			if err == nil && d.GetLabels()["fresh"] != "yes" {
+				err = fmt.Errorf("the new again is not decorated: labels %v", d.GetLabels())
+			}
+			return err
+		})
+
+		// Markers written now reach the records after every earlier change.
+		const marker = "e2e.universalcontroller.dev/marker"
+		mergePatch(t, decorateeGVR, ns, "again", map[string]any{"metadata": map[string]any{"annotations": map[string]any{marker: "yes"}}})
+		if _, err := env.kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "again-marker"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, func() error {
+			if !slices.ContainsFunc(decoratees.all(), func(c change) bool { return c.obj.GetAnnotations()[marker] == "yes" }) ||
+				!slices.ContainsFunc(configMaps.all(), func(c change) bool { return c.obj.GetName() == "again-marker" }) {
+				return fmt.Errorf("the markers have not reached the records yet")
+			}
+			return nil
+		})
+		for _, c := range decoratees.all() {
+			if c.obj.GetUID() == fresh.GetUID() && c.obj.GetLabels()["written"] != "" {
+				t.Errorf("the new again was labelled by the old one's reply: labels %v at resourceVersion %s", c.obj.GetLabels(), c.obj.GetResourceVersion())
+			}
+		}
+		for _, c := range configMaps.all() {
+			if c.obj.GetName() == "again-att" {
+				t.Errorf("the old again's attachment was written for the new one: owners %v", c.obj.GetOwnerReferences())
+			}
 		}
 	})
 

@@ -1,20 +1,29 @@
 package e2e
 
 import (
+	"crypto/sha1"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 
+	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
 
@@ -304,6 +313,203 @@ func TestMetacontrollerDecoratorControllerAdoptsWithoutRecreating(t *testing.T) 
 		}
 		if _, err := env.dyn.Resource(secretGVR).Namespace(ns).Get(ctx, att.GetName(), metav1.GetOptions{}); err == nil {
 			return fmt.Errorf("attachment still there")
+		}
+		return nil
+	})
+}
+
+var (
+	mcRevisionGVR = schema.GroupVersionResource{Group: "metacontroller.k8s.io", Version: "v1alpha1", Resource: "controllerrevisions"}
+	podGVR        = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+)
+
+// mcControllerRevision is a ControllerRevision as Metacontroller v4.17
+// writes it for a parent of a CompositeController with generateSelector:
+// named after the parent's resource and a hash of its UID and parentPatch,
+// labelled with controller-uid and the parent's resource, controlled by the
+// parent, naming the Pods on it.
+func mcControllerRevision(parent *unstructured.Unstructured, patch map[string]any, pods ...string) *unstructured.Unstructured {
+	raw, _ := json.Marshal(patch)
+	sum := sha1.Sum(append([]byte(parent.GetUID()), raw...))
+	names := make([]any, len(pods))
+	for i, p := range pods {
+		names[i] = p
+	}
+	yes := true
+	rev := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion":  "metacontroller.k8s.io/v1alpha1",
+		"kind":        "ControllerRevision",
+		"parentPatch": patch,
+		"children":    []any{map[string]any{"apiGroup": "", "kind": "Pod", "names": names}},
+	}}
+	rev.SetName(compositeGVR.Resource + "." + compositeGVR.Group + "-" + hex.EncodeToString(sum[:]))
+	rev.SetNamespace(parent.GetNamespace())
+	rev.SetLabels(map[string]string{
+		"controller-uid":                 string(parent.GetUID()),
+		"metacontroller.k8s.io/apiGroup": compositeGVR.Group,
+		"metacontroller.k8s.io/resource": compositeGVR.Resource,
+	})
+	rev.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: parent.GetAPIVersion(), Kind: parent.GetKind(),
+		Name: parent.GetName(), UID: parent.GetUID(), Controller: &yes, BlockOwnerDeletion: &yes}})
+	return rev
+}
+
+// A rolling update Metacontroller left half-way goes on from its
+// ControllerRevisions when uc (--metacontroller-api) serves the
+// CompositeController: of Pods a, b, c (RollingRecreate, Ready checked),
+// Metacontroller had moved a to the parent's new spec; uc re-creates no Pod
+// on taking over, then moves b, and c only once b is Ready again, and
+// Metacontroller's revisions give way to uc's.
+func TestMetacontrollerRollingUpdateContinues(t *testing.T) {
+	ctx := t.Context()
+	installCRD(t, "test/e2e/testdata/composite-crd.yaml", compositeGVR)
+	ns := namespace(t)
+	const name = "mc-rolling"
+	spec := func(image string) map[string]any {
+		return map[string]any{"children": []any{pod("a", "mcroll", image), pod("b", "mcroll", image), pod("c", "mcroll", image)}}
+	}
+
+	// What Metacontroller left: the parent at its new spec, a on it, b and
+	// c still on the old one, and its two revisions saying so.
+	parent, err := env.dyn.Resource(compositeGVR).Namespace(ns).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "e2e.universalcontroller.dev/v1", "kind": "Composite",
+		"metadata": map[string]any{"name": "p", "namespace": ns, "labels": map[string]any{controllerLabel: name}},
+		"spec":     spec("v2"),
+	}}, metav1.CreateOptions{FieldManager: "metacontroller"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	yes := true
+	for _, p := range []map[string]any{pod("a", "mcroll", "v2"), pod("b", "mcroll", "v1"), pod("c", "mcroll", "v1")} {
+		child := &unstructured.Unstructured{Object: p}
+		child.SetLabels(map[string]string{"app": "mcroll", "controller-uid": string(parent.GetUID())})
+		child.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: parent.GetAPIVersion(), Kind: parent.GetKind(),
+			Name: parent.GetName(), UID: parent.GetUID(), Controller: &yes, BlockOwnerDeletion: &yes}})
+		if _, err := env.dyn.Resource(podGVR).Namespace(ns).Create(ctx, child, metav1.CreateOptions{FieldManager: "metacontroller"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, rev := range []*unstructured.Unstructured{
+		mcControllerRevision(parent, map[string]any{"spec": spec("v1")}, "b", "c"),
+		mcControllerRevision(parent, map[string]any{"spec": parent.Object["spec"]}, "a"),
+	} {
+		if _, err := env.dyn.Resource(mcRevisionGVR).Namespace(ns).Create(ctx, rev, metav1.CreateOptions{FieldManager: "metacontroller"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var before map[string]string
+	eventually(t, time.Minute, func() (err error) {
+		before, err = podImages(ctx, ns, "a", "b", "c")
+		return err
+	})
+
+	// Record, each time uc begins to move a Pod (deletes it), whether the
+	// Pods already moved are back, on v2 and Ready; and every Pod created.
+	var mu sync.Mutex
+	var moved, created, violations []string
+	factory := informers.NewSharedInformerFactoryWithOptions(env.kube, 0, informers.WithNamespace(ns))
+	inf := factory.Core().V1().Pods().Informer()
+	initial := map[types.UID]bool{}
+	seen := map[types.UID]bool{}
+	moving := func(p *corev1.Pod) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !initial[p.UID] || seen[p.UID] {
+			return
+		}
+		seen[p.UID] = true
+		for _, name := range append([]string{"a"}, moved...) {
+			obj, ok, _ := inf.GetStore().GetByKey(ns + "/" + name)
+			if !ok || obj.(*corev1.Pod).Spec.Containers[0].Image != "v2" || !podReady(obj.(*corev1.Pod)) {
+				violations = append(violations, fmt.Sprintf("%s moved while %s was not back on v2 and Ready", p.Name, name))
+			}
+		}
+		moved = append(moved, p.Name)
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			mu.Lock()
+			defer mu.Unlock()
+			if p := obj.(*corev1.Pod); !initial[p.UID] {
+				created = append(created, p.Name)
+			}
+		},
+		UpdateFunc: func(_, n any) {
+			if p := n.(*corev1.Pod); p.DeletionTimestamp != nil {
+				moving(p)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if p, ok := obj.(*corev1.Pod); ok {
+				moving(p)
+			}
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	for _, p := range before {
+		initial[types.UID(strings.SplitN(p, "@", 2)[1])] = true
+	}
+	mu.Unlock()
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	t.Cleanup(factory.Shutdown)
+
+	// The CompositeController, as Metacontroller's users write it; its
+	// sync hook, on the bus, echoes the parent's spec.children.
+	serveHooks(t, bus.CompositeController(name), newRecorder().handler(hooks.Sync, echo))
+	createClusterScoped(t, mcCompositeGVR, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController",
+		"metadata": map[string]any{"name": name},
+		"spec": map[string]any{
+			"generateSelector": true,
+			"parentResource": map[string]any{"apiVersion": "e2e.universalcontroller.dev/v1", "resource": "composites",
+				"labelSelector": map[string]any{"matchLabels": map[string]any{controllerLabel: name}}},
+			"childResources": []any{map[string]any{"apiVersion": "v1", "resource": "pods", "updateStrategy": map[string]any{
+				"method": "RollingRecreate", "statusChecks": map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": "True"}}}}}},
+			"hooks": map[string]any{"sync": map[string]any{}},
+		},
+	}})
+
+	var after map[string]string
+	eventually(t, 2*time.Minute, func() (err error) {
+		after, err = rolledOut(ctx, ns, "v2", "a", "b", "c")
+		return err
+	})
+	if after["a"] != before["a"] {
+		t.Errorf("pod a, on the new spec already, was re-created: %s → %s", before["a"], after["a"])
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("pods moved in the order %v; pods created %v", moved, created)
+	if !slices.Equal(moved, []string{"b", "c"}) {
+		t.Errorf("pods moved in the order %v, want b, c", moved)
+	}
+	slices.Sort(created)
+	if !slices.Equal(created, []string{"b", "c"}) {
+		t.Errorf("pods created %v, want b and c once each (a stays as Metacontroller left it)", created)
+	}
+	for _, v := range violations {
+		t.Error(v)
+	}
+
+	// One record of the rollout: uc's, every Pod on the latest revision;
+	// Metacontroller's are gone.
+	eventually(t, 30*time.Second, func() error {
+		theirs, err := env.dyn.Resource(mcRevisionGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if len(theirs.Items) != 0 {
+			return fmt.Errorf("%d of Metacontroller's revisions left", len(theirs.Items))
+		}
+		ours, err := revisionNames(ctx, ns)
+		if err != nil {
+			return err
+		}
+		if len(ours) != 1 || !slices.Equal(slices.Collect(maps.Values(ours))[0], []string{"a", "b", "c"}) {
+			return fmt.Errorf("uc's revisions %v, want the latest with a, b, c", ours)
 		}
 		return nil
 	})

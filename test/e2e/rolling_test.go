@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -68,6 +69,25 @@ func revisionNames(ctx context.Context, ns string) (map[string][]string, error) 
 		slices.Sort(out[rev.Hash])
 	}
 	return out, nil
+}
+
+// rolledOut checks the named Pods run image and are Ready, and the
+// Composite p says its children are on its latest revision. It returns the
+// Pods' image@UID by name.
+func rolledOut(ctx context.Context, ns, image string, names ...string) (map[string]string, error) {
+	now, err := podImages(ctx, ns, names...)
+	if err != nil {
+		return nil, err
+	}
+	for name, v := range now {
+		if !strings.HasPrefix(v, image+"@") {
+			return nil, fmt.Errorf("pod %s runs %s", name, v)
+		}
+	}
+	if r, err := updatedReason(ctx, ns, "p"); err != nil || r != applier.ReasonOnLatestRevision {
+		return nil, fmt.Errorf("Updated reason %q (err %v)", r, err)
+	}
+	return now, nil
 }
 
 func updatedReason(ctx context.Context, ns, name string) (string, error) {
@@ -164,17 +184,8 @@ func TestRollingRecreate(t *testing.T) {
 		spec["childResources"] = []any{map[string]any{"apiVersion": "v1", "resource": "pods", "updateStrategy": strategy("True")}}
 	})
 	eventually(t, 2*time.Minute, func() error {
-		now, err := podImages(ctx, ns, "a", "b", "c")
-		if err != nil {
+		if _, err := rolledOut(ctx, ns, "v2", "a", "b", "c"); err != nil {
 			return err
-		}
-		for name, v := range now {
-			if v[:2] != "v2" {
-				return fmt.Errorf("pod %s runs %s", name, v)
-			}
-		}
-		if r, err := updatedReason(ctx, ns, "p"); err != nil || r != applier.ReasonOnLatestRevision {
-			return fmt.Errorf("Updated reason %q (err %v)", r, err)
 		}
 		revs, err := revisionNames(ctx, ns)
 		if err != nil || len(revs) != 1 {
