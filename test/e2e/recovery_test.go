@@ -31,7 +31,7 @@ type recoveryFault struct {
 // external nats-server (startFanoutRoles) and, for one role at a time,
 // SIGKILLs a process halfway through an update wave of 100 Fanouts, then
 // restarts it with the same flags, as a kubelet restarts a container: the
-// active watcher (its replacement is the standby, which takes the lease),
+// active watcher (its replacement is the watcher that takes the lease next),
 // an applier (restarted with its replica id), a Fanout hook worker, the
 // dispatcher, and last an applier that stays dead (its partitions go to the
 // other replicas). Each update must reach every parent: every Fanout
@@ -64,16 +64,15 @@ func TestRecoveryAfterKill(t *testing.T) {
 	faults := []recoveryFault{{
 		what:   "the active watcher",
 		victim: func() *roleProcess { return activeWatcher(t, roles.ns, roles.watchers) },
+		// Its replacement is the first watcher to take the lease: the
+		// standby, or the victim restarted.
 		replace: func(victim *roleProcess) func() error {
-			standby := roles.watchers[0]
-			if standby == victim {
-				standby = roles.watchers[1]
-			}
-			leading := strings.Count(standby.logText(t), "leading: this watcher is active")
+			leads := func() int { return len(linesWith(t, "leading: this watcher is active", roles.watchers)) }
+			led := leads()
 			roles.restart(victim)
 			return func() error {
-				if strings.Count(standby.logText(t), "leading: this watcher is active") == leading {
-					return fmt.Errorf("the standby %s does not lead yet", standby.name)
+				if leads() == led {
+					return fmt.Errorf("no watcher leads yet")
 				}
 				return nil
 			}
@@ -86,10 +85,11 @@ func TestRecoveryAfterKill(t *testing.T) {
 		what:   "a hook worker",
 		victim: func() *roleProcess { return roles.hooks[0] },
 		replace: func(victim *roleProcess) func() error {
-			serving := strings.Count(victim.logText(t), "msg=serving")
+			serves := func() int { return len(linesWith(t, "msg=serving", []*roleProcess{victim})) }
+			served := serves()
 			roles.restart(victim)
 			return func() error {
-				if strings.Count(victim.logText(t), "msg=serving") == serving {
+				if serves() == served {
 					return fmt.Errorf("%s does not serve yet", victim.name)
 				}
 				return nil
@@ -154,12 +154,6 @@ func TestRecoveryAfterKill(t *testing.T) {
 			t.Errorf("%s exited: %v", r.name, err)
 		}
 	}
-}
-
-// logText is the role's log so far, across its restarts.
-func (r *roleProcess) logText(t *testing.T) string {
-	t.Helper()
-	return strings.Join(linesWith(t, "", []*roleProcess{r}), "\n")
 }
 
 // ackRecord counts the acknowledgements JetStream consumers receive, seen
