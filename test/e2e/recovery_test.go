@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,17 +30,18 @@ type recoveryFault struct {
 
 // TestRecoveryAfterKill runs uc's roles as separate processes on an
 // external nats-server (startFanoutRoles) and, for one role at a time,
-// SIGKILLs a process halfway through an update wave of 100 Fanouts, then
-// restarts it with the same flags, as a kubelet restarts a container: the
-// active watcher (its replacement is the watcher that takes the lease next),
-// an applier (restarted with its replica id), a Fanout hook worker, the
-// dispatcher, and last an applier that stays dead (its partitions go to the
-// other replicas). Each update must reach every parent: every Fanout
-// converges to its latest generation and no ConfigMap goes back to an older
-// payload or is created twice. It logs, for each fault, the time from the
-// kill to the replacement being ready and from then to every parent
-// converged, and the acks on the bus meanwhile: messages settled only on a
-// second delivery, and in-progress heartbeats.
+// SIGKILLs a process halfway through an update wave of 100 Fanouts (ten
+// updates at a time, so that the pipeline has a backlog), then restarts it
+// with the same flags, as a kubelet restarts a container: the active
+// watcher (its replacement is the watcher that takes the lease next), an
+// applier (restarted with its replica id), a Fanout hook worker, the
+// dispatcher, and last an applier that stays dead (its partitions go to
+// the other replicas). Each update must reach every parent: every Fanout
+// converges to its latest generation and no ConfigMap goes back to an
+// older payload or is created twice. It logs, for each fault, the time
+// from the kill to the replacement being ready and from then to every
+// parent converged, and the acks on the bus meanwhile: messages settled
+// only on a second delivery, and in-progress heartbeats.
 func TestRecoveryAfterKill(t *testing.T) {
 	srv, err := testbed.StartNATS(t.Context(), filepath.Join(t.TempDir(), "nats"), 0)
 	if err != nil {
@@ -113,12 +115,7 @@ func TestRecoveryAfterKill(t *testing.T) {
 		half, updated := make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(updated)
-			for j, n := range names {
-				if j == len(names)/2 {
-					close(half)
-				}
-				patchFanout(t, roles.ns, n, payload)
-			}
+			updateAll(t, roles.ns, names, payload, half)
 		}()
 		<-half
 		before := acks.counts()
@@ -154,6 +151,29 @@ func TestRecoveryAfterKill(t *testing.T) {
 			t.Errorf("%s exited: %v", r.name, err)
 		}
 	}
+}
+
+// updateAll sets the payload of the named Fanouts, ten at a time, and
+// closes half when half of them are updated.
+func updateAll(t *testing.T, ns string, names []string, payload string, half chan<- struct{}) {
+	todo := make(chan string)
+	var updated atomic.Int32
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			for n := range todo {
+				patchFanout(t, ns, n, payload)
+				if int(updated.Add(1)) == len(names)/2 {
+					close(half)
+				}
+			}
+		})
+	}
+	for _, n := range names {
+		todo <- n
+	}
+	close(todo)
+	wg.Wait()
 }
 
 // ackRecord counts the acknowledgements JetStream consumers receive, seen
