@@ -28,20 +28,21 @@ type recoveryFault struct {
 	replace func(victim *roleProcess) func() error
 }
 
-// TestRecoveryAfterKill runs uc's roles as separate processes on an
-// external nats-server (startFanoutRoles) and, for one role at a time,
-// SIGKILLs a process halfway through an update wave of 100 Fanouts (ten
-// updates at a time, so that the pipeline has a backlog), then restarts it
-// with the same flags, as a kubelet restarts a container: the active
-// watcher (its replacement is the watcher that takes the lease next), an
-// applier (restarted with its replica id), a Fanout hook worker, the
-// dispatcher, and last an applier that stays dead (its partitions go to
-// the other replicas). Each update must reach every parent: every Fanout
-// converges to its latest generation and no ConfigMap goes back to an
-// older payload or is created twice. It logs, for each fault, the time
-// from the kill to the replacement being ready and from then to every
-// parent converged, and the acks on the bus meanwhile: messages settled
-// only on a second delivery, and in-progress heartbeats.
+// TestRecoveryAfterKill runs uc's roles as separate processes on an external
+// nats-server (startFanoutRoles) and, for one role at a time, SIGKILLs a
+// process halfway through an update wave of 100 Fanouts (ten updates at a
+// time, so that the pipeline has a backlog), then restarts it with the same
+// flags, as a kubelet restarts a container, after a first wave without a
+// fault to read the others against: the active watcher (its replacement is
+// the watcher that takes the lease next), an applier (restarted with its
+// replica id), a Fanout hook worker, the dispatcher, and last an applier
+// that stays dead (its partitions go to the other replicas). Each update
+// must reach every parent: every Fanout converges to its latest generation
+// and no ConfigMap goes back to an older payload or is created twice. It
+// logs, for each fault, the time from the kill to the replacement being
+// ready and from then to every parent converged, and the acks on the bus
+// meanwhile: messages settled only on a second delivery, and in-progress
+// heartbeats.
 func TestRecoveryAfterKill(t *testing.T) {
 	srv, err := testbed.StartNATS(t.Context(), filepath.Join(t.TempDir(), "nats"), 0)
 	if err != nil {
@@ -64,6 +65,12 @@ func TestRecoveryAfterKill(t *testing.T) {
 		return expectHTTP(t.Context(), roles.readyz[victim], http.StatusOK)
 	}
 	faults := []recoveryFault{{
+		// The time an update wave takes to converge without a fault, to
+		// read the others against.
+		what:    "nothing",
+		victim:  func() *roleProcess { return nil },
+		replace: func(*roleProcess) func() error { return func() error { return nil } },
+	}, {
 		what:   "the active watcher",
 		victim: func() *roleProcess { return activeWatcher(t, roles.ns, roles.watchers) },
 		// Its replacement is the first watcher to take the lease: the
@@ -119,7 +126,9 @@ func TestRecoveryAfterKill(t *testing.T) {
 		}()
 		<-half
 		before := acks.counts()
-		victim.proc.Kill()
+		if victim != nil {
+			victim.proc.Kill()
+		}
 		killed := time.Now()
 		eventually(t, 2*time.Minute, f.replace(victim))
 		ready := time.Now()
@@ -130,7 +139,7 @@ func TestRecoveryAfterKill(t *testing.T) {
 		line := fmt.Sprintf("%-26s | %5.1f s | %5.1f s | %5.1f s | %4d | %5d | %5d", f.what,
 			ready.Sub(killed).Seconds(), converged.Sub(ready).Seconds(), converged.Sub(killed).Seconds(),
 			during.again, during.settled, during.progress)
-		t.Logf("killed %s (%s) halfway through updating %d Fanouts to %s: %s", f.what, victim.name, recoveryParents, payload, line)
+		t.Logf("killed %s halfway through updating %d Fanouts to %s: %s", f.what, recoveryParents, payload, line)
 		report = append(report, line)
 	}
 	t.Logf("recovery after a SIGKILL, %d Fanouts updated, each kill halfway through:\n"+
