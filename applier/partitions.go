@@ -29,11 +29,15 @@ import (
 // holds. When a replica joins, the owners of the partitions it should get
 // stop consuming them, wait for their applies in flight, and delete their
 // keys; the newcomer then creates the keys. When a replica dies, its keys
-// expire. So a parent is applied by one replica at a time, even while
-// ownership moves.
+// expire, and the other replicas take its partitions; a replica restarted
+// with its id (Options.ReplicaID) takes its own back at once. So a parent is
+// applied by one replica at a time, even while ownership moves.
+//
+// The lease is short so that a dead replica's partitions move within
+// seconds: renewed every 2 s, a key outlives three missed renewals.
 const (
-	leaseTTL   = 30 * time.Second
-	renewEvery = 5 * time.Second
+	leaseTTL   = 8 * time.Second
+	renewEvery = 2 * time.Second
 	// A replica stops applying a partition it could not renew for this long,
 	// well before its key can expire and another replica take it.
 	staleAfter = leaseTTL - renewEvery
@@ -66,6 +70,10 @@ type owner struct {
 	// lost hears that a partition's consumption reported its consumer
 	// lost: balance then checks the consumers at once.
 	lost chan struct{}
+	// holder keeps the replies this replica holds — queued for their
+	// parent's turn, waiting for a retry, being applied — from being
+	// delivered again after the consumers' short ack wait.
+	holder *bus.Holder
 }
 
 func newOwner(ctx context.Context, a *Applier) (*owner, error) {
@@ -74,7 +82,7 @@ func newOwner(ctx context.Context, a *Applier) (*owner, error) {
 		host, _ := os.Hostname()
 		id = host + "_" + uuid.NewString()[:8]
 	}
-	o := &owner{a: a, id: bus.Token(id), lost: make(chan struct{}, 1)}
+	o := &owner{a: a, id: bus.Token(id), lost: make(chan struct{}, 1), holder: bus.NewHolder()}
 	var err error
 	for _, b := range []struct {
 		name string
@@ -94,18 +102,25 @@ func ownershipBucket(name string, replicas int) jetstream.KeyValueConfig {
 }
 
 // run balances partitions every renewEvery, and when a consumption reports
-// its consumer lost, until ctx ends; then it releases every partition it
-// holds.
+// its consumer lost, until ctx ends; then it leaves: its membership first,
+// so that the other replicas take its partitions as soon as it releases
+// them. The replies it holds are kept from redelivery until then.
 func (o *owner) run(ctx context.Context) {
+	holding, stopHolding := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHolding()
+	go o.holder.Run(holding, bus.ProgressEvery)
 	tick := time.NewTicker(renewEvery)
 	defer tick.Stop()
 	for {
 		o.balance(ctx)
 		select {
 		case <-ctx.Done():
-			release, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			leave, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if err := o.members.Delete(leave, o.id); err != nil {
+				o.a.log.Warn("leave the appliers", "replica", o.id, "err", err)
+			}
 			for _, p := range o.held() {
-				o.release(release, p)
+				o.release(leave, p)
 			}
 			cancel()
 			return
@@ -287,10 +302,10 @@ func (o *owner) acquire(ctx context.Context, n int) {
 			bus.PartitionReplies(hooks.Sync, n), bus.PartitionReplies(hooks.Finalize, n),
 		},
 		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       30 * time.Second,
+		AckWait:       bus.AckWait,
 		MaxAckPending: 5000,
 		MemoryStorage: bus.ConsumerStateInMemory,
-	}, o.a.receive, o.consumerLost)
+	}, func(msg jetstream.Msg) { o.a.receive(o.holder.Hold(msg)) }, o.consumerLost)
 	if err != nil {
 		o.a.log.Error("consume partition", "partition", n, "err", err)
 		_ = o.owners.Delete(ctx, bus.PartitionKey(n), jetstream.LastRevision(rev))

@@ -72,14 +72,16 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts TopologyOpt
 }
 
 // HookConsumerConfig is the durable consumer shared by the workers of one
-// controller's hook.
+// controller's hook. Its ack wait is short (bus.AckWait): the requests a
+// dead worker held go to the others within seconds, and a worker keeps
+// those it serves or queues with in-progress acks.
 func HookConsumerConfig(controller, hook string) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:       bus.HookConsumer(controller, hook),
 		Description:   fmt.Sprintf("%s hook of controller %s", hook, controller),
 		FilterSubject: bus.HookRequests(controller, hook),
 		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       30 * time.Second,
+		AckWait:       bus.AckWait,
 		MaxAckPending: 1000,
 		MemoryStorage: bus.ConsumerStateInMemory,
 	}

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"strings"
 	"sync"
 
@@ -15,6 +16,7 @@ import (
 // latest state.
 type parentQueue struct {
 	sem      chan struct{}
+	freed    chan struct{} // a slot was freed
 	inflight sync.WaitGroup
 	mu       sync.Mutex
 	parents  map[string]*held // by parent, while it is being served
@@ -25,7 +27,7 @@ type parentQueue struct {
 type held struct{ serving, waiting jetstream.Msg }
 
 func newParentQueue(concurrency int) *parentQueue {
-	return &parentQueue{sem: make(chan struct{}, concurrency), parents: map[string]*held{}}
+	return &parentQueue{sem: make(chan struct{}, concurrency), freed: make(chan struct{}, 1), parents: map[string]*held{}}
 }
 
 // parentOf is the per-parent token: the last token of the subject.
@@ -58,7 +60,14 @@ func (q *parentQueue) add(msg jetstream.Msg, serve func(jetstream.Msg)) {
 	q.sem <- struct{}{}
 	q.inflight.Add(1)
 	go func() {
-		defer func() { <-q.sem; q.inflight.Done() }()
+		defer func() {
+			<-q.sem
+			select {
+			case q.freed <- struct{}{}:
+			default:
+			}
+			q.inflight.Done()
+		}()
 		for {
 			serve(msg)
 			q.mu.Lock()
@@ -73,6 +82,22 @@ func (q *parentQueue) add(msg jetstream.Msg, serve func(jetstream.Msg)) {
 			}
 		}
 	}()
+}
+
+// free waits until a slot is free and returns how many are, or 0 once ctx
+// ends. Until add takes them, only add takes slots: as many requests as
+// free returned can be added without blocking.
+func (q *parentQueue) free(ctx context.Context) int {
+	for {
+		if n := cap(q.sem) - len(q.sem); n > 0 {
+			return n
+		}
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-q.freed:
+		}
+	}
 }
 
 // each calls fn with every request the queue holds.

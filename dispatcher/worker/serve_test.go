@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -91,7 +93,7 @@ func (h *steeredHook) Handle(ctx context.Context, data []byte) (any, error) {
 		<-make(chan struct{}) // never returns: Serve leaves it behind
 	case name == "busy" && n == 1:
 		return nil, &worker.Error{Reason: worker.ReasonHTTPError, RetryAfter: time.Second, Err: errors.New("429 Too Many Requests")}
-	case name == "long":
+	case strings.HasPrefix(name, "long"):
 		select {
 		case <-time.After(2500 * time.Millisecond): // the hook's work
 		case <-ctx.Done():
@@ -209,21 +211,30 @@ func TestServeDeliveryPromises(t *testing.T) {
 
 // TestServeLongCalls: two workers share a hook; a call that takes longer
 // than the consumer's ack wait is not delivered again, to either of them,
-// while it is in progress.
+// while it is in progress, and neither is a request waiting for a free
+// slot: twice as many long calls as the workers have slots are each made
+// once.
 func TestServeLongCalls(t *testing.T) {
 	js := startJetStream(t, time.Second)
 	h := &steeredHook{calls: map[string][]time.Time{}}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	for range 2 {
-		go func() { _ = worker.Serve(ctx, js, "c", h) }()
+		go func() { _ = worker.Serve(ctx, js, "c", h, worker.WithConcurrency(2)) }()
 	}
-	long := request(t, js, "long", `{"timeout":"10s"}`)
-	if _, m := decode(t, last(t, js, bus.ReplyStream, long.ReplySubject())); m.Name != "long" {
-		t.Fatalf("reply for %s", m.Name)
+	var longs []bus.Meta
+	for i := range 8 {
+		longs = append(longs, request(t, js, fmt.Sprintf("long-%d", i), `{"timeout":"10s"}`))
 	}
-	if n := len(h.callTimes("long")); n != 1 {
-		t.Fatalf("a 2.5s call with a 1s ack wait was made %d times", n)
+	for _, long := range longs {
+		if _, m := decode(t, last(t, js, bus.ReplyStream, long.ReplySubject())); m.Name != long.Name {
+			t.Fatalf("reply for %s on the subject of %s", m.Name, long.Name)
+		}
+	}
+	for _, long := range longs {
+		if n := len(h.callTimes(long.Name)); n != 1 {
+			t.Errorf("%s: a 2.5s call with a 1s ack wait was made %d times", long.Name, n)
+		}
 	}
 }
 

@@ -209,48 +209,74 @@ func (s *server) consumer(ctx context.Context) (jetstream.Consumer, error) {
 }
 
 // consume serves the consumer's requests until ctx ends, or the consumer is
-// gone or made anew.
+// gone or made anew. It pulls only as many requests as it has free slots:
+// a request waits in this process only behind its own parent's call, where
+// the heartbeat covers it, never in a client-side buffer, where nothing
+// would and the consumer's short ack wait would deliver it again.
 func (s *server) consume(ctx context.Context, cons jetstream.Consumer, q *parentQueue) error {
-	msgs, err := cons.Messages(jetstream.PullMaxMessages(s.opts.concurrency))
-	if err != nil {
-		return fmt.Errorf("consume: %w", err)
-	}
 	consuming, stop := context.WithCancel(ctx)
 	defer stop()
-	go func() {
-		<-consuming.Done()
-		msgs.Drain()
-	}()
-	go s.watchConsumer(consuming, cons, msgs)
+	go s.watchConsumer(consuming, cons, stop)
 	s.log.Info("serving")
 	heartbeatCtx, stopHeartbeat := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHeartbeat()
-	go heartbeat(heartbeatCtx, q, cons.CachedInfo().Config.AckWait/3)
+	// The consumer's ack wait as it was bound, or uc's if uc shortened it
+	// since.
+	go heartbeat(heartbeatCtx, q, min(cons.CachedInfo().Config.AckWait, bus.AckWait)/3)
+	serve := func(m jetstream.Msg) { s.serve(context.WithoutCancel(ctx), m) }
 	for {
-		msg, err := msgs.Next()
-		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+		n := q.free(consuming)
+		if n == 0 {
 			return nil
 		}
-		if err != nil {
-			// A consumer deleted ends the iterator: the next call says so.
-			s.log.Warn("next request", "err", err)
-			continue
+		err := pull(consuming, cons, n, func(m jetstream.Msg) { q.add(m, serve) })
+		switch {
+		case consuming.Err() != nil || bus.ConsumerLost(err) || errors.Is(err, nats.ErrNoResponders):
+			return nil // Serve waits for the consumer
+		case err != nil:
+			// The bus is down or electing a leader: pull again soon.
+			s.log.Warn("pull requests", "err", err)
+			select {
+			case <-consuming.Done():
+			case <-time.After(time.Second):
+			}
 		}
-		q.add(msg, func(m jetstream.Msg) { s.serve(context.WithoutCancel(ctx), m) })
 	}
 }
 
-// watchConsumer stops msgs when the consumer is gone or was made anew,
+// pullWait bounds one pull request: a pull the server lost (it restarted)
+// is replaced within it.
+const pullWait = 5 * time.Second
+
+// pull asks the consumer for up to n requests, waiting at most pullWait,
+// and hands each one to add as it comes.
+func pull(ctx context.Context, cons jetstream.Consumer, n int, add func(jetstream.Msg)) error {
+	ctx, cancel := context.WithTimeout(ctx, pullWait)
+	defer cancel()
+	batch, err := cons.Fetch(n, jetstream.FetchContext(ctx))
+	if err != nil {
+		return fmt.Errorf("pull: %w", err)
+	}
+	for m := range batch.Messages() {
+		add(m)
+	}
+	if err := batch.Error(); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("pull: %w", err)
+	}
+	return nil
+}
+
+// watchConsumer calls stop when the consumer is gone or was made anew,
 // checking every bus.CheckEvery until ctx ends. Nothing tells a client that
 // a NATS server restarted without the consumer: its pulls go unanswered.
-func (s *server) watchConsumer(ctx context.Context, cons jetstream.Consumer, msgs jetstream.MessagesContext) {
+func (s *server) watchConsumer(ctx context.Context, cons jetstream.Consumer, stop context.CancelFunc) {
 	created := cons.CachedInfo().Created
 	err := wait.PollUntilContextCancel(ctx, bus.CheckEvery, false, func(ctx context.Context) (bool, error) {
 		info, err := cons.Info(ctx)
 		return errors.Is(err, jetstream.ErrConsumerNotFound) || (err == nil && !info.Created.Equal(created)), nil
 	})
 	if err == nil {
-		msgs.Stop()
+		stop()
 	}
 }
 

@@ -69,10 +69,16 @@ export function encode(event) {
 /** The delay before the next try after the n-th failed delivery: 1s, 2s, 4s … 1m. */
 const backoff = (n) => Math.min(1000 * 2 ** Math.max(n - 1, 0), 60_000);
 
+/** uc's ack wait, in milliseconds (docs/bus.md): at most this long between two in-progress acks. */
+const UC_ACK_WAIT = 5000;
+
 /**
  * Serves handle as the hook of the controller until signal aborts; then it
- * drains the connection, letting the request in progress finish. Requests
- * are served one at a time, so never two of one parent at once.
+ * lets the request in progress finish and drains the connection. Requests
+ * are pulled one at a time, when the previous one is done, so never two of
+ * one parent at once, and none waits in a client-side buffer, where nothing
+ * would keep it from being delivered again after the ack wait. The request
+ * being served gets an in-progress ack every third of the ack wait.
  */
 export async function serve({ servers, controller, hook, handle, signal, auth = {}, log = console }) {
   const nc = await connect({
@@ -84,12 +90,11 @@ export async function serve({ servers, controller, hook, handle, signal, auth = 
     inboxPrefix: `_INBOX.hook_${token(controller)}`,
     ...auth,
   });
-  signal?.addEventListener("abort", () => nc.drain(), { once: true });
   const js = nc.jetstream();
   const name = `hook_${token(controller)}_${hook}`;
   const source = `/universalcontroller/${controller}/js-worker`;
   let consumer;
-  for (let delay = 100; !consumer && !nc.isClosed(); delay = Math.min(2 * delay, 5000)) {
+  for (let delay = 100; !consumer && !signal?.aborted; delay = Math.min(2 * delay, 5000)) {
     try {
       consumer = await js.consumers.get(REQUEST_STREAM, name); // bind; uc creates it
     } catch (err) {
@@ -98,17 +103,40 @@ export async function serve({ servers, controller, hook, handle, signal, auth = 
       await sleep(delay);
     }
   }
-  if (!consumer) return;
-  log.info(`serving the ${hook} hook of ${controller}`);
-  const messages = await consumer.consume({ max_messages: 1 });
-  for await (const msg of messages) {
+  if (consumer) {
+    const { config } = await consumer.info(true);
+    const progressEvery = Math.min(Number(config.ack_wait) / 1e6, UC_ACK_WAIT) / 3;
+    log.info(`serving the ${hook} hook of ${controller}`);
+    while (!signal?.aborted) {
+      let msg;
+      try {
+        // Pulls by the consumer's name: a consumer uc made anew (after a
+        // NATS restart) is pulled from without binding again.
+        msg = await consumer.next({ expires: 5000 });
+      } catch (err) {
+        log.warn(`${controller}: pull: ${err.message}`);
+        await sleep(1000);
+        continue;
+      }
+      if (!msg) continue;
+      const progress = setInterval(() => msg.working(), progressEvery);
+      try {
+        await serveOne(msg);
+      } finally {
+        clearInterval(progress);
+      }
+    }
+  }
+  await nc.drain();
+
+  async function serveOne(msg) {
     let request;
     try {
       request = decode(msg);
     } catch (err) {
       log.error(`bad request on ${msg.subject}: ${err.message}`);
       msg.term();
-      continue;
+      return;
     }
     const parent = request.subject;
     try {

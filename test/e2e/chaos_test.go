@@ -45,22 +45,9 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	b := newRolesOnBus(t, srv.URL())
-	installCRD(t, "examples/fanout/crd.yaml", fanout.GVR)
-	registerManifest(t, "examples/fanout/controller.yaml", nil)
-	hook := buildFanoutHook(t)
-
-	lease := []string{"--leader-elect-namespace", b.ns}
-	watchers := []*roleProcess{b.start("watcher-a", "watcher", lease...), b.start("watcher-b", "watcher", lease...)}
-	dispatcher := b.start("dispatcher", "dispatcher")
-	var appliers, hooks []*roleProcess
-	for _, id := range []string{"a", "b", "c"} {
-		appliers = append(appliers, b.start("applier-"+id, "applier", "--replica-id", "applier-"+id))
-	}
-	for _, id := range []string{"a", "b"} {
-		hooks = append(hooks, b.startBinary("fanout-hook-"+id, hook, "--nats-url", srv.URL()))
-	}
-	all := slices.Concat(watchers, []*roleProcess{dispatcher}, appliers, hooks)
+	roles := startFanoutRoles(t, srv.URL())
+	b, watchers, dispatcher, appliers, hooks := roles.rolesOnBus, roles.watchers, roles.dispatcher, roles.appliers, roles.hooks
+	all := roles.all()
 
 	parents := recordChanges(t, fanout.GVR, b.ns)
 	children := recordChanges(t, configMapGVR, b.ns)
@@ -148,6 +135,53 @@ func TestChaos(t *testing.T) {
 			t.Errorf("%s exited: %v", r.name, err)
 		}
 	}
+}
+
+// fanoutRoles is uc run as an operator would run it on an external
+// nats-server, serving the Fanout example: 2 watchers electing a leader, a
+// dispatcher, 3 appliers with replica ids kept across restarts and 2
+// bus-native Fanout hook workers, each its own process. The uc roles serve
+// /readyz.
+type fanoutRoles struct {
+	*rolesOnBus
+	watchers, appliers, hooks []*roleProcess
+	dispatcher                *roleProcess
+	readyz                    map[*roleProcess]string // the URL of each uc role's /readyz
+}
+
+// startFanoutRoles registers the Fanout controller and starts its roles on
+// the nats-server at natsURL.
+func startFanoutRoles(t *testing.T, natsURL string) *fanoutRoles {
+	t.Helper()
+	b := newRolesOnBus(t, natsURL)
+	installCRD(t, "examples/fanout/crd.yaml", fanout.GVR)
+	registerManifest(t, "examples/fanout/controller.yaml", nil)
+	hook := buildFanoutHook(t)
+	r := &fanoutRoles{rolesOnBus: b, readyz: map[*roleProcess]string{}}
+	start := func(name, role string, args ...string) *roleProcess {
+		port, err := testbed.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		p := b.start(name, role, append(args, "--health-addr", addr)...)
+		r.readyz[p] = "http://" + addr + "/readyz"
+		return p
+	}
+	lease := []string{"--leader-elect-namespace", b.ns}
+	r.watchers = []*roleProcess{start("watcher-a", "watcher", lease...), start("watcher-b", "watcher", lease...)}
+	r.dispatcher = start("dispatcher", "dispatcher")
+	for _, id := range []string{"a", "b", "c"} {
+		r.appliers = append(r.appliers, start("applier-"+id, "applier", "--replica-id", "applier-"+id))
+	}
+	for _, id := range []string{"a", "b"} {
+		r.hooks = append(r.hooks, b.startBinary("fanout-hook-"+id, hook, "--nats-url", natsURL))
+	}
+	return r
+}
+
+func (r *fanoutRoles) all() []*roleProcess {
+	return slices.Concat(r.watchers, []*roleProcess{r.dispatcher}, r.appliers, r.hooks)
 }
 
 // buildFanoutHook builds the Fanout example's hook worker.
