@@ -26,7 +26,7 @@ func newKVFence(ctx context.Context, js jetstream.JetStream, replicas int) (*kvF
 func fenceBucket(replicas int) jetstream.KeyValueConfig {
 	return jetstream.KeyValueConfig{
 		Bucket:      bus.FenceBucket,
-		Description: "per parent UID: the observation and request of the last hook reply applied",
+		Description: "per parent UID: the observation, request and parent generation and resourceVersion of the last hook reply applied",
 		Replicas:    max(replicas, 1),
 		Storage:     jetstream.FileStorage,
 	}
@@ -79,7 +79,8 @@ func (a *Applier) lastApplied(ctx context.Context, p *partition, uid types.UID) 
 // that meta was applied.
 func (a *Applier) advanceFence(ctx context.Context, p *partition, m bus.Meta) error {
 	key := m.ApplyKey()
-	if err := a.fence.advance(ctx, key, bus.Fence{Observation: m.Observation, Request: m.RequestID}); err != nil {
+	fence := bus.Fence{Observation: m.Observation, Request: m.RequestID, Generation: m.Generation, ResourceVersion: m.ResourceVersion}
+	if err := a.fence.advance(ctx, key, fence); err != nil {
 		p.forget(key) // the bucket may or may not hold it: read it again
 		return err
 	}
