@@ -31,14 +31,18 @@ import (
 // observed, and a hash of the id of the parent's request published before
 // it (its predecessor): "<observed>-<predecessor>". A request that observed
 // what its predecessor observed takes the predecessor's id and is dropped;
-// any other is new to the bus, even if it observed an earlier state, since
-// an id once used is never any request's predecessor again. The watcher
+// any other gets an id the bus has not seen, even for an earlier state:
+// once a new id is chained to a predecessor, the new one is the next
+// predecessor. The watcher
 // remembers each parent's last request; for a parent it has not published
 // for yet (it has just started, or taken over) the predecessor is the
 // request whose reply was applied last, which the parent's fence names: a
 // watcher that takes over gives an unchanged parent the id its predecessor
-// gave it, and the bus drops it. A request forced (a resync) gets a random
-// third part.
+// gave it, and the bus drops it. One more case is new: a state that its
+// predecessor observed too, but after the predecessor was applied — what
+// the apply made was undone before the watcher saw it (a child created,
+// then deleted at once). A request forced (a resync) gets a random third
+// part.
 
 // lastPublished is what the watcher last published for a parent, or, for a
 // parent it has not published for yet, what its fence says was applied.
@@ -48,6 +52,9 @@ type lastPublished struct {
 	generation      int64
 	resourceVersion string
 	observation     int64
+	// applied: the request was applied when the watcher published it (it
+	// published the fence's request again, or this is the fence's).
+	applied bool
 }
 
 // requestChain remembers the last request published for each parent, the
@@ -81,7 +88,7 @@ func (c *requestChain) previous(ctx context.Context, key parentKey, meta bus.Met
 		return lastPublished{}, err
 	}
 	return lastPublished{key: applyKey, id: fence.Request, generation: fence.Generation,
-		resourceVersion: fence.ResourceVersion, observation: fence.Observation}, nil
+		resourceVersion: fence.ResourceVersion, observation: fence.Observation, applied: true}, nil
 }
 
 // fenceOf reads the parent's fence; a parent never applied, or a bus whose
@@ -113,13 +120,33 @@ func (c *requestChain) fenceOf(ctx context.Context, key types.UID) (bus.Fence, e
 	return bus.ParseFence(e.Value())
 }
 
-// published remembers the request with that id as the parent's last.
-func (c *requestChain) published(key parentKey, meta bus.Meta, id string) {
+// next is the id of the parent's request whose observed state hashes to
+// hash, published after last (see above).
+func (c *requestChain) next(ctx context.Context, last lastPublished, hash string, forced bool) (string, error) {
+	if forced || last.id == "" || !sameObservedState(last.id, hash) {
+		return chainedID(hash, last.id, forced), nil
+	}
+	if last.applied {
+		return last.id, nil
+	}
+	fence, err := c.fenceOf(ctx, last.key)
+	if err != nil {
+		return "", err
+	}
+	if fence.Request == last.id { // applied since it was published
+		return chainedID(hash, last.id, false), nil
+	}
+	return last.id, nil
+}
+
+// published remembers the request with that id, published after last, as
+// the parent's last.
+func (c *requestChain) published(key parentKey, meta bus.Meta, id string, last lastPublished) {
 	key.Resync = false
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.last[key] = lastPublished{key: meta.ApplyKey(), id: id, generation: meta.Generation,
-		resourceVersion: meta.ResourceVersion, observation: meta.Observation}
+		resourceVersion: meta.ResourceVersion, observation: meta.Observation, applied: id == last.id && last.applied}
 }
 
 // forget forgets a parent that needs no request.
@@ -148,18 +175,6 @@ func notBehind(parent *unstructured.Unstructured, last lastPublished) error {
 		return fmt.Errorf("%w: resourceVersion %d, %d last", errCacheBehind, cur, prev)
 	}
 	return nil
-}
-
-// requestID is the id of a request on subject of type typ that observed
-// what observed says, published after the request of id previous (empty if
-// none): previous itself when it observed the same, else a new id chained
-// to it. A forced request's id is always new.
-func requestID(subject, typ string, observed []byte, previous string, forced bool) string {
-	hash := observedHash(subject, typ, observed)
-	if !forced && previous != "" && sameObservedState(previous, hash) {
-		return previous
-	}
-	return chainedID(hash, previous, forced)
 }
 
 // chainedID is the id of an event whose observed state hashes to hash,

@@ -122,9 +122,11 @@ func (c *chainTest) apply() {
 
 // TestRequestChain: every request that observed something other than the
 // parent's last request reaches the bus at once, even a state observed
-// before (a child deleted gives the state from before it was created);
-// one that observed the same is dropped as a duplicate, also when a
-// watcher that took over publishes it.
+// before (a child deleted gives the state from before it was created), and
+// so does one that observed the same as a last request applied since; one
+// that observed the same as a last request not applied yet, or applied
+// before it was published, is dropped as a duplicate, also when a watcher
+// that took over publishes it.
 func TestRequestChain(t *testing.T) {
 	c := newChainTest(t)
 	for i, step := range []struct {
@@ -136,14 +138,17 @@ func TestRequestChain(t *testing.T) {
 		taken    bool
 	}{
 		{what: "a parent without children", state: "A", taken: true},
-		{what: "the same state again", state: "A"},
+		{what: "the same state, not applied yet", state: "A"},
 		{what: "its child created", state: "B", taken: true},
 		{what: "its child deleted: the first state again", state: "A", taken: true},
 		{what: "the same state again", state: "A"},
 		{what: "a resync of the same state", state: "A", forced: true, taken: true},
 		{what: "the same state after the resync", state: "A"},
+		{what: "applied, then a child created and deleted before the watcher saw it", state: "A", apply: true, taken: true},
+		{what: "the same state again", state: "A"},
 		{what: "a child created again", state: "C", taken: true},
-		{what: "the same state after a take-over", state: "C", takeOver: true, apply: true},
+		{what: "the same state after a take-over", state: "C", apply: true, takeOver: true},
+		{what: "the same state once more after the take-over", state: "C"},
 		{what: "deleted again after the take-over", state: "A", taken: true},
 		{what: "the same state after another take-over, not applied yet", state: "A", takeOver: true},
 	} {
@@ -225,33 +230,20 @@ func TestNotBehind(t *testing.T) {
 	}
 }
 
-// TestRequestID: an id is its predecessor's when both observed the same,
-// and new otherwise; an older revision's follows the latest's.
-func TestRequestID(t *testing.T) {
-	const subject, typ = "uc.req.c.sync.1.u", "t"
-	first := requestID(subject, typ, []byte("A"), "", false)
-	second := requestID(subject, typ, []byte("B"), first, false)
-	for _, tt := range []struct {
-		name string
-		id   string
-		want string // "" for an id never seen
-	}{
-		{"the same state", requestID(subject, typ, []byte("A"), first, false), first},
-		{"the same state, without a predecessor", requestID(subject, typ, []byte("A"), "", false), first},
-		{"the first state after another", requestID(subject, typ, []byte("A"), second, false), ""},
-		{"the same state, forced", requestID(subject, typ, []byte("A"), first, true), ""},
-		{"another subject", requestID("uc.req.c.sync.1.v", typ, []byte("A"), first, false), ""},
-		{"a revision after the same latest request", chainedID(observedHash(subject+"_r", typ, []byte("A")), first, false),
-			chainedID(observedHash(subject+"_r", typ, []byte("A")), first, false)},
-	} {
-		switch {
-		case tt.want != "" && tt.id != tt.want:
-			t.Errorf("%s: id %s, want %s", tt.name, tt.id, tt.want)
-		case tt.want == "" && (tt.id == first || tt.id == second):
-			t.Errorf("%s: id %s was used before", tt.name, tt.id)
-		}
+// TestRevisionID: an older revision's request is chained to the latest
+// revision's: the same for the same latest request, new for a new one.
+func TestRevisionID(t *testing.T) {
+	hash := observedHash("uc.req.c.sync.1.u_r", "t", []byte("A"))
+	first := chainedID(hash, "latest-1", false)
+	if again := chainedID(hash, "latest-1", false); again != first {
+		t.Errorf("after the same latest request: %s, want %s", again, first)
 	}
-	if !sameObservedState(first, requestID(subject, typ, []byte("A"), second, true)) {
-		t.Error("a forced request of the same state does not say so in its id")
+	for _, id := range []string{chainedID(hash, "latest-2", false), chainedID(hash, "latest-1", true)} {
+		if id == first {
+			t.Errorf("after another latest request, or forced: %s, the same as before", id)
+		}
+		if !sameObservedState(id, first) {
+			t.Errorf("%s and %s observed the same, their ids do not say so", id, first)
+		}
 	}
 }

@@ -241,7 +241,7 @@ func (w *Watcher) meta(ctl *registry.Controller, parent *unstructured.Unstructur
 const maxWaitsForCache = 12
 
 // publishRequest publishes the sync or finalize request of a parent as it
-// is, with an id chained to its last request's (see requestID), and
+// is, with an id chained to its last request's (see requestChain), and
 // returns that id. A parent older in the cache than in its last request is
 // not published (errCacheBehind), and meta's observation is stamped again
 // if it is not later than that request's.
@@ -262,11 +262,14 @@ func (w *Watcher) publishRequest(ctx context.Context, key parentKey, meta *bus.M
 		meta.Observation = w.clock.next()
 	}
 	typ, subject := bus.RequestType(meta.Hook), meta.RequestSubject()
-	id := requestID(subject, typ, observed, last.id, key.Resync)
+	id, err := w.chain.next(ctx, last, observedHash(subject, typ, observed), key.Resync)
+	if err != nil {
+		return "", err
+	}
 	if err := w.publish(ctx, *meta, typ, subject, req, id); err != nil {
 		return "", err
 	}
-	w.chain.published(key, *meta, id)
+	w.chain.published(key, *meta, id, last)
 	return id, nil
 }
 
