@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/types"
@@ -32,7 +33,15 @@ func fenceBucket(replicas int) jetstream.KeyValueConfig {
 	}
 }
 
+// fenceTimeout bounds each read or write of a fence within an apply's
+// deadline: the bus answers within milliseconds, or never (a NATS server
+// that restarted has lost the requests in flight), and a fence that waited
+// for the apply's whole two minutes would hold its parent, and a worker.
+const fenceTimeout = 5 * time.Second
+
 func (f *kvFence) last(ctx context.Context, uid types.UID) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, fenceTimeout)
+	defer cancel()
 	e, err := f.kv.Get(ctx, string(uid))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return 0, nil
@@ -45,6 +54,8 @@ func (f *kvFence) last(ctx context.Context, uid types.UID) (int64, error) {
 }
 
 func (f *kvFence) advance(ctx context.Context, uid types.UID, fence bus.Fence) error {
+	ctx, cancel := context.WithTimeout(ctx, fenceTimeout)
+	defer cancel()
 	if _, err := f.kv.Put(ctx, string(uid), fence.Value()); err != nil {
 		return fmt.Errorf("advance fence of %s: %w", uid, err)
 	}
@@ -52,6 +63,8 @@ func (f *kvFence) advance(ctx context.Context, uid types.UID, fence bus.Fence) e
 }
 
 func (f *kvFence) forget(ctx context.Context, uid types.UID) error {
+	ctx, cancel := context.WithTimeout(ctx, fenceTimeout)
+	defer cancel()
 	if err := f.kv.Purge(ctx, string(uid)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("forget fence of %s: %w", uid, err)
 	}

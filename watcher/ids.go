@@ -94,6 +94,8 @@ func (c *requestChain) previous(ctx context.Context, key parentKey, meta bus.Met
 // fenceOf reads the parent's fence; a parent never applied, or a bus whose
 // appliers have not made the bucket yet, has none.
 func (c *requestChain) fenceOf(ctx context.Context, key types.UID) (bus.Fence, error) {
+	ctx, cancel := context.WithTimeout(ctx, busTimeout)
+	defer cancel()
 	c.mu.Lock()
 	kv := c.fence
 	c.mu.Unlock()

@@ -295,6 +295,8 @@ func (w *Watcher) publish(ctx context.Context, meta bus.Meta, typ, subject strin
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, busTimeout)
+	defer cancel()
 	ack, err := w.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id))
 	if err != nil {
 		return fmt.Errorf("publish %s for %s: %w", typ, meta.Key(), err)

@@ -269,6 +269,14 @@ func (w *Watcher) processNext(ctx context.Context) bool {
 // retried, instead of taking a worker, and the parent, forever.
 const itemTimeout = 2 * time.Minute
 
+// busTimeout bounds each request the watcher makes to the bus (a publish,
+// a read of a fence) within an item's deadline: the bus answers within
+// milliseconds, or never — a NATS server that restarted has lost the
+// requests in flight, and their answers with them. Without its own bound a
+// request would wait for the item's whole two minutes, and with every
+// worker so waiting, the watcher would stall.
+const busTimeout = 5 * time.Second
+
 // syncWithin syncs a parent within itemTimeout. A panic fails the sync, and
 // the parent is retried like any failed one.
 func (w *Watcher) syncWithin(ctx context.Context, key parentKey) (err error) {
