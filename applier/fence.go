@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/types"
@@ -26,13 +27,21 @@ func newKVFence(ctx context.Context, js jetstream.JetStream, replicas int) (*kvF
 func fenceBucket(replicas int) jetstream.KeyValueConfig {
 	return jetstream.KeyValueConfig{
 		Bucket:      bus.FenceBucket,
-		Description: "per parent UID: the observation and request of the last hook reply applied",
+		Description: "per parent UID: the observation, request and parent generation and resourceVersion of the last hook reply applied",
 		Replicas:    max(replicas, 1),
 		Storage:     jetstream.FileStorage,
 	}
 }
 
+// fenceTimeout bounds each read or write of a fence within an apply's
+// deadline: the bus answers within milliseconds, or never (a NATS server
+// that restarted has lost the requests in flight), and a fence that waited
+// for the apply's whole two minutes would hold its parent, and a worker.
+const fenceTimeout = 5 * time.Second
+
 func (f *kvFence) last(ctx context.Context, uid types.UID) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, fenceTimeout)
+	defer cancel()
 	e, err := f.kv.Get(ctx, string(uid))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return 0, nil
@@ -45,6 +54,8 @@ func (f *kvFence) last(ctx context.Context, uid types.UID) (int64, error) {
 }
 
 func (f *kvFence) advance(ctx context.Context, uid types.UID, fence bus.Fence) error {
+	ctx, cancel := context.WithTimeout(ctx, fenceTimeout)
+	defer cancel()
 	if _, err := f.kv.Put(ctx, string(uid), fence.Value()); err != nil {
 		return fmt.Errorf("advance fence of %s: %w", uid, err)
 	}
@@ -52,6 +63,8 @@ func (f *kvFence) advance(ctx context.Context, uid types.UID, fence bus.Fence) e
 }
 
 func (f *kvFence) forget(ctx context.Context, uid types.UID) error {
+	ctx, cancel := context.WithTimeout(ctx, fenceTimeout)
+	defer cancel()
 	if err := f.kv.Purge(ctx, string(uid)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("forget fence of %s: %w", uid, err)
 	}
@@ -79,7 +92,8 @@ func (a *Applier) lastApplied(ctx context.Context, p *partition, uid types.UID) 
 // that meta was applied.
 func (a *Applier) advanceFence(ctx context.Context, p *partition, m bus.Meta) error {
 	key := m.ApplyKey()
-	if err := a.fence.advance(ctx, key, bus.Fence{Observation: m.Observation, Request: m.RequestID}); err != nil {
+	fence := bus.Fence{Observation: m.Observation, Request: m.RequestID, Generation: m.Generation, ResourceVersion: m.ResourceVersion}
+	if err := a.fence.advance(ctx, key, fence); err != nil {
 		p.forget(key) // the bucket may or may not hold it: read it again
 		return err
 	}

@@ -178,7 +178,7 @@ func (w *Watcher) onCustomizeReply(ctx context.Context, msg jetstream.Msg) error
 	failure := func(reason string, problem error) error {
 		// The applier reports failures of the parent's sync.
 		meta.Hook = hooks.Sync
-		return w.publish(ctx, meta, bus.FailureType(hooks.Sync), meta.ReplySubject(), hooks.Failure{Reason: reason, Message: problem.Error()}, nil, false)
+		return w.publish(ctx, meta, bus.FailureType(hooks.Sync), meta.ReplySubject(), hooks.Failure{Reason: reason, Message: problem.Error()}, "")
 	}
 	if e.Type() == bus.FailureType(hooks.Customize) {
 		var f hooks.Failure
@@ -299,7 +299,8 @@ func (w *Watcher) related(ctx context.Context, ctl *registry.Controller, parent 
 	if cz == nil || cz.generation != parent.GetGeneration() {
 		meta := w.meta(ctl, parent, hooks.Customize)
 		req := &hooks.CustomizeRequest{Controller: ctl.Object, Parent: parent}
-		return nil, false, w.publish(ctx, meta, bus.RequestType(hooks.Customize), meta.RequestSubject(), req, nil, forced)
+		typ, subject := bus.RequestType(hooks.Customize), meta.RequestSubject()
+		return nil, false, w.publish(ctx, meta, typ, subject, req, eventID(subject, typ, observedObjects(ctl, false, parent), forced))
 	}
 	for _, r := range cz.rules {
 		group := hooks.GroupKey(r.res.GVK.Kind, r.res.APIVersion())

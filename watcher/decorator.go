@@ -10,7 +10,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"universalcontroller.dev/uc/internal/registry"
-	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
 
@@ -78,18 +77,21 @@ func (w *Watcher) syncDecorated(ctx context.Context, ctl *registry.Controller, k
 	}
 	obj, err := w.reg.Object(d.GVR, key.Namespace, key.Name)
 	if apierrors.IsNotFound(err) {
+		w.forget(key)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
 	if !ctl.Decorates(d, obj) {
+		w.forget(key)
 		return nil
 	}
 	hook := hooks.Sync
 	if obj.GetDeletionTimestamp() != nil || !d.Selects(obj) {
 		switch {
 		case !slices.Contains(obj.GetFinalizers(), ctl.Finalizer()):
+			w.forget(key)
 			return nil // nothing of the decorator's holds it
 		case ctl.Spec.Hooks.Finalize != nil:
 			hook = hooks.Finalize
@@ -108,8 +110,7 @@ func (w *Watcher) syncDecorated(ctx context.Context, ctl *registry.Controller, k
 	}
 	req := newDecoratorRequest(view, obj, attached, related, version, hook == hooks.Finalize)
 	meta := w.meta(view, obj, hook)
-	identity := observedObjects(ctl, req.Finalizing, obj, req.Attachments, req.Related)
-	if err := w.publish(ctx, meta, bus.RequestType(hook), meta.RequestSubject(), req, identity, key.Resync); err != nil {
+	if _, err := w.publishRequest(ctx, key, &meta, obj, req, observedObjects(ctl, req.Finalizing, obj, req.Attachments, req.Related)); err != nil {
 		return err
 	}
 	w.resyncLater(ctl, key)

@@ -1,12 +1,19 @@
 package watcher
 
 import (
+	"context"
+	"log/slog"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"universalcontroller.dev/uc/internal/bustest"
 	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
 
@@ -53,5 +60,30 @@ func TestObserved(t *testing.T) {
 	}
 	if got := string(observed(&registry.Controller{Generation: 2}, req("1", "5"))); got == base {
 		t.Errorf("a new controller generation left what a request observed unchanged: %q", got)
+	}
+}
+
+// TestPublishIsBounded: a publish whose acknowledgement never comes (a
+// NATS server that restarted lost it) fails within busTimeout, not at the
+// end of its sync's deadline, so the parent is retried soon and its worker
+// is free again.
+func TestPublishIsBounded(t *testing.T) {
+	ns := bustest.Start(t, &server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	js := bustest.Connect(t, ns.ClientURL())
+	// Something takes the request and never answers, as a server that
+	// went away would.
+	sub, err := js.Conn().SubscribeSync(bus.RequestPrefix + ".>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	w := &Watcher{js: js, log: slog.Default()}
+	ctx, cancel := context.WithTimeout(t.Context(), itemTimeout)
+	defer cancel()
+	meta := bus.Meta{Address: bus.Address{Controller: "c", Hook: hooks.Sync, ParentUID: "u"}, Namespace: "ns", Name: "p"}
+	start := time.Now()
+	err = w.publish(ctx, meta, bus.RequestType(hooks.Sync), meta.RequestSubject(), map[string]string{}, "")
+	if took := time.Since(start); err == nil || took > 2*busTimeout {
+		t.Fatalf("publish returned %v after %s, want an error within %s", err, took.Round(time.Millisecond), busTimeout)
 	}
 }

@@ -3,12 +3,9 @@ package watcher
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -31,7 +28,7 @@ import (
 func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 	ctl, ok := w.reg.Get(key.Controller)
 	if !ok {
-		w.republish.forget(key)
+		w.forget(key)
 		return nil
 	}
 	if w.heldBack(key) {
@@ -42,21 +39,21 @@ func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 	}
 	parent, err := w.reg.Object(ctl.Parent.GVR, key.Namespace, key.Name)
 	if apierrors.IsNotFound(err) {
-		w.republish.forget(key)
+		w.forget(key)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
 	if !ctl.ParentSelector.Matches(labels.Set(parent.GetLabels())) {
-		w.republish.forget(key)
+		w.forget(key)
 		return nil
 	}
 	hook := hooks.Sync
 	if parent.GetDeletionTimestamp() != nil {
 		switch {
 		case !slices.Contains(parent.GetFinalizers(), ctl.Finalizer()):
-			w.republish.forget(key)
+			w.forget(key)
 			return nil // nothing of uc's holds the parent
 		case ctl.Spec.Hooks.Finalize != nil:
 			hook = hooks.Finalize
@@ -68,7 +65,7 @@ func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 	if err != nil {
 		// Nothing to ask the hook: report the problem on the parent.
 		return w.publish(ctx, meta, bus.FailureType(hook), meta.ReplySubject(),
-			hooks.Failure{Reason: "InvalidSelector", Message: err.Error()}, nil, false)
+			hooks.Failure{Reason: "InvalidSelector", Message: err.Error()}, "")
 	}
 	claimed, err := w.claim(ctl, parent, sel)
 	if err != nil {
@@ -84,22 +81,32 @@ func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 		return err
 	}
 	req := newSyncRequest(ctl, parent, claimed, related, version, hook == hooks.Finalize)
-	if err := w.publish(ctx, meta, bus.RequestType(hook), meta.RequestSubject(), req, observed(ctl, req), key.Resync); err != nil {
+	id, err := w.publishRequest(ctx, key, &meta, parent, req, observed(ctl, req))
+	if err != nil {
 		return err
 	}
 	// One more request per older revision that children are still on, with
 	// the parent as it was at that revision: the applier keeps those
-	// children as that revision's reply wants them until they roll.
+	// children as that revision's reply wants them until they roll. Their
+	// ids are chained to the latest revision's.
 	for _, rev := range revs {
 		m := meta
 		m.Revision = rev.hash
 		req := newSyncRequest(ctl, rev.parent, claimed, related, version, hook == hooks.Finalize)
-		if err := w.publish(ctx, m, bus.RequestType(hook), m.RequestSubject(), req, observed(ctl, req), key.Resync); err != nil {
+		typ, subject := bus.RequestType(hook), m.RequestSubject()
+		if err := w.publish(ctx, m, typ, subject, req, chainedID(observedHash(subject, typ, observed(ctl, req)), id, key.Resync)); err != nil {
 			return err
 		}
 	}
 	w.resyncLater(ctl, key)
 	return nil
+}
+
+// forget forgets a parent that needs no request: it is gone, or no longer
+// the controller's.
+func (w *Watcher) forget(key parentKey) {
+	w.republish.forget(key)
+	w.chain.forget(key)
 }
 
 // resyncLater syncs the parent again after the controller's
@@ -228,12 +235,48 @@ func (w *Watcher) meta(ctl *registry.Controller, parent *unstructured.Unstructur
 	return m
 }
 
-// publish sends one CloudEvent about a parent to JetStream. Its id is
-// derived from its subject, its type and what it observed (by default its
-// data): a watcher that takes over publishes the same ids for what its
-// predecessor already published, and JetStream drops them as duplicates. A
-// forced request (a resync) gets an id of its own.
-func (w *Watcher) publish(ctx context.Context, meta bus.Meta, typ, subject string, data any, identity []byte, forced bool) error {
+// maxWaitsForCache bounds the syncs a parent waits for a cache that holds
+// it older than its last request: 12 retries, backing off from 5 ms, are
+// some 20 s.
+const maxWaitsForCache = 12
+
+// publishRequest publishes the sync or finalize request of a parent as it
+// is, with an id chained to its last request's (see requestChain), and
+// returns that id. A parent older in the cache than in its last request is
+// not published (errCacheBehind), and meta's observation is stamped again
+// if it is not later than that request's.
+func (w *Watcher) publishRequest(ctx context.Context, key parentKey, meta *bus.Meta, parent *unstructured.Unstructured, req any, observed []byte) (string, error) {
+	last, err := w.chain.previous(ctx, key, *meta)
+	if err != nil {
+		return "", err
+	}
+	if err := notBehind(parent, last); err != nil {
+		if w.queue.NumRequeues(key) < maxWaitsForCache {
+			return "", err
+		}
+		w.log.Warn("publishing a parent the cache still holds older than its last request", "controller", meta.Controller, "parent", meta.Key(), "err", err)
+	}
+	if meta.Observation <= last.observation {
+		// Another watcher's clock was ahead of this one's.
+		w.clock.after(last.observation)
+		meta.Observation = w.clock.next()
+	}
+	typ, subject := bus.RequestType(meta.Hook), meta.RequestSubject()
+	id, err := w.chain.next(ctx, last, observedHash(subject, typ, observed), key.Resync)
+	if err != nil {
+		return "", err
+	}
+	if err := w.publish(ctx, *meta, typ, subject, req, id); err != nil {
+		return "", err
+	}
+	w.chain.published(key, *meta, id, last)
+	return id, nil
+}
+
+// publish sends one CloudEvent about a parent to JetStream with that id,
+// or, if id is empty, an id derived from its subject, type and data: the
+// bus drops an event whose id it took in the last two minutes.
+func (w *Watcher) publish(ctx context.Context, meta bus.Meta, typ, subject string, data any, id string) error {
 	e := event.New()
 	e.SetType(typ)
 	e.SetSource("/universalcontroller/" + meta.Controller)
@@ -241,10 +284,10 @@ func (w *Watcher) publish(ctx context.Context, meta bus.Meta, typ, subject strin
 	if err := e.SetData(event.ApplicationJSON, data); err != nil {
 		return fmt.Errorf("encode %s: %w", typ, err)
 	}
-	if identity == nil {
-		identity = e.Data()
+	if id == "" {
+		id = eventID(subject, typ, e.Data(), false)
 	}
-	e.SetID(eventID(subject, typ, identity, forced))
+	e.SetID(id)
 	e.SetTime(time.Now())
 	meta.SetOn(&e)
 	bus.SetTraceParent(&e, bus.NewTraceParent())
@@ -252,15 +295,17 @@ func (w *Watcher) publish(ctx context.Context, meta bus.Meta, typ, subject strin
 	if err != nil {
 		return err
 	}
-	ack, err := w.js.PublishMsg(ctx, msg, jetstream.WithMsgID(e.ID()))
+	ctx, cancel := context.WithTimeout(ctx, busTimeout)
+	defer cancel()
+	ack, err := w.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id))
 	if err != nil {
 		return fmt.Errorf("publish %s for %s: %w", typ, meta.Key(), err)
 	}
 	if typ == bus.RequestType(meta.Hook) && meta.Revision == "" {
-		w.republish.published(meta, e.ID()) // a request for the parent as it is
+		w.republish.published(meta, id) // a request for the parent as it is
 	}
 	w.log.Debug("published", "controller", meta.Controller, "parent", meta.Key(), "type", typ, "observation", meta.Observation,
-		"duplicate", ack.Duplicate) // dropped by the bus: it holds or held that request
+		"id", id, "duplicate", ack.Duplicate) // dropped by the bus: it holds or held that request
 	return nil
 }
 
@@ -288,23 +333,11 @@ func observedObjects(ctl *registry.Controller, finalizing bool, parent *unstruct
 	return b.Bytes()
 }
 
-// sameObservedState tells two event ids made of the same subject, type and
-// observed state, one forced or both.
-func sameObservedState(a, b string) bool {
-	hashA, _, _ := strings.Cut(a, "-")
-	hashB, _, _ := strings.Cut(b, "-")
-	return hashA == hashB
-}
-
-// eventID is the id of an event: a hash of what it says, plus a random part
-// when forced.
+// eventID is the id of an event that is not a parent's sync or finalize
+// request (see requestID): a hash of what it says, plus a random part when
+// forced.
 func eventID(subject, typ string, data []byte, forced bool) string {
-	h := sha256.New()
-	for _, part := range [][]byte{[]byte(subject), []byte(typ), data} {
-		h.Write(part)
-		h.Write([]byte{0})
-	}
-	id := hex.EncodeToString(h.Sum(nil)[:16])
+	id := observedHash(subject, typ, data)
 	if forced {
 		id += "-" + uuid.NewString()[:8]
 	}

@@ -8,6 +8,7 @@ package watcher
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -70,6 +71,7 @@ type Watcher struct {
 	clock     observationClock
 	customize customizeCache
 	republish *republisher
+	chain     *requestChain
 
 	mu       sync.Mutex
 	handlers map[string][]handler // by controller name
@@ -118,6 +120,7 @@ func New(reg *registry.Registry, js jetstream.JetStream, opts Options, log *slog
 		customize: customizeCache{parents: map[types.UID]*customized{}},
 	}
 	w.republish = newRepublisher(js, w.log, func(key parentKey) { w.queue.Add(key) })
+	w.chain = newRequestChain(js)
 	reg.Subscribe(w.onController)
 	return w
 }
@@ -245,7 +248,12 @@ func (w *Watcher) processNext(ctx context.Context) bool {
 	}
 	defer w.queue.Done(key)
 	if err := w.syncWithin(ctx, key); err != nil {
-		w.log.Error("sync parent", "controller", key.Controller, "parent", key.String(), "err", err)
+		if errors.Is(err, errCacheBehind) {
+			// Not a failure: the cache catches up within moments.
+			w.log.Debug("sync parent later", "controller", key.Controller, "parent", key.String(), "err", err)
+		} else {
+			w.log.Error("sync parent", "controller", key.Controller, "parent", key.String(), "err", err)
+		}
 		w.queue.AddRateLimited(key)
 		return true
 	}
@@ -260,6 +268,14 @@ func (w *Watcher) processNext(ctx context.Context) bool {
 // minutes is far beyond a healthy sync. A hung call fails the item, which is
 // retried, instead of taking a worker, and the parent, forever.
 const itemTimeout = 2 * time.Minute
+
+// busTimeout bounds each request the watcher makes to the bus (a publish,
+// a read of a fence) within an item's deadline: the bus answers within
+// milliseconds, or never — a NATS server that restarted has lost the
+// requests in flight, and their answers with them. Without its own bound a
+// request would wait for the item's whole two minutes, and with every
+// worker so waiting, the watcher would stall.
+const busTimeout = 5 * time.Second
 
 // syncWithin syncs a parent within itemTimeout. A panic fails the sync, and
 // the parent is retried like any failed one.
@@ -395,6 +411,13 @@ const childDelay = 50 * time.Millisecond
 type observationClock struct {
 	mu   sync.Mutex
 	last int64
+}
+
+// after makes the stamps handed out from now on larger than stamp.
+func (c *observationClock) after(stamp int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.last = max(c.last, stamp)
 }
 
 func (c *observationClock) next() int64 {

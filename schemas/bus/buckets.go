@@ -37,27 +37,46 @@ func ParsePartitionKey(key string) (int, error) {
 
 // Fence is what FenceBucket holds for a parent: which reply was applied to
 // it last. The appliers apply no reply of an older observation after it;
-// the watcher reads it to tell a request that was applied.
+// the watcher reads it to tell a request that was applied, and, for a
+// parent it has not published for yet (it has just taken over), to chain
+// its request ids and to wait until its cache has the parent at least as
+// new as the one applied.
 type Fence struct {
 	// Observation is the reply's (ExtObservation).
 	Observation int64
 	// Request is the id of the request the reply answered (ExtRequestID),
 	// of the parent's latest revision.
 	Request string
+	// Generation and ResourceVersion are the parent's as that request
+	// observed it (ExtGeneration, ExtResourceVersion).
+	Generation      int64
+	ResourceVersion string
 }
 
-// Value is the fence as a FenceBucket value: "<observation> <request id>".
+// Value is the fence as a FenceBucket value: "<observation> <request id>
+// <generation> <resourceVersion>".
 func (f Fence) Value() []byte {
-	return []byte(strconv.FormatInt(f.Observation, 10) + " " + f.Request)
+	return []byte(strings.Join([]string{strconv.FormatInt(f.Observation, 10), f.Request,
+		strconv.FormatInt(f.Generation, 10), f.ResourceVersion}, " "))
 }
 
 // ParseFence reads a FenceBucket value. An older uc's holds the observation
-// alone.
+// alone, or the observation and the request id.
 func ParseFence(value []byte) (Fence, error) {
-	obs, req, _ := strings.Cut(string(value), " ")
-	n, err := strconv.ParseInt(obs, 10, 64)
-	if err != nil {
+	fields := strings.Split(string(value), " ")
+	var f Fence
+	var err error
+	if f.Observation, err = strconv.ParseInt(fields[0], 10, 64); err != nil || len(fields) == 3 || len(fields) > 4 {
 		return Fence{}, fmt.Errorf("%s: %q is not a fence", FenceBucket, value)
 	}
-	return Fence{Observation: n, Request: req}, nil
+	if len(fields) > 1 {
+		f.Request = fields[1]
+	}
+	if len(fields) == 4 {
+		if f.Generation, err = strconv.ParseInt(fields[2], 10, 64); err != nil {
+			return Fence{}, fmt.Errorf("%s: %q is not a fence", FenceBucket, value)
+		}
+		f.ResourceVersion = fields[3]
+	}
+	return f, nil
 }

@@ -154,17 +154,21 @@ func TestParseFence(t *testing.T) {
 		want  Fence
 		ok    bool
 	}{
-		{"17 a1b2-c3", Fence{17, "a1b2-c3"}, true},
-		{"17", Fence{Observation: 17}, true}, // an older uc's
+		{"17 a1b2-c3 4 1234", Fence{17, "a1b2-c3", 4, "1234"}, true},
+		{"17 a1b2-c3", Fence{Observation: 17, Request: "a1b2-c3"}, true}, // an older uc's
+		{"17", Fence{Observation: 17}, true},                             // an older uc's
 		{"", Fence{}, false},
 		{"x a1", Fence{}, false},
+		{"17 a1 4", Fence{}, false},
+		{"17 a1 x 1234", Fence{}, false},
+		{"17 a1 4 1234 more", Fence{}, false},
 	} {
 		got, err := ParseFence([]byte(tt.value))
 		if got != tt.want || (err == nil) != tt.ok {
 			t.Errorf("ParseFence(%q) = %+v, %v; want %+v, ok %v", tt.value, got, err, tt.want, tt.ok)
 		}
 	}
-	f := Fence{1700000000000000001, "abc"}
+	f := Fence{1700000000000000001, "abc", 3, "98765"}
 	if got, err := ParseFence(f.Value()); got != f || err != nil {
 		t.Errorf("ParseFence(%q) = %+v, %v; want %+v", f.Value(), got, err, f)
 	}

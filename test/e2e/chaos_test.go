@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"os"
@@ -25,6 +26,10 @@ const (
 	chaosParents  = 200
 	chaosChildren = 3
 	chaosPause    = 3 * time.Second
+	// chaosSlow: a run whose parents take longer to converge after the
+	// last fault keeps its logs. Runs usually converge within 25 s; the
+	// watcher's safety net repairs a lost request after a minute.
+	chaosSlow = 45 * time.Second
 )
 
 // TestChaos runs uc as an operator would on an external nats-server with
@@ -96,16 +101,26 @@ func TestChaos(t *testing.T) {
 	lastFault := time.Now()
 	t.Log("the last fault is over")
 
+	// A run that fails, or converges slowly, keeps every process's log and
+	// shows what they say about the Fanouts that converged last.
+	progress := &convergence{since: lastFault, at: map[string]time.Duration{}}
+	logs := append(slices.Clone(all), &roleProcess{name: "nats-server", log: filepath.Join(srv.Dir(), "nats-server.log")})
+	t.Cleanup(func() {
+		if t.Failed() || progress.took > chaosSlow {
+			t.Logf("the test failed, or its parents took over %s to converge: keeping the logs", chaosSlow)
+			keepLogs(t, logs, progress.last(parents, names, 5))
+		}
+	})
 	// The deadline leaves room for the watcher's safety net twice over (a
 	// lost request is published again after 1 min, then 2): the time
 	// measured is logged, and before issue 14's fixes most parents never
 	// converged at all.
-	eventually(t, 4*time.Minute, func() error { return chaosConverged(parents, children, names) })
-	t.Logf("every Fanout converged to its latest generation %s after the last fault", time.Since(lastFault).Round(100*time.Millisecond))
+	eventually(t, 4*time.Minute, func() error { return progress.check(parents, children, names) })
+	t.Logf("every Fanout converged to its latest generation %s after the last fault", progress.took.Round(100*time.Millisecond))
 
 	created, deleted, backwards := childHistory(children.all())
 	overlaps, applied := applyOverlaps(t, appliers, kills)
-	panics := linesWith(t, "panic", append(all, &roleProcess{name: "nats-server", log: filepath.Join(srv.Dir(), "nats-server.log")}))
+	panics := linesWith(t, "panic", logs)
 	// Parents the watchers' last line of defence published again, their
 	// request lost: it waits a minute before it looks.
 	republished := linesWith(t, "publishing the parent again", watchers)
@@ -253,15 +268,142 @@ func latest(r *changeRecord) map[string]*unstructured.Unstructured {
 	return objs
 }
 
-// chaosConverged fails until every Fanout has observed its generation and
-// each of its ConfigMaps carries its payload.
-func chaosConverged(parents, children *changeRecord, names []string) error {
+// convergence follows the Fanouts as they converge after the last fault.
+type convergence struct {
+	since time.Time
+	// at is when each Fanout was first seen converged, after since.
+	at map[string]time.Duration
+	// took is when every one had, or 0.
+	took time.Duration
+}
+
+// check fails until every Fanout has observed its generation and each of
+// its ConfigMaps carries its payload.
+func (c *convergence) check(parents, children *changeRecord, names []string) error {
+	behind, err := chaosBehind(parents, children, names)
+	if err != nil {
+		return err
+	}
+	now := time.Since(c.since)
+	for _, n := range names {
+		if _, seen := c.at[n]; !seen && !slices.Contains(behind, n) {
+			c.at[n] = now
+		}
+	}
+	if len(behind) > 0 {
+		ps := latest(parents)
+		var say []string
+		for _, n := range behind[:min(len(behind), 10)] {
+			observed, _, _ := unstructured.NestedInt64(ps[n].Object, "status", "observedGeneration")
+			say = append(say, fmt.Sprintf("%s (generation %d, observed %d)", n, ps[n].GetGeneration(), observed))
+		}
+		return fmt.Errorf("%d Fanouts have not converged: %s", len(behind), strings.Join(say, ", "))
+	}
+	c.took = now
+	return nil
+}
+
+// last lists the n Fanouts that converged last, those that never did
+// first, each with its UID.
+func (c *convergence) last(parents *changeRecord, names []string, n int) []chaosParent {
+	ps := latest(parents)
+	sorted := slices.Clone(names)
+	never := time.Duration(math.MaxInt64)
+	at := func(name string) time.Duration {
+		if d, ok := c.at[name]; ok {
+			return d
+		}
+		return never
+	}
+	slices.SortStableFunc(sorted, func(a, b string) int { return cmp.Compare(at(b), at(a)) })
+	var out []chaosParent
+	for _, name := range sorted[:min(n, len(sorted))] {
+		p := chaosParent{name: name, converged: at(name)}
+		if o := ps[name]; o != nil {
+			p.uid = string(o.GetUID())
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// chaosParent is a Fanout, its UID, and when it converged after the last
+// fault (math.MaxInt64: never).
+type chaosParent struct {
+	name, uid string
+	converged time.Duration
+}
+
+// keepLogs copies every process's log to a directory that outlives the
+// test, and logs, for each of the parents, the lines of every log that
+// name it (by name or UID), merged in time order: the last chaosExcerpt.
+func keepLogs(t *testing.T, procs []*roleProcess, parents []chaosParent) {
+	dir, err := os.MkdirTemp("", "uc-chaos-logs-")
+	if err != nil {
+		t.Errorf("keep the logs: %v", err)
+		return
+	}
+	logs := map[string][]string{}
+	for _, r := range procs {
+		b, err := os.ReadFile(r.log)
+		if err != nil {
+			t.Errorf("keep the log of %s: %v", r.name, err)
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, r.name+".log"), b, 0o644); err != nil {
+			t.Errorf("keep the log of %s: %v", r.name, err)
+		}
+		logs[r.name] = strings.Split(string(b), "\n")
+	}
+	t.Logf("the logs of every process are kept in %s", dir)
+	for _, p := range parents {
+		var lines []string
+		for name, log := range logs {
+			for _, line := range log {
+				if mentions(line, "/"+p.name) || (p.uid != "" && strings.Contains(line, p.uid)) {
+					lines = append(lines, line+" ["+name+"]")
+				}
+			}
+		}
+		// slog's text lines start with time=<RFC 3339>: sorted as text,
+		// they are in time order.
+		slices.Sort(lines)
+		when := "never converged"
+		if p.converged != math.MaxInt64 {
+			when = fmt.Sprintf("converged %s after the last fault", p.converged.Round(100*time.Millisecond))
+		}
+		t.Logf("--- Fanout %s (UID %s), %s: the last %d of %d log lines naming it ---\n%s", p.name, p.uid, when,
+			min(chaosExcerpt, len(lines)), len(lines), strings.Join(lines[max(0, len(lines)-chaosExcerpt):], "\n"))
+	}
+}
+
+// mentions tells whether a log line holds key as a whole value's end: followed
+// by a space, a quote or the end of the line.
+func mentions(line, key string) bool {
+	for rest := line; ; {
+		i := strings.Index(rest, key)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(key):]
+		if rest == "" || rest[0] == ' ' || rest[0] == '"' {
+			return true
+		}
+	}
+}
+
+// chaosExcerpt is how many log lines keepLogs shows per parent.
+const chaosExcerpt = 80
+
+// chaosBehind lists the Fanouts that have not observed their generation or
+// whose ConfigMaps do not all carry their payload.
+func chaosBehind(parents, children *changeRecord, names []string) ([]string, error) {
 	ps, cms := latest(parents), latest(children)
 	var behind []string
 	for _, n := range names {
 		p := ps[n]
 		if p == nil {
-			return fmt.Errorf("Fanout %s is not there", n)
+			return nil, fmt.Errorf("Fanout %s is not there", n)
 		}
 		payload, _, _ := unstructured.NestedString(p.Object, "spec", "payload")
 		observed, _, _ := unstructured.NestedInt64(p.Object, "status", "observedGeneration")
@@ -276,13 +418,10 @@ func chaosConverged(parents, children *changeRecord, names []string) error {
 			ok = ok && got == payload
 		}
 		if !ok {
-			behind = append(behind, fmt.Sprintf("%s (generation %d, observed %d)", n, p.GetGeneration(), observed))
+			behind = append(behind, n)
 		}
 	}
-	if len(behind) > 0 {
-		return fmt.Errorf("%d Fanouts have not converged: %s", len(behind), strings.Join(behind[:min(len(behind), 10)], ", "))
-	}
-	return nil
+	return behind, nil
 }
 
 // childHistory reads the ConfigMaps' recorded history, in watch order: the
