@@ -50,9 +50,9 @@ type admission struct {
 	discovered       bool
 }
 
-func newAdmission(kube kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger) *admission {
+func newAdmission(disco discovery.DiscoveryInterface, kube kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger) *admission {
 	f := informers.NewSharedInformerFactory(kube, 0)
-	a := &admission{factory: f, disco: kube.Discovery(), dyn: dyn, log: log}
+	a := &admission{factory: f, disco: disco, dyn: dyn, log: log}
 	admission := f.Admissionregistration().V1()
 	a.validating = admission.ValidatingWebhookConfigurations().Lister()
 	a.mutating = admission.MutatingWebhookConfigurations().Lister()

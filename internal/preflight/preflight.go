@@ -97,12 +97,14 @@ type Checker struct {
 	authz     *authz
 }
 
-// New makes a Checker. Run it: until its informers have listed what they
-// watch, every write could be refused.
-func New(kube kubernetes.Interface, dyn dynamic.Interface, crds CRDs, log *slog.Logger) *Checker {
+// New makes a Checker that asks the apiserver with kube and watches it
+// with watchKube and watchDyn (clients without a request timeout). Run
+// it: until its informers have listed what they watch, every write could
+// be refused.
+func New(kube, watchKube kubernetes.Interface, watchDyn dynamic.Interface, crds CRDs, log *slog.Logger) *Checker {
 	log = log.With("component", "preflight")
 	return &Checker{
-		admission: newAdmission(kube, dyn, log),
+		admission: newAdmission(kube.Discovery(), watchKube, watchDyn, log),
 		schemas:   newSchemas(crds),
 		authz:     newAuthz(kube.AuthorizationV1().SelfSubjectAccessReviews()),
 	}

@@ -35,7 +35,7 @@ func checker(t *testing.T, denied []string, objs ...runtime.Object) *Checker {
 		r.Status.Allowed = true
 		return true, r, nil
 	})
-	c := New(kube, dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), fakeCRDs{}, slog.New(slog.DiscardHandler))
+	c := New(kube, kube, dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), fakeCRDs{}, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = c.Run(ctx) }()
