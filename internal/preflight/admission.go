@@ -138,7 +138,7 @@ func (a *admission) couldRefuse(w Write) string {
 	a.mu.Lock()
 	mutatingPolicies, discovered := a.mutatingPolicies, a.discovered
 	a.mu.Unlock()
-	if !discovered || !cache.WaitForCacheSync(closed, a.synced...) || mutatingPolicies != nil && !mutatingPolicies.HasSynced() {
+	if !discovered || slices.ContainsFunc(a.synced, func(synced cache.InformerSynced) bool { return !synced() }) || mutatingPolicies != nil && !mutatingPolicies.HasSynced() {
 		return "admission webhooks, policies, quotas and namespaces are not listed yet"
 	}
 	if mutatingPolicies != nil && len(mutatingPolicies.GetStore().ListKeys()) > 0 {
@@ -187,10 +187,6 @@ func (a *admission) couldRefuse(w Write) string {
 	}
 	return ""
 }
-
-// closed is a closed channel: WaitForCacheSync on it tells whether the
-// informers have synced, without waiting.
-var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // policyMayRefuse tells which ValidatingAdmissionPolicy may deny the
 // write, or "": one whose binding denies (not only warns or audits), and
