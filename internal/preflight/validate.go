@@ -53,8 +53,11 @@ func newSchemas(crds CRDs) *schemas {
 // invalid, or "". Only what a write sets is judged: a release takes an
 // ownerReference off, a delete sets nothing.
 func (s *schemas) couldRefuse(ctx context.Context, w Write) string {
-	if w.New == nil {
+	switch {
+	case w.New == nil:
 		return ""
+	case w.Verb == Apply && w.Old == nil:
+		return "the live object it updates is not in the cache"
 	}
 	if path := nullAt(w.New.Object, ""); path != "" {
 		return fmt.Sprintf("%s is null", path)

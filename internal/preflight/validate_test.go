@@ -48,6 +48,7 @@ func TestConfigMapValidation(t *testing.T) {
 		{name: "key in data and binaryData", obj: `{apiVersion: v1, kind: ConfigMap, metadata: {name: a, namespace: ns}, data: {k: v}, binaryData: {k: dg==}}`, want: "duplicate"},
 		{name: "too large", obj: `{apiVersion: v1, kind: ConfigMap, metadata: {name: a, namespace: ns}, data: {k: "` + strings.Repeat("x", 1<<20+1) + `"}}`, want: "larger"},
 		{name: "update", obj: good, live: `{apiVersion: v1, kind: ConfigMap, metadata: {name: a, namespace: ns}, data: {other: v}}`},
+		{name: "update of an object the cache does not have", obj: good, live: "none", want: "not in the cache"},
 		{name: "update of an immutable one", obj: good, live: `{apiVersion: v1, kind: ConfigMap, metadata: {name: a, namespace: ns}, immutable: true, data: {key: v}}`, want: "immutable"},
 		{name: "update colliding with a live binary key", obj: good, live: `{apiVersion: v1, kind: ConfigMap, metadata: {name: a, namespace: ns}, binaryData: {key: dg==}}`, want: "duplicate"},
 		{
@@ -58,7 +59,11 @@ func TestConfigMapValidation(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := Write{Verb: Create, Resource: configMaps, New: obj(t, tc.obj)}
-			if tc.live != "" {
+			switch tc.live {
+			case "":
+			case "none":
+				w.Verb = Apply
+			default:
 				w.Verb, w.Old = Apply, obj(t, tc.live)
 			}
 			got := newSchemas(nil).couldRefuse(context.Background(), w)
