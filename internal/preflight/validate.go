@@ -78,12 +78,21 @@ func (s *schemas) couldRefuse(ctx context.Context, w Write) string {
 	return s.custom(crd, w.Resource.GVK.Version).couldRefuse(w)
 }
 
-// problems tells what is wrong, or "".
-func problems(errs field.ErrorList) string {
-	if len(errs) == 0 {
-		return ""
+func errorsOf(list field.ErrorList) []error {
+	out := make([]error, len(list))
+	for i, err := range list {
+		out[i] = err
 	}
-	return errs.ToAggregate().Error()
+	return out
+}
+
+// problems tells what is wrong, or "".
+func problems(errs []error) string {
+	msgs := make([]string, len(errs))
+	for i, err := range errs {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, "; ")
 }
 
 // nullAt returns the path of a null value in v, or "": the apiserver
@@ -126,17 +135,17 @@ var configMapKind = schema.GroupKind{Kind: "ConfigMap"}
 // the apiserver validates holds the live one's keys and annotations that
 // the apply does not set, unless uc set them before: it is validated with
 // all of them, which is as strict or stricter.
-func validateConfigMap(obj, live *unstructured.Unstructured) field.ErrorList {
+func validateConfigMap(obj, live *unstructured.Unstructured) []error {
 	var cm, old corev1.ConfigMap
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj.Object, &cm, true); err != nil {
-		return field.ErrorList{field.Invalid(field.NewPath(""), nil, err.Error())}
+		return []error{err}
 	}
 	if live != nil {
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, &old); err != nil {
-			return field.ErrorList{field.Invalid(field.NewPath(""), nil, "the live ConfigMap: "+err.Error())}
+			return []error{fmt.Errorf("the live ConfigMap: %w", err)}
 		}
 		if old.Immutable != nil && *old.Immutable {
-			return field.ErrorList{field.Forbidden(field.NewPath("immutable"), "the live ConfigMap is immutable")}
+			return []error{field.Forbidden(field.NewPath("immutable"), "the live ConfigMap is immutable")}
 		}
 		cm.Annotations = union(old.Annotations, cm.Annotations)
 		cm.Data = union(old.Data, cm.Data)
@@ -167,9 +176,9 @@ func validateConfigMap(obj, live *unstructured.Unstructured) field.ErrorList {
 		size += len(v)
 	}
 	if size > corev1MaxSecretSize {
-		errs = append(errs, field.TooLong(field.NewPath(""), "", corev1MaxSecretSize))
+		errs = append(errs, field.TooLong(field.NewPath("data"), "", corev1MaxSecretSize))
 	}
-	return errs
+	return errorsOf(errs)
 }
 
 // corev1MaxSecretSize bounds the data of a ConfigMap (or Secret), 1 MiB.
@@ -331,12 +340,11 @@ func (c *customSchema) couldRefuse(w Write) string {
 		return fmt.Sprintf("fields its schema does not declare: %s", strings.Join(pruned, ", "))
 	}
 	errs := validateMeta(&m, c.namespaced)
-	if res := c.validator.Validate(obj); res != nil {
-		for _, err := range res.Errors {
-			errs = append(errs, field.Invalid(field.NewPath(""), nil, err.Error()))
-		}
-	}
 	errs = append(errs, schemaobjectmeta.Validate(nil, obj, c.structural, false)...)
 	errs = append(errs, listtype.ValidateListSetsAndMaps(nil, c.structural, obj)...)
-	return problems(errs)
+	var all []error
+	if res := c.validator.Validate(obj); res != nil {
+		all = res.Errors
+	}
+	return problems(append(all, errorsOf(errs)...))
 }
