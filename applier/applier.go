@@ -57,6 +57,10 @@ type Options struct {
 	// DefaultMaxChildren): a reply with more is rejected whole, so one hook
 	// cannot make the applier hold and write without bound.
 	MaxChildren int
+	// Preflight tells whether the apiserver could refuse a write: the
+	// writes of a reply are dry-run only when it could refuse one. nil:
+	// every reply's are.
+	Preflight Preflight
 }
 
 // DefaultMaxChildren is the default of Options.MaxChildren.
@@ -472,12 +476,13 @@ func permanent(err error) bool {
 }
 
 // execute makes the planned writes and tells whether any of them changed a
-// child. A reply is never half-applied: every write but the first is tried
-// as a dry run, then the first is written alone, then the others. So the
-// first child the apiserver refuses stops the reply before anything is
-// written — the first write needs no dry run of its own, since nothing is
-// written before it. Before adopting an orphan, an uncached read confirms
-// the parent still exists, is the same object, and is not being deleted.
+// child. A reply is never half-applied: the first write is written alone,
+// then the others; when the apiserver could refuse one of the others
+// (mayBeRefused), they are all tried as dry runs first. So the first child
+// the apiserver refuses stops the reply before anything is written — the
+// first write needs no dry run of its own, since nothing is written before
+// it. Before adopting an orphan, an uncached read confirms the parent still
+// exists, is the same object, and is not being deleted.
 func (a *Applier) execute(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, actions []action) (bool, error) {
 	if len(actions) == 0 {
 		return false, nil
@@ -488,8 +493,11 @@ func (a *Applier) execute(ctx context.Context, ctl *registry.Controller, parent 
 		}
 	}
 	first, rest := actions[:1], actions[1:]
-	if _, _, err := a.writeAll(ctx, ctl, rest, true); err != nil {
-		return false, err
+	if why := a.mayBeRefused(ctx, rest); why != "" {
+		a.log.Debug("dry run", "controller", ctl.Name, "parent", objectKey(parent), "because", why)
+		if _, _, err := a.writeAll(ctx, ctl, rest, true); err != nil {
+			return false, err
+		}
 	}
 	done, changed, err := a.writeAll(ctx, ctl, first, false)
 	if err == nil {

@@ -30,6 +30,7 @@ import (
 	"universalcontroller.dev/uc/applier"
 	"universalcontroller.dev/uc/dispatcher"
 	"universalcontroller.dev/uc/internal/natsauth"
+	"universalcontroller.dev/uc/internal/preflight"
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/watcher"
@@ -116,8 +117,14 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		a := applier.New(reg, dyn, js, recorder, applier.Options{Workers: cfg.applierWorkers, Replicas: cfg.replicas, Partitions: cfg.partitions, ReplicaID: id, MaxChildren: cfg.maxChildren}, log)
-		runners = append(runners, a.Run)
+		watchKube, err := kubernetes.NewForConfig(watchConfig(restCfg))
+		if err != nil {
+			return err
+		}
+		checks := preflight.New(kube, watchKube, watchDyn, reg, log)
+		a := applier.New(reg, dyn, js, recorder, applier.Options{Workers: cfg.applierWorkers, Replicas: cfg.replicas, Partitions: cfg.partitions, ReplicaID: id,
+			MaxChildren: cfg.maxChildren, Preflight: checks}, log)
+		runners = append(runners, checks.Run, a.Run)
 		consumers = append(consumers, neededConsumers{bus.ReplyStream, a.Consumers})
 	}
 	runners = append(runners, func(ctx context.Context) error { reg.Run(ctx); return nil })

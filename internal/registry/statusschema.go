@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
@@ -74,6 +75,8 @@ type statusSchemas struct {
 
 	mu    sync.Mutex
 	byGVR map[schema.GroupVersionResource]*cachedSchema
+	whole map[string]*wholeCRD // CRDs read whole, by name (see CustomResourceDefinition)
+	reads singleflight.Group
 }
 
 // cachedSchema is the schema of a kind as of one state of its CRD.
@@ -83,7 +86,7 @@ type cachedSchema struct {
 }
 
 func newStatusSchemas(log *slog.Logger) *statusSchemas {
-	return &statusSchemas{log: log, byGVR: map[schema.GroupVersionResource]*cachedSchema{}}
+	return &statusSchemas{log: log, byGVR: map[schema.GroupVersionResource]*cachedSchema{}, whole: map[string]*wholeCRD{}}
 }
 
 // watch makes the informer that run starts.
@@ -179,13 +182,18 @@ func structuralOf(crd *unstructured.Unstructured, version string) (*structuralsc
 		if err := json.Unmarshal(b, &props); err != nil {
 			return nil, err
 		}
-		var internal apiextensions.JSONSchemaProps
-		if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(&props, &internal, nil); err != nil {
-			return nil, err
-		}
-		return structuralschema.NewStructural(&internal)
+		return Structural(&props)
 	}
 	return nil, fmt.Errorf("no version %s", version)
+}
+
+// Structural makes a CRD's schema structural, as the apiserver does.
+func Structural(props *apiextensionsv1.JSONSchemaProps) (*structuralschema.Structural, error) {
+	var internal apiextensions.JSONSchemaProps
+	if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(props, &internal, nil); err != nil {
+		return nil, err
+	}
+	return structuralschema.NewStructural(&internal)
 }
 
 // statusSchemasOnly is the CRD informer's transform: it keeps of a CRD its

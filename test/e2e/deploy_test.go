@@ -557,6 +557,12 @@ func deployLeastPrivilege(t *testing.T) {
 		{role: "applier", verb: "list", group: uc, resource: "universaldecorators", want: true},
 		{role: "dispatcher", verb: "watch", group: uc, resource: "universaldecorators", want: true},
 		{role: "applier", verb: "create", resource: "events", namespace: ns, want: true},
+		// The applier watches what could refuse a write, so that it
+		// dry-runs a reply only when something could.
+		{role: "applier", verb: "watch", group: "admissionregistration.k8s.io", resource: "validatingadmissionpolicybindings", want: true},
+		{role: "applier", verb: "list", resource: "resourcequotas", want: true},
+		{role: "applier", verb: "list", resource: "namespaces", want: true},
+		{role: "applier", verb: "create", group: "authorization.k8s.io", resource: "selfsubjectaccessreviews", want: true},
 		{role: "dispatcher", verb: "patch", group: uc, resource: "universalcontrollers", sub: "status", want: true},
 		{role: "dispatcher", verb: "patch", group: uc, resource: "universaldecorators", sub: "status", want: true},
 		{role: "applier", verb: "patch", group: uc, resource: "universaldecorators"},
