@@ -18,7 +18,8 @@ import (
 // the stream or comes back as its settlement says, and what is no longer
 // held — its holder stopped — is delivered again after the ack wait.
 func TestHolder(t *testing.T) {
-	const ackWait = 600 * time.Millisecond
+	// Progress every ackWait/3 leaves 1s for a loaded machine to be late.
+	const ackWait = 1500 * time.Millisecond
 	js := bustest.JetStream(t)
 	ctx := t.Context()
 	cons, err := js.CreateOrUpdateConsumer(ctx, bus.ReplyStream, jetstream.ConsumerConfig{
@@ -55,7 +56,7 @@ func TestHolder(t *testing.T) {
 	}
 
 	// Held for five ack waits: nothing comes again.
-	again, err := cons.Fetch(1, jetstream.FetchMaxWait(5*ackWait))
+	again, err := cons.Fetch(1, jetstream.FetchMaxWait(3*ackWait))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestHolder(t *testing.T) {
 
 	// The holder stopped: the kept message comes back after the ack wait.
 	start := time.Now()
-	again, err = cons.Fetch(1, jetstream.FetchMaxWait(10*ackWait))
+	again, err = cons.Fetch(1, jetstream.FetchMaxWait(4*ackWait))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -277,6 +277,12 @@ type convergence struct {
 	took time.Duration
 }
 
+// chaosConverged fails until every Fanout has observed its generation and
+// each of its ConfigMaps carries its payload.
+func chaosConverged(parents, children *changeRecord, names []string) error {
+	return (&convergence{at: map[string]time.Duration{}}).check(parents, children, names)
+}
+
 // check fails until every Fanout has observed its generation and each of
 // its ConfigMaps carries its payload.
 func (c *convergence) check(parents, children *changeRecord, names []string) error {
