@@ -189,14 +189,14 @@ func compareNATSConf(t *testing.T, kust, chart *unstructured.Unstructured) {
 	if _, ok := kd["nats.conf"]; !ok {
 		return
 	}
-	want := parseNATSConf(t, kd)
+	want := parseNATSConf(t, kd, anyPasswords(kd))
 	cluster, _ := want["cluster"].(map[string]any)
 	routes, _ := cluster["routes"].([]any)
 	for i, r := range routes {
 		s, _ := r.(string)
 		routes[i] = strings.NewReplacer("//nats-", "//uc-nats-", ".nats-headless:", ".uc-nats-headless:").Replace(s)
 	}
-	if diff := cmp.Diff(want, parseNATSConf(t, cd)); diff != "" {
+	if diff := cmp.Diff(want, parseNATSConf(t, cd, anyPasswords(cd))); diff != "" {
 		t.Errorf("nats.conf of ConfigMap %s differs from the kustomize install's (-kustomize +chart):\n%s", chart.GetName(), diff)
 	}
 	delete(kd, "nats.conf")
@@ -204,8 +204,8 @@ func compareNATSConf(t *testing.T, kust, chart *unstructured.Unstructured) {
 }
 
 // parseNATSConf parses the nats.conf of a ConfigMap's data, with the files
-// it includes, every password variable of its users set.
-func parseNATSConf(t *testing.T, data map[string]any) map[string]any {
+// it includes, in the environment env.
+func parseNATSConf(t *testing.T, data map[string]any, env map[string]string) map[string]any {
 	t.Helper()
 	dir := t.TempDir()
 	for name, text := range data {
@@ -213,15 +213,28 @@ func parseNATSConf(t *testing.T, data map[string]any) map[string]any {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		for _, v := range passwordVariable.FindAllStringSubmatch(s, -1) {
-			t.Setenv(v[1], "secret-"+v[1])
-		}
+	}
+	for k, v := range env {
+		t.Setenv(k, v)
 	}
 	conf, err := natsconf.ParseFile(filepath.Join(dir, "nats.conf"))
 	if err != nil {
 		t.Fatalf("nats.conf: %v", err)
 	}
 	return conf
+}
+
+// anyPasswords sets every password variable of the users of a ConfigMap's
+// data.
+func anyPasswords(data map[string]any) map[string]string {
+	env := map[string]string{}
+	for _, text := range data {
+		s, _ := text.(string)
+		for _, v := range passwordVariable.FindAllStringSubmatch(s, -1) {
+			env[v[1]] = "secret-" + v[1]
+		}
+	}
+	return env
 }
 
 var passwordVariable = regexp.MustCompile(`password: \$(UC_NATS_PASSWORD_[A-Z0-9_]+)`)
