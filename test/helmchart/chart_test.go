@@ -47,12 +47,18 @@ var externalNATS = map[string]any{
 	},
 }
 
+// valueSets are the values TestLint and TestServerDryRun try.
+var valueSets = []struct {
+	name string
+	vals map[string]any
+}{{"defaults", nil}, {"all options", allOptions}, {"external NATS", externalNATS}}
+
 // TestLint runs Helm's linter (`helm lint --strict`) on the chart with its
 // defaults and with the values the other tests use: no warning, no error.
 func TestLint(t *testing.T) {
-	for name, vals := range map[string]map[string]any{"defaults": nil, "all options": allOptions, "external NATS": externalNATS} {
-		t.Run(name, func(t *testing.T) {
-			l := lint.All(chartDir, vals, namespace, false)
+	for _, vs := range valueSets {
+		t.Run(vs.name, func(t *testing.T) {
+			l := lint.All(chartDir, vs.vals, namespace, false)
 			for _, m := range l.Messages {
 				if m.Severity >= support.WarningSev {
 					t.Error(m)
