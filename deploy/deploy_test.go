@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,7 +18,7 @@ import (
 	"universalcontroller.dev/uc/schemas/bus"
 )
 
-var update = flag.Bool("update", false, "rewrite deploy/crds from schemas/crds, and deploy/nats/auth.conf")
+var update = flag.Bool("update", false, "rewrite deploy/crds and deploy/helm/uc/crds from schemas/crds, and the NATS users of deploy/nats and deploy/helm/uc")
 
 const (
 	schemaCRDs = "../schemas/crds"
@@ -46,54 +47,64 @@ resources:
 }
 
 // TestCRDs fails unless deploy/crds holds exactly the manifests of
-// schemas/crds, byte for byte, and a kustomization listing them. With
-// -update it makes it so.
+// schemas/crds, byte for byte, and a kustomization listing them, and the
+// Helm chart's crds/ the same manifests. With -update it makes it so.
 func TestCRDs(t *testing.T) {
 	want := yamlFiles(t, schemaCRDs)
 	if len(want) == 0 {
 		t.Fatalf("no CRD manifests in %s", schemaCRDs)
 	}
-	names := sortedKeys(want)
-	wantKust := crdsKustomization(names)
-	if *update {
-		if err := os.MkdirAll(deployCRDs, 0o755); err != nil {
-			t.Fatal(err)
+	withKust := maps.Clone(want)
+	withKust["kustomization.yaml"] = crdsKustomization(sortedKeys(want))
+	const fix = "; run: go test ./deploy -run TestCRDs -update"
+	for dir, files := range map[string]map[string][]byte{deployCRDs: withKust, chartCRDs: want} {
+		if *update {
+			writeCopies(t, dir, files)
 		}
-		for name := range yamlFiles(t, deployCRDs) {
-			if _, ok := want[name]; !ok && name != "kustomization.yaml" {
-				if err := os.Remove(filepath.Join(deployCRDs, name)); err != nil {
-					t.Fatal(err)
-				}
+		have := yamlFiles(t, dir)
+		for _, name := range sortedKeys(files) {
+			switch h, ok := have[name]; {
+			case !ok:
+				t.Errorf("deploy/%s/%s is missing%s", dir, name, fix)
+			case !bytes.Equal(h, files[name]):
+				t.Errorf("deploy/%s/%s differs from %s%s", dir, name, origin(name), fix)
 			}
 		}
-		for name, b := range want {
-			if err := os.WriteFile(filepath.Join(deployCRDs, name), b, 0o644); err != nil {
+		for _, name := range sortedKeys(have) {
+			if _, ok := files[name]; !ok {
+				t.Errorf("deploy/%s/%s is not in schemas/crds%s", dir, name, fix)
+			}
+		}
+	}
+}
+
+// chartCRDs are the Helm chart's CRDs, which Helm installs as they are.
+const chartCRDs = "helm/uc/crds"
+
+// origin says what a file of deploy/crds is made from.
+func origin(name string) string {
+	if name == "kustomization.yaml" {
+		return "a kustomization listing exactly the manifests of schemas/crds"
+	}
+	return "schemas/crds/" + name
+}
+
+// writeCopies makes dir hold exactly files.
+func writeCopies(t *testing.T, dir string, files map[string][]byte) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name := range yamlFiles(t, dir) {
+		if _, ok := files[name]; !ok {
+			if err := os.Remove(filepath.Join(dir, name)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := os.WriteFile(filepath.Join(deployCRDs, "kustomization.yaml"), wantKust, 0o644); err != nil {
+	}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
 			t.Fatal(err)
-		}
-	}
-
-	have := yamlFiles(t, deployCRDs)
-	const fix = "; run: go test ./deploy -run TestCRDs -update"
-	for _, name := range names {
-		switch h, ok := have[name]; {
-		case !ok:
-			t.Errorf("deploy/crds/%s is missing%s", name, fix)
-		case !bytes.Equal(h, want[name]):
-			t.Errorf("deploy/crds/%s differs from schemas/crds/%s%s", name, name, fix)
-		}
-	}
-	for name, b := range have {
-		switch _, ok := want[name]; {
-		case name == "kustomization.yaml":
-			if !bytes.Equal(b, wantKust) {
-				t.Errorf("deploy/crds/kustomization.yaml does not list exactly %s%s", strings.Join(names, ", "), fix)
-			}
-		case !ok:
-			t.Errorf("deploy/crds/%s is not in schemas/crds%s", name, fix)
 		}
 	}
 }
@@ -129,26 +140,32 @@ func sortedKeys(m map[string][]byte) []string {
 // the installation's partitions (UC_PARTITIONS in kustomization.yaml).
 const natsAuthConf = "nats/auth.conf"
 
-// TestNATSAuth fails unless deploy/nats/auth.conf is what `uc nats-config`
-// prints for the roles, and the password Secret has every role's
-// password variable. With -update it rewrites auth.conf.
+// chartAuthConf is the same for the Helm chart: its default nats.auth.conf.
+const chartAuthConf = "helm/uc/files/auth.conf"
+
+// TestNATSAuth fails unless deploy/nats/auth.conf and the Helm chart's
+// files/auth.conf are what `uc nats-config` prints for the roles, and the
+// password Secret has every role's password variable. With -update it
+// rewrites both files.
 func TestNATSAuth(t *testing.T) {
 	users, err := natsauth.Users(bus.DefaultPartitions)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := natsauth.Config(users)
-	if *update {
-		if err := os.WriteFile(natsAuthConf, []byte(want), 0o644); err != nil {
+	for _, file := range []string{natsAuthConf, chartAuthConf} {
+		if *update {
+			if err := os.WriteFile(file, []byte(want), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := os.ReadFile(file)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	got, err := os.ReadFile(natsAuthConf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != want {
-		t.Errorf("%s differs from `uc nats-config`; run: go test ./deploy -run TestNATSAuth -update", natsAuthConf)
+		if string(got) != want {
+			t.Errorf("%s differs from `uc nats-config`; run: go test ./deploy -run TestNATSAuth -update", file)
+		}
 	}
 	kust, err := os.ReadFile("kustomization.yaml")
 	if err != nil {

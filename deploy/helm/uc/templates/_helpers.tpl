@@ -1,0 +1,79 @@
+{{/*
+The prefix of every object's name: the release's name, with the chart's
+appended unless it holds it already ("uc" gives uc-watcher, uc-nats, …).
+*/}}
+{{- define "uc.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The labels of every object. */}}
+{{- define "uc.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: universalcontroller
+{{- end -}}
+
+{{/*
+The labels selecting one component's Pods: (dict "root" $ "name" "uc"
+"component" "watcher").
+*/}}
+{{- define "uc.selectorLabels" -}}
+app.kubernetes.io/name: {{ .name }}
+app.kubernetes.io/component: {{ .component }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+{{- end -}}
+
+{{/* The name of the ServiceAccount, ClusterRole and Deployment of a role: (list $ "watcher"). */}}
+{{- define "uc.roleName" -}}
+{{- printf "%s-%s" (include "uc.fullname" (index . 0)) (index . 1) -}}
+{{- end -}}
+
+{{/* The name of the NATS StatefulSet and its client Service. */}}
+{{- define "uc.natsName" -}}
+{{- printf "%s-nats" (include "uc.fullname" .) -}}
+{{- end -}}
+
+{{- define "uc.natsURL" -}}
+{{- .Values.nats.url | default (printf "nats://%s:4222" (include "uc.natsName" .)) -}}
+{{- end -}}
+
+{{/* The Secret of the NATS users' passwords. */}}
+{{- define "uc.passwordsSecret" -}}
+{{- .Values.nats.auth.existingSecret | default (printf "%s-nats-passwords" (include "uc.fullname" .)) -}}
+{{- end -}}
+
+{{/*
+The variable holding a NATS user's password: UC_NATS_PASSWORD_ and the
+user's name in upper case, every other character "_" (as `uc nats-config`
+writes it).
+*/}}
+{{- define "uc.passwordVariable" -}}
+{{- printf "UC_NATS_PASSWORD_%s" (regexReplaceAll "[^A-Za-z0-9]" . "_" | upper) -}}
+{{- end -}}
+
+{{/* The NATS users' configuration, auth.conf. */}}
+{{- define "uc.authConf" -}}
+{{- if .Values.nats.auth.conf -}}
+{{- .Values.nats.auth.conf -}}
+{{- else if ne (int .Values.partitions) 32 -}}
+{{- fail "partitions differs from 32, the partitions of the default NATS users: set nats.auth.conf to `uc nats-config --partitions N`" -}}
+{{- else -}}
+{{- .Files.Get "files/auth.conf" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "uc.leaseName" -}}
+{{- .Values.watcher.leaseName | default (include "uc.roleName" (list . "watcher")) -}}
+{{- end -}}
+
+{{- define "uc.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}

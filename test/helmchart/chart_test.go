@@ -1,0 +1,355 @@
+package helmchart
+
+import (
+	"fmt"
+	"maps"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+
+	"universalcontroller.dev/uc/internal/natsauth"
+	"universalcontroller.dev/uc/schemas/bus"
+)
+
+// allOptions turns every optional setting of the chart on.
+var allOptions = map[string]any{
+	"controllerSelector": "team=payments",
+	"metacontrollerAPI":  true,
+	"otlp":               map[string]any{"endpoint": "http://otel-collector.observability:4318"},
+	"imagePullSecrets":   []any{map[string]any{"name": "registry"}},
+	"nodeSelector":       map[string]any{"kubernetes.io/os": "linux"},
+	"tolerations":        []any{map[string]any{"key": "uc", "operator": "Exists", "effect": "NoSchedule"}},
+	"watcher":            map[string]any{"leaseName": "payments-watcher"},
+	"dispatcher":         map[string]any{"replicas": 2, "webhookCredentialNamespaces": []any{"hooks", "more-hooks"}},
+	"nats": map[string]any{
+		"auth": map[string]any{"extraUsers": []any{"hook-foo-controller"}},
+		"tls":  map[string]any{"secretName": "nats-client-tls", "clientCert": true},
+	},
+}
+
+// externalNATS is an installation on a NATS of the user's, with the
+// user's Secret of passwords.
+var externalNATS = map[string]any{
+	"nats": map[string]any{
+		"url":            "nats://nats-0.nats.nats:4222,nats://nats-1.nats.nats:4222",
+		"streamReplicas": 1,
+		"auth":           map[string]any{"existingSecret": "my-nats-passwords"},
+	},
+}
+
+// valueSets are the values TestLint and TestServerDryRun try.
+var valueSets = []struct {
+	name string
+	vals map[string]any
+}{{"defaults", nil}, {"all options", allOptions}, {"external NATS", externalNATS}}
+
+// TestLint runs Helm's linter (`helm lint --strict`) on the chart with its
+// defaults and with the values the other tests use: no warning, no error.
+func TestLint(t *testing.T) {
+	for _, vs := range valueSets {
+		t.Run(vs.name, func(t *testing.T) {
+			l := lint.All(chartDir, vs.vals, namespace, false)
+			for _, m := range l.Messages {
+				if m.Severity >= support.WarningSev {
+					t.Error(m)
+				} else {
+					t.Log(m)
+				}
+			}
+		})
+	}
+}
+
+// TestValues renders the chart with each setting and checks what it
+// changes.
+func TestValues(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		vals  map[string]any
+		check func(*testing.T, manifests)
+	}{
+		{"external NATS", externalNATS, func(t *testing.T, m manifests) {
+			for _, kind := range []string{"StatefulSet", "Service", "PodDisruptionBudget"} {
+				for _, o := range m.ofKind(kind) {
+					if strings.Contains(o.GetName(), "nats") {
+						t.Errorf("with an external NATS, the chart makes %s %s", kind, o.GetName())
+					}
+				}
+			}
+			if m.find("ConfigMap", "uc-nats-config") != nil || len(m.ofKind("Secret")) != 0 {
+				t.Error("with an external NATS and a Secret of the user's, the chart makes NATS configuration or a Secret")
+			}
+			config := typed[corev1.ConfigMap](t, m, "ConfigMap", "uc-config").Data
+			if config["UC_NATS_URL"] != "nats://nats-0.nats.nats:4222,nats://nats-1.nats.nats:4222" || config["UC_STREAM_REPLICAS"] != "1" {
+				t.Errorf("uc-config: %v; want the external URL and 1 stream replica", config)
+			}
+			for _, role := range roles {
+				ref := container(t, m, "uc-"+role).Env[1].ValueFrom.SecretKeyRef
+				if want := natsauth.PasswordVariable(natsauth.RoleUser(role)); ref.Name != "my-nats-passwords" || ref.Key != want {
+					t.Errorf("uc-%s takes its password from %s/%s; want my-nats-passwords/%s", role, ref.Name, ref.Key, want)
+				}
+			}
+		}},
+		{"all options", allOptions, func(t *testing.T, m manifests) {
+			config := typed[corev1.ConfigMap](t, m, "ConfigMap", "uc-config").Data
+			for k, v := range map[string]string{
+				"UC_CONTROLLER_SELECTOR":      "team=payments",
+				"UC_METACONTROLLER_API":       "true",
+				"OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel-collector.observability:4318",
+			} {
+				if config[k] != v {
+					t.Errorf("uc-config %s=%q, want %q", k, config[k], v)
+				}
+			}
+			for _, role := range roles {
+				cr := typed[rbacv1.ClusterRole](t, m, "ClusterRole", "uc-"+role+"-metacontroller-api")
+				if cr.Labels["universalcontroller.dev/aggregate-to-"+role] != "true" || !slices.Equal(cr.Rules[0].Resources, []string{"compositecontrollers", "decoratorcontrollers"}) {
+					t.Errorf("ClusterRole %s: labels %v, rules %v; want Metacontroller's objects aggregated into uc-%s", cr.Name, cr.Labels, cr.Rules, role)
+				}
+				pod := typed[appsv1.Deployment](t, m, "Deployment", "uc-"+role).Spec.Template.Spec
+				if pod.ImagePullSecrets[0].Name != "registry" || pod.NodeSelector["kubernetes.io/os"] != "linux" || pod.Tolerations[0].Key != "uc" {
+					t.Errorf("uc-%s: pull secrets %v, node selector %v, tolerations %v; want the values'", role, pod.ImagePullSecrets, pod.NodeSelector, pod.Tolerations)
+				}
+			}
+			lease := typed[rbacv1.Role](t, m, "Role", "uc-watcher-leader-election").Rules[1].ResourceNames
+			if env := envOf(container(t, m, "uc-watcher")); env["UC_LEADER_ELECT_NAME"] != "payments-watcher" || !slices.Equal(lease, []string{"payments-watcher"}) {
+				t.Errorf("the watcher elects with Lease %q, its Role allows %q; want payments-watcher", env["UC_LEADER_ELECT_NAME"], lease)
+			}
+			if d := typed[appsv1.Deployment](t, m, "Deployment", "uc-dispatcher"); *d.Spec.Replicas != 2 || len(d.Spec.Template.Spec.TopologySpreadConstraints) != 1 {
+				t.Errorf("uc-dispatcher: %d replicas, spread %v; want 2, over the nodes", *d.Spec.Replicas, d.Spec.Template.Spec.TopologySpreadConstraints)
+			}
+			credentials := typed[rbacv1.ClusterRole](t, m, "ClusterRole", "uc-dispatcher-webhook-credentials")
+			if _, ok := credentials.Labels["universalcontroller.dev/aggregate-to-dispatcher"]; ok {
+				t.Error("with webhookCredentialNamespaces, the webhook credentials are still aggregated into the dispatcher's ClusterRole")
+			}
+			var bound []string
+			for _, o := range m.ofKind("RoleBinding") {
+				if o.GetName() == "uc-dispatcher-webhook-credentials" {
+					b := typed[rbacv1.RoleBinding](t, manifests{o}, "RoleBinding", o.GetName())
+					if b.RoleRef.Name == credentials.Name && b.Subjects[0].Name == "uc-dispatcher" && b.Subjects[0].Namespace == namespace {
+						bound = append(bound, b.Namespace)
+					}
+				}
+			}
+			if !slices.Equal(bound, []string{"hooks", "more-hooks"}) {
+				t.Errorf("the webhook credentials are bound to uc-dispatcher in %q; want hooks, more-hooks", bound)
+			}
+			secret := typed[corev1.Secret](t, m, "Secret", "uc-nats-passwords")
+			if _, ok := secret.Data[natsauth.PasswordVariable("hook-foo-controller")]; !ok {
+				t.Errorf("the NATS passwords lack the extra user's: %v", slices.Sorted(maps.Keys(secret.Data)))
+			}
+			for _, role := range roles {
+				c := container(t, m, "uc-"+role)
+				env := envOf(c)
+				mounted := map[string]bool{}
+				for _, vm := range c.VolumeMounts {
+					for _, file := range []string{"ca.crt", "tls.crt", "tls.key"} {
+						mounted[filepath.Join(vm.MountPath, file)] = vm.Name == "nats-tls"
+					}
+				}
+				for _, v := range []string{"UC_NATS_TLS_CA", "UC_NATS_TLS_CERT", "UC_NATS_TLS_KEY"} {
+					if !mounted[env[v]] {
+						t.Errorf("uc-%s: %s=%q, not a file of the mounted Secret", role, v, env[v])
+					}
+				}
+			}
+		}},
+		{"replicas", map[string]any{
+			"watcher": map[string]any{"replicas": 3}, "dispatcher": map[string]any{"replicas": 2}, "applier": map[string]any{"replicas": 5},
+			"nats": map[string]any{"server": map[string]any{"replicas": 5}},
+		}, func(t *testing.T, m manifests) {
+			for role, want := range map[string]int32{"watcher": 3, "dispatcher": 2, "applier": 5} {
+				if got := *typed[appsv1.Deployment](t, m, "Deployment", "uc-"+role).Spec.Replicas; got != want {
+					t.Errorf("uc-%s: %d replicas, want %d", role, got, want)
+				}
+			}
+			sts := typed[appsv1.StatefulSet](t, m, "StatefulSet", "uc-nats")
+			pdb := typed[policyv1.PodDisruptionBudget](t, m, "PodDisruptionBudget", "uc-nats")
+			if *sts.Spec.Replicas != 5 || pdb.Spec.MaxUnavailable.IntValue() != 2 {
+				t.Errorf("NATS: %d servers, %v may be down; want 5, 2 (a majority up)", *sts.Spec.Replicas, pdb.Spec.MaxUnavailable)
+			}
+			conf := natsConfOf(t, m)
+			var want []any
+			for i := range 5 {
+				want = append(want, fmt.Sprintf("nats://uc-nats-%d.uc-nats-headless:6222", i))
+			}
+			if routes := conf["cluster"].(map[string]any)["routes"]; !slices.Equal(routes.([]any), want) {
+				t.Errorf("nats.conf routes %v, want %v", routes, want)
+			}
+		}},
+		{"no metrics", map[string]any{"metrics": map[string]any{"enabled": false}}, func(t *testing.T, m manifests) {
+			for _, role := range roles {
+				d := typed[appsv1.Deployment](t, m, "Deployment", "uc-"+role)
+				c := d.Spec.Template.Spec.Containers[0]
+				if _, ok := envOf(c)["UC_METRICS_ADDR"]; ok || len(c.Ports) != 1 || d.Spec.Template.Annotations["prometheus.io/scrape"] != "" {
+					t.Errorf("uc-%s without metrics: env %v, ports %v, annotations %v", role, c.Env, c.Ports, d.Spec.Template.Annotations)
+				}
+			}
+		}},
+		{"partitions and hook users", map[string]any{
+			"partitions": 64,
+			"nats": map[string]any{"auth": map[string]any{
+				"conf":       authConf(t, 64, "foo.controller"),
+				"extraUsers": []any{natsauth.HookUser("foo.controller")},
+			}},
+		}, func(t *testing.T, m manifests) {
+			if got := typed[corev1.ConfigMap](t, m, "ConfigMap", "uc-config").Data["UC_PARTITIONS"]; got != "64" {
+				t.Errorf("UC_PARTITIONS=%s, want 64", got)
+			}
+			// The servers start: every password auth.conf reads is in the Secret.
+			users := natsConfOf(t, m)["accounts"].(map[string]any)[natsauth.Account].(map[string]any)["users"].([]any)
+			if len(users) != 4 {
+				t.Errorf("nats.conf has %d users, want the roles' and foo.controller's hook workers'", len(users))
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.check(t, render(t, release, tc.vals)) })
+	}
+}
+
+// TestDefaultNATSUsersNeedDefaultPartitions: the default NATS users are
+// for 32 partitions; other partitions need their own users.
+func TestDefaultNATSUsersNeedDefaultPartitions(t *testing.T) {
+	if _, err := renderChart(release, map[string]any{"partitions": 64}); err == nil || !strings.Contains(err.Error(), "nats.auth.conf") {
+		t.Errorf("partitions 64 with the default NATS users: err %v, want one saying to set nats.auth.conf", err)
+	}
+	if bus.DefaultPartitions != 32 {
+		t.Errorf("uc's default partitions are %d; the chart's (values.yaml, _helpers.tpl) are 32", bus.DefaultPartitions)
+	}
+}
+
+// TestReleasesApart: two releases in one namespace share no object, and
+// select no Pod of each other's.
+func TestReleasesApart(t *testing.T) {
+	a, b := render(t, release, nil), render(t, "payments", nil)
+	for _, o := range b {
+		if o.GetKind() == "CustomResourceDefinition" {
+			continue // Helm installs them once, and leaves them
+		}
+		if !strings.HasPrefix(o.GetName(), "payments-uc-") {
+			t.Errorf("release payments: %s %s is not named after it", o.GetKind(), o.GetName())
+		}
+		if a.find(o.GetKind(), o.GetName()) != nil {
+			t.Errorf("releases uc and payments both have %s %s", o.GetKind(), o.GetName())
+		}
+	}
+	for _, role := range roles {
+		sa := typed[appsv1.Deployment](t, b, "Deployment", "payments-uc-"+role).Spec.Selector.MatchLabels
+		pod := typed[appsv1.Deployment](t, a, "Deployment", "uc-"+role).Spec.Template.Labels
+		if matches(sa, pod) {
+			t.Errorf("release payments' %s selects release uc's Pods (%v)", role, sa)
+		}
+	}
+	if env := envOf(container(t, b, "payments-uc-watcher")); env["UC_LEADER_ELECT_NAME"] != "payments-uc-watcher" {
+		t.Errorf("release payments' watchers elect with Lease %s; want their own", env["UC_LEADER_ELECT_NAME"])
+	}
+	if got := typed[corev1.ConfigMap](t, b, "ConfigMap", "payments-uc-config").Data["UC_NATS_URL"]; got != "nats://payments-uc-nats:4222" {
+		t.Errorf("release payments connects to %s; want its own NATS", got)
+	}
+}
+
+// TestEnvIsFlags: every UC_* variable the chart gives a role, with every
+// option on, is a flag of `uc <role>`.
+func TestEnvIsFlags(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "uc")
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "./cmd/uc")
+	build.Dir = repoRoot
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/uc: %v\n%s", err, out)
+	}
+	m := render(t, release, allOptions)
+	config := typed[corev1.ConfigMap](t, m, "ConfigMap", "uc-config").Data
+	for _, role := range roles {
+		help, _ := exec.CommandContext(t.Context(), bin, role, "-h").CombinedOutput()
+		vars := envOf(container(t, m, "uc-"+role))
+		for k, v := range config {
+			vars[k] = v
+		}
+		for k := range vars {
+			if !strings.HasPrefix(k, "UC_") {
+				continue
+			}
+			flag := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(k, "UC_"), "_", "-"))
+			if !regexp.MustCompile(`(?m)^\s+(?:-\w, )?--?` + regexp.QuoteMeta(flag) + `(?:\s|$)`).Match(help) {
+				t.Errorf("the chart sets %s for uc %s, which has no flag --%s", k, role, flag)
+			}
+		}
+	}
+}
+
+// container is the uc container of a role's Deployment.
+func container(t *testing.T, m manifests, deployment string) corev1.Container {
+	t.Helper()
+	d := typed[appsv1.Deployment](t, m, "Deployment", deployment)
+	if len(d.Spec.Template.Spec.Containers) != 1 {
+		t.Fatalf("%s has no single container", deployment)
+	}
+	return d.Spec.Template.Spec.Containers[0]
+}
+
+// envOf is a container's environment by name; a value from elsewhere is
+// its source.
+func envOf(c corev1.Container) map[string]string {
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+		if e.ValueFrom != nil {
+			env[e.Name] = e.ValueFrom.String()
+		}
+	}
+	return env
+}
+
+func matches(selector, labels map[string]string) bool {
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// authConf is `uc nats-config --partitions p --controllers …`.
+func authConf(t *testing.T, partitions int, controllers ...string) string {
+	t.Helper()
+	users, err := natsauth.Users(partitions, controllers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return natsauth.Config(users)
+}
+
+// natsConfOf parses the NATS servers' configuration as they would: the
+// ConfigMap they mount, with the environment of the Secret they get.
+func natsConfOf(t *testing.T, m manifests) map[string]any {
+	t.Helper()
+	sts := typed[appsv1.StatefulSet](t, m, "StatefulSet", "uc-nats")
+	pod := sts.Spec.Template.Spec
+	env := map[string]string{}
+	for _, from := range pod.Containers[0].EnvFrom {
+		for k, v := range typed[corev1.Secret](t, m, "Secret", from.SecretRef.Name).Data {
+			env[k] = string(v)
+		}
+	}
+	for _, v := range pod.Volumes {
+		if v.ConfigMap != nil {
+			data := map[string]any{}
+			for k, s := range typed[corev1.ConfigMap](t, m, "ConfigMap", v.ConfigMap.Name).Data {
+				data[k] = s
+			}
+			return parseNATSConf(t, data, env)
+		}
+	}
+	t.Fatal("the NATS servers mount no ConfigMap")
+	return nil
+}

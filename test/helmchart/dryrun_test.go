@@ -1,0 +1,98 @@
+package helmchart
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
+
+	"universalcontroller.dev/uc/test/testbed"
+)
+
+// TestServerDryRun has the test bed's API server validate every object the
+// chart renders, with its defaults, every option on, and an external NATS:
+// a server-side apply with strict field validation, not persisted.
+func TestServerDryRun(t *testing.T) {
+	bed := testbed.New(t)
+	kube, err := kubernetes.NewForConfig(bed.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(bed.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &applier{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))}
+
+	// Objects cannot be dry-run in a namespace that does not exist.
+	for _, ns := range []string{namespace, "hooks", "more-hooks"} {
+		if _, err := kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, vs := range valueSets {
+		t.Run(vs.name, func(t *testing.T) {
+			m := render(t, release, vs.vals)
+			for _, o := range m {
+				if err := a.dryRun(t.Context(), o); err != nil {
+					t.Errorf("%s %s: %v", o.GetKind(), o.GetName(), err)
+				}
+			}
+			t.Logf("the API server accepted the chart's %d objects", len(m))
+		})
+	}
+
+	// The dry run validates: a field the API does not know fails it.
+	bad := render(t, release, nil).find("Deployment", "uc-applier")
+	containers, _, _ := unstructured.NestedSlice(bad.Object, "spec", "template", "spec", "containers")
+	containers[0].(map[string]any)["livenesProbe"] = map[string]any{}
+	if err := unstructured.SetNestedSlice(bad.Object, containers, "spec", "template", "spec", "containers"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.dryRun(t.Context(), bad); err == nil || !strings.Contains(err.Error(), "livenesProbe") {
+		t.Errorf("a misspelt field passed the dry run (err %v)", err)
+	}
+}
+
+// applier applies objects of any kind.
+type applier struct {
+	dyn    dynamic.Interface
+	mapper meta.RESTMapper
+}
+
+// dryRun applies o server-side, with strict field validation, as a dry
+// run.
+func (a *applier) dryRun(ctx context.Context, o *unstructured.Unstructured) error {
+	gvk := o.GroupVersionKind()
+	mapping, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return fmt.Errorf("resource of %s: %w", gvk, err)
+	}
+	var res dynamic.ResourceInterface = a.dyn.Resource(mapping.Resource)
+	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+		res = a.dyn.Resource(mapping.Resource).Namespace(o.GetNamespace())
+	}
+	data, err := json.Marshal(o.Object)
+	if err != nil {
+		return err
+	}
+	force := true
+	_, err = res.Patch(ctx, o.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{
+		DryRun:          []string{metav1.DryRunAll},
+		FieldManager:    "uc-helm-chart-test",
+		FieldValidation: metav1.FieldValidationStrict,
+		Force:           &force,
+	})
+	return err
+}
