@@ -148,10 +148,9 @@ func planAttachments(ctl *registry.Controller, parent *unstructured.Unstructured
 	desired := map[childID]bool{}
 	var actions []action
 	for i, d := range resp.Attachments {
-		name := fmt.Sprintf("attachments[%d] %s %q", i, hooks.GroupKey(d.GetKind(), d.GetAPIVersion()), d.GetName())
 		child, obj, err := desire(ctl, parent, attachment(ctl, d), owner, desired, "attachments")
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+			return nil, fmt.Errorf("%s: %w", listed("attachments", i, d), err)
 		}
 		cur, exists := live.get(child, obj.GetNamespace(), obj.GetName())
 		if !exists {
@@ -161,7 +160,7 @@ func planAttachments(ctl *registry.Controller, parent *unstructured.Unstructured
 			continue
 		}
 		if err := mayAttach(ctl, cur, parent.GetUID()); err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+			return nil, fmt.Errorf("%s: %w", listed("attachments", i, d), err)
 		}
 		if a, ok := update(child, cur, obj); ok {
 			actions = append(actions, a)
@@ -182,9 +181,9 @@ func planAttachments(ctl *registry.Controller, parent *unstructured.Unstructured
 	return actions, nil
 }
 
-// attachment is a desired attachment marked as the decorator's.
-func attachment(ctl *registry.Controller, d *unstructured.Unstructured) *unstructured.Unstructured {
-	obj := d.DeepCopy()
+// attachment marks a desired attachment, obj, as the decorator's, in place
+// (see desiredObject), and returns it.
+func attachment(ctl *registry.Controller, obj *unstructured.Unstructured) *unstructured.Unstructured {
 	annotations := obj.GetAnnotations()
 	if annotations == nil {
 		annotations = map[string]string{}
