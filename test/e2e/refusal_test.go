@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,6 +56,7 @@ func TestRefusalReported(t *testing.T) {
 					"updateStrategy": map[string]any{"method": tc.method}}}
 			})
 			lift := tc.refuse(t, ns)
+			log := tailUCLog(t)
 			createComposite(t, ns, "p", ctl, map[string]any{"selector": selectApp("refused"),
 				"children": []any{cm("c", map[string]any{"app": "refused"}, map[string]any{"k": "v"})}})
 
@@ -68,7 +71,7 @@ func TestRefusalReported(t *testing.T) {
 			// Retried meanwhile, with backoff: two more failures after the
 			// report.
 			eventually(t, time.Minute, func() error {
-				if n := failedApplies(t, ns+"/p"); n < 5 {
+				if n := failedApplies(log.read(t), ns+"/p"); n < 5 {
 					return fmt.Errorf("%d failed applies logged, want 5", n)
 				}
 				return nil
@@ -107,15 +110,39 @@ func TestRefusalReported(t *testing.T) {
 	}
 }
 
-// failedApplies counts the applies of the parent (namespace/name) that
-// uc's log says failed.
-func failedApplies(t *testing.T, parent string) int {
-	b, err := os.ReadFile(filepath.Join(env.uc.dir, "uc.log"))
+// logTail is what the shared uc logs from the moment it was made on.
+type logTail struct {
+	path string
+	from int64
+}
+
+func tailUCLog(t *testing.T) logTail {
+	path := filepath.Join(env.uc.dir, "uc.log")
+	info, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return logTail{path, info.Size()}
+}
+
+func (l logTail) read(t *testing.T) string {
+	f, err := os.Open(l.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, l.from, math.MaxInt64-l.from))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// failedApplies counts the applies of the parent (namespace/name) that a
+// log of uc says failed.
+func failedApplies(log, parent string) int {
 	n := 0
-	for line := range strings.Lines(string(b)) {
+	for line := range strings.Lines(log) {
 		if strings.Contains(line, `msg="apply failed; will retry"`) && strings.Contains(line, " parent="+parent+" ") {
 			n++
 		}
