@@ -83,6 +83,7 @@ type Applier struct {
 
 	waiting   sync.Map    // controllers whose replies waited for the registry, said once each
 	decorated decorations // what decorators last wrote to decorated objects
+	failing   failing     // the failures reported on parents whose apply is retried
 }
 
 // New makes an Applier.
@@ -212,7 +213,7 @@ func (a *Applier) processNext(ctx context.Context) bool {
 	a.log.Debug("apply", "phase", "end", "parent", key, "parentUID", uid, "at", time.Now().UnixNano())
 	if err != nil {
 		if !errors.Is(err, errNotRegisteredYet) {
-			a.log.Error("apply failed; will retry", "controller", b.meta.Controller, "parent", key, "err", err)
+			a.log.Error("apply failed; will retry", "controller", b.meta.Controller, "parent", key, "failures", a.queue.NumRequeues(uid)+1, "err", err)
 		} else if _, said := a.waiting.LoadOrStore(b.meta.Controller, true); !said {
 			// Not a failure: this replica's registry catches up with the
 			// controller soon (after a restart, with every parent at once).
@@ -222,6 +223,7 @@ func (a *Applier) processNext(ctx context.Context) bool {
 		return true
 	}
 	a.queue.Forget(uid)
+	a.failing.forget(uid)
 	b.each(ack)
 	return true
 }
@@ -304,6 +306,17 @@ func (a *Applier) apply(ctx context.Context, part *partition, b *batch) error {
 		part.forget(m.ApplyKey())
 		return err
 	}
+	if err := a.applyTo(ctx, part, ctl, parent, b, log); err != nil {
+		a.reportFailing(ctx, log, ctl, parent, m, err)
+		return err
+	}
+	return nil
+}
+
+// applyTo makes the parent's children, status and finalizer match the
+// replies of the batch, and advances the fence.
+func (a *Applier) applyTo(ctx context.Context, part *partition, ctl *registry.Controller, parent *unstructured.Unstructured, b *batch, log *slog.Logger) error {
+	m := b.latest().meta
 	if f := b.failure(); f != nil {
 		reason, problem := decodeFailure(f)
 		return a.reject(ctx, log, ctl, parent, m, reason, problem)
@@ -455,6 +468,70 @@ func (a *Applier) reject(ctx context.Context, log *slog.Logger, ctl *registry.Co
 	return nil
 }
 
+// reportAfterFailures is the number of failed applies in a row after which
+// a failure that is retried is reported on the parent: a failure that
+// persists reaches the parent's user, a passing one (a conflict, a
+// restarting apiserver) does not.
+const reportAfterFailures = 3
+
+// reportFailing reports on the parent an apply that keeps failing and is
+// retried — a Warning Event ApplyFailed and, for a controller's parent, a
+// Synced=False condition, both naming the error — once it failed
+// reportAfterFailures times in a row. A failure already reported is not
+// reported again: the Event once per distinct error, the condition once
+// per distinct error and generation; the next apply that succeeds sets
+// Synced=True.
+func (a *Applier) reportFailing(ctx context.Context, log *slog.Logger, ctl *registry.Controller, parent *unstructured.Unstructured, m bus.Meta, err error) {
+	key := m.ApplyKey()
+	if a.queue.NumRequeues(key)+1 < reportAfterFailures {
+		return
+	}
+	message := fmt.Sprintf("the apply keeps failing; uc retries it with backoff: %v", err)
+	newError, newGeneration := a.failing.report(key, message, m.Generation)
+	if newError {
+		log.Warn("apply keeps failing; reported on the parent", "err", err)
+		a.events.Event(parent, "Warning", "ApplyFailed", message)
+	}
+	if !newError && !newGeneration || ctl.Decorator != nil {
+		return // uc adds no condition to a decorated object
+	}
+	if err := a.writeStatus(ctx, ctl, parent, nil, m.Generation, failedCondition(m.Generation, "ApplyFailed", message)); err != nil {
+		log.Warn("report a failing apply in the parent's status; will retry", "err", err)
+		a.failing.forget(key)
+	}
+}
+
+// failing remembers, per parent (by bus.Address.ApplyKey), the failure last
+// reported on it, until an apply succeeds.
+type failing struct {
+	mu       sync.Mutex
+	reported map[types.UID]failure
+}
+
+type failure struct {
+	message    string
+	generation int64
+}
+
+// report remembers a failure as the parent's last, and tells whether its
+// message, or only its generation, differs from the one reported before.
+func (f *failing) report(key types.UID, message string, generation int64) (newMessage, newGeneration bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.reported == nil {
+		f.reported = map[types.UID]failure{}
+	}
+	last, ok := f.reported[key]
+	f.reported[key] = failure{message, generation}
+	return !ok || last.message != message, ok && last.message == message && last.generation != generation
+}
+
+func (f *failing) forget(key types.UID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.reported, key)
+}
+
 // classify tells a failed write that retrying the same reply cannot help
 // — uc refusing the hook's objects (InvalidHookReply), or the apiserver
 // (ApplyFailed) — from one worth retrying (problem nil).
@@ -469,12 +546,37 @@ func classify(hook string, err error) (reason string, problem error) {
 	return "", nil
 }
 
-// permanent errors are the apiserver, or uc, refusing the hook's objects;
-// retrying the same reply cannot help.
+// permanent errors are uc, or the apiserver, refusing the hook's objects as
+// they are: the same reply meets the same answer however often it is
+// retried. The reply is rejected at once; the watcher publishes a parent
+// whose reply was rejected again later (see watcher/republish.go), so a
+// hook fixed since, or a rule of the cluster changed since, makes the parent
+// converge. They are: an object uc will not write (refusedError), one the
+// apiserver finds invalid or malformed (422, 400 — a ValidatingAdmissionPolicy
+// refuses with 422 unless it says otherwise), too large (413), or cannot type
+// against its schema (server-side apply answers that with a 500 of its
+// own), a write admission or authorization forbids (403: an admission
+// webhook or policy, a quota, RBAC, a terminating namespace), one to a
+// namespace or a resource the apiserver does not have (404), a verb the
+// resource does not support (405).
+//
+// Every other error is worth a retry of the same reply, with backoff: a
+// conflict (409), a timeout (504, or a context deadline), too many
+// requests (429), the apiserver or an admission webhook unavailable (500,
+// 503), an expired credential (401), the network, the bus. One that
+// persists is reported on the parent (reportFailing).
 func permanent(err error) bool {
 	var refused *refusedError
-	return errors.As(err, &refused) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) ||
-		apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err)
+	return errors.As(err, &refused) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsRequestEntityTooLargeError(err) ||
+		untypable(err) || apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err)
+}
+
+// untypable tells the apiserver's server-side apply refusing an object it
+// cannot type against its schema (a field of the wrong type, or one the
+// schema does not declare): it has no status code of its own and answers
+// 500.
+func untypable(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "failed to create typed patch object")
 }
 
 // execute makes the planned writes and tells whether any of them changed a
@@ -508,10 +610,9 @@ func (a *Applier) execute(ctx context.Context, ctl *registry.Controller, parent 
 		more, moreChanged, err = a.writeAll(ctx, ctl, rest, false)
 		done, changed = append(done, more...), changed || moreChanged
 	}
+	// A failed write is reported by the caller: at once when the reply is
+	// rejected, once it persists when it is retried.
 	a.recordWrites(parent, done)
-	if err != nil {
-		a.events.Eventf(parent, "Warning", "ChildWriteFailed", "%v", err)
-	}
 	return changed, err
 }
 

@@ -27,7 +27,8 @@ import (
 // adopts; and the reply's labels, annotations and status go to the object
 // itself, with server-side apply under the decorator's field manager. uc
 // adds no condition to a decorated object, whose status belongs to others:
-// a rejected reply is a Warning Event on the object.
+// a rejected reply, or an apply that keeps failing, is a Warning Event on
+// the object.
 
 // decorate applies the reply of a decorator's hook to the decorated object.
 func (a *Applier) decorate(ctx context.Context, part *partition, ctl *registry.Controller, b *batch, log *slog.Logger) error {
@@ -63,6 +64,19 @@ func (a *Applier) decorate(ctx context.Context, part *partition, ctl *registry.C
 		a.refuseReply(log, ctl, b, fmt.Errorf("the decorator does not decorate it: its selectors do not match it, and it lacks the finalizer %s", ctl.Finalizer()))
 		return nil
 	}
+	if err := a.applyDecoration(ctx, part, view, d, obj, b, log); err != nil {
+		a.reportFailing(ctx, log, view, obj, m, err)
+		return err
+	}
+	return nil
+}
+
+// applyDecoration makes the decorated object's attachments, labels,
+// annotations, status and finalizer match the reply of the decorator (ctl,
+// as it sees d's objects), and advances the fence.
+func (a *Applier) applyDecoration(ctx context.Context, part *partition, ctl *registry.Controller, d *registry.Decorated, obj *unstructured.Unstructured, b *batch, log *slog.Logger) error {
+	m := b.meta
+	key := m.ApplyKey()
 	if f := b.failure(); f != nil {
 		reason, problem := decodeFailure(f)
 		return a.rejectDecorated(log, obj, reason, problem)
@@ -73,18 +87,18 @@ func (a *Applier) decorate(ctx context.Context, part *partition, ctl *registry.C
 	}
 	var actions []action
 	if err == nil {
-		actions, err = planAttachments(view, obj, resp, cacheLookup{a.reg})
+		actions, err = planAttachments(ctl, obj, resp, cacheLookup{a.reg})
 	}
 	if err != nil {
 		return a.rejectDecorated(log, obj, "InvalidHookReply", fmt.Errorf("%s hook reply rejected: %w", m.Hook, err))
 	}
-	if _, err := a.execute(ctx, view, obj, actions); err != nil {
+	if _, err := a.execute(ctx, ctl, obj, actions); err != nil {
 		if reason, problem := classify(m.Hook, err); problem != nil {
 			return a.rejectDecorated(log, obj, reason, problem)
 		}
 		return err
 	}
-	if err := a.writeDecoration(ctx, view, d, obj, resp, key); err != nil {
+	if err := a.writeDecoration(ctx, ctl, d, obj, resp, key); err != nil {
 		if reason, problem := classify(m.Hook, err); problem != nil {
 			return a.rejectDecorated(log, obj, reason, problem)
 		}
@@ -93,7 +107,7 @@ func (a *Applier) decorate(ctx context.Context, part *partition, ctl *registry.C
 	// The finalizer stays while a finalize hook exists and has not said
 	// finalized.
 	keep := ctl.Spec.Hooks.Finalize != nil && (m.Hook == hooks.Sync || !resp.Finalized)
-	if err := a.setFinalizer(ctx, view, obj, keep); err != nil {
+	if err := a.setFinalizer(ctx, ctl, obj, keep); err != nil {
 		return err
 	}
 	if resp.ResyncAfterSeconds > 0 {
@@ -134,10 +148,9 @@ func planAttachments(ctl *registry.Controller, parent *unstructured.Unstructured
 	desired := map[childID]bool{}
 	var actions []action
 	for i, d := range resp.Attachments {
-		name := fmt.Sprintf("attachments[%d] %s %q", i, hooks.GroupKey(d.GetKind(), d.GetAPIVersion()), d.GetName())
 		child, obj, err := desire(ctl, parent, attachment(ctl, d), owner, desired, "attachments")
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+			return nil, fmt.Errorf("%s: %w", listed("attachments", i, d), err)
 		}
 		cur, exists := live.get(child, obj.GetNamespace(), obj.GetName())
 		if !exists {
@@ -147,7 +160,7 @@ func planAttachments(ctl *registry.Controller, parent *unstructured.Unstructured
 			continue
 		}
 		if err := mayAttach(ctl, cur, parent.GetUID()); err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+			return nil, fmt.Errorf("%s: %w", listed("attachments", i, d), err)
 		}
 		if a, ok := update(child, cur, obj); ok {
 			actions = append(actions, a)
@@ -168,9 +181,9 @@ func planAttachments(ctl *registry.Controller, parent *unstructured.Unstructured
 	return actions, nil
 }
 
-// attachment is a desired attachment marked as the decorator's.
-func attachment(ctl *registry.Controller, d *unstructured.Unstructured) *unstructured.Unstructured {
-	obj := d.DeepCopy()
+// attachment marks a desired attachment, obj, as the decorator's, in place
+// (see desiredObject), and returns it.
+func attachment(ctl *registry.Controller, obj *unstructured.Unstructured) *unstructured.Unstructured {
 	annotations := obj.GetAnnotations()
 	if annotations == nil {
 		annotations = map[string]string{}

@@ -1,13 +1,23 @@
 package applier
 
 import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	ktesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
 	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/schemas/bus"
+	"universalcontroller.dev/uc/schemas/hooks"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
 // TestRecordWrites: one Normal Event per reply names the children created,
@@ -48,6 +58,95 @@ func TestRecordWrites(t *testing.T) {
 			for i := range got {
 				if got[i] != tc.want[i] {
 					t.Errorf("event %q, want %q", got[i], tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+// TestReportFailing: an apply that keeps failing and is retried is
+// reported on the parent at its third failure in a row — a Warning Event
+// and a Synced=False condition naming the error — and not again for the
+// same error: the Event once per distinct error, the condition again for a
+// new generation. After an apply succeeds, a failure counts from one
+// again. A decorated object gets the Event, never a condition.
+func TestReportFailing(t *testing.T) {
+	ctl := testController(v1alpha1.ChildUpdateInPlace)
+	conflict := fmt.Errorf("create configmaps ns/c: %w", apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, "c", errors.New("try again")))
+	down := fmt.Errorf("create configmaps ns/c: %w", apierrors.NewInternalError(errors.New(`failed calling webhook "policy.example.com": connection refused`)))
+	type step struct {
+		err        error // nil: the apply succeeds
+		generation int64
+		wantEvent  string // the error the Warning Event names, if one is recorded
+		wantStatus string // the error the Synced=False condition names, if one is written
+	}
+	for _, tc := range []struct {
+		name      string
+		decorator bool
+		steps     []step
+	}{
+		{"controller", false, []step{
+			{conflict, 1, "", ""},
+			{conflict, 1, "", ""},
+			{conflict, 1, "try again", "try again"},
+			{conflict, 1, "", ""},
+			{conflict, 2, "", "try again"},
+			{down, 2, "connection refused", "connection refused"},
+			{down, 2, "", ""},
+			{nil, 2, "", ""},
+			{down, 2, "", ""},
+			{down, 2, "", ""},
+			{down, 2, "connection refused", "connection refused"},
+		}},
+		{"decorator", true, []step{
+			{conflict, 1, "", ""},
+			{conflict, 1, "", ""},
+			{conflict, 1, "try again", ""},
+			{conflict, 2, "", ""},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var synced []map[string]any // the Synced conditions written
+			parent, dyn := fakeParent(ctl, func(status map[string]any) error {
+				synced = append(synced, findCondition(status["conditions"], ConditionSynced))
+				return nil
+			})
+			rec := record.NewFakeRecorder(100)
+			reg := registry.New(dyn, &fakediscovery.FakeDiscovery{Fake: &ktesting.Fake{}}, slog.New(slog.DiscardHandler))
+			a := New(reg, dyn, nil, rec, Options{}, slog.New(slog.DiscardHandler))
+			t.Cleanup(a.queue.ShutDown)
+			c := ctl
+			if tc.decorator {
+				c = &registry.Controller{Name: ctl.Name, Parent: ctl.Parent, Decorator: &registry.Decoration{}}
+			}
+			m := bus.Meta{Address: bus.Address{Controller: ctl.Name, Hook: hooks.Sync, ParentUID: "uid"}, Namespace: "ns", Name: "p"}
+			for i, s := range tc.steps {
+				m.Generation = s.generation
+				synced = nil
+				// As processNext does.
+				if s.err == nil {
+					a.queue.Forget(m.ApplyKey())
+					a.failing.forget(m.ApplyKey())
+				} else {
+					a.reportFailing(t.Context(), a.log, c, parent, m, s.err)
+					a.queue.AddRateLimited(m.ApplyKey())
+				}
+				var events []string
+				for len(rec.Events) > 0 {
+					events = append(events, <-rec.Events)
+				}
+				switch {
+				case s.wantEvent == "" && len(events) > 0:
+					t.Errorf("step %d: events %q, want none", i, events)
+				case s.wantEvent != "" && (len(events) != 1 || !strings.HasPrefix(events[0], "Warning ApplyFailed ") || !strings.Contains(events[0], s.wantEvent)):
+					t.Errorf("step %d: events %q, want one Warning ApplyFailed naming %q", i, events, s.wantEvent)
+				}
+				switch {
+				case s.wantStatus == "" && len(synced) > 0:
+					t.Errorf("step %d: Synced conditions written %v, want none", i, synced)
+				case s.wantStatus != "" && (len(synced) != 1 || synced[0]["status"] != "False" || synced[0]["reason"] != "ApplyFailed" ||
+					synced[0]["observedGeneration"] != float64(s.generation) || !strings.Contains(fmt.Sprint(synced[0]["message"]), s.wantStatus)):
+					t.Errorf("step %d: Synced conditions written %v, want one False/ApplyFailed at generation %d naming %q", i, synced, s.generation, s.wantStatus)
 				}
 			}
 		})

@@ -5,12 +5,8 @@ import (
 	"log/slog"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	fakediscovery "k8s.io/client-go/discovery/fake"
-	fakedynamic "k8s.io/client-go/dynamic/fake"
 	ktesting "k8s.io/client-go/testing"
 
 	"universalcontroller.dev/uc/internal/registry"
@@ -23,19 +19,14 @@ import (
 // the apiserver has, not dropped as if the parent were gone.
 func TestParentNotInCacheYet(t *testing.T) {
 	ctl := testController(v1alpha1.ChildUpdateInPlace)
-	live := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Parent"}}
-	live.SetNamespace("ns")
-	live.SetName("p")
-	live.SetUID("new-uid")
-	dyn := fakedynamic.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{ctl.Parent.GVR: "ParentList", v1alpha1.Resource: "UniversalControllerList"}, live)
+	_, dyn := fakeParent(ctl, nil) // its UID is "uid"
 	reg := registry.New(dyn, &fakediscovery.FakeDiscovery{Fake: &ktesting.Fake{}}, slog.Default())
 	a := New(reg, dyn, nil, nil, Options{}, slog.Default()) // the cache is empty: never started
 
 	for _, tt := range []struct {
 		uid  string
 		want bool
-	}{{"new-uid", true}, {"older-uid", false}} {
+	}{{"uid", true}, {"older-uid", false}} {
 		m := bus.Meta{Address: bus.Address{Controller: ctl.Name, ParentUID: types.UID(tt.uid)}, Namespace: "ns", Name: "p"}
 		p, err := a.parent(context.Background(), ctl, m)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -85,6 +86,9 @@ type liveObjects interface {
 // plan turns a sync reply into the writes that make the cluster match it. It
 // writes nothing, and it rejects the whole reply when any child is not one
 // the controller may manage, so an invalid reply is never half-applied.
+// The reply is plan's: each desired child becomes, in place, the object its
+// write carries, so a reply of many children is held once (see
+// desiredObject).
 func plan(ctl *registry.Controller, parent *unstructured.Unstructured, resp *hooks.SyncResponse, live liveObjects) ([]action, error) {
 	if err := resp.Validate(); err != nil {
 		return nil, err
@@ -97,13 +101,12 @@ func plan(ctl *registry.Controller, parent *unstructured.Unstructured, resp *hoo
 	desired := map[childID]bool{}
 	var actions []action
 	for i, d := range resp.Children {
-		name := fmt.Sprintf("children[%d] %s %q", i, hooks.GroupKey(d.GetKind(), d.GetAPIVersion()), d.GetName())
 		child, obj, err := desire(ctl, parent, d, owner, desired, "childResources")
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+			return nil, fmt.Errorf("%s: %w", listed("children", i, d), err)
 		}
 		if !sel.Matches(labels.Set(obj.GetLabels())) {
-			return nil, fmt.Errorf("%s: labels %v do not match the parent's selector %q", name, obj.GetLabels(), sel.String())
+			return nil, fmt.Errorf("%s: labels %v do not match the parent's selector %q", listed("children", i, d), obj.GetLabels(), sel.String())
 		}
 		cur, exists := live.get(child, obj.GetNamespace(), obj.GetName())
 		if !exists {
@@ -111,7 +114,7 @@ func plan(ctl *registry.Controller, parent *unstructured.Unstructured, resp *hoo
 			continue
 		}
 		if err := mayManage(cur, parent.GetUID(), sel); err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+			return nil, fmt.Errorf("%s: %w", listed("children", i, d), err)
 		}
 		if a, ok := update(child, cur, obj); ok {
 			actions = append(actions, a)
@@ -152,6 +155,12 @@ func plan(ctl *registry.Controller, parent *unstructured.Unstructured, resp *hoo
 		}
 	}
 	return actions, nil
+}
+
+// listed names the object d of a reply, the i-th of its field list, in an
+// error. (Only then: naming every object of a reply of thousands costs.)
+func listed(list string, i int, d *unstructured.Unstructured) string {
+	return fmt.Sprintf("%s[%d] %s %q", list, i, hooks.GroupKey(d.GetKind(), d.GetAPIVersion()), d.GetName())
 }
 
 // desire resolves one object of a reply: its kind, which must be declared
@@ -227,10 +236,12 @@ func update(child *registry.Child, cur, want *unstructured.Unstructured) (action
 // server-side apply removes it).
 const AnnotationAppliedHash = "universalcontroller.dev/applied-hash"
 
-// desiredObject is the object to apply for a desired child: in the parent's
-// namespace, controlled by the parent, without server-owned fields.
-func desiredObject(ctl *registry.Controller, parent *unstructured.Unstructured, child *registry.Child, d *unstructured.Unstructured, owner metav1.OwnerReference) (*unstructured.Unstructured, error) {
-	obj := d.DeepCopy()
+// desiredObject makes d, a desired child, the object to apply: in the
+// parent's namespace, controlled by the parent, without server-owned
+// fields. It changes d itself, not a copy, and returns it: a reply is
+// decoded for one apply, and a reply of a thousand children held twice —
+// as decoded and as written — would cost twice the memory.
+func desiredObject(ctl *registry.Controller, parent *unstructured.Unstructured, child *registry.Child, obj *unstructured.Unstructured, owner metav1.OwnerReference) (*unstructured.Unstructured, error) {
 	switch {
 	case !child.Namespaced:
 		if ctl.Parent.Namespaced {
@@ -297,12 +308,23 @@ func ownerRef(ctl *registry.Controller, parent *unstructured.Unstructured) metav
 }
 
 // comparable is a desired object without what update compares apart: its
-// owner (checked before) and its hash annotation.
+// owner (checked before) and its hash annotation. It copies only the maps
+// on the way to those two fields: the rest is o's, to be read, not changed.
 func comparable(o *unstructured.Unstructured) *unstructured.Unstructured {
-	c := o.DeepCopy()
-	unstructured.RemoveNestedField(c.Object, "metadata", "ownerReferences")
-	unstructured.RemoveNestedField(c.Object, "metadata", "annotations", AnnotationAppliedHash)
-	return c
+	c := maps.Clone(o.Object)
+	meta, ok := c["metadata"].(map[string]any)
+	if !ok {
+		return &unstructured.Unstructured{Object: c}
+	}
+	meta = maps.Clone(meta)
+	delete(meta, "ownerReferences")
+	if annotations, ok := meta["annotations"].(map[string]any); ok {
+		annotations = maps.Clone(annotations)
+		delete(annotations, AnnotationAppliedHash)
+		meta["annotations"] = annotations
+	}
+	c["metadata"] = meta
+	return &unstructured.Unstructured{Object: c}
 }
 
 // contains reports whether every field set in want has the same value in

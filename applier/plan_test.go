@@ -52,7 +52,7 @@ type fakeLive []*unstructured.Unstructured
 func (f fakeLive) owned(c *registry.Child, ns string, owner types.UID) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	for _, o := range f {
-		if ref := metav1.GetControllerOf(o); ref != nil && ref.UID == owner && o.GetKind() == c.GVK.Kind && (ns == "" || o.GetNamespace() == ns) {
+		if ref := metav1.GetControllerOfNoCopy(o); ref != nil && ref.UID == owner && o.GetKind() == c.GVK.Kind && (ns == "" || o.GetNamespace() == ns) {
 			out = append(out, o)
 		}
 	}
@@ -62,7 +62,7 @@ func (f fakeLive) owned(c *registry.Child, ns string, owner types.UID) ([]*unstr
 func (f fakeLive) orphans(c *registry.Child, ns string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	for _, o := range f {
-		if metav1.GetControllerOf(o) == nil && o.GetKind() == c.GVK.Kind && (ns == "" || o.GetNamespace() == ns) && sel.Matches(labels.Set(o.GetLabels())) {
+		if metav1.GetControllerOfNoCopy(o) == nil && o.GetKind() == c.GVK.Kind && (ns == "" || o.GetNamespace() == ns) && sel.Matches(labels.Set(o.GetLabels())) {
 			out = append(out, o)
 		}
 	}

@@ -91,8 +91,7 @@ func (a *Applier) writeStatus(ctx context.Context, ctl *registry.Controller, par
 // again would meet: invalid, forbidden, or a field its server-side apply
 // cannot type (no status code of its own: it answers 500).
 func refused(err error) bool {
-	return err != nil && (apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) ||
-		strings.Contains(err.Error(), "failed to create typed patch object"))
+	return err != nil && (apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) || untypable(err))
 }
 
 func equalJSON(a, b map[string]any) bool { return contains(a, b) && contains(b, a) }

@@ -160,7 +160,6 @@ func TestComposeStatus(t *testing.T) {
 // error worth a retry fails it.
 func TestWriteStatusRefused(t *testing.T) {
 	ctl := testController(v1alpha1.ChildUpdateInPlace)
-	gr := ctl.Parent.GVR.GroupResource()
 	notDeclared := &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 500, Reason: metav1.StatusReasonUnknown,
 		Message: "failed to create typed patch object (/p; example.com/v1, Kind=Parent): .status.conditions: field not declared in schema"}}
 	invalid := apierrors.NewInvalid(ctl.Parent.GVK.GroupKind(), "p", field.ErrorList{field.Invalid(field.NewPath("status", "working"), "yes", "must be a boolean")})
@@ -184,21 +183,10 @@ func TestWriteStatusRefused(t *testing.T) {
 			[][]string{{"conditions", "observedGeneration", "working"}, {"conditions", "observedGeneration", "working"}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			parent := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Parent"}}
-			parent.SetNamespace("ns")
-			parent.SetName("p")
-			parent.SetUID("uid")
-			dyn := fakedynamic.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-				map[schema.GroupVersionResource]string{ctl.Parent.GVR: "ParentList", v1alpha1.Resource: "UniversalControllerList"}, parent)
 			var writes [][]string
-			dyn.PrependReactor("patch", gr.Resource, func(action ktesting.Action) (bool, runtime.Object, error) {
-				var obj map[string]any
-				if err := json.Unmarshal(action.(ktesting.PatchAction).GetPatch(), &obj); err != nil {
-					return true, nil, err
-				}
-				status, _ := obj["status"].(map[string]any)
+			parent, dyn := fakeParent(ctl, func(status map[string]any) error {
 				writes = append(writes, slices.Sorted(maps.Keys(status)))
-				return true, parent, tc.refuse(status)
+				return tc.refuse(status)
 			})
 			rec := record.NewFakeRecorder(10)
 			reg := registry.New(dyn, &fakediscovery.FakeDiscovery{Fake: &ktesting.Fake{}}, slog.New(slog.DiscardHandler))
@@ -222,4 +210,25 @@ func TestWriteStatusRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fakeParent is the parent ns/p (uid "uid") of the test controller ctl on a
+// fake apiserver that hands answer every status written to it, and answers
+// with its error.
+func fakeParent(ctl *registry.Controller, answer func(status map[string]any) error) (*unstructured.Unstructured, *fakedynamic.FakeDynamicClient) {
+	parent := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Parent"}}
+	parent.SetNamespace("ns")
+	parent.SetName("p")
+	parent.SetUID("uid")
+	dyn := fakedynamic.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{ctl.Parent.GVR: "ParentList", v1alpha1.Resource: "UniversalControllerList"}, parent)
+	dyn.PrependReactor("patch", ctl.Parent.GVR.Resource, func(action ktesting.Action) (bool, runtime.Object, error) {
+		var obj map[string]any
+		if err := json.Unmarshal(action.(ktesting.PatchAction).GetPatch(), &obj); err != nil {
+			return true, nil, err
+		}
+		status, _ := obj["status"].(map[string]any)
+		return true, parent, answer(status)
+	})
+	return parent, dyn
 }

@@ -1,19 +1,24 @@
 package applier
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
@@ -65,5 +70,45 @@ func TestCreateNeverUpserts(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestPermanent: a write the apiserver refuses for what the hook's object
+// is, or for what the cluster forbids, rejects the reply at once; a write
+// that failed for a passing reason is retried.
+func TestPermanent(t *testing.T) {
+	cms := schema.GroupResource{Resource: "configmaps"}
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&refusedError{errors.New("controlled by another parent")}, true},
+		{apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "c", field.ErrorList{field.Invalid(field.NewPath("data"), "x", "bad key")}), true},
+		{apierrors.NewBadRequest("cannot decode"), true},
+		{apierrors.NewRequestEntityTooLargeError("limit is 3145728"), true},
+		{&apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 500, Reason: metav1.StatusReasonUnknown,
+			Message: "failed to create typed patch object (ns/c; /v1, Kind=ConfigMap): .data: expected map, got string"}}, true},
+		{apierrors.NewForbidden(cms, "c", errors.New(`admission webhook "policy.example.com" denied the request`)), true},
+		{apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "gone"), true},
+		{apierrors.NewMethodNotSupported(cms, "create"), true},
+		{apierrors.NewConflict(cms, "c", errors.New("the object has been modified")), false},
+		{apierrors.NewServerTimeout(cms, "create", 1), false},
+		{apierrors.NewTimeoutError("request timed out", 1), false},
+		{apierrors.NewTooManyRequests("slow down", 1), false},
+		{apierrors.NewInternalError(errors.New(`failed calling webhook "policy.example.com": connection refused`)), false},
+		{apierrors.NewServiceUnavailable("try later"), false},
+		{apierrors.NewUnauthorized("token expired"), false},
+		{context.DeadlineExceeded, false},
+		{errors.New("nats: timeout"), false},
+	} {
+		t.Run(tc.err.Error(), func(t *testing.T) {
+			err := fmt.Errorf("create configmaps ns/c: %w", tc.err) // as write wraps it
+			if got := permanent(err); got != tc.want {
+				t.Errorf("permanent = %v, want %v", got, tc.want)
+			}
+			if reason, problem := classify(hooks.Sync, err); (problem != nil) != tc.want || tc.want && reason == "" {
+				t.Errorf("classify = %q, %v; want a rejection: %v", reason, problem, tc.want)
+			}
+		})
 	}
 }
