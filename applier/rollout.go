@@ -255,7 +255,9 @@ func updated(ctl *registry.Controller, parent *unstructured.Unstructured, child 
 	if want == nil {
 		return false
 	}
-	obj, err := desiredObject(ctl, parent, child, want, ownerRef(ctl, parent))
+	// A copy: desiredObject changes the object it is given, and want is
+	// the reply's, which plan makes into its write afterwards.
+	obj, err := desiredObject(ctl, parent, child, want.DeepCopy(), ownerRef(ctl, parent))
 	if err != nil {
 		return false // plan rejects the reply
 	}
