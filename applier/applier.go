@@ -235,14 +235,12 @@ func (a *Applier) processNext(ctx context.Context) bool {
 // even of a reply with thousands of children. A failed apply is retried.
 const applyTimeout = 2 * time.Minute
 
-// applyWithin applies a batch within applyTimeout, and while this replica
-// holds its partition. A panic fails the apply, and the batch is retried
-// like any failed one.
+// applyWithin applies a batch within applyTimeout. A panic fails the apply,
+// and the batch is retried like any failed one.
 func (a *Applier) applyWithin(ctx context.Context, part *partition, b *batch) (err error) {
 	defer recovery.Recover(&err, recovery.Applier, a.log, "controller", b.meta.Controller, "parent", b.meta.Key())
 	ctx, cancel := context.WithTimeout(ctx, applyTimeout)
 	defer cancel()
-	defer context.AfterFunc(part.lost, cancel)()
 	return a.apply(ctx, part, b)
 }
 

@@ -51,11 +51,6 @@ type partition struct {
 	renewed   time.Time // last successful renewal
 	releasing bool
 	active    sync.WaitGroup // applies in flight
-	// lost ends when the hold is lost — not renewed in time, or refused —
-	// and cancels the applies in flight: another replica may own the
-	// partition soon, and two applies of one parent must never overlap.
-	lost     context.Context
-	loseHold context.CancelFunc
 
 	mu sync.Mutex // guards fenced and deferred
 	// fenced caches the fence of the partition's parents: while a replica
@@ -65,14 +60,6 @@ type partition struct {
 	// deferred holds the parents whose last apply left their status to the
 	// next one (see deferStatus).
 	deferred map[types.UID]bool
-}
-
-// newPartition is partition n, held from now on through its key's revision
-// rev, consumed by consumer.
-func newPartition(n int, consumer *bus.KeptConsumer, rev uint64) *partition {
-	p := &partition{n: n, consumer: consumer, rev: rev, renewed: time.Now(), fenced: map[types.UID]int64{}, deferred: map[types.UID]bool{}}
-	p.lost, p.loseHold = context.WithCancel(context.Background())
-	return p
 }
 
 // owner runs the ownership protocol for one replica.
@@ -122,7 +109,6 @@ func (o *owner) run(ctx context.Context) {
 	holding, stopHolding := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHolding()
 	go o.holder.Run(holding, bus.ProgressEvery)
-	go o.watchStale(holding)
 	tick := time.NewTicker(renewEvery)
 	defer tick.Stop()
 	for {
@@ -140,30 +126,6 @@ func (o *owner) run(ctx context.Context) {
 			return
 		case <-tick.C:
 		case <-o.lost:
-		}
-	}
-}
-
-// watchStale cancels the applies in flight of every partition whose hold
-// went stale, until ctx ends. It runs apart from balance, whose calls to a
-// bus that stopped answering can take longer than the hold lasts.
-func (o *owner) watchStale(ctx context.Context) {
-	tick := time.NewTicker(renewEvery / 4)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		for _, p := range o.held() {
-			o.a.mu.Lock()
-			stale := time.Since(p.renewed) > staleAfter
-			o.a.mu.Unlock()
-			if stale && p.lost.Err() == nil {
-				o.a.log.Error("partition hold went stale; cancelling its applies", "partition", p.n)
-				p.loseHold()
-			}
 		}
 	}
 }
@@ -350,7 +312,7 @@ func (o *owner) acquire(ctx context.Context, n int) {
 		return
 	}
 	o.a.mu.Lock()
-	o.a.held[n] = newPartition(n, consumer, rev)
+	o.a.held[n] = &partition{n: n, consumer: consumer, rev: rev, renewed: time.Now(), fenced: map[types.UID]int64{}, deferred: map[types.UID]bool{}}
 	o.a.mu.Unlock()
 	o.a.log.Info("partition acquired", "partition", n, "replica", o.id)
 }
@@ -361,7 +323,6 @@ func (o *owner) renew(ctx context.Context, p *partition) {
 	rev, err := o.owners.Update(ctx, bus.PartitionKey(p.n), []byte(o.id), p.rev)
 	if err != nil {
 		o.a.log.Error("partition lost", "partition", p.n, "err", err)
-		p.loseHold()
 		o.stop(p)
 		return
 	}

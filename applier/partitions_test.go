@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"slices"
 	"testing"
-	"time"
 
 	"universalcontroller.dev/uc/internal/bustest"
 	"universalcontroller.dev/uc/schemas/bus"
@@ -126,25 +125,5 @@ func TestPartitionsKeepTheirConsumers(t *testing.T) {
 	}
 	if got := a.Consumers(); !slices.Equal(got, names) {
 		t.Errorf("consumers %v, want %v", got, names)
-	}
-}
-
-// TestStaleHoldCancelsApplies: a partition's hold is lost once it goes
-// stale — before its key can expire and another replica take the
-// partition — which cancels its applies in flight (applyWithin); a fresh
-// hold is kept.
-func TestStaleHoldCancelsApplies(t *testing.T) {
-	a := &Applier{held: map[int]*partition{}, log: slog.New(slog.DiscardHandler)}
-	stale, fresh := newPartition(0, nil, 0), newPartition(1, nil, 0)
-	stale.renewed = time.Now().Add(-staleAfter - time.Second)
-	a.held[0], a.held[1] = stale, fresh
-	go (&owner{a: a}).watchStale(t.Context())
-	select {
-	case <-stale.lost.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the stale hold was not lost")
-	}
-	if fresh.lost.Err() != nil {
-		t.Error("a fresh hold was lost")
 	}
 }

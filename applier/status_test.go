@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	fakedynamic "k8s.io/client-go/dynamic/fake"
@@ -52,7 +53,7 @@ func TestDeferStatus(t *testing.T) {
 		{"deferred the last time", live, map[string]any{"children": 4}, true, true, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			p := newPartition(0, nil, 0)
+			p := &partition{deferred: map[types.UID]bool{}}
 			parent := &unstructured.Unstructured{Object: map[string]any{}}
 			parent.SetUID("uid")
 			if tt.live != nil {
