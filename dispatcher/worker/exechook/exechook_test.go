@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/dispatcher/worker/exechook"
 	"universalcontroller.dev/uc/schemas/hooks"
@@ -102,12 +104,14 @@ func TestRun(t *testing.T) {
 	}
 }
 
+// waitFor polls cond until it holds, failing with msg after 5 s.
 func waitFor(t *testing.T, cond func() bool, msg string) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal(msg)
-		}
+	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	})
+	if err != nil {
+		t.Fatal(msg)
 	}
 }
 
