@@ -1278,7 +1278,7 @@ func deployStartNATS(t *testing.T, m *deployManifests, dir string, hookPasswords
 		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p[1]))
 		clients = append(clients, fmt.Sprintf("nats://127.0.0.1:%d", p[0]))
 	}
-	bin := filepath.Join(deployTestbedCache(), "bin", "nats-server")
+	bin := testbed.CachedBin("nats-server")
 	var servers []*deployProcess
 	for i := range n {
 		name := fmt.Sprintf("%s-%d", sts.Name, i)
@@ -1420,19 +1420,6 @@ func deployFlags(t *testing.T, role string) map[string]bool {
 	return flags
 }
 
-// deployTestbedCache is where hack/testbed-bins.sh puts the test bed's
-// binaries: $UC_TESTBED_DIR, or ~/.cache/uc-testbed.
-func deployTestbedCache() string {
-	if d := os.Getenv("UC_TESTBED_DIR"); d != "" {
-		return d
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		home = os.TempDir()
-	}
-	return filepath.Join(home, ".cache", "uc-testbed")
-}
-
 // deployKubectl runs the test bed's kubectl in the repository against the
 // test bed, with stdin if not nil, and returns its stdout; the error holds
 // its stderr.
@@ -1444,7 +1431,7 @@ func deployKubectl(t *testing.T, stdin []byte, args ...string) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(deployTestbedCache(), "bin", "kubectl"),
+	cmd := exec.CommandContext(ctx, testbed.CachedBin("kubectl"),
 		append([]string{"--kubeconfig", env.bed.Kubeconfig()}, args...)...)
 	cmd.Dir = env.root
 	if stdin != nil {
@@ -1463,7 +1450,7 @@ func deployKubectl(t *testing.T, stdin []byte, args ...string) (string, error) {
 func deployStartAggregator(t *testing.T) {
 	t.Helper()
 	p, err := testbed.StartProcess("kube-controller-manager (clusterrole-aggregation)",
-		filepath.Join(deployTestbedCache(), "bin", "kube-controller-manager"),
+		testbed.CachedBin("kube-controller-manager"),
 		filepath.Join(t.TempDir(), "clusterrole-aggregation.log"),
 		"--kubeconfig="+env.bed.Kubeconfig(),
 		"--controllers=clusterrole-aggregation",

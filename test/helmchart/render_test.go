@@ -12,10 +12,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"os/exec"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -27,6 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"universalcontroller.dev/uc/test/testbed"
 )
 
 const (
@@ -93,7 +93,7 @@ func renderChart(releaseName string, vals map[string]any) (manifests, error) {
 // kubectl (make testbed-bins).
 func kustomize(t *testing.T) manifests {
 	t.Helper()
-	kubectl := filepath.Join(testbedCache(), "bin", "kubectl")
+	kubectl := testbed.CachedBin("kubectl")
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, kubectl, "kustomize", "deploy")
@@ -109,19 +109,6 @@ func kustomize(t *testing.T) manifests {
 		t.Fatal(err)
 	}
 	return m
-}
-
-// testbedCache is where hack/testbed-bins.sh puts the test bed's binaries:
-// $UC_TESTBED_DIR, or ~/.cache/uc-testbed.
-func testbedCache() string {
-	if d := os.Getenv("UC_TESTBED_DIR"); d != "" {
-		return d
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		home = os.TempDir()
-	}
-	return filepath.Join(home, ".cache", "uc-testbed")
 }
 
 func decode(b []byte) (manifests, error) {

@@ -49,6 +49,11 @@ func (c cache) missing() string {
 	return ""
 }
 
+// CachedBin is the path of a binary hack/testbed-bins.sh builds (kubectl,
+// nats-server, kube-controller-manager…) in the test bed's cache, whether or
+// not it is there yet.
+func CachedBin(name string) string { return defaultCache().bin(name) }
+
 // defaultCache returns $UC_TESTBED_DIR, or ~/.cache/uc-testbed.
 func defaultCache() cache {
 	if d := os.Getenv("UC_TESTBED_DIR"); d != "" {
