@@ -58,18 +58,28 @@ func patchParent(t *testing.T, gvr schema.GroupVersionResource, ns, name, patch 
 	}
 }
 
+// runExecExample installs the example in dir — its crd.yaml for resource,
+// its controller.yaml — serves the controller's sync hook with `uc worker
+// -- interpreter dir/hook`, and creates its sample parent in a new
+// namespace. It returns the parents' resource and the namespace.
+func runExecExample(t *testing.T, dir, resource, sample, controller, interpreter, hook string) (schema.GroupVersionResource, string) {
+	t.Helper()
+	gvr := schema.GroupVersionResource{Group: "examples.universalcontroller.dev", Version: "v1", Resource: resource}
+	installCRD(t, dir+"/crd.yaml", gvr)
+	registerManifest(t, dir+"/controller.yaml", nil)
+	startExecWorker(t, controller, interpreter, filepath.Join(env.root, dir, hook))
+	ns := namespace(t)
+	createManifest(t, dir+"/"+sample, gvr, ns)
+	return gvr, ns
+}
+
 // TestExamplePythonWorker: examples/python-worker, a Python hook of a few
 // lines on the standard library, served by `uc worker -- python3 hook.py`:
 // a Website's page and Deployment follow its spec, and its status counts the
 // ready Pods, before and after an edit.
 func TestExamplePythonWorker(t *testing.T) {
 	ctx := t.Context()
-	gvr := schema.GroupVersionResource{Group: "examples.universalcontroller.dev", Version: "v1", Resource: "websites"}
-	installCRD(t, "examples/python-worker/crd.yaml", gvr)
-	registerManifest(t, "examples/python-worker/controller.yaml", nil)
-	startExecWorker(t, "website-controller", "python3", filepath.Join(env.root, "examples/python-worker/hook.py"))
-	ns := namespace(t)
-	createManifest(t, "examples/python-worker/website.yaml", gvr, ns)
+	gvr, ns := runExecExample(t, "examples/python-worker", "websites", "website.yaml", "website-controller", "python3", "hook.py")
 	converged := func(message string, replicas int64) func() error {
 		return func() error {
 			cm, err := env.kube.CoreV1().ConfigMaps(ns).Get(ctx, "hello", metav1.GetOptions{})
@@ -110,12 +120,7 @@ func TestExampleShellWorker(t *testing.T) {
 		t.Fatalf("jq is needed for the shell worker example (apt-get install -y jq): %v", err)
 	}
 	ctx := t.Context()
-	gvr := schema.GroupVersionResource{Group: "examples.universalcontroller.dev", Version: "v1", Resource: "configsets"}
-	installCRD(t, "examples/shell-worker/crd.yaml", gvr)
-	registerManifest(t, "examples/shell-worker/controller.yaml", nil)
-	startExecWorker(t, "configset-controller", "sh", filepath.Join(env.root, "examples/shell-worker/hook.sh"))
-	ns := namespace(t)
-	createManifest(t, "examples/shell-worker/configset.yaml", gvr, ns)
+	gvr, ns := runExecExample(t, "examples/shell-worker", "configsets", "configset.yaml", "configset-controller", "sh", "hook.sh")
 	converged := func(want map[string]map[string]string) func() error {
 		return func() error {
 			list, err := env.kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
