@@ -56,11 +56,7 @@ func TestChaos(t *testing.T) {
 
 	parents := recordChanges(t, fanout.GVR, b.ns)
 	children := recordChanges(t, configMapGVR, b.ns)
-	names := make([]string, chaosParents)
-	for i := range names {
-		names[i] = fmt.Sprintf("f-%03d", i)
-		createFanout(t, b.ns, names[i], "v1")
-	}
+	names := createFanouts(t, b.ns, chaosParents)
 	t.Logf("created %d Fanouts of %d ConfigMaps at v1", chaosParents, chaosChildren)
 
 	// The faults follow a schedule, not a condition: chaosPause between a
@@ -211,16 +207,23 @@ func buildFanoutHook(t *testing.T) string {
 	return bin
 }
 
-func createFanout(t *testing.T, ns, name, payload string) {
+// createFanouts creates n Fanouts f-000, f-001… of chaosChildren
+// ConfigMaps each at payload v1, and returns their names.
+func createFanouts(t *testing.T, ns string, n int) []string {
 	t.Helper()
-	f := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "examples.universalcontroller.dev/v1alpha1", "kind": "Fanout",
-		"metadata": map[string]any{"name": name, "namespace": ns},
-		"spec":     map[string]any{"replicas": int64(chaosChildren), "payload": payload},
-	}}
-	if _, err := env.dyn.Resource(fanout.GVR).Namespace(ns).Create(t.Context(), f, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("f-%03d", i)
+		f := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "examples.universalcontroller.dev/v1alpha1", "kind": "Fanout",
+			"metadata": map[string]any{"name": names[i], "namespace": ns},
+			"spec":     map[string]any{"replicas": int64(chaosChildren), "payload": "v1"},
+		}}
+		if _, err := env.dyn.Resource(fanout.GVR).Namespace(ns).Create(t.Context(), f, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
+	return names
 }
 
 // patchFanout sets a Fanout's payload; it may run outside the test's

@@ -53,11 +53,7 @@ func TestRecoveryAfterKill(t *testing.T) {
 	acks := recordAcks(t, srv.URL())
 	parents := recordChanges(t, fanout.GVR, roles.ns)
 	children := recordChanges(t, configMapGVR, roles.ns)
-	names := make([]string, recoveryParents)
-	for i := range names {
-		names[i] = fmt.Sprintf("f-%03d", i)
-		createFanout(t, roles.ns, names[i], "v1")
-	}
+	names := createFanouts(t, roles.ns, recoveryParents)
 	eventually(t, 3*time.Minute, func() error { return chaosConverged(parents, children, names) })
 
 	restartUntilReady := func(victim *roleProcess) func() error {
