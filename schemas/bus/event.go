@@ -3,8 +3,6 @@ package bus
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,7 +10,6 @@ import (
 	ce "github.com/cloudevents/sdk-go/protocol/nats_jetstream/v2"
 	"github.com/cloudevents/sdk-go/v2/binding"
 	"github.com/cloudevents/sdk-go/v2/event"
-	"github.com/cloudevents/sdk-go/v2/extensions"
 	"github.com/nats-io/nats.go"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -171,37 +168,6 @@ func MetaOfReply(subject string, e *event.Event) (Meta, error) {
 		return m, fmt.Errorf("event %s came on %s, but its attributes say %s", e.ID(), subject, want)
 	}
 	return m, nil
-}
-
-// NewTraceParent starts a W3C trace context for a new request.
-func NewTraceParent() string {
-	return "00-" + randomHex(16) + "-" + randomHex(8) + "-01"
-}
-
-// ChildTraceParent continues the trace of parent with a new span id. An
-// invalid parent starts a new trace.
-func ChildTraceParent(parent string) string {
-	if len(parent) != 55 {
-		return NewTraceParent()
-	}
-	return parent[:36] + randomHex(8) + parent[52:]
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// SetTraceParent sets the event's W3C traceparent extension.
-func SetTraceParent(e *event.Event, traceparent string) {
-	extensions.DistributedTracingExtension{TraceParent: traceparent}.AddTracingAttributes(e)
-}
-
-// TraceParent is the event's W3C traceparent, or "".
-func TraceParent(e *event.Event) string {
-	d, _ := extensions.GetDistributedTracingExtension(*e)
-	return d.TraceParent
 }
 
 // ToMsg encodes a CloudEvent in binary mode as a NATS message on subject.
