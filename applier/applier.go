@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -36,6 +38,7 @@ import (
 
 	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
@@ -61,6 +64,8 @@ type Options struct {
 	// writes of a reply are dry-run only when it could refuse one. nil:
 	// every reply's are.
 	Preflight Preflight
+	// TracerProvider makes the spans of the applies (nil: the global one).
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultMaxChildren is the default of Options.MaxChildren.
@@ -74,6 +79,7 @@ type Applier struct {
 	events record.EventRecorder
 	opts   Options
 	log    *slog.Logger
+	tracer trace.Tracer
 	fence  *kvFence
 	queue  workqueue.TypedRateLimitingInterface[types.UID]
 
@@ -104,6 +110,7 @@ func New(reg *registry.Registry, dyn dynamic.Interface, js jetstream.JetStream, 
 	return &Applier{
 		reg: reg, dyn: dyn, js: js, events: events, opts: opts,
 		log:     log.With("component", "applier"),
+		tracer:  tracing.Tracer(opts.TracerProvider),
 		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "replies"}),
 		pending: map[types.UID]*batch{},
 		held:    map[int]*partition{},
@@ -154,7 +161,8 @@ func (a *Applier) receive(msg jetstream.Msg) {
 		_ = msg.Term()
 		return
 	}
-	r := &reply{msg: msg, meta: meta, typ: e.Type(), data: e.Data()}
+	r := &reply{msg: msg, meta: meta, typ: e.Type(), data: e.Data(), sent: e.Time(),
+		span: trace.SpanContextFromContext(bus.ExtractTrace(context.Background(), e))}
 	a.mu.Lock()
 	key := meta.ApplyKey()
 	b := a.pending[key]
@@ -235,9 +243,12 @@ func (a *Applier) processNext(ctx context.Context) bool {
 // even of a reply with thousands of children. A failed apply is retried.
 const applyTimeout = 2 * time.Minute
 
-// applyWithin applies a batch within applyTimeout. A panic fails the apply,
-// and the batch is retried like any failed one.
+// applyWithin applies a batch within applyTimeout, in a span that continues
+// the trace of its reply. A panic fails the apply, and the batch is retried
+// like any failed one.
 func (a *Applier) applyWithin(ctx context.Context, part *partition, b *batch) (err error) {
+	ctx, span := a.traceApply(ctx, b)
+	defer func() { tracing.End(span, err) }()
 	defer recovery.Recover(&err, recovery.Applier, a.log, "controller", b.meta.Controller, "parent", b.meta.Key())
 	ctx, cancel := context.WithTimeout(ctx, applyTimeout)
 	defer cancel()
@@ -319,11 +330,13 @@ func (a *Applier) applyTo(ctx context.Context, part *partition, ctl *registry.Co
 		reason, problem := decodeFailure(f)
 		return a.reject(ctx, log, ctl, parent, m, reason, problem)
 	}
+	planCtx, span := a.tracer.Start(ctx, "plan")
 	replies, err := b.decode(ctl.Spec.Hooks.Named(m.Hook).StrictReplies(), a.opts.MaxChildren)
 	resp := replies[m.LatestRevision()]
 	var ro *rollout
 	if err == nil && ctl.Rolling() {
-		if ro, err = a.rollout(ctx, ctl, parent, m, replies); err != nil {
+		if ro, err = a.rollout(planCtx, ctl, parent, m, replies); err != nil {
+			tracing.End(span, err)
 			return err
 		}
 		resp = &hooks.SyncResponse{Status: resp.Status, Children: ro.children, ResyncAfterSeconds: resp.ResyncAfterSeconds, Finalized: resp.Finalized}
@@ -332,6 +345,8 @@ func (a *Applier) applyTo(ctx context.Context, part *partition, ctl *registry.Co
 	if err == nil {
 		actions, err = plan(ctl, parent, resp, cacheLookup{a.reg})
 	}
+	span.SetAttributes(attribute.Int("uc.writes", len(actions)))
+	tracing.End(span, err)
 	if err != nil {
 		return a.reject(ctx, log, ctl, parent, m, "InvalidHookReply", fmt.Errorf("%s hook reply rejected: %w", m.Hook, err))
 	}
@@ -597,7 +612,10 @@ func (a *Applier) execute(ctx context.Context, ctl *registry.Controller, parent 
 	first, rest := actions[:1], actions[1:]
 	if why := a.mayBeRefused(ctx, rest); why != "" {
 		a.log.Debug("dry run", "controller", ctl.Name, "parent", objectKey(parent), "because", why)
-		if _, _, err := a.writeAll(ctx, ctl, rest, true); err != nil {
+		dryCtx, span := a.tracer.Start(ctx, "dry run", trace.WithAttributes(attribute.String("uc.because", why)))
+		_, _, err := a.writeAll(dryCtx, ctl, rest, true)
+		tracing.End(span, err)
+		if err != nil {
 			return false, err
 		}
 	}
@@ -638,7 +656,7 @@ func (a *Applier) writeAll(ctx context.Context, ctl *registry.Controller, action
 		for i, act := range run {
 			g.Go(func() error {
 				var err error
-				results[i], err = a.write(gctx, ctl, act, dryRun)
+				results[i], err = a.tracedWrite(gctx, ctl, act, dryRun)
 				return err
 			})
 		}

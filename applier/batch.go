@@ -1,7 +1,10 @@
 package applier
 
 import (
+	"time"
+
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"universalcontroller.dev/uc/schemas/bus"
 )
@@ -12,6 +15,8 @@ type reply struct {
 	meta bus.Meta
 	typ  string
 	data []byte
+	sent time.Time         // when the hook sent it; zero once its wait is traced
+	span trace.SpanContext // of the hook call that sent it (its ce-traceparent)
 }
 
 // batch is what is applied for one parent at once: the replies computed from

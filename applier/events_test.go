@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -45,7 +46,7 @@ func TestRecordWrites(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := record.NewFakeRecorder(10)
-			a := &Applier{events: rec}
+			a := &Applier{events: rec, tracer: tracing.Tracer(nil)}
 			a.recordWrites(&unstructured.Unstructured{}, tc.done)
 			close(rec.Events)
 			var got []string

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"universalcontroller.dev/uc/internal/preflight"
+	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
@@ -69,7 +70,7 @@ func TestDryRunsOnlyWhereSomethingCouldRefuse(t *testing.T) {
 				created = append(created, obj.GetName())
 				return false, nil, nil
 			})
-			a := &Applier{dyn: dyn, events: record.NewFakeRecorder(10), log: slog.New(slog.DiscardHandler), opts: Options{Preflight: tc.preflight}}
+			a := &Applier{dyn: dyn, tracer: tracing.Tracer(nil), events: record.NewFakeRecorder(10), log: slog.New(slog.DiscardHandler), opts: Options{Preflight: tc.preflight}}
 			var actions []action
 			for _, name := range []string{"a", "b", "c"} {
 				obj, err := desiredObject(ctl, parent, &ctl.Children[0], object("ConfigMap", "", name, map[string]any{"k": "v"}, ""), ownerRef(ctl, parent))

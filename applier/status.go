@@ -7,12 +7,14 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/internal/tracing"
 )
 
 // ConditionSynced is the condition uc keeps on every parent: True when the
@@ -101,10 +103,12 @@ func (a *Applier) applyStatus(ctx context.Context, ctl *registry.Controller, par
 	if equalJSON(live, status) {
 		return nil
 	}
+	ctx, span := a.tracer.Start(ctx, "status", trace.WithSpanKind(trace.SpanKindClient))
 	obj := parentConfig(parent)
 	obj.Object["status"] = status
 	_, err := a.dyn.Resource(ctl.Parent.GVR).Namespace(parent.GetNamespace()).
 		ApplyStatus(ctx, parent.GetName(), obj, metav1.ApplyOptions{FieldManager: FieldManager(ctl.Name), Force: true})
+	tracing.End(span, err)
 	if err != nil {
 		return fmt.Errorf("write status: %w", err)
 	}

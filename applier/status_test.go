@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
@@ -191,7 +192,7 @@ func TestWriteStatusRefused(t *testing.T) {
 			})
 			rec := record.NewFakeRecorder(10)
 			reg := registry.New(dyn, &fakediscovery.FakeDiscovery{Fake: &ktesting.Fake{}}, slog.New(slog.DiscardHandler))
-			a := &Applier{reg: reg, dyn: dyn, events: rec, log: slog.New(slog.DiscardHandler)}
+			a := &Applier{reg: reg, dyn: dyn, tracer: tracing.Tracer(nil), events: rec, log: slog.New(slog.DiscardHandler)}
 			for working := range 2 {
 				err := a.writeStatus(t.Context(), ctl, parent, map[string]any{"working": working == 1}, 1, syncedCondition(1))
 				if (err != nil) != tc.wantErr {

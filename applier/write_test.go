@@ -18,6 +18,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
@@ -45,7 +46,7 @@ func TestCreateNeverUpserts(t *testing.T) {
 		for _, dryRun := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s, dry run %v", tc.name, dryRun), func(t *testing.T) {
 				dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), tc.existing.DeepCopy())
-				a := &Applier{dyn: dyn}
+				a := &Applier{dyn: dyn, tracer: tracing.Tracer(nil)}
 				want, err := desiredObject(ctl, parent, &ctl.Children[0], object("ConfigMap", "", "taken", map[string]any{"k": "v"}, ""), ownerRef(ctl, parent))
 				if err != nil {
 					t.Fatal(err)

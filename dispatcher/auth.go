@@ -32,9 +32,9 @@ func webhookClient(ctx context.Context, kube kubernetes.Interface, c v1alpha1.Co
 	transport.TLSClientConfig = tlsConfig
 	authorization, err := authorizationHeader(ctx, kube, c)
 	if err != nil || authorization == "" {
-		return &http.Client{Transport: transport}, err
+		return &http.Client{Transport: traced(transport)}, err
 	}
-	return &http.Client{Transport: withHeader{transport, "Authorization", authorization}}, nil
+	return &http.Client{Transport: traced(withHeader{transport, "Authorization", authorization})}, nil
 }
 
 // connectionFor is what a webhook at u is called with, as Metacontroller

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -27,6 +28,9 @@ type Options struct {
 	// MaxReplyBytes caps a hook's reply (default: the NATS server's maximum
 	// payload).
 	MaxReplyBytes int64
+	// TracerProvider makes the spans of the hook calls (nil: the global
+	// one).
+	TracerProvider trace.TracerProvider
 }
 
 // Dispatcher serves the hooks that are not on the bus. For every hook of a
@@ -145,7 +149,8 @@ func (d *Dispatcher) start(key hookKey, s *servedHook) {
 	log.Info("serving hook", "webhook", s.spec.Webhook != nil, "destination", s.spec.Destination != nil, "concurrency", concurrency)
 	d.wg.Go(func() {
 		for delay := time.Second; ctx.Err() == nil; delay = min(2*delay, time.Minute) {
-			err := worker.Serve(ctx, d.js, key.controller, h, worker.WithConcurrency(concurrency), worker.WithLogger(d.log))
+			err := worker.Serve(ctx, d.js, key.controller, h, worker.WithConcurrency(concurrency), worker.WithLogger(d.log),
+				worker.WithTracerProvider(d.opts.TracerProvider))
 			if ctx.Err() != nil {
 				return
 			}
@@ -163,5 +168,5 @@ func (d *Dispatcher) handler(hook string, s *servedHook) worker.Handler {
 		return newWebhookHandler(hook, s.spec.Webhook, s.ctl.Spec.EndpointConfigs, d.kube, d.opts.MaxReplyBytes)
 	}
 	return &destinationHandler{hook: hook, dest: *s.spec.Destination, controller: s.ctl.Object,
-		resolver: d.resolver, client: http.DefaultClient, limit: d.opts.MaxReplyBytes}
+		resolver: d.resolver, client: &http.Client{Transport: traced(http.DefaultTransport)}, limit: d.opts.MaxReplyBytes}
 }

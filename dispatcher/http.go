@@ -11,6 +11,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/propagation"
+
 	"universalcontroller.dev/uc/dispatcher/worker"
 )
 
@@ -52,6 +55,13 @@ func post(client *http.Client, req *http.Request, limit int64) (http.Header, []b
 		return nil, nil, &worker.Error{Reason: worker.ReasonInvalidReply, Err: fmt.Errorf("%s %s: reply larger than %d bytes", req.Method, req.URL.Redacted(), limit)}
 	}
 	return resp.Header, body, nil
+}
+
+// traced is rt with a span for each call of a hook, under the hook call's
+// span (the worker's), whose trace context goes with the request as a
+// traceparent header: a webhook that traces continues the trace.
+func traced(rt http.RoundTripper) http.RoundTripper {
+	return otelhttp.NewTransport(rt, otelhttp.WithPropagators(propagation.TraceContext{}))
 }
 
 // retryAfter reads a Retry-After header: delay-seconds or an HTTP date.

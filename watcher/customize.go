@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -17,6 +18,7 @@ import (
 
 	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -33,6 +35,7 @@ type customized struct {
 	key        parentKey
 	generation int64
 	rules      []relatedRule
+	span       trace.SpanContext // of the reply's handling: the syncs that use it link to it
 }
 
 // relatedRule is a relatedResources entry, resolved.
@@ -165,6 +168,9 @@ func (w *Watcher) onCustomizeReply(ctx context.Context, msg jetstream.Msg) error
 	if err != nil {
 		return nil // not a uc event: nothing to retry
 	}
+	// The customize call's trace goes on: the sync that asked for it.
+	ctx, span := w.tracer.Start(bus.ExtractTrace(ctx, e), "customize reply", trace.WithSpanKind(trace.SpanKindConsumer))
+	defer span.End()
 	meta, err := bus.MetaOfReply(msg.Subject(), e)
 	if err != nil {
 		w.log.Error("dropping a customize reply that is not a uc reply", "subject", msg.Subject(), "err", err)
@@ -194,7 +200,7 @@ func (w *Watcher) onCustomizeReply(ctx context.Context, msg jetstream.Msg) error
 	if err != nil {
 		return failure("InvalidHookReply", fmt.Errorf("customize hook reply rejected: %w", err))
 	}
-	w.customize.put(meta.ApplyKey(), &customized{key: key, generation: meta.Generation, rules: rules})
+	w.customize.put(meta.ApplyKey(), &customized{key: key, generation: meta.Generation, rules: rules, span: span.SpanContext()})
 	w.queue.Add(key)
 	return nil
 }
@@ -289,13 +295,19 @@ func (w *Watcher) namespaceLabels(ns string) labels.Set {
 
 // related returns the parent's related objects, or ok=false after asking the
 // customize hook when it has no answer for the parent's generation yet
-// (forced: with a request of its own id, see publish).
-func (w *Watcher) related(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, version string, forced bool) (hooks.GroupedObjects, bool, error) {
-	out := hooks.GroupedObjects{}
+// (forced: with a request of its own id, see publish). The sync's span links
+// to the customize reply it uses.
+func (w *Watcher) related(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, version string, forced bool) (out hooks.GroupedObjects, ok bool, err error) {
+	out = hooks.GroupedObjects{}
 	if ctl.Spec.Hooks.Customize == nil {
 		return out, true, nil
 	}
+	ctx, span := w.tracer.Start(ctx, "customize")
+	defer func() { tracing.End(span, err) }()
 	cz := w.customize.get(bus.Address{Controller: ctl.Name, ParentUID: parent.GetUID()}.ApplyKey())
+	if cz != nil {
+		span.AddLink(trace.Link{SpanContext: cz.span})
+	}
 	if cz == nil || cz.generation != parent.GetGeneration() {
 		meta := w.meta(ctl, parent, hooks.Customize)
 		req := &hooks.CustomizeRequest{Controller: ctl.Object, Parent: parent}

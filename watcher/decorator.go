@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
 
@@ -104,7 +105,9 @@ func (w *Watcher) syncDecorated(ctx context.Context, ctl *registry.Controller, k
 	if err != nil || !ok {
 		return err // without a customize reply yet, the sync follows it
 	}
+	_, span := w.tracer.Start(ctx, "claim")
 	attached, err := w.attachments(view, obj)
+	tracing.End(span, err)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"universalcontroller.dev/uc/internal/bustest"
+	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
@@ -51,7 +52,7 @@ func (c *chainTest) takeOver() {
 	c.t.Cleanup(queue.ShutDown)
 	republish := newRepublisher(c.js, slog.Default(), func(parentKey) {})
 	c.t.Cleanup(republish.checks.ShutDown)
-	c.w = &Watcher{js: c.js, log: slog.Default(), queue: queue, republish: republish, chain: newRequestChain(c.js)}
+	c.w = &Watcher{js: c.js, log: slog.Default(), tracer: tracing.Tracer(nil), queue: queue, republish: republish, chain: newRequestChain(c.js)}
 }
 
 // setParent sets the parent's generation and resourceVersion as the cache

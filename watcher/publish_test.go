@@ -13,6 +13,7 @@ import (
 
 	"universalcontroller.dev/uc/internal/bustest"
 	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
@@ -77,7 +78,7 @@ func TestPublishIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	w := &Watcher{js: js, log: slog.Default()}
+	w := &Watcher{js: js, log: slog.Default(), tracer: tracing.Tracer(nil)}
 	ctx, cancel := context.WithTimeout(t.Context(), itemTimeout)
 	defer cancel()
 	meta := bus.Meta{Address: bus.Address{Controller: "c", Hook: hooks.Sync, ParentUID: "u"}, Namespace: "ns", Name: "p"}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"universalcontroller.dev/uc/internal/recovery"
+	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
@@ -23,7 +24,8 @@ import (
 // of a customize reply panic (a nil pointer), as a bug would make them.
 func brokenWatcher(logs *bytes.Buffer) *Watcher {
 	return &Watcher{
-		log: slog.New(slog.NewTextHandler(logs, nil)),
+		log:    slog.New(slog.NewTextHandler(logs, nil)),
+		tracer: tracing.Tracer(nil),
 		queue: workqueue.NewTypedRateLimitingQueue(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[parentKey](time.Millisecond, 10*time.Millisecond)),
 	}

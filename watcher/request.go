@@ -11,12 +11,15 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/internal/revision"
+	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -67,7 +70,9 @@ func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 		return w.publish(ctx, meta, bus.FailureType(hook), meta.ReplySubject(),
 			hooks.Failure{Reason: "InvalidSelector", Message: err.Error()}, "")
 	}
+	_, span := w.tracer.Start(ctx, "claim")
 	claimed, err := w.claim(ctl, parent, sel)
+	tracing.End(span, err)
 	if err != nil {
 		return err
 	}
@@ -275,8 +280,12 @@ func (w *Watcher) publishRequest(ctx context.Context, key parentKey, meta *bus.M
 
 // publish sends one CloudEvent about a parent to JetStream with that id,
 // or, if id is empty, an id derived from its subject, type and data: the
-// bus drops an event whose id it took in the last two minutes.
-func (w *Watcher) publish(ctx context.Context, meta bus.Meta, typ, subject string, data any, id string) error {
+// bus drops an event whose id it took in the last two minutes. The event
+// carries the trace context of its publish span.
+func (w *Watcher) publish(ctx context.Context, meta bus.Meta, typ, subject string, data any, id string) (err error) {
+	ctx, span := w.tracer.Start(ctx, "publish", trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(tracing.Parent(meta)...),
+		trace.WithAttributes(attribute.String("messaging.destination.name", subject), attribute.String("cloudevents.event_type", typ)))
+	defer func() { tracing.End(span, err) }()
 	e := event.New()
 	e.SetType(typ)
 	e.SetSource("/universalcontroller/" + meta.Controller)
@@ -290,7 +299,7 @@ func (w *Watcher) publish(ctx context.Context, meta bus.Meta, typ, subject strin
 	e.SetID(id)
 	e.SetTime(time.Now())
 	meta.SetOn(&e)
-	bus.SetTraceParent(&e, bus.NewTraceParent())
+	bus.InjectTrace(ctx, &e)
 	msg, err := bus.ToMsg(ctx, subject, &e)
 	if err != nil {
 		return err
@@ -301,11 +310,13 @@ func (w *Watcher) publish(ctx context.Context, meta bus.Meta, typ, subject strin
 	if err != nil {
 		return fmt.Errorf("publish %s for %s: %w", typ, meta.Key(), err)
 	}
+	// A duplicate was dropped by the bus: it holds or held that request.
+	span.SetAttributes(attribute.String("cloudevents.event_id", id), attribute.Bool("uc.duplicate", ack.Duplicate))
 	if typ == bus.RequestType(meta.Hook) && meta.Revision == "" {
 		w.republish.published(meta, id) // a request for the parent as it is
 	}
 	w.log.Debug("published", "controller", meta.Controller, "parent", meta.Key(), "type", typ, "observation", meta.Observation,
-		"id", id, "duplicate", ack.Duplicate) // dropped by the bus: it holds or held that request
+		"id", id, "duplicate", ack.Duplicate)
 	return nil
 }
 

@@ -17,6 +17,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +31,7 @@ import (
 
 	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
@@ -39,6 +42,8 @@ type Options struct {
 	Partitions int
 	// Workers is the number of parents synced at once.
 	Workers int
+	// TracerProvider makes the spans of the syncs (nil: the global one).
+	TracerProvider trace.TracerProvider
 }
 
 // parentKey names one parent of one controller. A Resync key asks for a
@@ -67,6 +72,7 @@ type Watcher struct {
 	js        jetstream.JetStream
 	opts      Options
 	log       *slog.Logger
+	tracer    trace.Tracer
 	queue     workqueue.TypedRateLimitingInterface[parentKey]
 	clock     observationClock
 	customize customizeCache
@@ -108,6 +114,8 @@ func New(reg *registry.Registry, js jetstream.JetStream, opts Options, log *slog
 		js:   js,
 		opts: opts,
 		log:  log.With("component", "watcher"),
+		// A sync is the root of the trace of a parent's change.
+		tracer: tracing.Tracer(opts.TracerProvider),
 		// A parent whose request cannot be published (the bus is electing a
 		// leader, or down) is retried with a backoff capped at 10s, so it is
 		// published soon after the bus is back.
@@ -277,9 +285,13 @@ const itemTimeout = 2 * time.Minute
 // worker so waiting, the watcher would stall.
 const busTimeout = 5 * time.Second
 
-// syncWithin syncs a parent within itemTimeout. A panic fails the sync, and
-// the parent is retried like any failed one.
+// syncWithin syncs a parent within itemTimeout, in a span that starts the
+// trace of the change. A panic fails the sync, and the parent is retried
+// like any failed one.
 func (w *Watcher) syncWithin(ctx context.Context, key parentKey) (err error) {
+	ctx, span := w.tracer.Start(ctx, "sync", trace.WithAttributes(tracing.KeyController.String(key.Controller),
+		tracing.KeyParent.String(key.String()), attribute.Bool("uc.resync", key.Resync)))
+	defer func() { tracing.End(span, err) }()
 	defer recovery.Recover(&err, recovery.Watcher, w.log, "controller", key.Controller, "parent", key.String())
 	ctx, cancel := context.WithTimeout(ctx, itemTimeout)
 	defer cancel()

@@ -35,6 +35,7 @@ type config struct {
 	maxChildren    int
 	maxReplyBytes  int64
 	log            logOptions
+	tracing        tracingOptions
 
 	leaderElect    bool
 	leaseNamespace string
@@ -68,6 +69,7 @@ func (c *config) register(fs *pflag.FlagSet) {
 	fs.IntVar(&c.applierWorkers, "applier-workers", 16, "parents the applier applies at once")
 	fs.IntVar(&c.maxChildren, "max-children-per-reply", applier.DefaultMaxChildren, "most children one hook reply may have; a reply with more is rejected whole")
 	c.log.register(fs)
+	c.tracing.register(fs)
 	fs.StringVar(&c.healthAddr, "health-addr", "", "address serving /healthz and /readyz, e.g. :8081 (off when empty)")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "address serving Prometheus metrics on /metrics, e.g. :8080 (off when empty)")
 	fs.BoolVar(&c.metacontrollerAPI, "metacontroller-api", false, "also serve Metacontroller's CompositeControllers and DecoratorControllers (metacontroller.k8s.io/v1alpha1), adopting what Metacontroller left as it is")

@@ -55,6 +55,8 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		return err
 	}
 	js := observedJetStream{rawJS, m}
+	tracers := newTracers(cfg.tracing, log)
+	defer tracers.shutdown(ctx)
 
 	dyn, err := dynamic.NewForConfig(restCfg)
 	if err != nil {
@@ -98,13 +100,21 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	var runners []func(context.Context) error
 	var consumers []neededConsumers
 	if cfg.roles.dispatcher {
+		tp, err := tracers.provider(ctx, "dispatcher")
+		if err != nil {
+			return err
+		}
 		topology := dispatcher.NewTopology(js, reg, log)
-		d := dispatcher.New(js, reg, kube, watchDyn, dispatcher.Options{MaxReplyBytes: cfg.maxReplyBytes}, log)
+		d := dispatcher.New(js, reg, kube, watchDyn, dispatcher.Options{MaxReplyBytes: cfg.maxReplyBytes, TracerProvider: tp}, log)
 		runners = append(runners, topology.Run, d.Run)
 		consumers = append(consumers, neededConsumers{bus.RequestStream, topology.Consumers})
 	}
 	if cfg.roles.watcher {
-		w := watcher.New(reg, js, watcher.Options{Partitions: cfg.partitions, Workers: cfg.watcherWorkers}, log)
+		tp, err := tracers.provider(ctx, "watcher")
+		if err != nil {
+			return err
+		}
+		w := watcher.New(reg, js, watcher.Options{Partitions: cfg.partitions, Workers: cfg.watcherWorkers, TracerProvider: tp}, log)
 		consumers = append(consumers, neededConsumers{bus.ReplyStream, w.Consumers})
 		if cfg.leaderElect {
 			runners = append(runners, leaderElected(kube, cfg.leaseNamespace, cfg.leaseName, log, w.Run))
@@ -121,9 +131,13 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
+		tp, err := tracers.provider(ctx, "applier")
+		if err != nil {
+			return err
+		}
 		checks := preflight.New(kube, watchKube, watchDyn, reg, log)
 		a := applier.New(reg, dyn, js, recorder, applier.Options{Workers: cfg.applierWorkers, Replicas: cfg.replicas, Partitions: cfg.partitions, ReplicaID: id,
-			MaxChildren: cfg.maxChildren, Preflight: checks}, log)
+			MaxChildren: cfg.maxChildren, Preflight: checks, TracerProvider: tp}, log)
 		runners = append(runners, checks.Run, a.Run)
 		consumers = append(consumers, neededConsumers{bus.ReplyStream, a.Consumers})
 	}

@@ -30,6 +30,7 @@ type workerConfig struct {
 	maxReply    int64
 	nats        worker.Connection
 	log         logOptions
+	tracing     tracingOptions
 }
 
 func workerCommand() *cobra.Command { return newWorkerCommand(serveWorker) }
@@ -84,6 +85,7 @@ processes to serve more requests at once.`,
 	cfg.nats.RegisterFlags(natsFlags, func(string) string { return "" })
 	fs.AddGoFlagSet(natsFlags)
 	cfg.log.register(fs)
+	cfg.tracing.register(fs)
 	return c
 }
 
@@ -113,10 +115,16 @@ func (cfg *workerConfig) complete(args []string) error {
 // serveWorker serves the config's hooks on the bus, each request by a run
 // of its command, with the Go SDK's delivery.
 func serveWorker(ctx context.Context, cfg workerConfig, log *slog.Logger) error {
+	tracers := newTracers(cfg.tracing, log)
+	defer tracers.shutdown(ctx)
+	tp, err := tracers.provider(ctx, "worker")
+	if err != nil {
+		return err
+	}
 	var handlers []worker.Handler
 	for _, h := range cfg.hooks {
 		handlers = append(handlers, &exechook.Handler{HookName: h, Argv: cfg.argv, MaxReplyBytes: cfg.maxReply})
 	}
 	return worker.Run(ctx, cfg.nats, cfg.controller, handlers,
-		worker.WithConcurrency(cfg.concurrency), worker.WithTimeout(cfg.timeout), worker.WithLogger(log))
+		worker.WithConcurrency(cfg.concurrency), worker.WithTimeout(cfg.timeout), worker.WithLogger(log), worker.WithTracerProvider(tp))
 }

@@ -32,10 +32,12 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"universalcontroller.dev/uc/internal/recovery"
+	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
@@ -132,6 +134,7 @@ type options struct {
 	concurrency int
 	policy      Policy
 	log         *slog.Logger
+	tracer      trace.Tracer
 }
 
 // WithConcurrency sets how many requests are served at once (default 16).
@@ -152,7 +155,7 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // the consumer is gone (a NATS server restarted without it) or made anew,
 // waits for it again and goes on with the new one.
 func Serve(ctx context.Context, js jetstream.JetStream, controller string, h Handler, opts ...Option) error {
-	o := options{concurrency: 16, policy: DefaultPolicy, log: slog.Default()}
+	o := options{concurrency: 16, policy: DefaultPolicy, log: slog.Default(), tracer: tracing.Tracer(nil)}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -317,7 +320,9 @@ func (s *server) serve(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	policy := s.opts.policy.forRequest(req.Data(), meta.Hook)
+	ctx, span := s.traceCall(ctx, msg, req, meta)
 	err = s.answer(ContextWithRequest(ctx, req, log), req, meta, policy.Timeout)
+	tracing.End(span, err)
 	if err == nil {
 		log.Debug("replied")
 		if err := msg.Ack(); err != nil {
@@ -419,7 +424,7 @@ func (s *server) publish(ctx context.Context, req *event.Event, meta bus.Meta, t
 	e.SetTime(time.Now())
 	meta.RequestID = req.ID()
 	meta.SetOn(&e)
-	bus.SetTraceParent(&e, bus.ChildTraceParent(bus.TraceParent(req)))
+	bus.InjectTrace(ctx, &e)
 	if err := e.SetData(event.ApplicationJSON, data); err != nil {
 		return &Error{Reason: ReasonInvalidReply, Err: fmt.Errorf("encode %s: %w", typ, err)}
 	}

@@ -10,14 +10,20 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/cloudevents/sdk-go/v2/extensions"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"universalcontroller.dev/uc/examples/foo"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
+
+// tracer makes the spans of the watcher's publish and the worker's call:
+// sampled, exported nowhere.
+var tracer = sdktrace.NewTracerProvider().Tracer("roundtrip")
 
 // request builds a hook request the way watcher.publish does and encodes it
 // as the NATS message the watcher publishes.
@@ -43,7 +49,9 @@ func request(t *testing.T, controller string, parent *unstructured.Unstructured,
 	e.SetSubject(meta.Key())
 	e.SetTime(time.Now())
 	meta.SetOn(&e)
-	bus.SetTraceParent(&e, bus.NewTraceParent())
+	ctx, span := tracer.Start(context.Background(), "publish")
+	defer span.End()
+	bus.InjectTrace(ctx, &e)
 	if err := e.SetData(event.ApplicationJSON, data); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +78,9 @@ func reply(t *testing.T, req *event.Event, data any) *nats.Msg {
 	e.SetTime(time.Now())
 	meta.RequestID = req.ID()
 	meta.SetOn(&e)
-	bus.SetTraceParent(&e, bus.ChildTraceParent(bus.TraceParent(req)))
+	ctx, span := tracer.Start(bus.ExtractTrace(context.Background(), req), "hook")
+	defer span.End()
+	bus.InjectTrace(ctx, &e)
 	if err := e.SetData(event.ApplicationJSON, data); err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +168,11 @@ func TestBusRoundTrip(t *testing.T) {
 			if !reflect.DeepEqual(repMeta, reqMeta) {
 				t.Errorf("reply meta %+v, want the request's %+v", repMeta, reqMeta)
 			}
-			if rt, qt := bus.TraceParent(rep), bus.TraceParent(req); rt[:36] != qt[:36] || rt == qt {
+			traceparent := func(e *event.Event) string {
+				s, _ := e.Extensions()[extensions.TraceParentExtension].(string)
+				return s
+			}
+			if rt, qt := traceparent(rep), traceparent(req); len(rt) != 55 || rt[:36] != qt[:36] || rt == qt {
 				t.Errorf("reply traceparent %q does not continue the request's %q", rt, qt)
 			}
 		})

@@ -28,7 +28,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"universalcontroller.dev/uc/dispatcher/worker"
+	"universalcontroller.dev/uc/internal/tracing"
 )
 
 // DefaultMaxReplyBytes is the largest reply read when Handler sets none:
@@ -67,11 +71,14 @@ type Handler struct {
 // Hook is the hook served.
 func (h *Handler) Hook() string { return h.HookName }
 
-// Handle runs the command with the request and returns its reply as it is.
-// What the command wrote to its standard error is logged with the call's
-// logger (worker.Logger).
+// Handle runs the command with the request and returns its reply as it is,
+// in a span under the call's. What the command wrote to its standard error
+// is logged with the call's logger (worker.Logger).
 func (h *Handler) Handle(ctx context.Context, data []byte) (any, error) {
+	ctx, span := trace.SpanFromContext(ctx).TracerProvider().Tracer(tracing.Scope).Start(ctx, "exec",
+		trace.WithAttributes(attribute.String("process.command_line", h.name())))
 	reply, stderr, err := h.Run(ctx, data)
+	tracing.End(span, err)
 	if len(stderr) > 0 {
 		log := worker.Logger(ctx).With("stderr", string(stderr))
 		if err != nil {
