@@ -43,6 +43,12 @@ const fastDelivery = `{"timeout":"300ms","maxDeliveries":3,"backoffDelay":"200ms
 // sync hook has the delivery spec delivery.
 func request(t *testing.T, js jetstream.JetStream, name, delivery string) bus.Meta {
 	t.Helper()
+	return requestIn(t.Context(), t, js, name, delivery)
+}
+
+// requestIn is request sent in the span of ctx.
+func requestIn(ctx context.Context, t *testing.T, js jetstream.JetStream, name, delivery string) bus.Meta {
+	t.Helper()
 	uid := types.UID(uuid.NewString())
 	meta := bus.Meta{Address: bus.Address{Controller: "c", Hook: hooks.Sync, Partition: bus.Partition(uid, 4), ParentUID: uid},
 		Namespace: "ns", Name: name, Generation: 1, ResourceVersion: "7", Observation: time.Now().UnixNano()}
@@ -50,7 +56,9 @@ func request(t *testing.T, js jetstream.JetStream, name, delivery string) bus.Me
 	e.SetID(uuid.NewString())
 	e.SetType(bus.RequestType(hooks.Sync))
 	e.SetSource("/test")
+	e.SetTime(time.Now())
 	meta.SetOn(&e)
+	bus.InjectTrace(ctx, &e)
 	body := `{"controller":{"spec":{"hooks":{"sync":{"delivery":` + delivery + `}}}},"parent":{"metadata":{"name":"` + name + `"}}}`
 	if err := e.SetData(event.ApplicationJSON, json.RawMessage(body)); err != nil {
 		t.Fatal(err)
