@@ -24,8 +24,14 @@ import (
 // shown when the test fails.
 func startExecWorker(t *testing.T, controller string, command ...string) *testbed.Process {
 	t.Helper()
+	return startExecWorkerOn(t, env.uc.natsURL, controller, command...)
+}
+
+// startExecWorkerOn is startExecWorker against the NATS at natsURL.
+func startExecWorkerOn(t *testing.T, natsURL, controller string, command ...string) *testbed.Process {
+	t.Helper()
 	logPath := filepath.Join(t.TempDir(), "worker.log")
-	args := append([]string{"worker", "--controller", controller, "--nats-url", env.uc.natsURL, "--log-level", "debug", "--"}, command...)
+	args := append([]string{"worker", "--controller", controller, "--nats-url", natsURL, "--log-level", "debug", "--"}, command...)
 	p, err := testbed.StartProcess("uc worker", env.uc.bin, logPath, args...)
 	if err != nil {
 		t.Fatal(err)
