@@ -345,7 +345,7 @@ func (a *Applier) applyTo(ctx context.Context, part *partition, ctl *registry.Co
 	if err == nil {
 		actions, err = plan(ctl, parent, resp, cacheLookup{a.reg})
 	}
-	span.SetAttributes(attribute.Int("uc.writes", len(actions)))
+	tracing.SetAttributes(span, func() []attribute.KeyValue { return []attribute.KeyValue{attribute.Int("uc.writes", len(actions))} })
 	tracing.End(span, err)
 	if err != nil {
 		return a.reject(ctx, log, ctl, parent, m, "InvalidHookReply", fmt.Errorf("%s hook reply rejected: %w", m.Hook, err))
@@ -612,7 +612,8 @@ func (a *Applier) execute(ctx context.Context, ctl *registry.Controller, parent 
 	first, rest := actions[:1], actions[1:]
 	if why := a.mayBeRefused(ctx, rest); why != "" {
 		a.log.Debug("dry run", "controller", ctl.Name, "parent", objectKey(parent), "because", why)
-		dryCtx, span := a.tracer.Start(ctx, "dry run", trace.WithAttributes(attribute.String("uc.because", why)))
+		dryCtx, span := a.tracer.Start(ctx, "dry run")
+		tracing.SetAttributes(span, func() []attribute.KeyValue { return []attribute.KeyValue{attribute.String("uc.because", why)} })
 		_, _, err := a.writeAll(dryCtx, ctl, rest, true)
 		tracing.End(span, err)
 		if err != nil {

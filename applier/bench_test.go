@@ -5,11 +5,17 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/internal/tracing"
+	"universalcontroller.dev/uc/internal/tracing/otlp"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -119,4 +125,60 @@ func (r *reply) decoded(b *testing.B) *hooks.SyncResponse {
 		b.Fatal(err)
 	}
 	return resp
+}
+
+// BenchmarkApplySpans measures the spans of one apply of a reply with 5
+// children whose last 4 are dry-run first — reply wait, apply, plan, dry
+// run, 9 writes and status: 14 spans — as the applier makes them, with
+// tracing off (uc's provider without an endpoint: the API's no-op, which
+// passes the reply's trace context on) and recorded (sampled, into a batch
+// that exports nowhere: all but the network of an export).
+func BenchmarkApplySpans(b *testing.B) {
+	for _, v := range otlp.EnvEndpoints {
+		b.Setenv(v, "")
+	}
+	off, err := otlp.NewProvider(b.Context(), "", "uc-applier", "", false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The hook call, sampled when the applier records its spans too.
+	calls := sdktrace.NewTracerProvider()
+	recorded := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+	defer func() { _ = recorded.Shutdown(b.Context()) }()
+	ctl := testController(v1alpha1.ChildUpdateInPlace)
+	act := action{verb: verbCreate, child: &ctl.Children[0], obj: object("ConfigMap", "ns", "c", nil, "")}
+	meta := bus.Meta{Address: bus.Address{Controller: "test", Hook: hooks.Sync, ParentUID: "parent-uid"}, Namespace: "ns", Name: "p"}
+	for _, tc := range []struct {
+		name string
+		tp   trace.TracerProvider
+	}{{"off", off}, {"recorded", recorded}} {
+		b.Run(tc.name, func(b *testing.B) {
+			a := &Applier{tracer: tracing.Tracer(tc.tp)}
+			// The hook call's span, as the reply carries it.
+			_, call := calls.Tracer("worker").Start(b.Context(), "hook sync")
+			r := &reply{meta: meta, span: call.SpanContext()}
+			batch := newBatch(meta)
+			batch.add(r)
+			b.ReportAllocs()
+			for b.Loop() {
+				r.sent = time.Now()
+				ctx, apply := a.traceApply(b.Context(), batch)
+				_, plan := a.tracer.Start(ctx, "plan")
+				plan.End()
+				dryCtx, dry := a.tracer.Start(ctx, "dry run")
+				for range 4 {
+					_, w := a.startWrite(dryCtx, act, true)
+					w.End()
+				}
+				dry.End()
+				for range 5 {
+					_, w := a.startWrite(ctx, act, false)
+					w.End()
+				}
+				_, status := a.tracer.Start(ctx, "status")
+				status.End()
+				apply.End()
+			}
+		})
+	}
 }

@@ -23,8 +23,8 @@ import (
 func (a *Applier) traceApply(ctx context.Context, b *batch) (context.Context, trace.Span) {
 	r := b.latest()
 	ctx = trace.ContextWithRemoteSpanContext(ctx, r.span)
-	attrs := tracing.Parent(r.meta)
-	tracing.Waited(ctx, a.tracer, "reply wait", r.sent, attrs...)
+	attrs := func() []attribute.KeyValue { return tracing.Parent(r.meta) }
+	tracing.Waited(ctx, a.tracer, "reply wait", r.sent, attrs)
 	r.sent = time.Time{}
 	var links []trace.Link
 	for _, other := range b.replies {
@@ -32,16 +32,28 @@ func (a *Applier) traceApply(ctx context.Context, b *batch) (context.Context, tr
 			links = append(links, trace.Link{SpanContext: other.span})
 		}
 	}
-	return a.tracer.Start(ctx, "apply", trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...), trace.WithLinks(links...))
+	ctx, span := a.tracer.Start(ctx, "apply", trace.WithSpanKind(trace.SpanKindConsumer), trace.WithLinks(links...))
+	tracing.SetAttributes(span, attrs)
+	return ctx, span
 }
 
 // tracedWrite is write in a span of its own.
 func (a *Applier) tracedWrite(ctx context.Context, ctl *registry.Controller, act action, dryRun bool) (writeResult, error) {
-	ctx, span := a.tracer.Start(ctx, "write", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
-		attribute.String("uc.verb", string(act.verb)), attribute.String("uc.resource", act.child.GVR.Resource),
-		attribute.String("uc.object", objectKey(act.obj)), attribute.Bool("uc.dry_run", dryRun)))
+	ctx, span := a.startWrite(ctx, act, dryRun)
 	result, err := a.write(ctx, ctl, act, dryRun)
-	span.SetAttributes(attribute.Bool("uc.changed", result == changedObject))
+	tracing.SetAttributes(span, func() []attribute.KeyValue {
+		return []attribute.KeyValue{attribute.Bool("uc.changed", result == changedObject)}
+	})
 	tracing.End(span, err)
 	return result, err
+}
+
+// startWrite starts the span of a write.
+func (a *Applier) startWrite(ctx context.Context, act action, dryRun bool) (context.Context, trace.Span) {
+	ctx, span := a.tracer.Start(ctx, "write", trace.WithSpanKind(trace.SpanKindClient))
+	tracing.SetAttributes(span, func() []attribute.KeyValue {
+		return []attribute.KeyValue{attribute.String("uc.verb", string(act.verb)), attribute.String("uc.resource", act.child.GVR.Resource),
+			attribute.String("uc.object", objectKey(act.obj)), attribute.Bool("uc.dry_run", dryRun)}
+	})
+	return ctx, span
 }

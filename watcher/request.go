@@ -283,8 +283,10 @@ func (w *Watcher) publishRequest(ctx context.Context, key parentKey, meta *bus.M
 // bus drops an event whose id it took in the last two minutes. The event
 // carries the trace context of its publish span.
 func (w *Watcher) publish(ctx context.Context, meta bus.Meta, typ, subject string, data any, id string) (err error) {
-	ctx, span := w.tracer.Start(ctx, "publish", trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(tracing.Parent(meta)...),
-		trace.WithAttributes(attribute.String("messaging.destination.name", subject), attribute.String("cloudevents.event_type", typ)))
+	ctx, span := w.tracer.Start(ctx, "publish", trace.WithSpanKind(trace.SpanKindProducer))
+	tracing.SetAttributes(span, func() []attribute.KeyValue {
+		return append(tracing.Parent(meta), attribute.String("messaging.destination.name", subject), attribute.String("cloudevents.event_type", typ))
+	})
 	defer func() { tracing.End(span, err) }()
 	e := event.New()
 	e.SetType(typ)
@@ -311,7 +313,9 @@ func (w *Watcher) publish(ctx context.Context, meta bus.Meta, typ, subject strin
 		return fmt.Errorf("publish %s for %s: %w", typ, meta.Key(), err)
 	}
 	// A duplicate was dropped by the bus: it holds or held that request.
-	span.SetAttributes(attribute.String("cloudevents.event_id", id), attribute.Bool("uc.duplicate", ack.Duplicate))
+	tracing.SetAttributes(span, func() []attribute.KeyValue {
+		return []attribute.KeyValue{attribute.String("cloudevents.event_id", id), attribute.Bool("uc.duplicate", ack.Duplicate)}
+	})
 	if typ == bus.RequestType(meta.Hook) && meta.Revision == "" {
 		w.republish.published(meta, id) // a request for the parent as it is
 	}

@@ -289,8 +289,10 @@ const busTimeout = 5 * time.Second
 // trace of the change. A panic fails the sync, and the parent is retried
 // like any failed one.
 func (w *Watcher) syncWithin(ctx context.Context, key parentKey) (err error) {
-	ctx, span := w.tracer.Start(ctx, "sync", trace.WithAttributes(tracing.KeyController.String(key.Controller),
-		tracing.KeyParent.String(key.String()), attribute.Bool("uc.resync", key.Resync)))
+	ctx, span := w.tracer.Start(ctx, "sync")
+	tracing.SetAttributes(span, func() []attribute.KeyValue {
+		return []attribute.KeyValue{tracing.KeyController.String(key.Controller), tracing.KeyParent.String(key.String()), attribute.Bool("uc.resync", key.Resync)}
+	})
 	defer func() { tracing.End(span, err) }()
 	defer recovery.Recover(&err, recovery.Watcher, w.log, "controller", key.Controller, "parent", key.String())
 	ctx, cancel := context.WithTimeout(ctx, itemTimeout)

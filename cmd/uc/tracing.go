@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
 	"universalcontroller.dev/uc/internal/tracing/otlp"
@@ -27,7 +26,7 @@ func (o *tracingOptions) register(fs *pflag.FlagSet) {
 type tracers struct {
 	endpoint  string
 	log       *slog.Logger
-	providers []*sdktrace.TracerProvider
+	providers []otlp.Provider
 }
 
 // newTracers starts the tracing of a process: OpenTelemetry logs through
@@ -44,9 +43,10 @@ func newTracers(o tracingOptions, log *slog.Logger) *tracers {
 	return &tracers{endpoint: o.endpoint, log: log}
 }
 
-// provider is the TracerProvider of one role.
+// provider is the TracerProvider of one role. The watcher starts the
+// traces.
 func (t *tracers) provider(ctx context.Context, role string) (trace.TracerProvider, error) {
-	tp, err := otlp.NewProvider(ctx, t.endpoint, "uc-"+role, readVersion().version)
+	tp, err := otlp.NewProvider(ctx, t.endpoint, "uc-"+role, readVersion().version, role == "watcher")
 	if err != nil {
 		return nil, err
 	}

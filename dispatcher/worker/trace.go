@@ -34,12 +34,17 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // retry's backoff).
 func (s *server) traceCall(ctx context.Context, msg jetstream.Msg, req *event.Event, meta bus.Meta) (context.Context, trace.Span) {
 	ctx = bus.ExtractTrace(ctx, req)
-	attrs := tracing.Parent(meta)
+	var deliveries uint64
 	if md, err := msg.Metadata(); err == nil {
-		attrs = append(attrs, attribute.Int64("messaging.message.delivery_count", int64(md.NumDelivered)))
-		if md.NumDelivered == 1 {
-			tracing.Waited(ctx, s.opts.tracer, "bus wait", req.Time(), attrs...)
-		}
+		deliveries = md.NumDelivered
 	}
-	return s.opts.tracer.Start(ctx, "hook "+meta.Hook, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
+	attrs := func() []attribute.KeyValue {
+		return append(tracing.Parent(meta), attribute.Int64("messaging.message.delivery_count", int64(deliveries)))
+	}
+	if deliveries == 1 {
+		tracing.Waited(ctx, s.opts.tracer, "bus wait", req.Time(), attrs)
+	}
+	ctx, span := s.opts.tracer.Start(ctx, "hook "+meta.Hook, trace.WithSpanKind(trace.SpanKindConsumer))
+	tracing.SetAttributes(span, attrs)
+	return ctx, span
 }

@@ -39,15 +39,24 @@ func End(span trace.Span, err error) {
 	span.End()
 }
 
+// SetAttributes gives span the attributes attrs makes, if it is recorded:
+// when tracing is off, attributes cost nothing.
+func SetAttributes(span trace.Span, attrs func() []attribute.KeyValue) {
+	if span.IsRecording() {
+		span.SetAttributes(attrs()...)
+	}
+}
+
 // Waited records the time an event sent at sent waited on the bus until
 // now, as a span named name under the event's span (the remote parent in
-// ctx, see bus.ExtractTrace). Without a time or a parent there is nothing
-// to record.
-func Waited(ctx context.Context, tracer trace.Tracer, name string, sent time.Time, attrs ...attribute.KeyValue) {
+// ctx, see bus.ExtractTrace), with the attributes attrs makes. Without a
+// time or a parent there is nothing to record.
+func Waited(ctx context.Context, tracer trace.Tracer, name string, sent time.Time, attrs func() []attribute.KeyValue) {
 	if sent.IsZero() || !trace.SpanContextFromContext(ctx).IsValid() {
 		return
 	}
-	_, span := tracer.Start(ctx, name, trace.WithTimestamp(sent), trace.WithAttributes(attrs...))
+	_, span := tracer.Start(ctx, name, trace.WithTimestamp(sent))
+	SetAttributes(span, attrs)
 	span.End()
 }
 

@@ -75,8 +75,10 @@ func (h *Handler) Hook() string { return h.HookName }
 // in a span under the call's. What the command wrote to its standard error
 // is logged with the call's logger (worker.Logger).
 func (h *Handler) Handle(ctx context.Context, data []byte) (any, error) {
-	ctx, span := trace.SpanFromContext(ctx).TracerProvider().Tracer(tracing.Scope).Start(ctx, "exec",
-		trace.WithAttributes(attribute.String("process.command_line", h.name())))
+	ctx, span := trace.SpanFromContext(ctx).TracerProvider().Tracer(tracing.Scope).Start(ctx, "exec")
+	tracing.SetAttributes(span, func() []attribute.KeyValue {
+		return []attribute.KeyValue{attribute.String("process.command_line", h.name())}
+	})
 	reply, stderr, err := h.Run(ctx, data)
 	tracing.End(span, err)
 	if len(stderr) > 0 {

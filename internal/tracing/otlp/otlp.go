@@ -19,6 +19,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // EnvEndpoints are the standard variables that name where spans go, the
@@ -39,6 +41,13 @@ func Exporting(endpoint string) bool {
 	return false
 }
 
+// Provider is a role's TracerProvider. Shut it down before the process
+// exits, to send the last spans.
+type Provider interface {
+	trace.TracerProvider
+	Shutdown(context.Context) error
+}
+
 // NewProvider returns the TracerProvider of one role of a process, whose
 // spans name service and version as their service.
 //
@@ -47,14 +56,19 @@ func Exporting(endpoint string) bool {
 // OTEL_EXPORTER_OTLP_ENDPOINT: spans go to <endpoint>/v1/traces — or, when
 // endpoint is empty, where the standard variables say; the exporter's other
 // OTEL_EXPORTER_OTLP_* variables (headers, certificates, compression,
-// timeout) and OTEL_TRACES_SAMPLER apply. Otherwise it samples and exports
-// nothing: its spans only carry the trace context on, so that every event
-// on the bus still has one for a hook that traces.
+// timeout) and OTEL_TRACES_SAMPLER apply.
 //
-// Shut it down before the process exits, to send the last spans.
-func NewProvider(ctx context.Context, endpoint, service, version string) (*sdktrace.TracerProvider, error) {
-	if !Exporting(endpoint) {
+// Otherwise it records and exports nothing. The spans of a role that starts
+// traces (the watcher) still get ids, so that every event on the bus
+// carries a trace context, for a hook that traces; those of the others are
+// the OpenTelemetry API's no-op, which cost next to nothing and pass on
+// the trace context they are given.
+func NewProvider(ctx context.Context, endpoint, service, version string, startsTraces bool) (Provider, error) {
+	switch {
+	case !Exporting(endpoint) && startsTraces:
 		return sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample())), nil
+	case !Exporting(endpoint):
+		return noopProvider{}, nil
 	}
 	var opts []otlptracehttp.Option
 	if endpoint != "" {
@@ -77,6 +91,12 @@ func NewProvider(ctx context.Context, endpoint, service, version string) (*sdktr
 	}
 	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res)), nil
 }
+
+// noopProvider is the API's no-op TracerProvider, with nothing to shut
+// down.
+type noopProvider struct{ noop.TracerProvider }
+
+func (noopProvider) Shutdown(context.Context) error { return nil }
 
 // LogTo sends OpenTelemetry's own messages — an export that failed, above
 // all — to log, so that a process writes one log format.
