@@ -132,14 +132,18 @@ const retryDelay = 2 * time.Second
 
 // consumeCustomizeReplies takes the customize replies of every controller.
 // The consumer is created within attempt; the replies are handled within
-// ctx. onLost hears that the consumer may be gone.
-func (w *Watcher) consumeCustomizeReplies(ctx, attempt context.Context, onLost func()) (*bus.KeptConsumer, error) {
+// ctx, held by holder meanwhile (the ack wait is the bus's short one, so
+// that a reply a dead watcher held comes back within seconds). onLost hears
+// that the consumer may be gone.
+func (w *Watcher) consumeCustomizeReplies(ctx, attempt context.Context, holder *bus.Holder, onLost func()) (*bus.KeptConsumer, error) {
 	return bus.KeepConsuming(attempt, w.js, bus.ReplyStream, jetstream.ConsumerConfig{
 		Durable:       bus.WatcherConsumer,
 		Description:   "watcher: customize replies",
 		FilterSubject: bus.HookReplies(hooks.Customize),
 		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       bus.AckWait,
 	}, func(msg jetstream.Msg) {
+		msg = holder.Hold(msg)
 		if err := w.customizeReplyWithin(ctx, msg); err != nil {
 			w.log.Error("customize reply", "subject", msg.Subject(), "err", err)
 			_ = msg.NakWithDelay(retryDelay)
