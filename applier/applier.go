@@ -9,6 +9,7 @@
 package applier
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -33,6 +34,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/csaupgrade"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/internal/registry"
@@ -199,7 +201,7 @@ func (a *Applier) processNext(ctx context.Context) bool {
 	if b == nil {
 		return true
 	}
-	part, ok := a.begin(b.meta.Partition)
+	part, hold, ok := a.begin(b.meta.Partition)
 	if !ok {
 		b.each(nak) // the partition moved to another replica
 		return true
@@ -208,7 +210,7 @@ func (a *Applier) processNext(ctx context.Context) bool {
 	key := b.meta.Key()
 	a.log.Debug("apply", "phase", "start", "parent", key, "parentUID", uid, "at", time.Now().UnixNano())
 	a.announce(b.meta, false)
-	err := a.applyWithin(ctx, part, b)
+	err := a.applyWithin(ctx, hold, part, b)
 	a.announce(b.meta, true)
 	a.log.Debug("apply", "phase", "end", "parent", key, "parentUID", uid, "at", time.Now().UnixNano())
 	if err != nil {
@@ -235,13 +237,23 @@ func (a *Applier) processNext(ctx context.Context) bool {
 // even of a reply with thousands of children. A failed apply is retried.
 const applyTimeout = 2 * time.Minute
 
-// applyWithin applies a batch within applyTimeout. A panic fails the apply,
-// and the batch is retried like any failed one.
-func (a *Applier) applyWithin(ctx context.Context, part *partition, b *batch) (err error) {
+// applyWithin applies a batch within applyTimeout, and while this replica
+// holds the batch's partition: once the hold ends, another replica may
+// apply the parent, and this apply stops before its next write. A panic
+// fails the apply, and the batch is retried like any failed one.
+func (a *Applier) applyWithin(ctx, hold context.Context, part *partition, b *batch) (err error) {
 	defer recovery.Recover(&err, recovery.Applier, a.log, "controller", b.meta.Controller, "parent", b.meta.Key())
-	ctx, cancel := context.WithTimeout(ctx, applyTimeout)
+	ctx, cancel := whileHeld(ctx, hold)
 	defer cancel()
-	return a.apply(ctx, part, b)
+	ctx, cancelTimeout := context.WithTimeout(ctx, applyTimeout)
+	defer cancelTimeout()
+	if err := a.apply(ctx, part, b); err != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, errHoldLost) {
+			return fmt.Errorf("%w (%w)", err, cause)
+		}
+		return err
+	}
+	return nil
 }
 
 // errNotRegisteredYet is a reply of a controller that another role of uc
@@ -768,15 +780,21 @@ func (a *Applier) inTheWay(ctx context.Context, res dynamic.ResourceInterface, a
 
 // upgradeOwnership moves the fields uc owns through a create — an Update
 // operation of its field manager — to its server-side apply, and applies obj
-// again, so a field dropped from the desired object is removed: once in a
-// child's life, at its first update. out is the object as the apply left it.
-// A controller served from Metacontroller's API also takes over the fields
-// Metacontroller created and updated.
+// again, so a field dropped from the desired object is removed. out is the
+// object as the apply left it. A controller served from Metacontroller's
+// API also takes over the fields Metacontroller created and updated.
+//
+// It is needed only once a field so owned is no longer desired: the apply
+// alone cannot remove it. Until then a child created by uc costs one apply
+// per update, as one it applied from the start.
 func (a *Applier) upgradeOwnership(ctx context.Context, res dynamic.ResourceInterface, ctl *registry.Controller, out, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	manager := FieldManager(ctl.Name)
 	former := sets.New(manager)
 	if ctl.Metacontroller {
 		former.Insert(registry.MetacontrollerFieldManager)
+	}
+	if left, err := leftBehind(out, manager, former); err != nil || !left {
+		return out, err
 	}
 	patch, err := csaupgrade.UpgradeManagedFieldsPatch(out, former, manager)
 	if err != nil || patch == nil {
@@ -786,6 +804,32 @@ func (a *Applier) upgradeOwnership(ctx context.Context, res dynamic.ResourceInte
 		return nil, fmt.Errorf("upgrade field ownership: %w", err)
 	}
 	return res.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: manager, Force: true})
+}
+
+// leftBehind says whether out holds a field that the former managers set
+// through an Update operation (a create, or an update of Metacontroller's)
+// and manager's apply does not: a field the apply cannot remove.
+func leftBehind(out *unstructured.Unstructured, manager string, former sets.Set[string]) (bool, error) {
+	applied, updated := &fieldpath.Set{}, &fieldpath.Set{}
+	for _, mf := range out.GetManagedFields() {
+		var into **fieldpath.Set
+		switch {
+		case mf.FieldsV1 == nil || mf.Subresource != "":
+			continue
+		case mf.Manager == manager && mf.Operation == metav1.ManagedFieldsOperationApply:
+			into = &applied
+		case former.Has(mf.Manager) && mf.Operation == metav1.ManagedFieldsOperationUpdate:
+			into = &updated
+		default:
+			continue
+		}
+		var set fieldpath.Set
+		if err := set.FromJSON(bytes.NewReader(mf.FieldsV1.Raw)); err != nil {
+			return false, fmt.Errorf("managed fields of %s: %w", mf.Manager, err)
+		}
+		*into = (*into).Union(&set)
+	}
+	return !updated.Difference(applied).Empty(), nil
 }
 
 // refusedError is a write uc refuses to make.

@@ -615,7 +615,9 @@ func TestCompositeResyncs(t *testing.T) {
 
 // TestCompositeRemovedFieldIsRemoved: a field, label or annotation dropped
 // from the desired child is removed from the cluster object (InPlace), and
-// the child is the same object.
+// the child is the same object — also when the child, created by uc, was
+// updated before without dropping anything (uc moves the fields it created
+// to its server-side apply only when one is dropped).
 func TestCompositeRemovedFieldIsRemoved(t *testing.T) {
 	ctx := t.Context()
 	const ctl = "e2e-removedfield"
@@ -631,6 +633,16 @@ func TestCompositeRemovedFieldIsRemoved(t *testing.T) {
 			err = fmt.Errorf("data %v", c.Data)
 		}
 		first = c
+		return err
+	})
+	changed := cm("c", map[string]any{"app": "c", "extra": "yes"}, map[string]any{"keep": "2", "drop": "2"})
+	_ = unstructured.SetNestedField(changed, map[string]any{"note": "dropped later"}, "metadata", "annotations")
+	patchComposite(t, ns, "p", map[string]any{"spec": map[string]any{"children": []any{changed}}})
+	eventually(t, time.Minute, func() error {
+		c, err := getConfigMap(ctx, ns, "c")
+		if err == nil && c.Data["keep"] != "2" {
+			err = fmt.Errorf("data %v", c.Data)
+		}
 		return err
 	})
 	patchComposite(t, ns, "p", map[string]any{"spec": map[string]any{"children": []any{
