@@ -207,15 +207,15 @@ func (a *Applier) processNext(ctx context.Context) bool {
 		return true
 	}
 	defer part.active.Done()
-	key := b.meta.Key()
-	a.log.Debug("apply", "phase", "start", "parent", key, "parentUID", uid, "at", time.Now().UnixNano())
+	log := a.log.With(b.meta.LogArgs()...)
+	log.Debug("apply", "phase", "start", "at", time.Now().UnixNano())
 	a.announce(b.meta, false)
 	err := a.applyWithin(ctx, hold, part, b)
 	a.announce(b.meta, true)
-	a.log.Debug("apply", "phase", "end", "parent", key, "parentUID", uid, "at", time.Now().UnixNano())
+	log.Debug("apply", "phase", "end", "at", time.Now().UnixNano())
 	if err != nil {
 		if !errors.Is(err, errNotRegisteredYet) {
-			a.log.Error("apply failed; will retry", "controller", b.meta.Controller, "parent", key, "failures", a.queue.NumRequeues(uid)+1, "err", err)
+			log.Error("apply failed; will retry", "failures", a.queue.NumRequeues(uid)+1, "err", err)
 		} else if _, said := a.waiting.LoadOrStore(b.meta.Controller, true); !said {
 			// Not a failure: this replica's registry catches up with the
 			// controller soon (after a restart, with every parent at once).
@@ -242,7 +242,7 @@ const applyTimeout = 2 * time.Minute
 // apply the parent, and this apply stops before its next write. A panic
 // fails the apply, and the batch is retried like any failed one.
 func (a *Applier) applyWithin(ctx, hold context.Context, part *partition, b *batch) (err error) {
-	defer recovery.Recover(&err, recovery.Applier, a.log, "controller", b.meta.Controller, "parent", b.meta.Key())
+	defer recovery.Recover(&err, recovery.Applier, a.log, b.meta.LogArgs()...)
 	ctx, cancel := whileHeld(ctx, hold)
 	defer cancel()
 	ctx, cancelTimeout := context.WithTimeout(ctx, applyTimeout)
@@ -286,7 +286,7 @@ func (a *Applier) retry(uid types.UID, b *batch) {
 func (a *Applier) apply(ctx context.Context, part *partition, b *batch) error {
 	r := b.latest()
 	m := r.meta
-	log := a.log.With("controller", m.Controller, "parent", m.Key(), "hook", m.Hook, "observation", m.Observation)
+	log := a.log.With(append(m.LogArgs(), "hook", m.Hook, "observation", m.Observation)...)
 	ctl, ok := a.reg.Get(m.Controller)
 	if !ok && a.reg.MayExist(m.Controller) {
 		// Another role registered it first: the reply waits for this one.
@@ -471,11 +471,23 @@ func decodeFailure(r *reply) (string, error) {
 // nothing else.
 func (a *Applier) reject(ctx context.Context, log *slog.Logger, ctl *registry.Controller, parent *unstructured.Unstructured, m bus.Meta, reason string, problem error) error {
 	log.Error("reply rejected", "reason", reason, "err", problem)
-	a.events.Event(parent, "Warning", reason, problem.Error())
+	a.warn(ctl, parent, reason, problem.Error())
 	if err := a.writeStatus(ctx, ctl, parent, nil, m.Generation, failedCondition(m.Generation, reason, problem.Error())); err != nil {
 		return err
 	}
 	return nil
+}
+
+// warn records a Warning Event on obj about a sync that failed. For a
+// controller served from Metacontroller's API its reason is Metacontroller's
+// own, SyncError, with uc's reason leading the message, so that what
+// watched Metacontroller's Events (alerts, `kubectl get events
+// --field-selector reason=SyncError`) still sees them.
+func (a *Applier) warn(ctl *registry.Controller, obj *unstructured.Unstructured, reason, message string) {
+	if ctl.Metacontroller {
+		reason, message = "SyncError", "Sync error: "+reason+": "+message
+	}
+	a.events.Event(obj, "Warning", reason, message)
 }
 
 // reportAfterFailures is the number of failed applies in a row after which
@@ -500,7 +512,7 @@ func (a *Applier) reportFailing(ctx context.Context, log *slog.Logger, ctl *regi
 	newError, newGeneration := a.failing.report(key, message, m.Generation)
 	if newError {
 		log.Warn("apply keeps failing; reported on the parent", "err", err)
-		a.events.Event(parent, "Warning", "ApplyFailed", message)
+		a.warn(ctl, parent, "ApplyFailed", message)
 	}
 	if !newError && !newGeneration || ctl.Decorator != nil {
 		return // uc adds no condition to a decorated object
@@ -608,7 +620,7 @@ func (a *Applier) execute(ctx context.Context, ctl *registry.Controller, parent 
 	}
 	first, rest := actions[:1], actions[1:]
 	if why := a.mayBeRefused(ctx, rest); why != "" {
-		a.log.Debug("dry run", "controller", ctl.Name, "parent", objectKey(parent), "because", why)
+		a.log.Debug("dry run", "controller", ctl.Name, "parent", objectKey(parent), "uid", parent.GetUID(), "because", why)
 		if _, _, err := a.writeAll(ctx, ctl, rest, true); err != nil {
 			return false, err
 		}

@@ -79,7 +79,7 @@ func (a *Applier) applyDecoration(ctx context.Context, part *partition, ctl *reg
 	key := m.ApplyKey()
 	if f := b.failure(); f != nil {
 		reason, problem := decodeFailure(f)
-		return a.rejectDecorated(log, obj, reason, problem)
+		return a.rejectDecorated(log, ctl, obj, reason, problem)
 	}
 	resp, err := decodeReply[hooks.DecoratorResponse](b.latest(), ctl.Spec.Hooks.Named(m.Hook).StrictReplies())
 	if err == nil {
@@ -90,17 +90,17 @@ func (a *Applier) applyDecoration(ctx context.Context, part *partition, ctl *reg
 		actions, err = planAttachments(ctl, obj, resp, cacheLookup{a.reg})
 	}
 	if err != nil {
-		return a.rejectDecorated(log, obj, "InvalidHookReply", fmt.Errorf("%s hook reply rejected: %w", m.Hook, err))
+		return a.rejectDecorated(log, ctl, obj, "InvalidHookReply", fmt.Errorf("%s hook reply rejected: %w", m.Hook, err))
 	}
 	if _, err := a.execute(ctx, ctl, obj, actions); err != nil {
 		if reason, problem := classify(m.Hook, err); problem != nil {
-			return a.rejectDecorated(log, obj, reason, problem)
+			return a.rejectDecorated(log, ctl, obj, reason, problem)
 		}
 		return err
 	}
 	if err := a.writeDecoration(ctx, ctl, d, obj, resp, key); err != nil {
 		if reason, problem := classify(m.Hook, err); problem != nil {
-			return a.rejectDecorated(log, obj, reason, problem)
+			return a.rejectDecorated(log, ctl, obj, reason, problem)
 		}
 		return err
 	}
@@ -129,9 +129,9 @@ func (a *Applier) refuseReply(log *slog.Logger, ctl *registry.Controller, b *bat
 
 // rejectDecorated reports a reply that cannot be applied to a decorated
 // object in a Warning Event on the object, and touches nothing.
-func (a *Applier) rejectDecorated(log *slog.Logger, obj *unstructured.Unstructured, reason string, problem error) error {
+func (a *Applier) rejectDecorated(log *slog.Logger, ctl *registry.Controller, obj *unstructured.Unstructured, reason string, problem error) error {
 	log.Error("reply rejected", "reason", reason, "err", problem)
-	a.events.Event(obj, "Warning", reason, problem.Error())
+	a.warn(ctl, obj, reason, problem.Error())
 	return nil
 }
 
