@@ -51,7 +51,7 @@ func condition(typ string, generation int64, status, reason, message string) map
 // UniversalController — and not retried: it never fails the apply. It
 // writes nothing when the result equals the live status.
 func (a *Applier) writeStatus(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, status map[string]any, generation int64, conds ...map[string]any) error {
-	log := a.log.With("controller", ctl.Name, "parent", objectKey(parent))
+	log := a.log.With("controller", ctl.Name, "parent", objectKey(parent), "uid", parent.GetUID())
 	schema := a.reg.StatusSchema(ctl.Parent)
 	live, _, _ := unstructured.NestedMap(parent.Object, "status")
 	next := composeStatus(schema, live, status, generation, conds)

@@ -254,7 +254,7 @@ func (w *Watcher) publishRequest(ctx context.Context, key parentKey, meta *bus.M
 		if w.queue.NumRequeues(key) < maxWaitsForCache {
 			return "", err
 		}
-		w.log.Warn("publishing a parent the cache still holds older than its last request", "controller", meta.Controller, "parent", meta.Key(), "err", err)
+		w.log.Warn("publishing a parent the cache still holds older than its last request", append(meta.LogArgs(), "err", err)...)
 	}
 	if meta.Observation <= last.observation {
 		// Another watcher's clock was ahead of this one's.
@@ -304,8 +304,8 @@ func (w *Watcher) publish(ctx context.Context, meta bus.Meta, typ, subject strin
 	if typ == bus.RequestType(meta.Hook) && meta.Revision == "" {
 		w.republish.published(meta, id) // a request for the parent as it is
 	}
-	w.log.Debug("published", "controller", meta.Controller, "parent", meta.Key(), "type", typ, "observation", meta.Observation,
-		"id", id, "duplicate", ack.Duplicate) // dropped by the bus: it holds or held that request
+	w.log.Debug("published", append(meta.LogArgs(), "type", typ, "observation", meta.Observation,
+		"id", id, "duplicate", ack.Duplicate)...) // duplicate: dropped by the bus, which holds or held that request
 	return nil
 }
 
