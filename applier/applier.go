@@ -63,6 +63,9 @@ type Options struct {
 	// writes of a reply are dry-run only when it could refuse one. nil:
 	// every reply's are.
 	Preflight Preflight
+	// HookEvents records the events hooks' replies ask for (nil: the
+	// Applier's recorder), with HookEventCorrelation.
+	HookEvents record.EventRecorder
 }
 
 // DefaultMaxChildren is the default of Options.MaxChildren.
@@ -98,6 +101,9 @@ func New(reg *registry.Registry, dyn dynamic.Interface, js jetstream.JetStream, 
 	}
 	if opts.MaxChildren <= 0 {
 		opts.MaxChildren = DefaultMaxChildren
+	}
+	if opts.HookEvents == nil {
+		opts.HookEvents = events
 	}
 	limiter := workqueue.NewTypedMaxOfRateLimiter(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](100*time.Millisecond, 30*time.Second),
@@ -338,7 +344,9 @@ func (a *Applier) applyTo(ctx context.Context, part *partition, ctl *registry.Co
 		if ro, err = a.rollout(ctx, ctl, parent, m, replies); err != nil {
 			return err
 		}
-		resp = &hooks.SyncResponse{Status: resp.Status, Children: ro.children, ResyncAfterSeconds: resp.ResyncAfterSeconds, Finalized: resp.Finalized}
+		step := *resp
+		step.Children = ro.children
+		resp = &step
 	}
 	var actions []action
 	if err == nil {
@@ -347,7 +355,7 @@ func (a *Applier) applyTo(ctx context.Context, part *partition, ctl *registry.Co
 	if err != nil {
 		return a.reject(ctx, log, ctl, parent, m, "InvalidHookReply", fmt.Errorf("%s hook reply rejected: %w", m.Hook, err))
 	}
-	conditions := []map[string]any{syncedCondition(m.Generation)}
+	conditions := []metav1.Condition{syncedCondition(m.Generation)}
 	if ro != nil {
 		actions = ro.keepOnly(actions)
 		// The rollout's progress is saved before any child is touched.
@@ -356,6 +364,7 @@ func (a *Applier) applyTo(ctx context.Context, part *partition, ctl *registry.Co
 		}
 		conditions = append(conditions, ro.condition(m.Generation))
 	}
+	conditions = append(conditions, hooks.MetaConditions(resp.Conditions, m.Generation, metav1.Time{})...)
 	changed, err := a.execute(ctx, ctl, parent, actions)
 	if err != nil {
 		if reason, problem := classify(m.Hook, err); problem != nil {
@@ -363,7 +372,7 @@ func (a *Applier) applyTo(ctx context.Context, part *partition, ctl *registry.Co
 		}
 		return err
 	}
-	if part.deferStatus(parent, resp.Status, changed) {
+	if part.deferStatus(parent, resp, changed) {
 		log.Debug("status left to the sync that follows the children's change")
 	} else if err := a.writeStatus(ctx, ctl, parent, resp.Status, m.Generation, conditions...); err != nil {
 		return err
@@ -378,7 +387,11 @@ func (a *Applier) applyTo(ctx context.Context, part *partition, ctl *registry.Co
 		a.resyncAfter(m, resp.ResyncAfterSeconds)
 	}
 	log.Debug("applied", "writes", len(actions))
-	return a.advanceFence(ctx, part, m)
+	if err := a.advanceFence(ctx, part, m); err != nil {
+		return err
+	}
+	a.recordHookEvents(parent, resp.Events)
+	return nil
 }
 
 // parent returns the parent the reply is for, or nil when it is gone or was
