@@ -72,10 +72,9 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	// One registry for every role in this process: a resource type is
 	// watched once, however many roles and controllers use it.
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-	defer broadcaster.Shutdown()
-	recorder := observedRecorder{broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "universalcontroller"}), m}
+	ucEvents, stopEvents := recordEvents(ctx, kube, "universalcontroller")
+	defer stopEvents()
+	recorder := observedRecorder{ucEvents, m}
 	var regOpts []registry.Option
 	if cfg.roles.dispatcher { // the dispatcher reports on UniversalControllers
 		regOpts = append(regOpts, registry.WithStatus(dyn, recorder))
@@ -122,8 +121,13 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 			return err
 		}
 		checks := preflight.New(kube, watchKube, watchDyn, reg, log)
+		// The Events hooks ask for have a broadcaster of their own: their
+		// rate limit is per parent and reason, and they do not eat into
+		// the budget of uc's own Events on the parent.
+		hookEvents, stopHookEvents := recordEvents(ctx, kube, applier.HookEventSource, record.WithCorrelatorOptions(applier.HookEventCorrelation))
+		defer stopHookEvents()
 		a := applier.New(reg, dyn, js, recorder, applier.Options{Workers: cfg.applierWorkers, Replicas: cfg.replicas, Partitions: cfg.partitions, ReplicaID: id,
-			MaxChildren: cfg.maxChildren, Preflight: checks}, log)
+			MaxChildren: cfg.maxChildren, Preflight: checks, HookEvents: hookEvents}, log)
 		runners = append(runners, checks.Run, a.Run)
 		consumers = append(consumers, neededConsumers{bus.ReplyStream, a.Consumers})
 	}
@@ -350,4 +354,12 @@ func replicaID(cfg config) (string, error) {
 		return "", fmt.Errorf("keep the replica id: %w", err)
 	}
 	return id, nil
+}
+
+// recordEvents records the Events of component through a broadcaster of
+// its own, which writes them to the apiserver until stopped.
+func recordEvents(ctx context.Context, kube kubernetes.Interface, component string, opts ...record.BroadcasterOption) (record.EventRecorder, func()) {
+	b := record.NewBroadcaster(append([]record.BroadcasterOption{record.WithContext(ctx)}, opts...)...)
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component}), b.Shutdown
 }
