@@ -12,6 +12,10 @@
 //
 //	func main() { worker.Main("foo-controller", worker.Sync(sync)) }
 //
+// A reply may also speak back to the parent's user: hooks.SyncResponse's
+// Events are recorded on the parent, its Conditions set in the parent's
+// status.conditions (see docs/bus.md, "Speaking back").
+//
 // A UniversalDecorator's hooks are served the same way, under its controller
 // name on the bus and with DecoratorSync and DecoratorFinalize:
 //
