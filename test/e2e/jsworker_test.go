@@ -3,10 +3,12 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"universalcontroller.dev/uc/dispatcher/worker"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
 var catsetGVR = schema.GroupVersionResource{Group: "examples.universalcontroller.dev", Version: "v1", Resource: "catsets"}
@@ -36,6 +41,16 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// needNode fails t unless Node.js and npm are installed.
+func needNode(t *testing.T) {
+	t.Helper()
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is needed for the JavaScript worker tests (apt-get install -y nodejs npm): %v", tool, err)
+		}
+	}
 }
 
 // npm runs npm in dir, failing t with its output.
@@ -82,34 +97,40 @@ func catsetPods(ctx context.Context, ns, name string, n int) error {
 	return syncedTrue(cs)
 }
 
-// TestJSWorkerCatSet: the CatSet hook, written in JavaScript with the npm
-// packages nats and cloudevents (examples/js-catset), serves a controller
-// on the bus: a CatSet's Pods come up in order and go on scale-down.
-func TestJSWorkerCatSet(t *testing.T) {
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is needed for the JavaScript worker test (apt-get install -y nodejs npm): %v", tool, err)
-		}
+// startNodeWorker runs `node script` in dir against uc run's NATS, with
+// the variables vars, until the test ends, and returns its standard
+// output; its standard error, the worker's log, is shown when the test
+// fails.
+func startNodeWorker(t *testing.T, dir, script string, vars ...string) *lockedBuffer {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), "node", script)
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), "NATS_URL="+env.uc.natsURL), vars...)
+	var stdout, stderr lockedBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		_ = cmd.Wait() // the test's context kills it
+		if t.Failed() {
+			t.Logf("node %s %v:\n%s", script, vars, stderr.String())
+		}
+	})
+	return &stdout
+}
+
+// TestJSWorkerCatSet: the CatSet hook, written in JavaScript and served
+// with the JavaScript SDK (sdk/js, installed from the repository as an npm
+// package), serves a controller on the bus (examples/js-catset): a
+// CatSet's Pods come up in order and go on scale-down.
+func TestJSWorkerCatSet(t *testing.T) {
+	needNode(t)
 	ctx := t.Context()
 	dir := filepath.Join(env.root, "examples/js-catset")
 	npm(t, dir, "ci", "--no-audit", "--no-fund")
 	npm(t, dir, "test")
-
-	worker := exec.CommandContext(ctx, "node", "worker.js")
-	worker.Dir = dir
-	worker.Env = append(os.Environ(), "NATS_URL="+env.uc.natsURL)
-	var out lockedBuffer
-	worker.Stdout, worker.Stderr = &out, &out
-	if err := worker.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = worker.Wait() // the test's context kills it
-		if t.Failed() {
-			t.Logf("JavaScript worker output:\n%s", out.String())
-		}
-	})
+	startNodeWorker(t, dir, "worker.js")
 
 	for _, f := range []string{"crd.yaml", "controller.yaml"} {
 		registerManifest(t, "examples/js-catset/"+f, nil)
@@ -127,4 +148,114 @@ func TestJSWorkerCatSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 2*time.Minute, func() error { return catsetPods(ctx, ns, "nginx", 1) })
+}
+
+// jsEchoCalls are the calls of parent that the JavaScript Echo hook
+// (testdata/js-echo-worker.mjs) wrote on its output.
+func jsEchoCalls(t *testing.T, out *lockedBuffer, parent string) []echoCall {
+	t.Helper()
+	var calls []echoCall
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var c struct {
+			Name, Mode, ResourceVersion string
+			At                          time.Time
+		}
+		if err := json.Unmarshal([]byte(line), &c); err != nil {
+			t.Fatalf("the JavaScript Echo hook wrote %q: %v", line, err)
+		}
+		if c.Name == parent {
+			calls = append(calls, echoCall{c.At, c.Mode, c.ResourceVersion})
+		}
+	}
+	return calls
+}
+
+// TestJSWorkerDelivery: the JavaScript SDK keeps the Go SDK's delivery
+// promises on uc's bus. A hook that throws, or hangs past the timeout, is
+// tried maxDeliveries (3) times with a growing backoff, then its request is
+// dead-lettered and the parent says why (Synced=False/HookFailed and a
+// Warning Event); a later good reply clears it. A hook's 429 holds its
+// parent back for the Retry-After. A failure is reported on the parent at
+// the first failed call, long before the dead letter. The SDK's unit tests
+// run first.
+func TestJSWorkerDelivery(t *testing.T) {
+	needNode(t)
+	sdk := filepath.Join(env.root, "sdk/js")
+	npm(t, sdk, "ci", "--no-audit", "--no-fund")
+	npm(t, sdk, "test")
+	script := filepath.Join(env.root, "test/e2e/testdata/js-echo-worker.mjs")
+	const controller, atOnce = "js-delivery", "js-at-once"
+	registerEchoController(t, controller, v1alpha1.Hook{Delivery: fastDelivery(2 * time.Second)})
+	ten := int32(10)
+	registerEchoController(t, atOnce, v1alpha1.Hook{Delivery: &v1alpha1.Delivery{
+		MaxDeliveries: &ten, BackoffDelay: &metav1.Duration{Duration: 20 * time.Second}}})
+	out := startNodeWorker(t, sdk, script, "CONTROLLER="+controller)
+	startNodeWorker(t, sdk, script, "CONTROLLER="+atOnce)
+	ns := namespace(t)
+
+	for _, tc := range []struct{ mode, reason, want string }{
+		{"fail", worker.ReasonWorkerError, "after 3 deliveries: WorkerError: the echo hook broke"},
+		{"hang", worker.ReasonTimeout, "after 3 deliveries: Timeout: no reply within 2s"},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			ctx := t.Context()
+			name := "js-" + tc.mode
+			echo := createEcho(t, ns, name, controller, "v1", "")
+			eventually(t, time.Minute, func() error { return echoSynced(ctx, ns, name, "js", "v1") })
+
+			setEcho(t, ns, name, "v2", tc.mode)
+			eventually(t, time.Minute, func() error { return hookFailed(ctx, ns, name, tc.want) })
+			eventually(t, 10*time.Second, func() error {
+				reason, err := deadLetterReason(ctx, controller, echo)
+				if err == nil && reason != tc.reason {
+					err = fmt.Errorf("dead letter reason %q, want %q", reason, tc.reason)
+				}
+				return err
+			})
+			calls := deliveries(jsEchoCalls(t, out, name), tc.mode)
+			if len(calls) < 3 {
+				t.Fatalf("%d calls, want 3 before the dead letter", len(calls))
+			}
+			// Each retry waits the backoff (200ms, then 400ms, less up to
+			// half of it as jitter) after the failed call.
+			for i, least := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond} {
+				gap := calls[i+1].Sub(calls[i])
+				t.Logf("retry %d came %s after the call before", i+1, gap.Round(time.Millisecond))
+				if gap < least {
+					t.Errorf("retry %d came %s after the call before, want at least %s", i+1, gap, least)
+				}
+			}
+
+			setEcho(t, ns, name, "v3", "")
+			eventually(t, time.Minute, func() error { return echoSynced(ctx, ns, name, "js", "v3") })
+		})
+	}
+
+	t.Run("429", func(t *testing.T) {
+		createEcho(t, ns, "js-busy", controller, "hi", "busy")
+		eventually(t, time.Minute, func() error { return echoSynced(t.Context(), ns, "js-busy", "js", "hi") })
+		calls := jsEchoCalls(t, out, "js-busy")
+		if len(calls) < 2 {
+			t.Fatalf("%d calls, want a 429 and a success", len(calls))
+		}
+		gap := calls[1].at.Sub(calls[0].at)
+		t.Logf("the call after the 429 came %s later", gap.Round(time.Millisecond))
+		if gap < 2*time.Second {
+			t.Fatalf("the call after a 429 with Retry-After 2s came %s later", gap)
+		}
+	})
+
+	t.Run("ReportedAtOnce", func(t *testing.T) {
+		ctx := t.Context()
+		createEcho(t, ns, "js-flaky", atOnce, "v1", "")
+		eventually(t, time.Minute, func() error { return echoSynced(ctx, ns, "js-flaky", "js", "v1") })
+		setEcho(t, ns, "js-flaky", "v2", "fail")
+		// The first retry comes 10s or more after the first call: a report
+		// within 8s can only be the first call's.
+		eventually(t, 8*time.Second, func() error {
+			return hookFailed(ctx, ns, "js-flaky", "sync hook failed, will retry: WorkerError: the echo hook broke")
+		})
+		setEcho(t, ns, "js-flaky", "v3", "")
+		eventually(t, time.Minute, func() error { return echoSynced(ctx, ns, "js-flaky", "js", "v3") })
+	})
 }
