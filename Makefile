@@ -5,7 +5,7 @@ BIN     := bin
 # Test-bed binaries (kube-apiserver, etcd, kwok, …) are built once into this cache.
 export UC_TESTBED_DIR ?= $(HOME)/.cache/uc-testbed
 
-.PHONY: all build image demo demo-check test unit js e2e fuzz fuzz-smoke bench bench-go lint generate testbed-bins clean
+.PHONY: all build image demo demo-check test unit js e2e fuzz fuzz-smoke bench bench-go lint generate testbed-bins testbed clean
 
 all: build
 
@@ -27,6 +27,12 @@ testbed-bins:
 # Brings up the test bed and uc run with the Foo example; Ctrl-C tears it down.
 demo: build testbed-bins
 	./hack/demo.sh
+
+# The test bed and uc run, for a hook of your own: writes .testbed/env (the
+# KUBECONFIG and NATS URL); Ctrl-C tears it down. README, "Writing and
+# debugging a hook".
+testbed: build testbed-bins
+	./hack/testbed.sh
 
 # The demo, run through once without waiting for Ctrl-C (CI runs it).
 demo-check: build testbed-bins
