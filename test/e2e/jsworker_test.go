@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"universalcontroller.dev/uc/dispatcher/worker"
+	"universalcontroller.dev/uc/internal/natsauth"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
@@ -240,4 +242,68 @@ func TestJSWorkerDelivery(t *testing.T) {
 		setEcho(t, ns, "js-flaky", "v3", "")
 		eventually(t, time.Minute, func() error { return echoSynced(ctx, ns, "js-flaky", "js", "v3") })
 	})
+}
+
+// TestJSWorkerLeastPrivilege: the JavaScript SDK serves the Widget
+// controller's hook as the controller's own NATS user of `uc nats-config`
+// (--nats-user, --nats-password) over TLS with a client certificate
+// (--nats-tls-*), beside uc's roles each on its own user: the Widgets
+// converge and the server refused none of its operations. A JavaScript
+// worker of the Widget controller that logs in as the Foo controller's
+// user stops with exit status 1, naming the refusal.
+func TestJSWorkerLeastPrivilege(t *testing.T) {
+	needNode(t)
+	npm(t, filepath.Join(env.root, "sdk/js"), "ci", "--no-audit", "--no-fund")
+	const widgets, foos = "widget-controller", "foo-controller"
+	nb := startNATSAuth(t, widgets, foos)
+	installCRD(t, "test/e2e/testdata/widget-crd.yaml", widgetGVR)
+	tls := []string{"--nats-tls-ca", nb.tls.CA, "--nats-tls-cert", nb.tls.ClientCert, "--nats-tls-key", nb.tls.ClientKey}
+	b := &rolesOnBus{t: t, ns: namespace(t), dir: t.TempDir(), args: append([]string{
+		"--kubeconfig", env.bed.Kubeconfig(), "--nats-url", nb.srv.URL(), "--log-level", "debug"}, tls...)}
+	for _, role := range natsauth.Roles {
+		b.start(role, role, nb.roleFlags(role)...)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(env.root, "test/e2e/testdata/js-widget-worker.mjs")
+	as := func(user string) []string {
+		return append([]string{script, "--nats-url", nb.srv.URL(), "--nats-user", user, "--nats-password", nb.passwords[user]}, tls...)
+	}
+	b.startBinary("js-worker", node, as(natsauth.HookUser(widgets))...)
+
+	names := []string{"w1", "w2"}
+	for _, n := range names {
+		b.createWidget(n, "1")
+	}
+	eventually(t, 2*time.Minute, b.converged("1", names...))
+	b.setWidget("w1", "2")
+	eventually(t, time.Minute, b.converged("2", "w1"))
+	log, err := os.ReadFile(filepath.Join(nb.srv.Dir(), "nats-server.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(log), "\n") {
+		if strings.Contains(line, "Violation") {
+			t.Errorf("the server refused an operation: %s", line)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	intruder := exec.CommandContext(ctx, node, as(natsauth.HookUser(foos))...)
+	out, err := intruder.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || ctx.Err() != nil ||
+		!strings.Contains(string(out), "may not serve controller "+widgets+": permissions violation") {
+		t.Fatalf("a JavaScript worker of %s as %s: %v, want exit status 1 naming the refusal:\n%s", widgets, natsauth.HookUser(foos), err, out)
+	}
+	t.Logf("a JavaScript worker of %s as %s stopped: %s", widgets, natsauth.HookUser(foos), lastLine(string(out)))
+}
+
+// lastLine is the last line of s.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
 }
