@@ -3,6 +3,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { headers as natsHeaders } from "nats";
 import * as bus from "./bus.js";
+import { newLogger } from "./log.js";
 import { DEFAULT_POLICY, HookError, Reason, backoff, forRequest, formatDuration, reasonOf } from "./policy.js";
 import { ParentQueue } from "./queue.js";
 
@@ -37,7 +38,7 @@ const messageOf = (err) => (err instanceof Error ? err.message : String(err));
  * meta, a logger naming the parent (log), and a signal that aborts at the
  * call's timeout.
  */
-export async function serveHook(js, controller, hook, handle, { concurrency = 16, policy = DEFAULT_POLICY, log, signal }) {
+export async function serveHook(js, controller, hook, handle, { concurrency = 16, policy = DEFAULT_POLICY, log = newLogger(), signal = new AbortController().signal } = {}) {
   await new HookServer(js, controller, hook, handle, { concurrency, policy, log, signal }).run();
 }
 
@@ -147,7 +148,13 @@ class HookServer {
   #heartbeat(q) {
     let timer;
     const beat = () => {
-      q.each((msg) => msg.working());
+      q.each((msg) => {
+        try {
+          msg.working();
+        } catch {
+          // The connection is closed: the request comes again.
+        }
+      });
       timer = setTimeout(beat, this.progressEvery);
     };
     timer = setTimeout(beat, this.progressEvery);
