@@ -176,7 +176,7 @@ class HookServer {
       msg.term();
       return;
     }
-    const log = this.log.with({ parent: bus.parentKey(meta), request: request.id });
+    const log = this.log.with({ parent: bus.parentKey(meta), uid: meta.parentUID, request: request.id });
     try {
       const wait = this.#holdOff(meta.parentUID, 0);
       if (wait > 0) {
