@@ -177,17 +177,41 @@ func (w *Watcher) Consumers() []string {
 	return []string{bus.WatcherConsumer}
 }
 
+// onResync queues the parent of a resync request (see bus.ResyncPrefix),
+// and answers the request when it asks for an answer.
 func (w *Watcher) onResync(msg *nats.Msg) {
 	var r bus.Resync
 	if err := json.Unmarshal(msg.Data, &r); err != nil {
 		w.log.Error("bad resync request", "subject", msg.Subject, "err", err)
+		w.answerResync(msg, fmt.Errorf("bad resync request: %w", err))
 		return
 	}
 	controller, ok := bus.ControllerOf(msg.Subject)
 	if !ok {
 		return
 	}
+	if _, ok := w.reg.Get(controller); !ok {
+		w.answerResync(msg, fmt.Errorf("controller %s is not registered with the watcher", controller))
+		return
+	}
 	w.queue.AddAfter(parentKey{controller, r.Resource, r.Namespace, r.Name, true}, time.Duration(r.AfterSeconds*float64(time.Second)))
+	w.answerResync(msg, nil)
+}
+
+// answerResync answers a resync request that has a reply subject: queued,
+// or the problem.
+func (w *Watcher) answerResync(msg *nats.Msg, problem error) {
+	if msg.Reply == "" {
+		return
+	}
+	var a bus.ResyncAnswer
+	if problem != nil {
+		a.Error = problem.Error()
+	}
+	b, _ := json.Marshal(a)
+	if err := msg.Respond(b); err != nil {
+		w.log.Warn("answer a resync request", "subject", msg.Subject, "err", err)
+	}
 }
 
 // maxApplyHold bounds how long a parent's syncs wait for an apply that

@@ -129,12 +129,34 @@ func SameMessage(a, b jetstream.Msg) bool {
 	return errA == nil && errB == nil && ma.Sequence.Stream == mb.Sequence.Stream
 }
 
+// ParentSubjects is the filter subject of one parent's messages under
+// prefix (RequestPrefix, ReplyPrefix, DeadLetterPrefix) for hook, or for
+// every hook when hook is "*", in whatever partition: those about its
+// latest revision.
+func ParentSubjects(prefix, controller, hook string, uid types.UID) string {
+	return fmt.Sprintf("%s.%s.%s.*.%s", prefix, Token(controller), hook, uid)
+}
+
+// ControllerSubjects is the filter subject of every message of one
+// controller under prefix, or of every controller when controller is "".
+func ControllerSubjects(prefix, controller string) string {
+	if controller == "" {
+		return prefix + ".>"
+	}
+	return prefix + "." + Token(controller) + ".>"
+}
+
 // ResyncPrefix is the prefix of resync requests: core NATS messages (not
 // JetStream: a restarted watcher resyncs every parent anyway) asking the
-// watcher to sync one parent again after a delay.
+// active watcher to sync one parent again, after a delay or at once, with
+// a new request even when nothing changed. The applier sends one for a
+// reply's resyncAfterSeconds, `uc resync` one per parent it is asked to
+// sync. The body is a Resync; the subject's tokens after the controller are
+// not read. A request with a reply subject is answered with a ResyncAnswer
+// once the parent is queued.
 const ResyncPrefix = "uc.resync"
 
-// ResyncSubject is where the applier asks for one more sync of the parent.
+// ResyncSubject is where a resync request for the parent goes.
 func (a Address) ResyncSubject() string { return a.subject(ResyncPrefix) }
 
 // AllResyncs is the filter subject of every resync request.
@@ -169,6 +191,14 @@ type Resync struct {
 	Namespace    string  `json:"namespace,omitempty"`
 	Name         string  `json:"name"`
 	AfterSeconds float64 `json:"afterSeconds"`
+}
+
+// ResyncAnswer is the watcher's answer to a resync request that has a reply
+// subject: an empty Error once the parent is queued.
+type ResyncAnswer struct {
+	// Error says why the parent was not queued: its controller is not
+	// registered with this watcher, or the request is not a Resync.
+	Error string `json:"error,omitempty"`
 }
 
 // ControllerOf returns the controller token of a uc subject, with its dots
