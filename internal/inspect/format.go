@@ -29,7 +29,7 @@ func WriteTrace(w io.Writer, t *Trace) error {
 		selects = "does NOT select it"
 	}
 	p.linef("controller %s (its labelSelector %s)", t.Controller, selects)
-	p.linef("verdict    %s: %s", t.Verdict.State, t.Verdict.Summary)
+	p.linef("verdict    %s: %s", t.Verdict.State, oneLine(t.Verdict.Summary))
 	if t.Verdict.Hint != "" {
 		p.linef("           → %s", t.Verdict.Hint)
 	}
@@ -42,7 +42,7 @@ func WriteTrace(w io.Writer, t *Trace) error {
 			if c.LastDelivery != nil {
 				last = ago(*c.LastDelivery)
 			}
-			p.linef("    consumer  %s: %d not delivered, %d unacknowledged, %d workers waiting; last delivery %s", c.Name, c.Pending, c.AckPending, c.Waiting, last)
+			p.linef("    consumer  %s: not delivered %d, unacknowledged %d, workers waiting %d; last delivery %s", c.Name, c.Pending, c.AckPending, c.Waiting, last)
 		} else {
 			p.linef("    consumer  none: nothing takes this hook's requests")
 		}
@@ -165,7 +165,9 @@ func writeDeadLetters(p *printer, list []*DeadLetter, withController bool) {
 func WriteDeadLetter(w io.Writer, d *DeadLetter) error {
 	p := &printer{w: w}
 	p.linef("dead letter %d, dead-lettered %s", d.ID, ago(d.DeadLettered))
-	p.linef("  failure     %s: %s", d.Reason, d.Message)
+	if d.Reason != "" || d.Message != "" {
+		p.linef("  failure     %s: %s", d.Reason, d.Message)
+	}
 	if r := d.Request; r != nil {
 		p.linef("  subject     %s", r.Subject)
 		p.linef("  parent      %s (uid %s) of %s, %s hook", r.Key(), r.ParentUID, r.Controller, r.Hook)
@@ -241,12 +243,15 @@ func (p *printer) table(n int, header string, row func(int) string) {
 	tw := tabwriter.NewWriter(p.w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  "+header)
 	for i := range n {
-		fmt.Fprintln(tw, "  "+strings.ReplaceAll(row(i), "\n", " "))
+		fmt.Fprintln(tw, "  "+oneLine(row(i)))
 	}
 	if err := tw.Flush(); err != nil && p.err == nil {
 		p.err = err
 	}
 }
+
+// oneLine joins the lines of s with spaces.
+func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
 
 func orDash(s string) string {
 	if s == "" {

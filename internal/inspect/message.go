@@ -54,7 +54,7 @@ type Message struct {
 }
 
 // Key is the parent's namespace/name.
-func (m *Message) Key() string { return m.meta.Key() }
+func (m *Message) Key() string { return Parent{Namespace: m.Namespace, Name: m.Name}.Key() }
 
 // decode reads a stored message of the bus.
 func decode(ctx context.Context, raw *jetstream.RawStreamMsg) (*Message, error) {
