@@ -72,7 +72,10 @@ func TestWriteTrace(t *testing.T) {
 	}
 	golden(t, "trace-busy.txt", out.Bytes())
 
-	quiet := traceOf(func(t *Trace) { t.Selected, t.Hooks[0].Consumer = false, nil; t.ChildrenProblem = "the parent has no spec.selector" })
+	quiet := traceOf(func(t *Trace) {
+		t.Selected, t.Hooks[0].Consumer = false, nil
+		t.ChildrenProblem = "the parent has no spec.selector"
+	})
 	quiet.Verdict = verdict(quiet)
 	out.Reset()
 	if err := WriteTrace(&out, quiet); err != nil {

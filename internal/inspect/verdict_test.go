@@ -42,7 +42,9 @@ func request(generation int64) *Message {
 func TestVerdict(t *testing.T) {
 	fixedClock(t)
 	synced := func(status, reason, message string) func(*Trace) {
-		return func(t *Trace) { t.Conditions = []Condition{{Type: "Synced", Status: status, Reason: reason, Message: message}} }
+		return func(t *Trace) {
+			t.Conditions = []Condition{{Type: "Synced", Status: status, Reason: reason, Message: message}}
+		}
 	}
 	deadLetter := &DeadLetter{ID: 42, DeadLettered: at.Add(-time.Minute), Reason: "WorkerError", Message: "boom", Request: &Message{Hook: hooks.Sync, Generation: 3, Observation: 30}}
 	for _, tc := range []struct {
