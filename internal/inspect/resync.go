@@ -91,6 +91,9 @@ func resync(ctx context.Context, nc Requester, controller string, partitions int
 	if errors.Is(err, nats.ErrNoResponders) {
 		return r, errNoWatcher
 	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return r, fmt.Errorf("resync %s: no answer from the watcher within %s (does its NATS user allow responses? see uc nats-config): %w", r.Parent, resyncTimeout, err)
+	}
 	if err != nil {
 		return r, fmt.Errorf("resync %s: %w", r.Parent, err)
 	}
