@@ -215,10 +215,9 @@ func skip(d *DeadLetter, why string) Replayed {
 // the parent is waiting, and deletes the dead letter.
 func (b *Bus) replay(ctx context.Context, d *DeadLetter) (Replayed, error) {
 	r := Replayed{ID: d.ID, Parent: d.Request.Key(), Hook: d.Request.Hook}
-	e := d.Request.event.Clone()
+	e := d.Request.event.Clone() // its trace context too: the replay goes on with the request's trace
 	e.SetID(replayID(e.ID()))
 	e.SetTime(time.Now())
-	bus.SetTraceParent(&e, bus.ChildTraceParent(bus.TraceParent(d.Request.event)))
 	msg, err := bus.ToMsg(ctx, d.Request.meta.RequestSubject(), &e)
 	if err != nil {
 		return r, err
