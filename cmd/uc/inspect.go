@@ -62,23 +62,9 @@ On a NATS server with uc's users, connect as uc-inspector (uc nats-config
 			if err != nil {
 				return err
 			}
-			return f.run(cmd, func(ctx context.Context, s *session) error {
-				traces, err := inspect.Follow(ctx, s.cluster, s.bus, t, opts)
-				if err != nil {
-					return err
-				}
-				return f.write(cmd.OutOrStdout(), traces, func(w io.Writer) error {
-					for i, tr := range traces {
-						if i > 0 {
-							fmt.Fprintln(w)
-						}
-						if err := inspect.WriteTrace(w, tr); err != nil {
-							return err
-						}
-					}
-					return nil
-				})
-			})
+			return show(cmd, &f, func(ctx context.Context, s *session) ([]*inspect.Trace, error) {
+				return inspect.Follow(ctx, s.cluster, s.bus, t, opts)
+			}, writeTraces)
 		},
 	}
 	f.register(c.Flags())
@@ -127,13 +113,9 @@ connect as uc-inspector.`,
   uc dlq ls --controller foo-controller -o json | jq '.[] | select(.superseded | not) | .id'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return f.run(cmd, func(ctx context.Context, s *session) error {
-				list, err := s.bus.DeadLetters(ctx, controller)
-				if err != nil {
-					return err
-				}
-				return f.write(cmd.OutOrStdout(), list, func(w io.Writer) error { return inspect.WriteDeadLetters(w, list) })
-			})
+			return show(cmd, &f, func(ctx context.Context, s *session) ([]*inspect.DeadLetter, error) {
+				return s.bus.DeadLetters(ctx, controller)
+			}, inspect.WriteDeadLetters)
 		},
 	}
 	f.register(c.Flags())
@@ -160,13 +142,9 @@ NATS server with uc's users, connect as uc-inspector.`,
 			if err != nil {
 				return err
 			}
-			return f.run(cmd, func(ctx context.Context, s *session) error {
-				d, err := s.bus.DeadLetter(ctx, id)
-				if err != nil {
-					return err
-				}
-				return f.write(cmd.OutOrStdout(), d, func(w io.Writer) error { return inspect.WriteDeadLetter(w, d) })
-			})
+			return show(cmd, &f, func(ctx context.Context, s *session) (*inspect.DeadLetter, error) {
+				return s.bus.DeadLetter(ctx, id)
+			}, inspect.WriteDeadLetter)
 		},
 	}
 	f.register(c.Flags())
@@ -207,23 +185,13 @@ with uc's users, connect as uc-operator.`,
 					return err
 				}
 			}
-			return f.run(cmd, func(ctx context.Context, s *session) error {
-				var replayed []inspect.Replayed
+			return show(cmd, &f, func(ctx context.Context, s *session) ([]inspect.Replayed, error) {
 				if controller != "" {
-					list, err := s.bus.ReplayController(ctx, controller)
-					if err != nil {
-						return err
-					}
-					replayed = list
-				} else {
-					r, err := s.bus.Replay(ctx, id)
-					if err != nil {
-						return err
-					}
-					replayed = []inspect.Replayed{r}
+					return s.bus.ReplayController(ctx, controller)
 				}
-				return f.write(cmd.OutOrStdout(), replayed, func(w io.Writer) error { return inspect.WriteReplayed(w, replayed) })
-			})
+				r, err := s.bus.Replay(ctx, id)
+				return []inspect.Replayed{r}, err
+			}, inspect.WriteReplayed)
 		},
 	}
 	f.register(c.Flags())
@@ -266,29 +234,35 @@ On a NATS server with uc's users, connect as uc-operator.`,
 					return err
 				}
 			}
-			return f.run(cmd, func(ctx context.Context, s *session) error {
-				var list []inspect.Resynced
-				var err error
+			return show(cmd, &f, func(ctx context.Context, s *session) ([]inspect.Resynced, error) {
 				if len(args) == 1 {
-					list, err = inspect.ResyncParent(ctx, s.cluster, s.nc, t, controller, partitions)
-				} else {
-					ns := ""
-					if cmd.Flags().Changed("namespace") {
-						ns = f.namespace
-					}
-					list, err = inspect.ResyncController(ctx, s.cluster, s.nc, controller, ns, partitions)
+					return inspect.ResyncParent(ctx, s.cluster, s.nc, t, controller, partitions)
 				}
-				if err != nil {
-					return err
+				ns := ""
+				if cmd.Flags().Changed("namespace") {
+					ns = f.namespace
 				}
-				return f.write(cmd.OutOrStdout(), list, func(w io.Writer) error { return inspect.WriteResynced(w, list) })
-			})
+				return inspect.ResyncController(ctx, s.cluster, s.nc, controller, ns, partitions)
+			}, inspect.WriteResynced)
 		},
 	}
 	f.register(c.Flags())
 	c.Flags().StringVar(&controller, "controller", "", "the UniversalController whose parents to sync (with KIND/NAME: for this controller only)")
 	c.Flags().IntVar(&partitions, "partitions", bus.DefaultPartitions, "the installation's --partitions: the partition token of the resync subjects")
 	return c
+}
+
+// writeTraces writes traces for a person, a blank line between two.
+func writeTraces(w io.Writer, traces []*inspect.Trace) error {
+	for i, tr := range traces {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		if err := inspect.WriteTrace(w, tr); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // deadLetterID reads a dead letter's id: its sequence number in
@@ -342,6 +316,23 @@ type session struct {
 	cluster *inspect.Cluster // nil unless the command reads the cluster
 }
 
+// show runs get and writes what it returned to the command's output: as
+// JSON with -o json, else with text.
+func show[T any](cmd *cobra.Command, f *inspectFlags, get func(context.Context, *session) (T, error), text func(io.Writer, T) error) error {
+	return f.run(cmd, func(ctx context.Context, s *session) error {
+		v, err := get(ctx, s)
+		if err != nil {
+			return err
+		}
+		if f.output == "json" {
+			enc := json.NewEncoder(cmd.OutOrStdout())
+			enc.SetIndent("", "  ")
+			return enc.Encode(v)
+		}
+		return text(cmd.OutOrStdout(), v)
+	})
+}
+
 // run connects, runs fn, and reports its failure on stderr: uc exits 1.
 // A wrong --output is a usage error: uc exits 2.
 func (f *inspectFlags) run(cmd *cobra.Command, fn func(context.Context, *session) error) error {
@@ -391,14 +382,4 @@ func (f *inspectFlags) session(ctx context.Context, fn func(context.Context, *se
 		return fmt.Errorf("%w (NATS: %v)", err, cause)
 	}
 	return err
-}
-
-// write writes v as JSON with -o json, else with text.
-func (f *inspectFlags) write(w io.Writer, v any, text func(io.Writer) error) error {
-	if f.output == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
-	}
-	return text(w)
 }

@@ -2,38 +2,12 @@ package inspect
 
 import (
 	"bytes"
-	"flag"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
+	"universalcontroller.dev/uc/internal/golden"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
-
-var update = flag.Bool("update", false, "rewrite the expected output in testdata/")
-
-// golden compares got with testdata/name, or writes it there with -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to record it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (run with -update and review the diff)\n--- got ---\n%s\n--- want ---\n%s", path, got, want)
-	}
-}
 
 // busyTrace is a trace with something in every part.
 func busyTrace() *Trace {
@@ -70,7 +44,7 @@ func TestWriteTrace(t *testing.T) {
 	if err := WriteTrace(&out, busyTrace()); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "trace-busy.txt", out.Bytes())
+	golden.Check(t, "trace-busy.txt", out.Bytes())
 
 	quiet := traceOf(func(t *Trace) {
 		t.Selected, t.Hooks[0].Consumer = false, nil
@@ -81,7 +55,7 @@ func TestWriteTrace(t *testing.T) {
 	if err := WriteTrace(&out, quiet); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "trace-quiet.txt", out.Bytes())
+	golden.Check(t, "trace-quiet.txt", out.Bytes())
 }
 
 // TestWriteDeadLetters: the list, one dead letter with its request's body,
@@ -112,5 +86,5 @@ func TestWriteDeadLetters(t *testing.T) {
 		}
 		out.WriteString("----\n")
 	}
-	golden(t, "dlq.txt", out.Bytes())
+	golden.Check(t, "dlq.txt", out.Bytes())
 }
