@@ -2,14 +2,18 @@ package inspect
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"universalcontroller.dev/uc/schemas/bus"
+	"universalcontroller.dev/uc/schemas/hooks"
 )
 
 // Bus reads uc's streams, consumers and buckets, and changes none of them:
@@ -179,4 +183,35 @@ func (b *Bus) consumer(ctx context.Context, stream, name string) (*Consumer, err
 	info := c.CachedInfo()
 	return &Consumer{Name: name, Pending: info.NumPending, AckPending: info.NumAckPending, Redelivered: info.NumRedelivered,
 		Waiting: info.NumWaiting, Delivered: info.Delivered.Stream, LastDelivery: info.Delivered.Last}, nil
+}
+
+// watcherTimeout bounds the watcher's answer to a question.
+const watcherTimeout = 2 * time.Second
+
+// lastPublished asks the active watcher what it last published for the
+// parent of controller: an answer with no ID when nothing since it became
+// active.
+func (b *Bus) lastPublished(ctx context.Context, controller string, parent *unstructured.Unstructured) (*bus.LastPublished, error) {
+	body, err := json.Marshal(bus.Resync{Namespace: parent.GetNamespace(), Name: parent.GetName()})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, watcherTimeout)
+	defer cancel()
+	addr := bus.Address{Controller: controller, Hook: hooks.Sync, ParentUID: parent.GetUID()}
+	msg, err := b.js.Conn().RequestWithContext(ctx, addr.InspectSubject(), body)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return nil, errNoWatcher
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ask the watcher: %w", err)
+	}
+	var answer bus.LastPublished
+	if err := json.Unmarshal(msg.Data, &answer); err != nil {
+		return nil, fmt.Errorf("the watcher's answer %q: %w", msg.Data, err)
+	}
+	if answer.Error != "" {
+		return nil, fmt.Errorf("the watcher: %s", answer.Error)
+	}
+	return &answer, nil
 }

@@ -35,6 +35,13 @@ func WriteTrace(w io.Writer, t *Trace) error {
 	}
 
 	p.section("Pipeline")
+	published := "no answer from the watcher: " + t.WatcherProblem
+	if l := t.Published; l != nil && l.ID == "" {
+		published = "nothing since the active watcher became active"
+	} else if l != nil {
+		published = fmt.Sprintf("%s, %s hook (generation %d, resourceVersion %s, observation %d), %s", l.ID, l.Hook, l.Generation, l.ResourceVersion, l.Observation, ago(l.Published))
+	}
+	p.linef("  published %s", published)
 	for _, h := range t.Hooks {
 		p.linef("  %s hook, served by %s", h.Name, h.Serves)
 		if c := h.Consumer; c != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"universalcontroller.dev/uc/internal/golden"
+	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
 
@@ -18,6 +19,7 @@ func busyTrace() *Trace {
 	failed.RequestID, failed.Source = "req-2", "/universalcontroller/shop/worker"
 	t := traceOf(func(t *Trace) {
 		t.Parent.ObservedGeneration = &gen
+		t.Published = &bus.LastPublished{ID: "req", Hook: hooks.Sync, Generation: 3, ResourceVersion: "300", Observation: 30, Published: at.Add(-2 * time.Second)}
 		t.Hooks[0].Request, t.Hooks[0].Delivered = request(3), true
 		t.Hooks[0].Consumer.LastDelivery = &written
 		t.Hooks = append(t.Hooks, Hook{Name: hooks.Finalize, Serves: "the dispatcher, calling the webhook http://hook/finalize", Reply: failed})
@@ -48,6 +50,7 @@ func TestWriteTrace(t *testing.T) {
 
 	quiet := traceOf(func(t *Trace) {
 		t.Selected, t.Hooks[0].Consumer = false, nil
+		t.WatcherProblem = errNoWatcher.Error()
 		t.ChildrenProblem = "the parent has no spec.selector"
 	})
 	quiet.Verdict = verdict(quiet)

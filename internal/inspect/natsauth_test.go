@@ -110,8 +110,12 @@ func TestPermissions(t *testing.T) {
 	if _, err := w.js.PublishMsg(ctx, requestMsg(t, waiting, "req-p-20")); err != nil {
 		t.Fatal(err)
 	}
-	// The watcher's side of a resync request: it may answer it.
+	// The watcher's side of a resync request and of a question: it may
+	// answer them.
 	if _, err := w.nc.Subscribe(bus.AllResyncs(), func(m *nats.Msg) { _ = m.Respond([]byte(`{}`)) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.nc.Subscribe(bus.AllInspects(), func(m *nats.Msg) { _ = m.Respond([]byte(`{"id":"req-p-20"}`)) }); err != nil {
 		t.Fatal(err)
 	}
 	h := connectAs(t, url, natsauth.HookUser(testController), natsauth.HookInbox(testController))
@@ -132,6 +136,9 @@ func TestPermissions(t *testing.T) {
 	}
 	if _, err := b.holder(ctx, 0); err != nil {
 		t.Fatalf("the partition's holder as the inspector: %v", err)
+	}
+	if last, err := b.lastPublished(ctx, testController, parentWithUID("p")); err != nil || last.ID != "req-p-20" {
+		t.Fatalf("the inspector's question to the watcher: %+v, %v", last, err)
 	}
 	if err := inspector.refusal(); err != nil {
 		t.Fatalf("the server refused the inspector a read: %v", err)

@@ -27,6 +27,11 @@ type Trace struct {
 	Selected bool `json:"selected"`
 	// Verdict says in one line where the parent is, and what to do.
 	Verdict Verdict `json:"verdict"`
+	// Published is the last request the active watcher published for the
+	// parent since it became active: nil when it did not answer
+	// (WatcherProblem says why), no ID when it published none.
+	Published      *bus.LastPublished `json:"published,omitempty"`
+	WatcherProblem string             `json:"watcherProblem,omitempty"`
 	// Hooks are the controller's hooks, each with its request and reply
 	// on their way.
 	Hooks []Hook `json:"hooks"`
@@ -146,6 +151,9 @@ func trace(ctx context.Context, c *Cluster, b *Bus, ctl *registry.Controller, pa
 	var err error
 	if tr.Fence, err = b.fence(ctx, key); err != nil {
 		return nil, err
+	}
+	if tr.Published, err = b.lastPublished(ctx, ctl.Name, parent); err != nil {
+		tr.WatcherProblem = err.Error()
 	}
 	for _, name := range []string{hooks.Sync, hooks.Finalize, hooks.Customize} {
 		h := ctl.Spec.Hooks.Named(name)

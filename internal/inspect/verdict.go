@@ -86,8 +86,23 @@ func verdict(t *Trace) Verdict {
 	if t.Fence != nil {
 		fence = fmt.Sprintf("the last reply applied was for generation %d", t.Fence.Generation)
 	}
-	return Verdict{NotApplied, fmt.Sprintf("generation %d was not applied (%s), and nothing is on its way: the watcher did not publish it, or its request was lost (the watcher publishes it again within minutes)", t.Parent.Generation, fence),
+	return Verdict{NotApplied, fmt.Sprintf("generation %d was not applied (%s), and nothing is on its way: %s", t.Parent.Generation, fence, t.unpublished()),
 		resync + " asks the watcher for a request now"}
+}
+
+// unpublished says what the watcher says of a parent whose generation is
+// neither on its way nor applied.
+func (t *Trace) unpublished() string {
+	p := t.Published
+	switch {
+	case p == nil:
+		return "the watcher did not publish it, or its request was lost (" + t.WatcherProblem + ")"
+	case p.ID == "":
+		return "the active watcher has published no request for it since it became active"
+	case p.Generation < t.Parent.Generation:
+		return fmt.Sprintf("the watcher's last request for it, %s, was of generation %d: it has not published this one (its cache may be behind)", p.ID, p.Generation)
+	}
+	return fmt.Sprintf("the watcher published its request %s %s, which is gone: lost, or answered and rejected (the watcher publishes it again within minutes)", p.ID, ago(p.Published))
 }
 
 // waitingForApplier is the verdict of a parent whose reply waits for the

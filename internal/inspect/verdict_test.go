@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
 
@@ -90,9 +91,16 @@ func TestVerdict(t *testing.T) {
 		{name: "rejected", edit: synced("False", "InvalidHookReply", "children[0]: kind Secret is not a declared child"),
 			state: Rejected, summary: "InvalidHookReply: children[0]: kind Secret", hint: "uc resync composite/web -n ns"},
 		{name: "synced", edit: func(t *Trace) { t.Fence = &Fence{Generation: 3, Applied: at.Add(-time.Minute)} }, state: Synced, summary: "generation 3 was applied 1m0s ago", noHintWant: true},
-		{name: "behind, nothing on its way", edit: func(t *Trace) { t.Fence = &Fence{Generation: 2} },
-			state: NotApplied, summary: "the last reply applied was for generation 2", hint: "uc resync composite/web -n ns"},
-		{name: "never applied", state: NotApplied, summary: "no reply was applied to it yet", hint: "uc resync"},
+		{name: "behind, nothing on its way, no watcher", edit: func(t *Trace) { t.Fence, t.WatcherProblem = &Fence{Generation: 2}, "no watcher answered" },
+			state: NotApplied, summary: "the last reply applied was for generation 2), and nothing is on its way: the watcher did not publish it, or its request was lost (no watcher answered)", hint: "uc resync composite/web -n ns"},
+		{name: "never applied, never published", edit: func(t *Trace) { t.Published = &bus.LastPublished{} },
+			state: NotApplied, summary: "no reply was applied to it yet), and nothing is on its way: the active watcher has published no request for it", hint: "uc resync"},
+		{name: "not published yet", edit: func(t *Trace) { t.Published = &bus.LastPublished{ID: "req-2", Generation: 2} },
+			state: NotApplied, summary: "the watcher's last request for it, req-2, was of generation 2: it has not published this one", hint: "uc resync"},
+		{name: "published, gone", edit: func(t *Trace) {
+			t.Published = &bus.LastPublished{ID: "req-3", Generation: 3, Published: at.Add(-time.Minute)}
+		},
+			state: NotApplied, summary: "published its request req-3 1m0s ago, which is gone", hint: "uc resync"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := verdict(traceOf(tc.edit))

@@ -140,8 +140,9 @@ func Role(role string, partitions int) (User, error) {
 		// It reads the fences, to publish again a parent whose last
 		// request was lost.
 		u.Publish = append(u.Publish, kvRead(bus.FenceBucket)...)
-		u.Subscribe = append(u.Subscribe, bus.AllResyncs(), bus.AllApplying())
-		// It answers the resync requests of `uc resync`.
+		u.Subscribe = append(u.Subscribe, bus.AllResyncs(), bus.AllApplying(), bus.AllInspects())
+		// It answers the resync requests of `uc resync` and the questions
+		// of `uc trace`.
 		u.Responses = true
 	case Dispatcher:
 		u.About = "uc dispatcher: creates the streams and the hooks' consumers, serves webhook and destination hooks"
@@ -201,13 +202,15 @@ const (
 // partition holds, and changes nothing.
 func Inspector() User {
 	u := User{Name: InspectorUser, Subscribe: []string{CLIInbox + ".>"},
-		About: "uc trace, uc dlq ls, uc dlq show: read the streams, the consumers, the fences and the partition holds"}
+		About: "uc trace, uc dlq ls, uc dlq show: read the streams, the consumers, the fences and the partition holds, ask the watcher"}
 	for _, s := range streams {
 		u.Publish = append(u.Publish, streamInfo(s), "$JS.API.STREAM.MSG.GET."+s)
 	}
 	u.Publish = append(u.Publish, "$JS.API.CONSUMER.INFO."+bus.RequestStream+".>", "$JS.API.CONSUMER.INFO."+bus.ReplyStream+".>")
 	u.Publish = append(u.Publish, kvRead(bus.FenceBucket)...)
 	u.Publish = append(u.Publish, kvRead(bus.PartitionsBucket)...)
+	// It asks the watcher what it last published for a parent.
+	u.Publish = append(u.Publish, bus.AllInspects())
 	return u
 }
 

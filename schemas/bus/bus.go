@@ -25,6 +25,7 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/types"
@@ -161,6 +162,33 @@ func (a Address) ResyncSubject() string { return a.subject(ResyncPrefix) }
 
 // AllResyncs is the filter subject of every resync request.
 func AllResyncs() string { return ResyncPrefix + ".>" }
+
+// InspectPrefix is the prefix of the questions `uc trace` asks the active
+// watcher about a parent: core NATS requests, body a Resync naming the
+// parent (AfterSeconds unused), answered with a LastPublished. A request
+// leaves the bus once answered; the watcher remembers the last one it
+// published for each parent. As with a resync request, the tokens after
+// the controller are not read.
+const InspectPrefix = "uc.inspect"
+
+// InspectSubject is where to ask the watcher about the parent.
+func (a Address) InspectSubject() string { return a.subject(InspectPrefix) }
+
+// AllInspects is the filter subject of every question to the watcher.
+func AllInspects() string { return InspectPrefix + ".>" }
+
+// LastPublished is the watcher's answer about a parent: the last sync or
+// finalize request it published for it since it became active (ID empty:
+// none), or why it cannot say.
+type LastPublished struct {
+	ID              string    `json:"id,omitempty"`
+	Hook            string    `json:"hook,omitempty"`
+	Generation      int64     `json:"generation,omitempty"`
+	ResourceVersion string    `json:"resourceVersion,omitempty"`
+	Observation     int64     `json:"observation,omitempty"`
+	Published       time.Time `json:"published,omitzero"`
+	Error           string    `json:"error,omitempty"`
+}
 
 // ApplyingPrefix is the prefix of apply notices: core NATS messages from an
 // applier to the watcher, one when it starts applying a parent's replies and

@@ -265,6 +265,9 @@ func TestInspectDeadLetters(t *testing.T) {
 		!slices.ContainsFunc(tr.DeadLetters, func(d *inspect.DeadLetter) bool { return d.ID == dead.ID }) || tr.Fence != nil {
 		t.Fatalf("uc trace of stuck: verdict %+v, dead letters %d, fence %+v; want it dead-lettered, naming the replay", tr.Verdict, len(tr.DeadLetters), tr.Fence)
 	}
+	if tr.Published == nil || tr.Published.ID != dead.Request.ID || tr.Published.Generation != 1 {
+		t.Errorf("uc trace of stuck: the watcher's last request %+v (%s), want the dead-lettered %s", tr.Published, tr.WatcherProblem, dead.Request.ID)
+	}
 	if !strings.Contains(text, "dead-lettered") || !strings.Contains(text, fmt.Sprintf("uc dlq replay %d", dead.ID)) {
 		t.Errorf("uc trace's text does not say stuck is dead-lettered")
 	}

@@ -315,8 +315,9 @@ func natsAuthCommands(t *testing.T, nb *natsAuthBed, b *rolesOnBus) {
 	}
 	trace := func() (*inspect.Trace, error) {
 		traces, err := ucJSON[[]*inspect.Trace](ctx, as(natsauth.InspectorUser, "trace", "widget/w1")...)
-		if err == nil && (len(traces) != 1 || traces[0].Verdict.State != inspect.Synced || traces[0].Fence == nil || traces[0].Partition.Holder == "") {
-			err = fmt.Errorf("uc trace widget/w1 as %s: %+v, want one trace of it synced, its partition held", natsauth.InspectorUser, traces)
+		if err == nil && (len(traces) != 1 || traces[0].Verdict.State != inspect.Synced || traces[0].Fence == nil || traces[0].Partition.Holder == "" ||
+			traces[0].Published == nil || traces[0].Published.ID == "") {
+			err = fmt.Errorf("uc trace widget/w1 as %s: %+v, want one trace of it synced, its partition held, the watcher's last request named", natsauth.InspectorUser, traces)
 		}
 		if err != nil {
 			return nil, err
