@@ -2,12 +2,10 @@ package inspect
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -185,30 +183,14 @@ func (b *Bus) consumer(ctx context.Context, stream, name string) (*Consumer, err
 		Waiting: info.NumWaiting, Delivered: info.Delivered.Stream, LastDelivery: info.Delivered.Last}, nil
 }
 
-// watcherTimeout bounds the watcher's answer to a question.
-const watcherTimeout = 2 * time.Second
-
 // lastPublished asks the active watcher what it last published for the
 // parent of controller: an answer with no ID when nothing since it became
 // active.
 func (b *Bus) lastPublished(ctx context.Context, controller string, parent *unstructured.Unstructured) (*bus.LastPublished, error) {
-	body, err := json.Marshal(bus.Resync{Namespace: parent.GetNamespace(), Name: parent.GetName()})
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, watcherTimeout)
-	defer cancel()
 	addr := bus.Address{Controller: controller, Hook: hooks.Sync, ParentUID: parent.GetUID()}
-	msg, err := b.js.Conn().RequestWithContext(ctx, addr.InspectSubject(), body)
-	if errors.Is(err, nats.ErrNoResponders) {
-		return nil, errNoWatcher
-	}
-	if err != nil {
-		return nil, fmt.Errorf("ask the watcher: %w", err)
-	}
 	var answer bus.LastPublished
-	if err := json.Unmarshal(msg.Data, &answer); err != nil {
-		return nil, fmt.Errorf("the watcher's answer %q: %w", msg.Data, err)
+	if err := askWatcher(ctx, b.js.Conn(), addr.InspectSubject(), parent, &answer); err != nil {
+		return nil, err
 	}
 	if answer.Error != "" {
 		return nil, fmt.Errorf("the watcher: %s", answer.Error)

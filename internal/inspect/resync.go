@@ -31,9 +31,6 @@ type Resynced struct {
 // errNoWatcher says no watcher took a resync request.
 var errNoWatcher = errors.New("no watcher answered: is uc's watcher running (uc run, or the active uc watcher)?")
 
-// resyncTimeout bounds the watcher's answer to one resync request.
-const resyncTimeout = 5 * time.Second
-
 // ResyncParent asks the watcher to sync the target now, for each
 // controller that manages it (or the one named), with a new hook request
 // even when nothing changed. partitions is the installation's
@@ -80,27 +77,39 @@ func ResyncController(ctx context.Context, c *Cluster, nc Requester, controller,
 // watcher's answer.
 func resync(ctx context.Context, nc Requester, controller string, partitions int, parent *unstructured.Unstructured) (Resynced, error) {
 	addr := bus.Address{Controller: controller, Hook: hooks.Sync, Partition: bus.Partition(parent.GetUID(), max(partitions, 1)), ParentUID: parent.GetUID()}
-	r := Resynced{Controller: controller, Parent: bus.Meta{Namespace: parent.GetNamespace(), Name: parent.GetName()}.Key()}
-	body, err := json.Marshal(bus.Resync{Namespace: parent.GetNamespace(), Name: parent.GetName()})
-	if err != nil {
-		return r, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, resyncTimeout)
-	defer cancel()
-	msg, err := nc.RequestWithContext(ctx, addr.ResyncSubject(), body)
-	if errors.Is(err, nats.ErrNoResponders) {
-		return r, errNoWatcher
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return r, fmt.Errorf("resync %s: no answer from the watcher within %s (does its NATS user allow responses? see uc nats-config): %w", r.Parent, resyncTimeout, err)
-	}
-	if err != nil {
-		return r, fmt.Errorf("resync %s: %w", r.Parent, err)
-	}
+	r := Resynced{Controller: controller, Parent: Parent{Namespace: parent.GetNamespace(), Name: parent.GetName()}.Key()}
 	var answer bus.ResyncAnswer
-	if err := json.Unmarshal(msg.Data, &answer); err != nil {
-		return r, fmt.Errorf("resync %s: the watcher's answer %q: %w", r.Parent, msg.Data, err)
+	if err := askWatcher(ctx, nc, addr.ResyncSubject(), parent, &answer); err != nil {
+		return r, fmt.Errorf("resync %s: %w", r.Parent, err)
 	}
 	r.Error = answer.Error
 	return r, nil
+}
+
+// watcherTimeout bounds the watcher's answer to a request.
+const watcherTimeout = 5 * time.Second
+
+// askWatcher sends the active watcher a request about the parent on
+// subject (a resync request, or a question: the body is a bus.Resync) and
+// decodes its answer into answer.
+func askWatcher(ctx context.Context, nc Requester, subject string, parent *unstructured.Unstructured, answer any) error {
+	body, err := json.Marshal(bus.Resync{Namespace: parent.GetNamespace(), Name: parent.GetName()})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, watcherTimeout)
+	defer cancel()
+	msg, err := nc.RequestWithContext(ctx, subject, body)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return errNoWatcher
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("no answer from the watcher within %s (may its NATS user answer? see uc nats-config): %w", watcherTimeout, err)
+	case err != nil:
+		return err
+	}
+	if err := json.Unmarshal(msg.Data, answer); err != nil {
+		return fmt.Errorf("the watcher's answer %q: %w", msg.Data, err)
+	}
+	return nil
 }
