@@ -58,11 +58,12 @@ On a NATS server with uc's users, connect as uc-inspector (uc nats-config
   uc trace foo/example-foo --nats-url nats://nats.uc-system:4222 --nats-user uc-inspector --nats-password "$PW"`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := f.target(args[0])
+			t, err := inspect.ParseTarget(args[0], f.namespace)
 			if err != nil {
 				return err
 			}
 			return show(cmd, &f, func(ctx context.Context, s *session) ([]*inspect.Trace, error) {
+				t.Namespace = s.namespace
 				return inspect.Follow(ctx, s.cluster, s.bus, t, opts)
 			}, writeTraces)
 		},
@@ -230,12 +231,13 @@ On a NATS server with uc's users, connect as uc-operator.`,
 				return errors.New("give a parent, KIND/NAME, or --controller")
 			case len(args) == 1:
 				var err error
-				if t, err = f.target(args[0]); err != nil {
+				if t, err = inspect.ParseTarget(args[0], f.namespace); err != nil {
 					return err
 				}
 			}
 			return show(cmd, &f, func(ctx context.Context, s *session) ([]inspect.Resynced, error) {
 				if len(args) == 1 {
+					t.Namespace = s.namespace
 					return inspect.ResyncParent(ctx, s.cluster, s.nc, t, controller, partitions)
 				}
 				ns := ""
@@ -297,23 +299,13 @@ func (f *inspectFlags) register(fs *pflag.FlagSet) {
 	fs.StringVarP(&f.output, "output", "o", "text", "text, for a person, or json, for scripts")
 }
 
-// target reads KIND/NAME, in -n's namespace or the kubeconfig's.
-func (f *inspectFlags) target(arg string) (inspect.Target, error) {
-	ns := f.namespace
-	if ns == "" {
-		var err error
-		if ns, _, err = kubeClientConfig(f.kubeconfig).Namespace(); err != nil {
-			return inspect.Target{}, fmt.Errorf("kubeconfig: %w", err)
-		}
-	}
-	return inspect.ParseTarget(arg, ns)
-}
-
 // session is what a command works with.
 type session struct {
 	nc      *nats.Conn
 	bus     *inspect.Bus
 	cluster *inspect.Cluster // nil unless the command reads the cluster
+	// namespace is -n's, or the kubeconfig's.
+	namespace string
 }
 
 // show runs get and writes what it returned to the command's output: as
@@ -341,7 +333,7 @@ func (f *inspectFlags) run(cmd *cobra.Command, fn func(context.Context, *session
 	}
 	err := f.session(cmd.Context(), fn)
 	if err != nil {
-		fmt.Fprintf(cmd.ErrOrStderr(), "uc %s: %v\n", cmd.Name(), err)
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s: %v\n", cmd.CommandPath(), err)
 		return errLogged
 	}
 	return nil
@@ -367,9 +359,15 @@ func (f *inspectFlags) session(ctx context.Context, fn func(context.Context, *se
 	}
 	s := &session{nc: nc, bus: inspect.NewBus(js)}
 	if f.kube {
-		cfg, err := kubeClientConfig(f.kubeconfig).ClientConfig()
+		kc := kubeClientConfig(f.kubeconfig)
+		cfg, err := kc.ClientConfig()
 		if err != nil {
 			return fmt.Errorf("kubeconfig: %w", err)
+		}
+		if s.namespace = f.namespace; s.namespace == "" {
+			if s.namespace, _, err = kc.Namespace(); err != nil {
+				return fmt.Errorf("kubeconfig: %w", err)
+			}
 		}
 		cfg.UserAgent = "uc-cli"
 		cfg.Timeout = restTimeout

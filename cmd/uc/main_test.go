@@ -115,6 +115,11 @@ func TestUsageErrors(t *testing.T) {
 		{args: []string{"nats-config"}, env: map[string]string{"UC_PARTITIONS": "many"}, want: "UC_PARTITIONS"},
 		{args: []string{"run", "--log-format", "xml"}, want: `--log-format "xml"`},
 		{args: []string{"watcher", "--log-level", "loud"}, want: `--log-level "loud"`},
+		{args: []string{"trace", "example-foo"}, want: `"example-foo" is not KIND/NAME`},
+		{args: []string{"trace", "foo/example-foo", "-o", "yaml"}, want: `--output "yaml"`},
+		{args: []string{"dlq", "show", "first"}, want: `"first" is not a dead letter's ID`},
+		{args: []string{"dlq", "replay", "7", "--controller", "foo"}, want: "give a dead letter's ID or --controller, not both"},
+		{args: []string{"resync"}, want: "give a parent, KIND/NAME, or --controller"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			for k, v := range tc.env {
