@@ -277,10 +277,16 @@ func runAll(ctx context.Context, runners []func(context.Context) error) error {
 	return <-errs
 }
 
-func kubeConfig(cfg config) (*rest.Config, error) {
+// kubeClientConfig is the kubeconfig file at path or, when path is empty,
+// $KUBECONFIG's, ~/.kube/config, or the in-cluster configuration.
+func kubeClientConfig(path string) clientcmd.ClientConfig {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = cfg.kubeconfig
-	c, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	rules.ExplicitPath = path
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
+}
+
+func kubeConfig(cfg config) (*rest.Config, error) {
+	c, err := kubeClientConfig(cfg.kubeconfig).ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}

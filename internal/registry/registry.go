@@ -368,19 +368,30 @@ func (r *Registry) set(name string, old, cur *Controller) {
 	}
 }
 
-// resolve turns a UniversalController object into a Controller.
+// resolve turns a UniversalController object into a Controller whose
+// parent resource has a status subresource.
 func (r *Registry) resolve(u *unstructured.Unstructured, name string) (*Controller, error) {
+	c, err := ResolveController(u, name, r.Resolve)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.hasStatus(c.Parent); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// ResolveController turns a UniversalController object into the Controller
+// of that name, its resources resolved by resolve.
+func ResolveController(u *unstructured.Unstructured, name string, resolve func(v1alpha1.ResourceRule) (Resource, error)) (*Controller, error) {
 	var uc v1alpha1.UniversalController
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &uc); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", u.GetName(), err)
 	}
 	c := &Controller{Name: name, Generation: uc.Generation, Spec: uc.Spec, Object: u, ParentSelector: labels.Everything()}
 	var err error
-	if c.Parent, err = r.Resolve(uc.Spec.ParentResource.ResourceRule); err != nil {
+	if c.Parent, err = resolve(uc.Spec.ParentResource.ResourceRule); err != nil {
 		return nil, fmt.Errorf("parent resource: %w", err)
-	}
-	if err := r.hasStatus(c.Parent); err != nil {
-		return nil, err
 	}
 	if sel := uc.Spec.ParentResource.LabelSelector; sel != nil {
 		if c.ParentSelector, err = metav1.LabelSelectorAsSelector(sel); err != nil {
@@ -388,7 +399,7 @@ func (r *Registry) resolve(u *unstructured.Unstructured, name string) (*Controll
 		}
 	}
 	for _, cr := range uc.Spec.ChildResources {
-		res, err := r.Resolve(cr.ResourceRule)
+		res, err := resolve(cr.ResourceRule)
 		if err != nil {
 			return nil, fmt.Errorf("child resource: %w", err)
 		}
@@ -410,23 +421,29 @@ func (r *Registry) resolve(u *unstructured.Unstructured, name string) (*Controll
 }
 
 // Resolve resolves an apiVersion and plural resource name through
-// discovery, refreshing it once when the resource is not known yet (its CRD
-// may be new).
+// discovery (see ResolveResource).
 func (r *Registry) Resolve(rule v1alpha1.ResourceRule) (Resource, error) {
+	return ResolveResource(r.mapper, rule)
+}
+
+// ResolveResource resolves an apiVersion and plural resource name with
+// mapper, resetting it once when the resource is not known yet (its CRD
+// may be new).
+func ResolveResource(mapper meta.ResettableRESTMapper, rule v1alpha1.ResourceRule) (Resource, error) {
 	gv, err := schema.ParseGroupVersion(rule.APIVersion)
 	if err != nil {
 		return Resource{}, fmt.Errorf("apiVersion %q: %w", rule.APIVersion, err)
 	}
 	gvr := gv.WithResource(rule.Resource)
-	gvk, err := r.mapper.KindFor(gvr)
+	gvk, err := mapper.KindFor(gvr)
 	if meta.IsNoMatchError(err) {
-		r.mapper.Reset()
-		gvk, err = r.mapper.KindFor(gvr)
+		mapper.Reset()
+		gvk, err = mapper.KindFor(gvr)
 	}
 	if err != nil {
 		return Resource{}, fmt.Errorf("resolve %s: %w", gvr, err)
 	}
-	mapping, err := r.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
 		return Resource{}, fmt.Errorf("resolve %s: %w", gvk, err)
 	}

@@ -122,9 +122,19 @@ func typed(fn worker.SyncFunc) func(context.Context, *hooks.SyncRequest) (any, e
 // the hook's calls.
 func registerComposite(t *testing.T, name string, edit func(spec map[string]any)) *recorder {
 	t.Helper()
-	installCRD(t, "test/e2e/testdata/composite-crd.yaml", compositeGVR)
 	rec := newRecorder()
-	serveHooks(t, name, rec.handler(hooks.Sync, echo))
+	registerCompositeWith(t, name, rec.handler(hooks.Sync, echo), edit)
+	return rec
+}
+
+// registerCompositeWith registers a copy of
+// testdata/composite-controller.yaml named name, for the Composites
+// labelled with that name, changed by edit, and serves its sync hook with
+// sync.
+func registerCompositeWith(t *testing.T, name string, sync worker.Handler, edit func(spec map[string]any)) {
+	t.Helper()
+	installCRD(t, "test/e2e/testdata/composite-crd.yaml", compositeGVR)
+	serveHooks(t, name, sync)
 	registerManifest(t, "test/e2e/testdata/composite-controller.yaml", func(u *unstructured.Unstructured) {
 		u.SetName(name)
 		_ = unstructured.SetNestedField(u.Object, name, "spec", "parentResource", "labelSelector", "matchLabels", controllerLabel)
@@ -134,7 +144,6 @@ func registerComposite(t *testing.T, name string, edit func(spec map[string]any)
 			u.Object["spec"] = spec
 		}
 	})
-	return rec
 }
 
 // echo is the Composites' sync hook: it replies what the parent's spec says.
