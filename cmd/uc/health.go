@@ -59,7 +59,7 @@ func serveMetrics(addr string, m *metrics, profiling bool) func(context.Context)
 // handler serves the metrics on /metrics in Prometheus' text format.
 func (m *metrics) handler() *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
+	mux.Handle("/metrics", promhttp.HandlerFor(m.gatherer(), promhttp.HandlerOpts{Registry: m.reg}))
 	return mux
 }
 

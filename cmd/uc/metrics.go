@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -10,9 +11,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
+	"k8s.io/component-base/metrics/legacyregistry"
+	_ "k8s.io/component-base/metrics/prometheus/workqueue" // client-go's work queues report to legacyregistry
 
 	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/schemas/bus"
@@ -28,7 +31,6 @@ type metrics struct {
 	settled   *prometheus.CounterVec
 	settle    *prometheus.HistogramVec
 	events    *prometheus.CounterVec
-	workqueue queueMetrics
 }
 
 func newMetrics() *metrics {
@@ -51,7 +53,6 @@ func newMetrics() *metrics {
 			Name: "uc_events_total",
 			Help: "Kubernetes Events recorded, by type and reason: a Warning with reason InvalidReply or HookFailed is a rejected reply.",
 		}, []string{"type", "reason"}),
-		workqueue: newQueueMetrics(),
 	}
 	m.reg.MustRegister(m.requests, m.settled, m.settle, m.events, recovery.Panics,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -60,7 +61,6 @@ func newMetrics() *metrics {
 	for _, c := range []string{recovery.Watcher, recovery.Applier, recovery.Hook} {
 		recovery.Panics.WithLabelValues(c)
 	}
-	m.workqueue.register(m.reg)
 	return m
 }
 
@@ -170,66 +170,24 @@ func (r observedRecorder) AnnotatedEventf(obj runtime.Object, annotations map[st
 	r.EventRecorder.AnnotatedEventf(obj, annotations, eventtype, reason, messageFmt, args...)
 }
 
-// queueMetrics are client-go's work queue metrics (workqueue_depth and
-// the others Kubernetes' controllers export), by queue name: the watcher's
-// "parents", the applier's "replies", the registry's
-// "universalcontrollers".
-type queueMetrics struct {
-	depth, unfinished, longest *prometheus.GaugeVec
-	adds, retries              *prometheus.CounterVec
-	latency, duration          *prometheus.HistogramVec
-}
 
-func newQueueMetrics() queueMetrics {
-	gauge := func(name, help string) *prometheus.GaugeVec {
-		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: "workqueue", Name: name, Help: help}, []string{"name"})
-	}
-	counter := func(name, help string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "workqueue", Name: name, Help: help}, []string{"name"})
-	}
-	histogram := func(name, help string) *prometheus.HistogramVec {
-		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: "workqueue", Name: name, Help: help,
-			Buckets: prometheus.ExponentialBuckets(10e-9, 10, 11)}, []string{"name"})
-	}
-	return queueMetrics{
-		depth:      gauge("depth", "Current depth of the work queue."),
-		unfinished: gauge("unfinished_work_seconds", "Seconds of work in progress not yet observed by work_duration."),
-		longest:    gauge("longest_running_processor_seconds", "Seconds the longest running processor has been running."),
-		adds:       counter("adds_total", "Adds handled by the work queue."),
-		retries:    counter("retries_total", "Retries handled by the work queue."),
-		latency:    histogram("queue_duration_seconds", "Seconds an item stays in the work queue before being taken."),
-		duration:   histogram("work_duration_seconds", "Seconds processing an item takes."),
-	}
-}
+// workqueueMetrics are client-go's work queue metrics (workqueue_depth,
+// workqueue_adds_total, … by queue name: the watcher's "parents", the
+// applier's "replies", the registry's "universalcontrollers"), as
+// Kubernetes' own controllers export them: component-base's provider,
+// which its package's init sets as client-go's before any queue is made.
+// That provider registers its metrics in component-base's global
+// legacyregistry, which also holds a Go and a process collector and its
+// own meta metrics: only the workqueue_* families of it are served, next
+// to uc's registry, so nothing is served twice nor from elsewhere.
+var workqueueMetrics = prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+	mfs, err := legacyregistry.DefaultGatherer.Gather()
+	return slices.DeleteFunc(mfs, func(mf *dto.MetricFamily) bool {
+		return !strings.HasPrefix(mf.GetName(), "workqueue_")
+	}), err
+})
 
-func (q queueMetrics) register(reg *prometheus.Registry) {
-	reg.MustRegister(q.depth, q.unfinished, q.longest, q.adds, q.retries, q.latency, q.duration)
-}
-
-func (q queueMetrics) NewDepthMetric(name string) workqueue.GaugeMetric {
-	return q.depth.WithLabelValues(name)
-}
-
-func (q queueMetrics) NewAddsMetric(name string) workqueue.CounterMetric {
-	return q.adds.WithLabelValues(name)
-}
-
-func (q queueMetrics) NewLatencyMetric(name string) workqueue.HistogramMetric {
-	return q.latency.WithLabelValues(name)
-}
-
-func (q queueMetrics) NewWorkDurationMetric(name string) workqueue.HistogramMetric {
-	return q.duration.WithLabelValues(name)
-}
-
-func (q queueMetrics) NewUnfinishedWorkSecondsMetric(name string) workqueue.SettableGaugeMetric {
-	return q.unfinished.WithLabelValues(name)
-}
-
-func (q queueMetrics) NewLongestRunningProcessorSecondsMetric(name string) workqueue.SettableGaugeMetric {
-	return q.longest.WithLabelValues(name)
-}
-
-func (q queueMetrics) NewRetriesMetric(name string) workqueue.CounterMetric {
-	return q.retries.WithLabelValues(name)
+// gatherer is every metric served on /metrics: uc's and the work queues'.
+func (m *metrics) gatherer() prometheus.Gatherer {
+	return prometheus.Gatherers{m.reg, workqueueMetrics}
 }

@@ -58,7 +58,7 @@ func TestMetrics(t *testing.T) {
 	}
 
 	observedRecorder{record.NewFakeRecorder(10), m}.Event(&corev1.Pod{}, "Warning", "InvalidReply", "bad")
-	queue := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: "parents", MetricsProvider: m.workqueue})
+	queue := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: "parents"})
 	defer queue.ShutDown()
 	queue.Add("a")
 	queue.Add("b")
@@ -82,6 +82,13 @@ func TestMetrics(t *testing.T) {
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	// component-base's global registry serves its work queue metrics only,
+	// not its own meta metrics nor a second Go collector.
+	for _, unwanted := range []string{"registered_metrics_total", "go_cpu_classes_"} {
+		if strings.Contains(string(body), unwanted) {
+			t.Errorf("/metrics has %s", unwanted)
 		}
 	}
 	if t.Failed() {

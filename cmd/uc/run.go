@@ -25,7 +25,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 
 	"universalcontroller.dev/uc/applier"
 	"universalcontroller.dev/uc/dispatcher"
@@ -43,8 +42,6 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		return err
 	}
 	m := newMetrics()
-	// Before any work queue is made: client-go's queues report to it.
-	workqueue.SetProvider(m.workqueue)
 	nc, err := connectNATS(cfg, log)
 	if err != nil {
 		return err
