@@ -31,6 +31,8 @@ type metrics struct {
 	settled   *prometheus.CounterVec
 	settle    *prometheus.HistogramVec
 	events    *prometheus.CounterVec
+	calls     *prometheus.CounterVec
+	callTime  *prometheus.HistogramVec
 }
 
 func newMetrics() *metrics {
@@ -47,14 +49,23 @@ func newMetrics() *metrics {
 		settle: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "uc_reply_apply_seconds",
 			Help:    "Time from a hook reply's delivery to this process until it is acked: waiting for the parent's other replies and its turn, and applying.",
-			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14), // 5ms to 41s
+			Buckets: latencyBuckets,
 		}, []string{"controller", "hook"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "uc_events_total",
 			Help: "Kubernetes Events recorded, by type and reason: a Warning with reason InvalidReply or HookFailed is a rejected reply.",
 		}, []string{"type", "reason"}),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "uc_hook_calls_total",
+			Help: "Calls the dispatcher made to webhook and destination hooks, each try, by controller, hook and outcome: ok, timeout, http_4xx and the other status classes, unreachable, invalid_reply, invalid_config.",
+		}, []string{"controller", "hook", "outcome"}),
+		callTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "uc_hook_call_duration_seconds",
+			Help:    "Time a call of a webhook or destination hook took, each try, whatever its outcome.",
+			Buckets: latencyBuckets,
+		}, []string{"controller", "hook"}),
 	}
-	m.reg.MustRegister(m.requests, m.settled, m.settle, m.events, recovery.Panics,
+	m.reg.MustRegister(m.requests, m.settled, m.settle, m.events, m.calls, m.callTime, recovery.Panics,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every component's count is served from the start, 0 until a panic, so
 	// an alert on its increase sees the first one.
@@ -62,6 +73,16 @@ func newMetrics() *metrics {
 		recovery.Panics.WithLabelValues(c)
 	}
 	return m
+}
+
+// latencyBuckets are the buckets of uc's latencies, from 5ms to 82s.
+var latencyBuckets = prometheus.ExponentialBuckets(0.005, 2, 15)
+
+// HookCalled counts and times a call of a webhook or destination hook
+// (dispatcher.CallObserver).
+func (m *metrics) HookCalled(controller, hook, outcome string, took time.Duration) {
+	m.calls.WithLabelValues(controller, hook, outcome).Inc()
+	m.callTime.WithLabelValues(controller, hook).Observe(took.Seconds())
 }
 
 // subjectLabels are the controller (as written, with dots) and hook of a

@@ -57,6 +57,7 @@ func TestMetrics(t *testing.T) {
 		t.Fatal("no reply consumed")
 	}
 
+	m.HookCalled("foo.example.com", "sync", "http_5xx", 30*time.Millisecond)
 	observedRecorder{record.NewFakeRecorder(10), m}.Event(&corev1.Pod{}, "Warning", "InvalidReply", "bad")
 	queue := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: "parents"})
 	defer queue.ShutDown()
@@ -76,6 +77,8 @@ func TestMetrics(t *testing.T) {
 		`uc_replies_settled_total{controller="foo.example.com",hook="sync",outcome="acked"} 1`,
 		`uc_reply_apply_seconds_count{controller="foo.example.com",hook="sync"} 1`,
 		`uc_events_total{reason="InvalidReply",type="Warning"} 1`,
+		`uc_hook_calls_total{controller="foo.example.com",hook="sync",outcome="http_5xx"} 1`,
+		`uc_hook_call_duration_seconds_bucket{controller="foo.example.com",hook="sync",le="0.04"} 1`,
 		`workqueue_depth{name="parents"} 2`,
 		`uc_panics_total{component="applier"} 0`, // served before the first panic
 		`go_goroutines`,

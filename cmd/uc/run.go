@@ -96,7 +96,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	var consumers []neededConsumers
 	if cfg.roles.dispatcher {
 		topology := dispatcher.NewTopology(js, reg, log)
-		d := dispatcher.New(js, reg, kube, watchDyn, dispatcher.Options{MaxReplyBytes: cfg.maxReplyBytes}, log)
+		d := dispatcher.New(js, reg, kube, watchDyn, dispatcher.Options{MaxReplyBytes: cfg.maxReplyBytes, Calls: m}, log)
 		runners = append(runners, topology.Run, d.Run)
 		consumers = append(consumers, neededConsumers{bus.RequestStream, topology.Consumers})
 	}
