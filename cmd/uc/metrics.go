@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +21,7 @@ import (
 
 	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/schemas/bus"
+	"universalcontroller.dev/uc/schemas/hooks"
 )
 
 // metrics are uc's own Prometheus metrics, served on --metrics-addr. They
@@ -33,6 +36,8 @@ type metrics struct {
 	events    *prometheus.CounterVec
 	calls     *prometheus.CounterVec
 	callTime  *prometheus.HistogramVec
+	replies   *prometheus.CounterVec
+	roundTrip *prometheus.HistogramVec
 }
 
 func newMetrics() *metrics {
@@ -64,8 +69,17 @@ func newMetrics() *metrics {
 			Help:    "Time a call of a webhook or destination hook took, each try, whatever its outcome.",
 			Buckets: latencyBuckets,
 		}, []string{"controller", "hook"}),
+		replies: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "uc_hook_replies_total",
+			Help: "What hooks sent back, bus-native hooks included, counted where uc takes it from the bus, by controller, hook, outcome and reason: ok (a reply), failed (a call failed and is retried) or dead_lettered (the last try failed), the reason the worker gave (Timeout, HTTPError, InvalidReply, WorkerError).",
+		}, []string{"controller", "hook", "outcome", "reason"}),
+		roundTrip: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "uc_hook_round_trip_seconds",
+			Help:    "Time from the watcher's observation of a parent to its hook's reply reaching uc: waiting on the bus, and the hook's call, for every hook, bus-native included.",
+			Buckets: latencyBuckets,
+		}, []string{"controller", "hook"}),
 	}
-	m.reg.MustRegister(m.requests, m.settled, m.settle, m.events, m.calls, m.callTime, recovery.Panics,
+	m.reg.MustRegister(m.requests, m.settled, m.settle, m.events, m.calls, m.callTime, m.replies, m.roundTrip, recovery.Panics,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every component's count is served from the start, 0 until a panic, so
 	// an alert on its increase sees the first one.
@@ -127,9 +141,43 @@ type observedConsumer struct {
 
 func (c observedConsumer) Consume(handler jetstream.MessageHandler, opts ...jetstream.PullConsumeOpt) (jetstream.ConsumeContext, error) {
 	return c.Consumer.Consume(func(msg jetstream.Msg) {
+		c.m.replyReceived(msg)
 		handler(&observedMsg{Msg: msg, m: c.m, delivered: time.Now()})
 	}, opts...)
 }
+
+// replyReceived counts a hook's reply, or the report of its failure, at
+// its first delivery to uc, and times a reply from the watcher's
+// observation (the event's ucobservation, a wall-clock stamp). It reads the
+// CloudEvent's headers only; the data of a failure report, to tell why.
+func (m *metrics) replyReceived(msg jetstream.Msg) {
+	if md, err := msg.Metadata(); err != nil || md.NumDelivered > 1 {
+		return
+	}
+	controller, hook := subjectLabels(msg.Subject())
+	header := msg.Headers()
+	switch header.Get(ceHeader + "type") {
+	case bus.ResponseType(hook):
+		m.replies.WithLabelValues(controller, hook, "ok", "").Inc()
+		if stamp, err := strconv.ParseInt(header.Get(ceHeader+bus.ExtObservation), 10, 64); err == nil {
+			m.roundTrip.WithLabelValues(controller, hook).Observe(max(time.Since(time.Unix(0, stamp)).Seconds(), 0))
+		}
+	case bus.FailureType(hook):
+		var f hooks.Failure
+		if json.Unmarshal(msg.Data(), &f) != nil || f.Deliveries == 0 {
+			return // a failure the watcher found, not the hook's
+		}
+		outcome := "dead_lettered"
+		if f.Retrying {
+			outcome = "failed"
+		}
+		m.replies.WithLabelValues(controller, hook, outcome, f.Reason).Inc()
+	}
+}
+
+// ceHeader prefixes a CloudEvent's attributes among a NATS message's
+// headers (binary mode).
+const ceHeader = "ce-"
 
 // observedMsg is a reply whose first settlement is counted.
 type observedMsg struct {
@@ -190,7 +238,6 @@ func (r observedRecorder) AnnotatedEventf(obj runtime.Object, annotations map[st
 	r.m.events.WithLabelValues(eventtype, reason).Inc()
 	r.EventRecorder.AnnotatedEventf(obj, annotations, eventtype, reason, messageFmt, args...)
 }
-
 
 // workqueueMetrics are client-go's work queue metrics (workqueue_depth,
 // workqueue_adds_total, … by queue name: the watcher's "parents", the
