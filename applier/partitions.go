@@ -52,7 +52,7 @@ type partition struct {
 	releasing bool
 	active    sync.WaitGroup // applies in flight
 
-	mu sync.Mutex // guards fenced and deferred
+	mu sync.Mutex // guards fenced, deferred and rolling
 	// fenced caches the fence of the partition's parents: while a replica
 	// holds a partition, it alone advances their fences, so what it read
 	// or wrote since it took the partition is current.
@@ -60,6 +60,9 @@ type partition struct {
 	// deferred holds the parents whose last apply left their status to the
 	// next one (see deferStatus).
 	deferred map[types.UID]bool
+	// rolling holds the progress of the partition's parents whose
+	// children are not all on their latest revision.
+	rolling map[types.UID]rolloutProgress
 }
 
 // owner runs the ownership protocol for one replica.
@@ -119,7 +122,7 @@ func (o *owner) run(ctx context.Context) {
 			if err := o.members.Delete(leave, o.id); err != nil {
 				o.a.log.Warn("leave the appliers", "replica", o.id, "err", err)
 			}
-			for _, p := range o.held() {
+			for _, p := range o.a.heldPartitions() {
 				o.release(leave, p)
 			}
 			cancel()
@@ -164,11 +167,12 @@ func (o *owner) checkBuckets(ctx context.Context) {
 	}
 }
 
-func (o *owner) held() []*partition {
-	o.a.mu.Lock()
-	defer o.a.mu.Unlock()
-	out := make([]*partition, 0, len(o.a.held))
-	for _, p := range o.a.held {
+// heldPartitions are the partitions this replica holds.
+func (a *Applier) heldPartitions() []*partition {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]*partition, 0, len(a.held))
+	for _, p := range a.held {
 		out = append(out, p)
 	}
 	return out
@@ -194,7 +198,7 @@ func (o *owner) balance(ctx context.Context) {
 			want[n] = true
 		}
 	}
-	for _, p := range o.held() {
+	for _, p := range o.a.heldPartitions() {
 		if want[p.n] {
 			o.renew(ctx, p)
 		} else {
@@ -312,7 +316,7 @@ func (o *owner) acquire(ctx context.Context, n int) {
 		return
 	}
 	o.a.mu.Lock()
-	o.a.held[n] = &partition{n: n, consumer: consumer, rev: rev, renewed: time.Now(), fenced: map[types.UID]int64{}, deferred: map[types.UID]bool{}}
+	o.a.held[n] = &partition{n: n, consumer: consumer, rev: rev, renewed: time.Now(), fenced: map[types.UID]int64{}, deferred: map[types.UID]bool{}, rolling: map[types.UID]rolloutProgress{}}
 	o.a.mu.Unlock()
 	o.a.log.Info("partition acquired", "partition", n, "replica", o.id)
 }

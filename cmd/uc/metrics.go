@@ -38,6 +38,7 @@ type metrics struct {
 	callTime  *prometheus.HistogramVec
 	replies   *prometheus.CounterVec
 	roundTrip *prometheus.HistogramVec
+	applies   applyMetrics
 }
 
 func newMetrics() *metrics {
@@ -78,7 +79,9 @@ func newMetrics() *metrics {
 			Help:    "Time from the watcher's observation of a parent to its hook's reply reaching uc: waiting on the bus, and the hook's call, for every hook, bus-native included.",
 			Buckets: latencyBuckets,
 		}, []string{"controller", "hook"}),
+		applies: newApplyMetrics(),
 	}
+	m.reg.MustRegister(m.applies.collectors()...)
 	m.reg.MustRegister(m.requests, m.settled, m.settle, m.events, m.calls, m.callTime, m.replies, m.roundTrip, recovery.Panics,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every component's count is served from the start, 0 until a panic, so

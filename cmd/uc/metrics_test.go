@@ -95,15 +95,8 @@ func TestMetrics(t *testing.T) {
 	queue.Add("a")
 	queue.Add("b")
 
-	srv := httptest.NewServer(m.handler())
-	defer srv.Close()
-	resp, err := http.Get(srv.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for _, want := range []string{
+	body := scrape(t, m)
+	expectMetrics(t, body,
 		`uc_hook_requests_published_total{controller="foo.example.com",hook="sync"} 2`,
 		`uc_replies_settled_total{controller="foo.example.com",hook="sync",outcome="acked"} 4`,
 		`uc_reply_apply_seconds_count{controller="foo.example.com",hook="sync"} 4`,
@@ -117,18 +110,41 @@ func TestMetrics(t *testing.T) {
 		`uc_hook_call_duration_seconds_bucket{controller="foo.example.com",hook="sync",le="0.04"} 1`,
 		`workqueue_depth{name="parents"} 2`,
 		`uc_panics_total{component="applier"} 0`, // served before the first panic
-		`go_goroutines`,
-	} {
-		if !strings.Contains(string(body), want) {
-			t.Errorf("/metrics lacks %s", want)
+		`# TYPE go_goroutines gauge`,
+	)
+	// A failure the watcher found is not the hook's; component-base's
+	// global registry serves its work queue metrics only, not its own meta
+	// metrics nor a second Go collector.
+	for _, unwanted := range []string{"registered_metrics_total", "go_cpu_classes_", `reason="InvalidSelector"`} {
+		if strings.Contains(body, unwanted) {
+			t.Errorf("/metrics has %s", unwanted)
 		}
 	}
-	// A failure the watcher found is not the hook's; component-base's
-	// global registry serves its work queue metrics only,
-	// not its own meta metrics nor a second Go collector.
-	for _, unwanted := range []string{"registered_metrics_total", "go_cpu_classes_", `reason="InvalidSelector"`} {
-		if strings.Contains(string(body), unwanted) {
-			t.Errorf("/metrics has %s", unwanted)
+}
+
+// scrape returns what m serves on /metrics.
+func scrape(t *testing.T, m *metrics) string {
+	t.Helper()
+	srv := httptest.NewServer(m.handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("/metrics: %s, %v\n%s", resp.Status, err, body)
+	}
+	return string(body)
+}
+
+// expectMetrics fails the test unless body has every line.
+func expectMetrics(t *testing.T, body string, lines ...string) {
+	t.Helper()
+	for _, want := range lines {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("/metrics lacks %s", want)
 		}
 	}
 	if t.Failed() {

@@ -120,7 +120,8 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		}
 		checks := preflight.New(kube, watchKube, watchDyn, reg, log)
 		a := applier.New(reg, dyn, js, recorder, applier.Options{Workers: cfg.applierWorkers, Replicas: cfg.replicas, Partitions: cfg.partitions, ReplicaID: id,
-			MaxChildren: cfg.maxChildren, Preflight: checks}, log)
+			MaxChildren: cfg.maxChildren, Preflight: checks, Observer: m.applies}, log)
+		m.reg.MustRegister(applierCollector{a})
 		runners = append(runners, checks.Run, a.Run)
 		consumers = append(consumers, neededConsumers{bus.ReplyStream, a.Consumers})
 	}
