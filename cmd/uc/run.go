@@ -126,6 +126,11 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		consumers = append(consumers, neededConsumers{bus.ReplyStream, a.Consumers})
 	}
 	runners = append(runners, func(ctx context.Context) error { reg.Run(ctx); return nil })
+	var ownStreams []string // the dispatcher reports on the streams it owns
+	if cfg.roles.dispatcher {
+		ownStreams = allStreams
+	}
+	m.reg.MustRegister(newBusCollector(js, ownStreams, consumers, log))
 
 	// Probes and metrics answer from the start: /readyz says what the
 	// roles still wait for.
@@ -171,6 +176,9 @@ func ensureStreams(ctx context.Context, cfg config, js jetstream.JetStream, log 
 	})
 }
 
+// allStreams are the bus's streams, which the dispatcher owns.
+var allStreams = []string{bus.RequestStream, bus.ReplyStream, bus.DeadLetterStream}
+
 // neededConsumers are the durable consumers of a stream that a role needs
 // now.
 type neededConsumers struct {
@@ -208,7 +216,7 @@ func readyChecks(cfg config, nc *nats.Conn, js jetstream.JetStream, reg *registr
 	var streams []string
 	switch {
 	case cfg.roles.dispatcher:
-		streams = []string{bus.RequestStream, bus.ReplyStream, bus.DeadLetterStream}
+		streams = allStreams
 	case cfg.roles.watcher:
 		streams = []string{bus.RequestStream, bus.ReplyStream}
 	default:
