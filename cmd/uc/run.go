@@ -143,10 +143,10 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		return runAll(ctx, runners)
 	}}
 	if cfg.healthAddr != "" {
-		servers = append(servers, serveHealth(cfg.healthAddr, readyChecks(cfg, nc, js, reg, consumers)))
+		servers = append(servers, serveHealth(cfg.healthAddr, readyChecks(cfg, nc, js, reg, consumers), log))
 	}
 	if cfg.metricsAddr != "" {
-		servers = append(servers, serveMetrics(cfg.metricsAddr, m, cfg.profiling))
+		servers = append(servers, serveMetrics(cfg.metricsAddr, m, cfg.profiling, log))
 	}
 	return runAll(ctx, servers)
 }

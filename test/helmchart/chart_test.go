@@ -191,7 +191,7 @@ func TestValues(t *testing.T) {
 			for _, role := range roles {
 				d := typed[appsv1.Deployment](t, m, "Deployment", "uc-"+role)
 				c := d.Spec.Template.Spec.Containers[0]
-				if _, ok := envOf(c)["UC_METRICS_ADDR"]; ok || len(c.Ports) != 1 || d.Spec.Template.Annotations["prometheus.io/scrape"] != "" {
+				if addr, ok := envOf(c)["UC_METRICS_ADDR"]; !ok || addr != "" || len(c.Ports) != 1 || d.Spec.Template.Annotations["prometheus.io/scrape"] != "" {
 					t.Errorf("uc-%s without metrics: env %v, ports %v, annotations %v", role, c.Env, c.Ports, d.Spec.Template.Annotations)
 				}
 			}
