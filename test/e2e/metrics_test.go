@@ -101,6 +101,11 @@ func TestMetricsDocumented(t *testing.T) {
 		}
 		return nil
 	})
+	start := time.Now()
+	if families, err = scrapeMetrics(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("a scrape took %s: %d metric families, the bus's infos read on the way", time.Since(start).Round(time.Millisecond), len(families))
 	for _, name := range documented {
 		if families[name] == nil {
 			t.Errorf("%s is in the README's table of metrics, but uc does not serve it", name)
