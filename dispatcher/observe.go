@@ -10,7 +10,7 @@ import (
 )
 
 // CallObserver hears of every call the dispatcher makes to a webhook or a
-// destination, each try on its own: how it ended (Outcome) and how long it
+// destination, each try on its own: how it ended (see outcome) and how long it
 // took. uc counts them in its metrics.
 type CallObserver interface {
 	HookCalled(controller, hook, outcome string, took time.Duration)
@@ -19,31 +19,31 @@ type CallObserver interface {
 // The outcomes of a call. A hook that answered with a status other than
 // 200 is "http_" and the status class, e.g. http_5xx.
 const (
-	OutcomeOK            = "ok"
-	OutcomeTimeout       = "timeout"
-	OutcomeUnreachable   = "unreachable"    // no HTTP answer: refused, reset, TLS, DNS
-	OutcomeInvalidReply  = "invalid_reply"  // a 200 whose body is no reply
-	OutcomeInvalidConfig = "invalid_config" // the hook's spec cannot be called as it is
+	outcomeOK            = "ok"
+	outcomeTimeout       = "timeout"
+	outcomeUnreachable   = "unreachable"    // no HTTP answer: refused, reset, TLS, DNS
+	outcomeInvalidReply  = "invalid_reply"  // a 200 whose body is no reply
+	outcomeInvalidConfig = "invalid_config" // the hook's spec cannot be called as it is
 )
 
-// Outcome is how a call of a hook that returned err ended; ctx is the
+// outcome is how a call of a hook that returned err ended; ctx is the
 // call's.
-func Outcome(ctx context.Context, err error) string {
+func outcome(ctx context.Context, err error) string {
 	var status *statusError
 	var e *worker.Error
 	switch {
 	case err == nil:
-		return OutcomeOK
+		return outcomeOK
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded):
-		return OutcomeTimeout
+		return outcomeTimeout
 	case errors.As(err, &status):
 		return fmt.Sprintf("http_%dxx", status.code/100)
 	case errors.As(err, &e) && e.Reason == worker.ReasonInvalidReply:
-		return OutcomeInvalidReply
+		return outcomeInvalidReply
 	case errors.As(err, &e) && e.Reason == worker.ReasonHTTPError:
-		return OutcomeUnreachable
+		return outcomeUnreachable
 	}
-	return OutcomeInvalidConfig
+	return outcomeInvalidConfig
 }
 
 // observedHandler tells obs of every call of its hook.
@@ -56,7 +56,7 @@ type observedHandler struct {
 func (h observedHandler) Handle(ctx context.Context, data []byte) (any, error) {
 	start := time.Now()
 	reply, err := h.Handler.Handle(ctx, data)
-	h.obs.HookCalled(h.controller, h.Hook(), Outcome(ctx, err), time.Since(start))
+	h.obs.HookCalled(h.controller, h.Hook(), outcome(ctx, err), time.Since(start))
 	return reply, err
 }
 

@@ -59,14 +59,14 @@ func TestCallOutcomes(t *testing.T) {
 		url  string
 		want string
 	}{
-		{srv.URL + "/ok", OutcomeOK},
-		{srv.URL + "/slow", OutcomeTimeout},
+		{srv.URL + "/ok", outcomeOK},
+		{srv.URL + "/slow", outcomeTimeout},
 		{srv.URL + "/busy", "http_4xx"},
 		{srv.URL + "/broken", "http_5xx"},
 		{srv.URL + "/accepted", "http_2xx"},
-		{srv.URL + "/html", OutcomeInvalidReply},
-		{refused, OutcomeUnreachable},
-		{"://no-scheme", OutcomeInvalidConfig},
+		{srv.URL + "/html", outcomeInvalidReply},
+		{refused, outcomeUnreachable},
+		{"://no-scheme", outcomeInvalidConfig},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			rec := &callRecorder{}
