@@ -66,6 +66,8 @@ type Options struct {
 	// HookEvents records the events hooks' replies ask for (nil: the
 	// Applier's recorder), with HookEventCorrelation.
 	HookEvents record.EventRecorder
+	// Observer hears how applies end (default: nobody).
+	Observer Observer
 }
 
 // DefaultMaxChildren is the default of Options.MaxChildren.
@@ -222,6 +224,7 @@ func (a *Applier) processNext(ctx context.Context) bool {
 	if err != nil {
 		if !errors.Is(err, errNotRegisteredYet) {
 			log.Error("apply failed; will retry", "failures", a.queue.NumRequeues(uid)+1, "err", err)
+			a.observer().Failed(b.meta)
 		} else if _, said := a.waiting.LoadOrStore(b.meta.Controller, true); !said {
 			// Not a failure: this replica's registry catches up with the
 			// controller soon (after a restart, with every parent at once).
@@ -362,6 +365,7 @@ func (a *Applier) applyTo(ctx context.Context, part *partition, ctl *registry.Co
 		if err := a.saveRevisions(ctx, ro); err != nil {
 			return err
 		}
+		part.rolled(m.ApplyKey(), ctl, ro)
 		conditions = append(conditions, ro.condition(m.Generation))
 	}
 	conditions = append(conditions, hooks.MetaConditions(resp.Conditions, m.Generation, metav1.Time{})...)
@@ -484,6 +488,7 @@ func decodeFailure(r *reply) (string, error) {
 // nothing else.
 func (a *Applier) reject(ctx context.Context, log *slog.Logger, ctl *registry.Controller, parent *unstructured.Unstructured, m bus.Meta, reason string, problem error) error {
 	log.Error("reply rejected", "reason", reason, "err", problem)
+	a.observer().Rejected(m, reason)
 	a.warn(ctl, parent, reason, problem.Error())
 	if err := a.writeStatus(ctx, ctl, parent, nil, m.Generation, failedCondition(m.Generation, reason, problem.Error())); err != nil {
 		return err

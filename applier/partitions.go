@@ -51,7 +51,7 @@ type partition struct {
 	releasing bool
 	active    sync.WaitGroup // applies in flight
 
-	mu sync.Mutex // guards the hold, fenced and deferred
+	mu sync.Mutex // guards the hold, fenced, deferred and rolling
 	// renewed is when the last successful renewal of its key was sent.
 	renewed time.Time
 	// hold ends when this replica may no longer apply the partition: its
@@ -69,6 +69,9 @@ type partition struct {
 	// deferred holds the parents whose last apply left their status to the
 	// next one (see deferStatus).
 	deferred map[types.UID]bool
+	// rolling holds the progress of the partition's parents whose
+	// children are not all on their latest revision.
+	rolling map[types.UID]rolloutProgress
 }
 
 // owner runs the ownership protocol for one replica.
@@ -128,7 +131,7 @@ func (o *owner) run(ctx context.Context) {
 			if err := o.members.Delete(leave, o.id); err != nil {
 				o.a.log.Warn("leave the appliers", "replica", o.id, "err", err)
 			}
-			for _, p := range o.held() {
+			for _, p := range o.a.heldPartitions() {
 				o.release(leave, p)
 			}
 			cancel()
@@ -173,11 +176,12 @@ func (o *owner) checkBuckets(ctx context.Context) {
 	}
 }
 
-func (o *owner) held() []*partition {
-	o.a.mu.Lock()
-	defer o.a.mu.Unlock()
-	out := make([]*partition, 0, len(o.a.held))
-	for _, p := range o.a.held {
+// heldPartitions are the partitions this replica holds.
+func (a *Applier) heldPartitions() []*partition {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]*partition, 0, len(a.held))
+	for _, p := range a.held {
 		out = append(out, p)
 	}
 	return out
@@ -203,7 +207,7 @@ func (o *owner) balance(ctx context.Context) {
 			want[n] = true
 		}
 	}
-	for _, p := range o.held() {
+	for _, p := range o.a.heldPartitions() {
 		if want[p.n] {
 			o.renew(ctx, p)
 		} else {
@@ -396,7 +400,7 @@ func (a *Applier) Consumers() []string {
 // newPartition is partition n, held through revision rev of its key,
 // created or renewed at sent.
 func newPartition(n int, consumer *bus.KeptConsumer, rev uint64, sent time.Time) *partition {
-	p := &partition{n: n, consumer: consumer, rev: rev, fenced: map[types.UID]int64{}, deferred: map[types.UID]bool{}}
+	p := &partition{n: n, consumer: consumer, rev: rev, fenced: map[types.UID]int64{}, deferred: map[types.UID]bool{}, rolling: map[types.UID]rolloutProgress{}}
 	p.extend(sent)
 	return p
 }

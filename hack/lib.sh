@@ -57,10 +57,13 @@ up() {
 	k wait --for condition=established --timeout=60s crd/universalcontrollers.universalcontroller.dev
 
 	step "starting uc run (embedded NATS JetStream, data in $work/uc-data)"
-	bin/uc run --kubeconfig "$KUBECONFIG" --nats-listen "127.0.0.1:$port" --data-dir "$work/uc-data" >"$work/uc.log" 2>&1 &
+	bin/uc run --kubeconfig "$KUBECONFIG" --nats-listen "127.0.0.1:$port" --data-dir "$work/uc-data" --metrics-addr 127.0.0.1:0 >"$work/uc.log" 2>&1 &
 	pids+=($!)
 	until_ok "uc (see $work/uc.log)" 60 grep -q "uc started" "$work/uc.log" || { tail -20 "$work/uc.log"; exit 1; }
 	# The address the embedded server took, from its log line.
 	nats_url=$(sed -n 's/.*msg="embedded NATS JetStream started" url=\([^ ]*\).*/\1/p' "$work/uc.log")
 	echo "    hook workers connect to $nats_url"
+	until_ok "uc's metrics" 10 grep -q "flag=--metrics-addr" "$work/uc.log"
+	metrics_addr=$(sed -n 's/.*msg=serving flag=--metrics-addr addr=\([^ ]*\).*/\1/p' "$work/uc.log")
+	echo "    its metrics: http://$metrics_addr/metrics"
 }

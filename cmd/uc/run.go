@@ -25,7 +25,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 
 	"universalcontroller.dev/uc/applier"
 	"universalcontroller.dev/uc/dispatcher"
@@ -43,8 +42,6 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		return err
 	}
 	m := newMetrics()
-	// Before any work queue is made: client-go's queues report to it.
-	workqueue.SetProvider(m.workqueue)
 	nc, err := connectNATS(cfg, log)
 	if err != nil {
 		return err
@@ -98,7 +95,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	var consumers []neededConsumers
 	if cfg.roles.dispatcher {
 		topology := dispatcher.NewTopology(js, reg, log)
-		d := dispatcher.New(js, reg, kube, watchDyn, dispatcher.Options{MaxReplyBytes: cfg.maxReplyBytes}, log)
+		d := dispatcher.New(js, reg, kube, watchDyn, dispatcher.Options{MaxReplyBytes: cfg.maxReplyBytes, Calls: m}, log)
 		runners = append(runners, topology.Run, d.Run)
 		consumers = append(consumers, neededConsumers{bus.RequestStream, topology.Consumers})
 	}
@@ -127,11 +124,17 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		hookEvents, stopHookEvents := recordEvents(ctx, kube, applier.HookEventSource, record.WithCorrelatorOptions(applier.HookEventCorrelation))
 		defer stopHookEvents()
 		a := applier.New(reg, dyn, js, recorder, applier.Options{Workers: cfg.applierWorkers, Replicas: cfg.replicas, Partitions: cfg.partitions, ReplicaID: id,
-			MaxChildren: cfg.maxChildren, Preflight: checks, HookEvents: hookEvents}, log)
+			MaxChildren: cfg.maxChildren, Preflight: checks, HookEvents: hookEvents, Observer: m.applies}, log)
+		m.reg.MustRegister(applierCollector{a})
 		runners = append(runners, checks.Run, a.Run)
 		consumers = append(consumers, neededConsumers{bus.ReplyStream, a.Consumers})
 	}
 	runners = append(runners, func(ctx context.Context) error { reg.Run(ctx); return nil })
+	var ownStreams []string // the dispatcher reports on the streams it owns
+	if cfg.roles.dispatcher {
+		ownStreams = allStreams
+	}
+	m.reg.MustRegister(newBusCollector(js, ownStreams, consumers, log))
 
 	// Probes and metrics answer from the start: /readyz says what the
 	// roles still wait for.
@@ -144,10 +147,10 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		return runAll(ctx, runners)
 	}}
 	if cfg.healthAddr != "" {
-		servers = append(servers, serveHealth(cfg.healthAddr, readyChecks(cfg, nc, js, reg, consumers)))
+		servers = append(servers, serveHealth(cfg.healthAddr, readyChecks(cfg, nc, js, reg, consumers), log))
 	}
 	if cfg.metricsAddr != "" {
-		servers = append(servers, serveMetrics(cfg.metricsAddr, m, cfg.profiling))
+		servers = append(servers, serveMetrics(cfg.metricsAddr, m, cfg.profiling, log))
 	}
 	return runAll(ctx, servers)
 }
@@ -176,6 +179,9 @@ func ensureStreams(ctx context.Context, cfg config, js jetstream.JetStream, log 
 		return nil
 	})
 }
+
+// allStreams are the bus's streams, which the dispatcher owns.
+var allStreams = []string{bus.RequestStream, bus.ReplyStream, bus.DeadLetterStream}
 
 // neededConsumers are the durable consumers of a stream that a role needs
 // now.
@@ -214,7 +220,7 @@ func readyChecks(cfg config, nc *nats.Conn, js jetstream.JetStream, reg *registr
 	var streams []string
 	switch {
 	case cfg.roles.dispatcher:
-		streams = []string{bus.RequestStream, bus.ReplyStream, bus.DeadLetterStream}
+		streams = allStreams
 	case cfg.roles.watcher:
 		streams = []string{bus.RequestStream, bus.ReplyStream}
 	default:

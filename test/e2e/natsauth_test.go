@@ -108,17 +108,15 @@ func TestNATSLeastPrivilege(t *testing.T) {
 		"--kubeconfig", env.bed.Kubeconfig(), "--nats-url", nb.srv.URL(), "--log-level", "debug",
 		"--nats-tls-ca", nb.tls.CA, "--nats-tls-cert", nb.tls.ClientCert, "--nats-tls-key", nb.tls.ClientKey,
 	}}
-	metricsPort, err := testbed.FreePort()
+	metricsPorts, err := testbed.FreePorts(len(natsauth.Roles))
 	if err != nil {
 		t.Fatal(err)
 	}
+	metrics := map[string]string{}
 	procs := map[string]*roleProcess{}
-	for _, role := range natsauth.Roles {
-		flags := nb.roleFlags(role)
-		if role == natsauth.Watcher {
-			flags = append(flags, "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", metricsPort))
-		}
-		procs[role] = b.start(role, role, flags...)
+	for i, role := range natsauth.Roles {
+		metrics[role] = fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPorts[i])
+		procs[role] = b.start(role, role, append(nb.roleFlags(role), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", metricsPorts[i]))...)
 	}
 	ctx, stop := context.WithCancel(t.Context())
 	var served sync.WaitGroup
@@ -145,8 +143,15 @@ func TestNATSLeastPrivilege(t *testing.T) {
 	t.Logf("%d Widgets converged %s after their creation, every process on its own NATS user over TLS",
 		len(names), time.Since(start).Round(10*time.Millisecond))
 
-	eventually(t, 10*time.Second, expectHTTP(t.Context(), fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort), 200,
+	eventually(t, 10*time.Second, expectHTTP(t.Context(), metrics[natsauth.Watcher], 200,
 		`uc_hook_requests_published_total{controller="widget-controller",hook="sync"}`))
+	// Each role's NATS user may read the stream and consumer infos its
+	// metrics report: none is missing.
+	eventually(t, 10*time.Second, expectHTTP(t.Context(), metrics[natsauth.Dispatcher], 200, "\nuc_bus_info_errors_total 0\n",
+		`uc_stream_messages{stream="UC_DEADLETTER"}`, `uc_consumer_pending_messages{consumer="hook_widget-controller_sync",stream="UC_REQUESTS"}`))
+	eventually(t, 10*time.Second, expectHTTP(t.Context(), metrics[natsauth.Applier], 200, "\nuc_bus_info_errors_total 0\n",
+		`uc_consumer_pending_messages{consumer="applier_`, `uc_applies_total{controller="widget-controller",hook="sync",result="applied"}`))
+	eventually(t, 10*time.Second, expectHTTP(t.Context(), metrics[natsauth.Watcher], 200, "\nuc_bus_info_errors_total 0\n"))
 
 	t.Run("OtherControllersWorker", func(t *testing.T) { natsAuthIntruder(t, nb, widgets, foos) })
 	t.Run("DecoratorsWorker", func(t *testing.T) {
