@@ -368,19 +368,37 @@ func (r *Registry) set(name string, old, cur *Controller) {
 	}
 }
 
-// resolve turns a UniversalController object into a Controller.
+// resolve turns a UniversalController object into a Controller, its
+// resources resolved through discovery. Its parent resource must have a
+// status subresource.
 func (r *Registry) resolve(u *unstructured.Unstructured, name string) (*Controller, error) {
+	c, err := NewController(u, name, r.Resolve)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.hasStatus(c.Parent); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// ResolveFunc resolves an apiVersion and plural resource name: Registry's
+// Resolve through discovery, or anything that knows the resources without
+// a cluster.
+type ResolveFunc func(v1alpha1.ResourceRule) (Resource, error)
+
+// NewController turns a UniversalController object (or a CompositeController,
+// its spec the same field for field) into the Controller named name, its
+// resources resolved with resolve.
+func NewController(u *unstructured.Unstructured, name string, resolve ResolveFunc) (*Controller, error) {
 	var uc v1alpha1.UniversalController
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &uc); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", u.GetName(), err)
 	}
 	c := &Controller{Name: name, Generation: uc.Generation, Spec: uc.Spec, Object: u, ParentSelector: labels.Everything()}
 	var err error
-	if c.Parent, err = r.Resolve(uc.Spec.ParentResource.ResourceRule); err != nil {
+	if c.Parent, err = resolve(uc.Spec.ParentResource.ResourceRule); err != nil {
 		return nil, fmt.Errorf("parent resource: %w", err)
-	}
-	if err := r.hasStatus(c.Parent); err != nil {
-		return nil, err
 	}
 	if sel := uc.Spec.ParentResource.LabelSelector; sel != nil {
 		if c.ParentSelector, err = metav1.LabelSelectorAsSelector(sel); err != nil {
@@ -388,7 +406,7 @@ func (r *Registry) resolve(u *unstructured.Unstructured, name string) (*Controll
 		}
 	}
 	for _, cr := range uc.Spec.ChildResources {
-		res, err := r.Resolve(cr.ResourceRule)
+		res, err := resolve(cr.ResourceRule)
 		if err != nil {
 			return nil, fmt.Errorf("child resource: %w", err)
 		}
