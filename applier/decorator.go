@@ -90,7 +90,8 @@ func (a *Applier) applyDecoration(ctx context.Context, part *partition, ctl *reg
 		actions, err = planAttachments(ctl, obj, resp, cacheLookup{a.reg})
 	}
 	if err != nil {
-		return a.rejectDecorated(log, ctl, obj, "InvalidHookReply", fmt.Errorf("%s hook reply rejected: %w", m.Hook, err))
+		reason, problem := invalidReply(m.Hook, err)
+		return a.rejectDecorated(log, ctl, obj, reason, problem)
 	}
 	if _, err := a.execute(ctx, ctl, obj, actions); err != nil {
 		if reason, problem := classify(m.Hook, err); problem != nil {
