@@ -431,20 +431,26 @@ func NewController(u *unstructured.Unstructured, name string, resolve ResolveFun
 // discovery, refreshing it once when the resource is not known yet (its CRD
 // may be new).
 func (r *Registry) Resolve(rule v1alpha1.ResourceRule) (Resource, error) {
+	res, err := ResolveWith(r.mapper, rule)
+	if meta.IsNoMatchError(err) {
+		r.mapper.Reset()
+		res, err = ResolveWith(r.mapper, rule)
+	}
+	return res, err
+}
+
+// ResolveWith resolves an apiVersion and plural resource name with mapper.
+func ResolveWith(mapper meta.RESTMapper, rule v1alpha1.ResourceRule) (Resource, error) {
 	gv, err := schema.ParseGroupVersion(rule.APIVersion)
 	if err != nil {
 		return Resource{}, fmt.Errorf("apiVersion %q: %w", rule.APIVersion, err)
 	}
 	gvr := gv.WithResource(rule.Resource)
-	gvk, err := r.mapper.KindFor(gvr)
-	if meta.IsNoMatchError(err) {
-		r.mapper.Reset()
-		gvk, err = r.mapper.KindFor(gvr)
-	}
+	gvk, err := mapper.KindFor(gvr)
 	if err != nil {
 		return Resource{}, fmt.Errorf("resolve %s: %w", gvr, err)
 	}
-	mapping, err := r.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
 		return Resource{}, fmt.Errorf("resolve %s: %w", gvk, err)
 	}
