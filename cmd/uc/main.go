@@ -7,6 +7,7 @@
 //	uc applier      the applier only
 //	uc nats-config  prints the NATS users and permissions of uc's roles and hook workers
 //	uc worker       serves a controller's hook on the bus with any executable
+//	uc render       calls a hook once, offline, and shows what uc would do with its reply
 //	uc version      prints uc's version, commit and build date
 //
 // Every flag can also be set as an environment variable: --nats-url is
@@ -99,6 +100,7 @@ on the command line wins over its variable.`,
 		applierCommand(),
 		natsConfigCommand(),
 		workerCommand(),
+		renderCommand(),
 		versionCommand(),
 	)
 	for _, c := range root.Commands() {

@@ -1,0 +1,141 @@
+package render
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+
+	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
+)
+
+// inputs are what a render starts from.
+type inputs struct {
+	ctl    *registry.Controller
+	parent *unstructured.Unstructured
+	// mapper resolves resources: offline, or the cluster's discovery.
+	mapper meta.RESTMapper
+	// world lists the observed objects: from files, or the cluster.
+	world lister
+	// children are the observed objects of the controller's child
+	// resources where the parent's children may be.
+	children objects
+	// kube reads the Secrets a webhook's connection names; nil offline.
+	kube kubernetes.Interface
+}
+
+// lister lists the objects of a resource in a namespace ("" for all).
+type lister interface {
+	list(ctx context.Context, gvr schema.GroupVersionResource, namespace string) ([]*unstructured.Unstructured, error)
+}
+
+// load reads the controller, the parent and the observed objects, from
+// files or, with a kubeconfig, the observed ones from the cluster.
+func load(ctx context.Context, opts Options, notes io.Writer) (*inputs, error) {
+	docs, err := readObjects(opts.Controller...)
+	if err != nil {
+		return nil, fmt.Errorf("--controller: %w", err)
+	}
+	more, err := readObjects(opts.CRDs...)
+	if err != nil {
+		return nil, fmt.Errorf("--crd: %w", err)
+	}
+	crds, controllers := splitCRDs(append(docs, more...))
+	if len(controllers) != 1 {
+		return nil, fmt.Errorf("--controller: want one controller object (with CustomResourceDefinitions, if any), found %d", len(controllers))
+	}
+	parents, err := readObjects(opts.Parent)
+	if err != nil {
+		return nil, fmt.Errorf("--parent: %w", err)
+	}
+	if len(parents) != 1 {
+		return nil, fmt.Errorf("--parent: want one object, found %d", len(parents))
+	}
+	in := &inputs{parent: parents[0]}
+	if opts.Kubeconfig != "" {
+		c, err := connect(opts.Kubeconfig)
+		if err != nil {
+			return nil, err
+		}
+		in.mapper, in.world, in.kube = c.mapper, c, c.kube
+	} else if in.mapper, err = offlineMapper(crds); err != nil {
+		return nil, err
+	}
+	if in.ctl, err = registry.ControllerOf(controllers[0], in.resolve); err != nil {
+		return nil, fmt.Errorf("--controller: %w", err)
+	}
+	if err := preparedParent(in.ctl, in.parent, notes); err != nil {
+		return nil, fmt.Errorf("--parent: %w", err)
+	}
+	if in.world == nil {
+		objs, err := readObjects(append(opts.Observed, opts.Related...)...)
+		if err != nil {
+			return nil, fmt.Errorf("--observed, --related: %w", err)
+		}
+		if in.world, err = newObjects(in.mapper, objs, in.parent.GetNamespace()); err != nil {
+			return nil, fmt.Errorf("--observed, --related: %w", err)
+		}
+	}
+	in.children = objects{}
+	for _, child := range in.ctl.Children {
+		objs, err := in.world.list(ctx, child.GVR, in.childNamespace())
+		if err != nil {
+			return nil, err
+		}
+		in.children.add(child.GVR, objs...)
+	}
+	return in, nil
+}
+
+// childNamespace is where the parent's children are: its namespace, or
+// anywhere for a cluster-scoped parent.
+func (in *inputs) childNamespace() string {
+	if in.ctl.Parent.Namespaced {
+		return in.parent.GetNamespace()
+	}
+	return ""
+}
+
+// resolve resolves a resource as uc does, through the mapper.
+func (in *inputs) resolve(rule v1alpha1.ResourceRule) (registry.Resource, error) {
+	res, err := registry.ResolveWith(in.mapper, rule)
+	if meta.IsNoMatchError(err) && in.kube == nil {
+		err = fmt.Errorf("%w (give its CustomResourceDefinition with --crd, or read the cluster's with --kubeconfig)", err)
+	}
+	return res, err
+}
+
+var crdKind = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
+
+// splitCRDs tells the CustomResourceDefinitions among objs from the rest.
+func splitCRDs(objs []*unstructured.Unstructured) (crds, rest []*unstructured.Unstructured) {
+	for _, o := range objs {
+		if o.GroupVersionKind().GroupKind() == crdKind {
+			crds = append(crds, o)
+		} else {
+			rest = append(rest, o)
+		}
+	}
+	return crds, rest
+}
+
+// errNoCluster is connect's answer until render reads clusters.
+var errNoCluster = errors.New("--kubeconfig is not supported yet")
+
+// cluster reads a cluster, read-only.
+type cluster struct {
+	mapper meta.RESTMapper
+	kube   kubernetes.Interface
+}
+
+func (c *cluster) list(context.Context, schema.GroupVersionResource, string) ([]*unstructured.Unstructured, error) {
+	return nil, errNoCluster
+}
+
+func connect(string) (*cluster, error) { return nil, errNoCluster }
