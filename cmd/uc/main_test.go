@@ -70,20 +70,25 @@ func TestHelp(t *testing.T) {
 func flagLine(help, name string) string {
 	_, flags, _ := strings.Cut(help, "\nFlags:\n")
 	for line := range strings.SplitSeq(flags, "\n") {
-		if strings.HasPrefix(strings.TrimSpace(line), "--"+name+" ") {
+		line := strings.TrimSpace(line)
+		if len(line) > 4 && line[0] == '-' && line[2:4] == ", " {
+			line = line[4:] // a shorthand: "-o, --output"
+		}
+		if strings.HasPrefix(line, "--"+name+" ") {
 			return line
 		}
 	}
 	return ""
 }
 
-// TestCommands: uc's commands are the roles, nats-config and version.
+// TestCommands: uc's commands are the roles, nats-config, worker, render
+// and version.
 func TestCommands(t *testing.T) {
 	var names []string
 	for _, c := range newRootCommand().Commands() {
 		names = append(names, c.Name())
 	}
-	for _, want := range []string{"run", "watcher", "dispatcher", "applier", "nats-config", "version"} {
+	for _, want := range []string{"run", "watcher", "dispatcher", "applier", "nats-config", "worker", "render", "version"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("no command %s among %v", want, names)
 		}
