@@ -179,10 +179,10 @@ func (w *Watcher) onCustomizeReply(ctx context.Context, msg jetstream.Msg) error
 		return nil
 	}
 	key := parentKey{ctl.Name, meta.Resource, meta.Namespace, meta.Name, false}
-	failure := func(reason string, problem error) error {
+	failure := func(f hooks.Failure) error {
 		// The applier reports failures of the parent's sync.
 		meta.Hook = hooks.Sync
-		return w.publish(ctx, meta, bus.FailureType(hooks.Sync), meta.ReplySubject(), hooks.Failure{Reason: reason, Message: problem.Error()}, "")
+		return w.publish(ctx, meta, bus.FailureType(hooks.Sync), meta.ReplySubject(), f, "")
 	}
 	if e.Type() == bus.FailureType(hooks.Customize) {
 		var f hooks.Failure
@@ -190,13 +190,13 @@ func (w *Watcher) onCustomizeReply(ctx context.Context, msg jetstream.Msg) error
 			f.Message = err.Error()
 		}
 		if f.Retrying {
-			return failure("HookFailed", fmt.Errorf("customize hook failed, will retry: %s: %s", f.Reason, f.Message))
+			return failure(hooks.Failure{Reason: "HookFailed", Message: fmt.Sprintf("customize hook failed, will retry: %s: %s", f.Reason, f.Message)})
 		}
-		return failure("HookFailed", fmt.Errorf("customize hook failed after %d deliveries: %s: %s", f.Deliveries, f.Reason, f.Message))
+		return failure(hooks.Failure{Reason: "HookFailed", Message: fmt.Sprintf("customize hook failed after %d deliveries: %s: %s", f.Deliveries, f.Reason, f.Message)})
 	}
 	rules, err := w.decodeCustomize(ctx, ctl, e.Data())
 	if err != nil {
-		return failure("InvalidHookReply", fmt.Errorf("customize hook reply rejected: %w", err))
+		return failure(CustomizeRejected(err))
 	}
 	w.customize.put(meta.ApplyKey(), &customized{key: key, generation: meta.Generation, rules: rules})
 	w.queue.Add(key)
@@ -216,6 +216,12 @@ func (w *Watcher) decodeCustomize(ctx context.Context, ctl *registry.Controller,
 		}
 	}
 	return rules, nil
+}
+
+// CustomizeRejected is the failure reported on a parent whose customize
+// reply the watcher cannot use: err says why.
+func CustomizeRejected(err error) hooks.Failure {
+	return hooks.Failure{Reason: "InvalidHookReply", Message: "customize hook reply rejected: " + err.Error()}
 }
 
 // Rules are the rules of a customize reply, which select the related

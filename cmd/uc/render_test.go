@@ -28,14 +28,18 @@ func repoRoot(t *testing.T) string {
 }
 
 // renderExample runs uc render on an example's controller, CRD and parent
-// with the hook command or URL in args, and returns its result.
+// (a file of the example, or an absolute path) with the hook command or
+// URL and more in args, and returns its result.
 func renderExample(t *testing.T, dir, parent string, args ...string) *render.Result {
 	t.Helper()
 	root := repoRoot(t)
+	if !filepath.IsAbs(parent) {
+		parent = filepath.Join(root, dir, parent)
+	}
 	out := runUC(t, append([]string{"render", "-o", "json",
 		"--controller", filepath.Join(root, dir, "controller.yaml"),
 		"--crd", filepath.Join(root, dir, "crd.yaml"),
-		"--parent", filepath.Join(root, dir, parent)}, args...)...)
+		"--parent", parent}, args...)...)
 	if out.code != 0 {
 		t.Fatalf("uc render exited %d:\n%s", out.code, out.stderr)
 	}
@@ -49,9 +53,12 @@ func renderExample(t *testing.T, dir, parent string, args ...string) *render.Res
 // TestRenderExamples renders every example whose hook runs on this
 // machine — the Go workers as built binaries (exec hooks through
 // UC_EXEC_HOOK), the Python and shell workers, the Python webhook, the
-// JavaScript CatSet's sync function — with the example's own parent, and
-// checks that the desired children are those the example's e2e test waits
-// for.
+// JavaScript CatSet's sync function — with the example's own parent (the
+// ConfigMapPropagation of its e2e test, with its source as a related
+// object), and checks that the desired children are those the example's
+// e2e test waits for. Not here: finalize-cleanup, whose hook keeps its
+// registry in a NATS bucket, and service-per-pod, whose hooks are a
+// decorator's.
 func TestRenderExamples(t *testing.T) {
 	root := repoRoot(t)
 	bin := t.TempDir()
@@ -67,6 +74,15 @@ func TestRenderExamples(t *testing.T) {
 	webhook := startPythonWebhook(t, filepath.Join(root, "examples/python-webhook/sync.py"))
 	jsSync := fmt.Sprintf(`node --input-type=module -e 'import {sync} from %q; let d = ""; for await (const c of process.stdin) d += c; process.stdout.write(JSON.stringify(sync(JSON.parse(d))))'`,
 		filepath.Join(root, "examples/js-catset/catset.js"))
+	// The e2e test's ConfigMapPropagation, and its source among others.
+	propagation, source := filepath.Join(bin, "propagation.yaml"), filepath.Join(bin, "source.yaml")
+	writeFiles(t, map[string]string{
+		propagation: `{"apiVersion": "examples.universalcontroller.dev/v1", "kind": "ConfigMapPropagation", "metadata": {"name": "settings"},
+			"spec": {"sourceName": "settings", "sourceNamespace": "src", "targetNamespaces": ["a", "b"]}}`,
+		source: `{"apiVersion": "v1", "kind": "List", "items": [
+			{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings", "namespace": "src"}, "data": {"level": "1"}},
+			{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings", "namespace": "elsewhere"}, "data": {"level": "0"}}]}`,
+	})
 	for _, tc := range []struct {
 		dir, parent string
 		args        []string
@@ -98,6 +114,9 @@ func TestRenderExamples(t *testing.T) {
 			plan: "create ConfigMap.v1 default/demo-ondelete, create Secret.v1 default/demo-recreate, create Service.v1 default/demo-inplace",
 			fields: map[string]map[string]any{"ConfigMap default/demo-ondelete": {"data.message": "hello"},
 				"Service default/demo-inplace": {"metadata.annotations.examples\\.universalcontroller\\.dev/message": "hello"}}},
+		{dir: "examples/configmap-propagation", parent: propagation, args: append(hook("configmap-propagation-hook"), "--related", source),
+			plan:   "create ConfigMap.v1 a/settings, create ConfigMap.v1 b/settings",
+			fields: map[string]map[string]any{"ConfigMap a/settings": {"data.level": "1"}, "ConfigMap b/settings": {"data.level": "1"}}},
 		{dir: "examples/python-worker", parent: "website.yaml", args: []string{"--exec", "python3 " + filepath.Join(root, "examples/python-worker/hook.py")},
 			plan: "create ConfigMap.v1 default/hello, create Deployment.apps/v1 default/hello",
 			fields: map[string]map[string]any{"ConfigMap default/hello": {"data.index\\.html": "<h1>Hello from a Python hook</h1>\n"},
@@ -138,6 +157,15 @@ func TestRenderExamples(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func writeFiles(t *testing.T, files map[string]string) {
+	t.Helper()
+	for path, content := range files {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

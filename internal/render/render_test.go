@@ -143,6 +143,50 @@ func TestRender(t *testing.T) {
 	})
 }
 
+// TestRenderCustomize: a controller with a customize hook gets its related
+// objects as the watcher selects them with the customize reply, and a
+// customize reply the watcher refuses fails the parent's sync.
+func TestRenderCustomize(t *testing.T) {
+	copies := func(hook string, edit func(*Options)) Options {
+		return thing(hook, func(o *Options) {
+			o.Controller = []string{"testdata/copies.yaml"}
+			o.Related = []string{"testdata/related.yaml"}
+			if edit != nil {
+				edit(o)
+			}
+		})
+	}
+	r, _, err := render(t, copies("python3 testdata/copies.py", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan(r) != "create ConfigMap.v1 shop/copy-team-a-x" {
+		t.Errorf("plan %s, want the one related ConfigMap's copy", plan(r))
+	}
+	var out bytes.Buffer
+	opts := copies("python3 testdata/copies.py", func(o *Options) { o.Hook = hooks.Customize })
+	if err := Run(t.Context(), opts, &out, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	var c Customized
+	if err := json.Unmarshal(out.Bytes(), &c); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.RelatedResources) != 1 || len(c.Related["ConfigMap.v1"]) != 1 || c.Related["ConfigMap.v1"]["team-a/x"] == nil {
+		t.Errorf("customize rendered %+v", c)
+	}
+	_, _, err = render(t, copies("python3 testdata/copies.py bad", nil))
+	var rejected *applier.Rejection
+	if !errors.As(err, &rejected) || rejected.Reason != "InvalidHookReply" ||
+		rejected.Message != "customize hook reply rejected: relatedResources[0] (configmaps) has both names and labelSelector" {
+		t.Errorf("err %v, want the customize reply rejected", err)
+	}
+	_, _, err = render(t, copies("exit 3", nil))
+	if !errors.As(err, &rejected) || !strings.HasPrefix(rejected.Message, "customize hook failed, will retry: WorkerError: ") {
+		t.Errorf("err %v, want the customize hook's failure", err)
+	}
+}
+
 // request renders the request alone.
 func request(t *testing.T, opts Options) *hooks.SyncRequest {
 	t.Helper()
