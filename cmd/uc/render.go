@@ -95,6 +95,8 @@ func checkRender(opts render.Options) error {
 		return errors.New("--controller is needed")
 	case opts.Parent == "":
 		return errors.New("--parent is needed")
+	case opts.Kubeconfig != "" && len(opts.Observed)+len(opts.Related) > 0:
+		return errors.New("--kubeconfig reads the observed and related objects from the cluster: give it, or --observed and --related")
 	case opts.Exec != "" && opts.URL != "":
 		return errors.New("--exec and --url: give one")
 	case opts.Hook != "" && !slices.Contains([]string{hooks.Sync, hooks.Finalize, hooks.Customize}, opts.Hook):

@@ -235,6 +235,7 @@ func TestRenderExitCodes(t *testing.T) {
 			"uc render: the parent would get Synced=False, HookFailed: sync hook failed, will retry: Timeout: no reply within 200ms"},
 		{"no command", nil, 2, "uc: configset-controller's sync hook is not a webhook: give the command that serves it (--exec) or its URL (--url)"},
 		{"both", []string{"--exec", "true", "--url", "http://127.0.0.1:1"}, 2, "uc: --exec and --url: give one"},
+		{"files and a cluster", []string{"--exec", "true", "--kubeconfig", "k", "--observed", "o"}, 2, "uc: --kubeconfig reads the observed and related objects from the cluster"},
 		{"a hook render does not know", []string{"--exec", "true", "--hook", "render"}, 2, `uc: --hook "render": sync, finalize or customize`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,7 +2,6 @@ package render
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
@@ -58,19 +57,21 @@ func load(ctx context.Context, opts Options, notes io.Writer) (*inputs, error) {
 		return nil, fmt.Errorf("--parent: want one object, found %d", len(parents))
 	}
 	in := &inputs{parent: parents[0]}
+	var liveUID func(*unstructured.Unstructured) (string, error)
 	if opts.Kubeconfig != "" {
 		c, err := connect(opts.Kubeconfig)
 		if err != nil {
 			return nil, err
 		}
 		in.mapper, in.world, in.kube = c.mapper, c, c.kube
+		liveUID = func(p *unstructured.Unstructured) (string, error) { return c.uid(ctx, in.ctl.Parent.GVR, p) }
 	} else if in.mapper, err = offlineMapper(crds); err != nil {
 		return nil, err
 	}
 	if in.ctl, err = registry.ControllerOf(controllers[0], in.resolve); err != nil {
 		return nil, fmt.Errorf("--controller: %w", err)
 	}
-	if err := preparedParent(in.ctl, in.parent, notes); err != nil {
+	if err := preparedParent(in.ctl, in.parent, liveUID, notes); err != nil {
 		return nil, fmt.Errorf("--parent: %w", err)
 	}
 	if in.world == nil {
@@ -125,17 +126,3 @@ func splitCRDs(objs []*unstructured.Unstructured) (crds, rest []*unstructured.Un
 	return crds, rest
 }
 
-// errNoCluster is connect's answer until render reads clusters.
-var errNoCluster = errors.New("--kubeconfig is not supported yet")
-
-// cluster reads a cluster, read-only.
-type cluster struct {
-	mapper meta.RESTMapper
-	kube   kubernetes.Interface
-}
-
-func (c *cluster) list(context.Context, schema.GroupVersionResource, string) ([]*unstructured.Unstructured, error) {
-	return nil, errNoCluster
-}
-
-func connect(string) (*cluster, error) { return nil, errNoCluster }

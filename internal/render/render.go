@@ -118,12 +118,12 @@ func (in *inputs) syncRequest(hook string, related hooks.GroupedObjects) (*hooks
 	return watcher.NewSyncRequest(in.ctl, in.parent, claimed, related, in.ctl.HookVersion(hook), hook == hooks.Finalize), nil
 }
 
-// preparedParent is the parent from its file as it would be in the cluster
-// and in uc's cache: in its namespace (default, for a namespaced parent
-// without one), with a UID (made up from its kind and name when it has
-// none, said in notes), without managedFields. A parent uc would not sync
-// is an error.
-func preparedParent(ctl *registry.Controller, parent *unstructured.Unstructured, notes io.Writer) error {
+// preparedParent makes the parent from its file as it would be in the
+// cluster and in uc's cache: in its namespace (default, for a namespaced
+// parent without one), with a UID (when it has none, its namesake's that
+// liveUID finds, if any, else one made up from its kind and name; said in
+// notes), without managedFields. A parent uc would not sync is an error.
+func preparedParent(ctl *registry.Controller, parent *unstructured.Unstructured, liveUID func(*unstructured.Unstructured) (string, error), notes io.Writer) error {
 	if gvk := parent.GroupVersionKind(); gvk != ctl.Parent.GVK {
 		return fmt.Errorf("the parent is a %s, but %s's parents are %s", gvk, ctl.Name, ctl.Parent.GVK)
 	}
@@ -132,6 +132,16 @@ func preparedParent(ctl *registry.Controller, parent *unstructured.Unstructured,
 		parent.SetNamespace("default")
 	case !ctl.Parent.Namespaced && parent.GetNamespace() != "":
 		return fmt.Errorf("the parent has a namespace, but %s is cluster-scoped", ctl.Parent.GVR.GroupResource())
+	}
+	if parent.GetUID() == "" && liveUID != nil {
+		uid, err := liveUID(parent)
+		if err != nil {
+			return err
+		}
+		if uid != "" {
+			parent.SetUID(types.UID(uid))
+			fmt.Fprintf(notes, "note: the parent has no metadata.uid; rendered with its namesake's in the cluster, %s\n", uid)
+		}
 	}
 	if parent.GetUID() == "" {
 		uid := uuid.NewSHA1(uuid.NameSpaceURL, []byte("uc-render:"+ctl.Parent.Key()+"/"+parent.GetNamespace()+"/"+parent.GetName()))
