@@ -125,4 +125,3 @@ func splitCRDs(objs []*unstructured.Unstructured) (crds, rest []*unstructured.Un
 	}
 	return crds, rest
 }
-
