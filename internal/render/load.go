@@ -65,7 +65,7 @@ func load(ctx context.Context, opts Options, notes io.Writer) (*inputs, error) {
 		}
 		in.mapper, in.world, in.kube = c.mapper, c, c.kube
 		liveUID = func(p *unstructured.Unstructured) (string, error) { return c.uid(ctx, in.ctl.Parent.GVR, p) }
-	} else if in.mapper, err = offlineMapper(crds); err != nil {
+	} else if in.mapper, err = OfflineMapper(crds); err != nil {
 		return nil, err
 	}
 	if in.ctl, err = registry.ControllerOf(controllers[0], in.resolve); err != nil {

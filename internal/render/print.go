@@ -86,9 +86,11 @@ func newResult(in *inputs, hook string, checked *applier.Checked) *Result {
 			written[w.Object] = true
 		}
 		if live, err := in.children.Object(child.GVR, c.GetNamespace(), c.GetName()); err == nil && step.Action != "adopt" {
-			step.Diff = diff(live, c)
-			if !ok && step.Diff != "" && child.Method == v1alpha1.ChildUpdateOnDelete {
-				step.Action = "kept"
+			switch d := diff(live, c); {
+			case ok:
+				step.Diff = d // an update, or a recreate
+			case d != "" && child.Method == v1alpha1.ChildUpdateOnDelete:
+				step.Action, step.Diff = "kept", d
 			}
 		}
 		r.Plan = append(r.Plan, step)

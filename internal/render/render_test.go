@@ -293,7 +293,7 @@ func TestRenderInputs(t *testing.T) {
 // TestOfflineMapper: built-in kinds resolve without a cluster, with their
 // scope, irregular plurals included.
 func TestOfflineMapper(t *testing.T) {
-	m, err := offlineMapper(nil)
+	m, err := OfflineMapper(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

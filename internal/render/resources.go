@@ -12,9 +12,9 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 )
 
-// offlineMapper knows, without a cluster, the resources of Kubernetes'
+// OfflineMapper knows, without a cluster, the resources of Kubernetes'
 // built-in kinds (those of client-go's scheme) and those the CRDs define.
-func offlineMapper(crds []*unstructured.Unstructured) (meta.RESTMapper, error) {
+func OfflineMapper(crds []*unstructured.Unstructured) (meta.RESTMapper, error) {
 	m := meta.NewDefaultRESTMapper(nil)
 	for _, gv := range scheme.Scheme.PrioritizedVersionsAllGroups() {
 		for kind := range scheme.Scheme.KnownTypes(gv) {
@@ -56,7 +56,7 @@ func offlineMapper(crds []*unstructured.Unstructured) (meta.RESTMapper, error) {
 }
 
 // clusterScoped are the built-in kinds that are not namespaced (`kubectl
-// api-resources --namespaced=false` of Kubernetes 1.35, TestOfflineMapper
+// api-resources --namespaced=false` of Kubernetes 1.35; TestRenderOfflineMapper
 // in test/e2e compares them with a real apiserver's).
 var clusterScoped = map[schema.GroupKind]bool{
 	{Kind: "Namespace"}: true, {Kind: "Node"}: true, {Kind: "PersistentVolume"}: true, {Kind: "ComponentStatus"}: true,
