@@ -303,6 +303,8 @@ func TestOfflineMapper(t *testing.T) {
 	}{
 		{"v1", "pods", "Pod", true},
 		{"v1", "endpoints", "Endpoints", true},
+		{"v1", "events", "Event", true},
+		{"events.k8s.io/v1", "events", "Event", true},
 		{"v1", "namespaces", "Namespace", false},
 		{"apps/v1", "deployments", "Deployment", true},
 		{"networking.k8s.io/v1", "ingresses", "Ingress", true},

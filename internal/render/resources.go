@@ -2,35 +2,54 @@ package render
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/restmapper"
 )
 
 // OfflineMapper knows, without a cluster, the resources of Kubernetes'
-// built-in kinds (those of client-go's scheme) and those the CRDs define.
+// built-in kinds (those of client-go's scheme) and those the CRDs define,
+// as the apiserver's discovery would list them: it is client-go's
+// discovery mapper, as uc's registry uses it, on what discovery would say.
 func OfflineMapper(crds []*unstructured.Unstructured) (meta.RESTMapper, error) {
-	m := meta.NewDefaultRESTMapper(nil)
+	groups := map[string]*restmapper.APIGroupResources{}
+	var order []string
+	add := func(gv schema.GroupVersion, res metav1.APIResource) {
+		g := groups[gv.Group]
+		if g == nil {
+			g = &restmapper.APIGroupResources{Group: metav1.APIGroup{Name: gv.Group}, VersionedResources: map[string][]metav1.APIResource{}}
+			groups[gv.Group] = g
+			order = append(order, gv.Group)
+		}
+		if _, ok := g.VersionedResources[gv.Version]; !ok {
+			v := metav1.GroupVersionForDiscovery{GroupVersion: gv.String(), Version: gv.Version}
+			g.Group.Versions = append(g.Group.Versions, v)
+			if len(g.Group.Versions) == 1 {
+				g.Group.PreferredVersion = v
+			}
+		}
+		g.VersionedResources[gv.Version] = append(g.VersionedResources[gv.Version], res)
+	}
 	for _, gv := range scheme.Scheme.PrioritizedVersionsAllGroups() {
-		for kind := range scheme.Scheme.KnownTypes(gv) {
+		for _, kind := range slices.Sorted(maps.Keys(scheme.Scheme.KnownTypes(gv))) {
 			if strings.HasSuffix(kind, "List") || strings.HasSuffix(kind, "Options") {
 				continue
 			}
-			gvk := gv.WithKind(kind)
-			scope := meta.RESTScopeNamespace
-			if clusterScoped[gvk.GroupKind()] {
-				scope = meta.RESTScopeRoot
+			plural, singular := meta.UnsafeGuessKindToResource(gv.WithKind(kind))
+			if p, ok := irregularPlurals[gv.WithKind(kind).GroupKind()]; ok {
+				plural.Resource = p
 			}
-			if plural, ok := irregularPlurals[gvk.GroupKind()]; ok {
-				m.AddSpecific(gvk, gv.WithResource(plural), gv.WithResource(strings.ToLower(kind)), scope)
-				continue
-			}
-			m.Add(gvk, scope)
+			add(gv, metav1.APIResource{Name: plural.Resource, SingularName: singular.Resource, Kind: kind,
+				Namespaced: !clusterScoped[gv.WithKind(kind).GroupKind()]})
 		}
 	}
 	for _, u := range crds {
@@ -38,21 +57,19 @@ func OfflineMapper(crds []*unstructured.Unstructured) (meta.RESTMapper, error) {
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &crd); err != nil {
 			return nil, fmt.Errorf("CustomResourceDefinition %s: %w", u.GetName(), err)
 		}
-		scope := meta.RESTScopeNamespace
-		if crd.Spec.Scope == apiextensionsv1.ClusterScoped {
-			scope = meta.RESTScopeRoot
-		}
 		names := crd.Spec.Names
 		for _, v := range crd.Spec.Versions {
-			gv := schema.GroupVersion{Group: crd.Spec.Group, Version: v.Name}
-			singular := names.Singular
-			if singular == "" {
-				singular = strings.ToLower(names.Kind)
+			if v.Served {
+				add(schema.GroupVersion{Group: crd.Spec.Group, Version: v.Name}, metav1.APIResource{Name: names.Plural, SingularName: names.Singular,
+					Kind: names.Kind, Namespaced: crd.Spec.Scope == apiextensionsv1.NamespaceScoped})
 			}
-			m.AddSpecific(gv.WithKind(names.Kind), gv.WithResource(names.Plural), gv.WithResource(singular), scope)
 		}
 	}
-	return m, nil
+	list := make([]*restmapper.APIGroupResources, 0, len(order))
+	for _, g := range order {
+		list = append(list, groups[g])
+	}
+	return restmapper.NewDiscoveryRESTMapper(list), nil
 }
 
 // clusterScoped are the built-in kinds that are not namespaced (`kubectl
