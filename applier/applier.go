@@ -427,10 +427,9 @@ func (a *Applier) parent(ctx context.Context, ctl *registry.Controller, m bus.Me
 func (b *batch) decode(strict bool, maxChildren int) (map[string]*hooks.SyncResponse, error) {
 	out := map[string]*hooks.SyncResponse{}
 	for rev, r := range b.replies {
-		err := checkType(r)
-		var resp *hooks.SyncResponse
+		resp, err := decodeReply[hooks.SyncResponse](r, strict)
 		if err == nil {
-			resp, err = decodeSync(r.meta.Hook, r.data, strict, maxChildren)
+			err = checkCount(len(resp.Children), maxChildren)
 		}
 		if err != nil && rev != b.meta.LatestRevision() {
 			err = fmt.Errorf("the reply for the parent at its older revision %s: %w", rev, err)

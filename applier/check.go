@@ -22,14 +22,42 @@ func Check(ctl *registry.Controller, parent *unstructured.Unstructured, hook str
 		actions, err = plan(ctl, parent, resp, cacheLookup{live})
 	}
 	if err != nil {
-		reason, problem := invalidReply(hook, err)
-		return nil, &Rejection{Reason: reason, Message: problem.Error()}
+		return nil, rejected(hook, err)
 	}
-	out := &Checked{Response: resp}
+	return &Checked{Response: resp, Writes: writes(actions)}, nil
+}
+
+// CheckDecoration is Check for a decorator's reply about an object it
+// decorates; ctl is the decorator's view for the object's resource
+// (registry.Controller.Decorating).
+func CheckDecoration(ctl *registry.Controller, obj *unstructured.Unstructured, hook string, reply []byte, maxChildren int, live Cache) (*CheckedDecoration, error) {
+	resp, actions, err := planDecoration(ctl, obj, hook, reply, maxChildren, cacheLookup{live})
+	if err != nil {
+		return nil, rejected(hook, err)
+	}
+	return &CheckedDecoration{Response: resp, Writes: writes(actions)}, nil
+}
+
+// CheckedDecoration is a decorator's reply the applier would apply.
+type CheckedDecoration struct {
+	// Response is the reply; its attachments are the objects the applier
+	// would write.
+	Response *hooks.DecoratorResponse
+	// Writes are the writes that make the live attachments match it.
+	Writes []Write
+}
+
+func rejected(hook string, err error) *Rejection {
+	reason, problem := invalidReply(hook, err)
+	return &Rejection{Reason: reason, Message: problem.Error()}
+}
+
+func writes(actions []action) []Write {
+	out := make([]Write, 0, len(actions))
 	for _, a := range actions {
-		out.Writes = append(out.Writes, Write{Verb: string(a.verb), Event: a.event, Child: a.child, Object: a.obj, Adopt: a.adopt})
+		out = append(out, Write{Verb: string(a.verb), Event: a.event, Child: a.child, Object: a.obj, Adopt: a.adopt})
 	}
-	return out, nil
+	return out
 }
 
 // Checked is a reply the applier would apply.
@@ -69,10 +97,13 @@ func HookFailed(hook string, f hooks.Failure) *Rejection {
 
 // Rejection is a reply the applier would not apply, as the parent reports
 // it: the reason and message of its Warning Event and of its Synced=False
-// condition.
+// condition (a decorated object gets the Event alone).
 type Rejection struct {
 	Reason  string
 	Message string
+	// Decorated tells an object a decorator decorates, which gets the
+	// Event alone.
+	Decorated bool
 }
 
 func (r *Rejection) Error() string { return r.Reason + ": " + r.Message }

@@ -29,6 +29,10 @@ children as uc would write them (YAML documents), then the plan: which
 children would be created, updated (with a diff), deleted, adopted or
 released, given the observed objects.
 
+A decorator (a UniversalDecorator or DecoratorController) is rendered for
+the object given as --parent: its request, its attachments, and the
+labels, annotations and status it sets on the object.
+
 The observed objects (--observed, --related: files or directories, YAML or
 JSON, Lists too) are the parent's children and the objects its customize
 hook may select; without them the parent has none. --kubeconfig reads them
@@ -64,7 +68,11 @@ wrong command line or input.`,
 			}
 			err := render.Run(cmd.Context(), opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			var rejected *applier.Rejection
-			if errors.As(err, &rejected) {
+			switch {
+			case errors.As(err, &rejected) && rejected.Decorated:
+				fmt.Fprintf(cmd.ErrOrStderr(), "uc render: the object would get a Warning Event %s: %s\n", rejected.Reason, rejected.Message)
+				return errLogged
+			case errors.As(err, &rejected):
 				fmt.Fprintf(cmd.ErrOrStderr(), "uc render: the parent would get Synced=False, %s: %s\n", rejected.Reason, rejected.Message)
 				return errLogged
 			}
@@ -72,7 +80,7 @@ wrong command line or input.`,
 		},
 	}
 	fs := c.Flags()
-	fs.StringArrayVar(&opts.Controller, "controller", nil, "file of the UniversalController or CompositeController (with CustomResourceDefinitions, if any); repeat for more files")
+	fs.StringArrayVar(&opts.Controller, "controller", nil, "file of the controller: a UniversalController or UniversalDecorator, or Metacontroller's CompositeController or DecoratorController (with CustomResourceDefinitions, if any; of several controllers, the one of the parent's kind); repeatable")
 	fs.StringArrayVar(&opts.CRDs, "crd", nil, "file or directory of CustomResourceDefinitions of the custom resources the controller names; repeatable")
 	fs.StringVar(&opts.Parent, "parent", "", "file of the parent object")
 	fs.StringArrayVar(&opts.Observed, "observed", nil, "file or directory of observed children; repeatable")

@@ -27,19 +27,26 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// renderExample runs uc render on an example's controller, CRD and parent
+// renderExample runs uc render on an example's controllers (its
+// controller.yaml, or decorators.yaml), its CRD if it has one and a parent
 // (a file of the example, or an absolute path) with the hook command or
 // URL and more in args, and returns its result.
 func renderExample(t *testing.T, dir, parent string, args ...string) *render.Result {
 	t.Helper()
-	root := repoRoot(t)
+	dir = filepath.Join(repoRoot(t), dir)
 	if !filepath.IsAbs(parent) {
-		parent = filepath.Join(root, dir, parent)
+		parent = filepath.Join(dir, parent)
 	}
-	out := runUC(t, append([]string{"render", "-o", "json",
-		"--controller", filepath.Join(root, dir, "controller.yaml"),
-		"--crd", filepath.Join(root, dir, "crd.yaml"),
-		"--parent", parent}, args...)...)
+	args = append([]string{"render", "-o", "json", "--parent", parent}, args...)
+	for flag, file := range map[string]string{"--controller": "controller.yaml", "--crd": "crd.yaml"} {
+		if _, err := os.Stat(filepath.Join(dir, file)); err == nil {
+			args = append(args, flag, filepath.Join(dir, file))
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "decorators.yaml")); err == nil {
+		args = append(args, "--controller", filepath.Join(dir, "decorators.yaml"))
+	}
+	out := runUC(t, args...)
 	if out.code != 0 {
 		t.Fatalf("uc render exited %d:\n%s", out.code, out.stderr)
 	}
@@ -56,16 +63,16 @@ func renderExample(t *testing.T, dir, parent string, args ...string) *render.Res
 // JavaScript CatSet's sync function — with the example's own parent (the
 // ConfigMapPropagation of its e2e test, with its source as a related
 // object), and checks that the desired children are those the example's
-// e2e test waits for. Not here: finalize-cleanup, whose hook keeps its
-// registry in a NATS bucket, and service-per-pod, whose hooks are a
-// decorator's.
+// e2e test waits for; service-per-pod's decorators with the StatefulSet
+// and one of its Pods. Not here: finalize-cleanup, whose hook keeps its
+// registry in a NATS bucket.
 func TestRenderExamples(t *testing.T) {
 	root := repoRoot(t)
 	bin := t.TempDir()
 	build := exec.Command("go", "build", "-o", bin+"/",
 		"./examples/foo/cmd/...", "./examples/fanout/cmd/...", "./examples/bluegreen/cmd/...", "./examples/catset/cmd/...",
 		"./examples/cluster-parent/cmd/...", "./examples/tfjob/cmd/...", "./examples/update-strategies/cmd/...",
-		"./examples/configmap-propagation/cmd/...")
+		"./examples/configmap-propagation/cmd/...", "./examples/service-per-pod/cmd/...")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build the example hooks: %v\n%s", err, out)
@@ -74,9 +81,12 @@ func TestRenderExamples(t *testing.T) {
 	webhook := startPythonWebhook(t, filepath.Join(root, "examples/python-webhook/sync.py"))
 	jsSync := fmt.Sprintf(`node --input-type=module -e 'import {sync} from %q; let d = ""; for await (const c of process.stdin) d += c; process.stdout.write(JSON.stringify(sync(JSON.parse(d))))'`,
 		filepath.Join(root, "examples/js-catset/catset.js"))
-	// The e2e test's ConfigMapPropagation, and its source among others.
-	propagation, source := filepath.Join(bin, "propagation.yaml"), filepath.Join(bin, "source.yaml")
+	// The e2e test's ConfigMapPropagation, and its source among others;
+	// a Pod of the StatefulSet service-per-pod decorates.
+	propagation, source, pod := filepath.Join(bin, "propagation.yaml"), filepath.Join(bin, "source.yaml"), filepath.Join(bin, "pod.yaml")
 	writeFiles(t, map[string]string{
+		pod: `{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "nginx-1", "annotations": {"pod-name-label": "pod-name"}},
+			"spec": {"containers": [{"name": "nginx", "image": "nginx"}]}}`,
 		propagation: `{"apiVersion": "examples.universalcontroller.dev/v1", "kind": "ConfigMapPropagation", "metadata": {"name": "settings"},
 			"spec": {"sourceName": "settings", "sourceNamespace": "src", "targetNamespaces": ["a", "b"]}}`,
 		source: `{"apiVersion": "v1", "kind": "List", "items": [
@@ -90,6 +100,8 @@ func TestRenderExamples(t *testing.T) {
 		// children ("Kind namespace/name" → "path.to.field" → value).
 		plan   string
 		fields map[string]map[string]any
+		// parentFields are fields of the parent as the reply sets them.
+		parentFields map[string]any
 	}{
 		{dir: "examples/foo", parent: "foo.yaml", args: hook("foo-hook"),
 			plan:   "create Deployment.apps/v1 default/example-foo",
@@ -117,6 +129,12 @@ func TestRenderExamples(t *testing.T) {
 		{dir: "examples/configmap-propagation", parent: propagation, args: append(hook("configmap-propagation-hook"), "--related", source),
 			plan:   "create ConfigMap.v1 a/settings, create ConfigMap.v1 b/settings",
 			fields: map[string]map[string]any{"ConfigMap a/settings": {"data.level": "1"}, "ConfigMap b/settings": {"data.level": "1"}}},
+		{dir: "examples/service-per-pod", parent: "statefulset.yaml", args: hook("service-per-pod-hook"),
+			plan: "create Service.v1 default/nginx-0, create Service.v1 default/nginx-1, create Service.v1 default/nginx-2",
+			fields: map[string]map[string]any{"Service default/nginx-2": {"spec.selector.pod-name": "nginx-2",
+				"metadata.annotations.universalcontroller\\.dev/decorator": "service-per-pod"}}},
+		{dir: "examples/service-per-pod", parent: pod, args: hook("pod-name-label-hook"),
+			parentFields: map[string]any{"metadata.labels.pod-name": "nginx-1"}},
 		{dir: "examples/python-worker", parent: "website.yaml", args: []string{"--exec", "python3 " + filepath.Join(root, "examples/python-worker/hook.py")},
 			plan: "create ConfigMap.v1 default/hello, create Deployment.apps/v1 default/hello",
 			fields: map[string]map[string]any{"ConfigMap default/hello": {"data.index\\.html": "<h1>Hello from a Python hook</h1>\n"},
@@ -149,14 +167,21 @@ func TestRenderExamples(t *testing.T) {
 					t.Errorf("no desired %s", child)
 					continue
 				}
-				for path, want := range fields {
-					got, _, _ := unstructured.NestedFieldNoCopy(r.Children[i].Object, fieldPath(path)...)
-					if fmt.Sprint(got) != fmt.Sprint(want) {
-						t.Errorf("%s %s = %v, want %v", child, path, got, want)
-					}
-				}
+				checkFields(t, child, r.Children[i], fields)
 			}
+			checkFields(t, "the parent", r.Parent, tc.parentFields)
 		})
+	}
+}
+
+// checkFields checks fields of an object ("path.to.field" → value).
+func checkFields(t *testing.T, what string, o *unstructured.Unstructured, fields map[string]any) {
+	t.Helper()
+	for path, want := range fields {
+		got, _, _ := unstructured.NestedFieldNoCopy(o.Object, fieldPath(path)...)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s %s = %v, want %v", what, path, got, want)
+		}
 	}
 }
 
@@ -218,6 +243,8 @@ func TestRenderExitCodes(t *testing.T) {
 		"--controller", filepath.Join(root, "examples/shell-worker/controller.yaml"),
 		"--crd", filepath.Join(root, "examples/shell-worker/crd.yaml"),
 		"--parent", filepath.Join(root, "examples/shell-worker/configset.yaml")}
+	decorated := []string{"render", "--controller", filepath.Join(root, "examples/service-per-pod/decorators.yaml"),
+		"--parent", filepath.Join(root, "examples/service-per-pod/statefulset.yaml")}
 	for _, tc := range []struct {
 		name   string
 		args   []string
@@ -233,13 +260,19 @@ func TestRenderExitCodes(t *testing.T) {
 			`uc render: the parent would get Synced=False, InvalidHookReply: sync hook reply rejected: children[0] Secret.v1 "s": kind not declared in childResources`},
 		{"a hang", []string{"--exec", "sleep 30", "--timeout", "200ms"}, 1,
 			"uc render: the parent would get Synced=False, HookFailed: sync hook failed, will retry: Timeout: no reply within 200ms"},
+		{"a decorator's reply", append(decorated, "--exec", `echo '{"status": null, "labels": {"Bad Label": "x"}}'`), 1,
+			`uc render: the object would get a Warning Event InvalidHookReply: sync hook reply rejected: labels["Bad Label"]: `},
 		{"no command", nil, 2, "uc: configset-controller's sync hook is not a webhook: give the command that serves it (--exec) or its URL (--url)"},
 		{"both", []string{"--exec", "true", "--url", "http://127.0.0.1:1"}, 2, "uc: --exec and --url: give one"},
 		{"files and a cluster", []string{"--exec", "true", "--kubeconfig", "k", "--observed", "o"}, 2, "uc: --kubeconfig reads the observed and related objects from the cluster"},
 		{"a hook render does not know", []string{"--exec", "true", "--hook", "render"}, 2, `uc: --hook "render": sync, finalize or customize`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out := runUC(t, append(slices.Clone(example), tc.args...)...)
+			args := tc.args
+			if len(args) == 0 || args[0] != "render" {
+				args = append(slices.Clone(example), args...)
+			}
+			out := runUC(t, args...)
 			if out.code != tc.code || !strings.Contains(out.stderr, tc.stderr) {
 				t.Errorf("exit %d, want %d; stderr:\n%s\nwant it to say:\n%s", out.code, tc.code, out.stderr, tc.stderr)
 			}

@@ -58,29 +58,32 @@ func TestMetacontrollerSources(t *testing.T) {
 }
 
 // A controller object from a file is registered as the registry would:
-// a CompositeController under its bus name, keeping Metacontroller's
-// finalizer; anything else is refused.
+// Metacontroller's and decorators under their bus names, keeping their
+// finalizers; anything else is refused.
 func TestControllerOf(t *testing.T) {
 	resolve := func(rule v1alpha1.ResourceRule) (Resource, error) {
 		gv, _ := schema.ParseGroupVersion(rule.APIVersion)
 		return Resource{GVR: gv.WithResource(rule.Resource), GVK: gv.WithKind("Thing"), Namespaced: true}, nil
 	}
-	spec := map[string]any{"parentResource": map[string]any{"apiVersion": "apps/v1", "resource": "statefulsets"}}
+	sts := map[string]any{"apiVersion": "apps/v1", "resource": "statefulsets"}
+	spec := map[string]any{"parentResource": sts, "resources": []any{sts}}
+	noStatus := func(Resource) (bool, error) { return false, nil }
 	for _, tc := range []struct {
 		apiVersion, kind string
 		name, finalizer  string
 		wantErr          string
 	}{
 		{"universalcontroller.dev/v1alpha1", "UniversalController", "web", "universalcontroller.dev/web", ""},
+		{"universalcontroller.dev/v1alpha1", "UniversalDecorator", "ucd=web", "decorator.universalcontroller.dev/web", ""},
 		{"metacontroller.k8s.io/v1alpha1", "CompositeController", "cc=web", "metacontroller.io/compositecontroller-web", ""},
-		{"metacontroller.k8s.io/v1alpha1", "DecoratorController", "", "", "neither a UniversalController"},
-		{"v1", "ConfigMap", "", "", "neither a UniversalController"},
+		{"metacontroller.k8s.io/v1alpha1", "DecoratorController", "dc=web", "metacontroller.io/decoratorcontroller-web", ""},
+		{"v1", "ConfigMap", "", "", "is not a controller object"},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			u := &unstructured.Unstructured{Object: map[string]any{
 				"apiVersion": tc.apiVersion, "kind": tc.kind, "metadata": map[string]any{"name": "web"}, "spec": spec,
 			}}
-			c, err := ControllerOf(u, resolve)
+			c, err := ControllerOf(u, resolve, noStatus)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err %v, want one saying %q", err, tc.wantErr)
@@ -90,8 +93,12 @@ func TestControllerOf(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c.Name != tc.name || c.Finalizer() != tc.finalizer || c.Parent.GVR.Resource != "statefulsets" {
-				t.Errorf("registered as %s, finalizer %s, parent %s", c.Name, c.Finalizer(), c.Parent.GVR)
+			parent := c.Parent.GVR
+			if c.Decorator != nil {
+				parent = c.Decorator.Resources[0].GVR
+			}
+			if c.Name != tc.name || c.Finalizer() != tc.finalizer || parent.Resource != "statefulsets" {
+				t.Errorf("registered as %s, finalizer %s, parent %s", c.Name, c.Finalizer(), parent)
 			}
 		})
 	}

@@ -2,8 +2,10 @@ package render
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,8 +18,14 @@ import (
 
 // inputs are what a render starts from.
 type inputs struct {
-	ctl    *registry.Controller
+	// ctl is the controller; a decorator's view for the decorated
+	// resource of the parent.
+	ctl *registry.Controller
+	// parent is the parent, or the object the decorator decorates.
 	parent *unstructured.Unstructured
+	// decorated is the decorator's resource of the parent; nil for a
+	// controller.
+	decorated *registry.Decorated
 	// mapper resolves resources: offline, or the cluster's discovery.
 	mapper meta.RESTMapper
 	// world lists the observed objects: from files, or the cluster.
@@ -46,9 +54,6 @@ func load(ctx context.Context, opts Options, notes io.Writer) (*inputs, error) {
 		return nil, fmt.Errorf("--crd: %w", err)
 	}
 	crds, controllers := splitCRDs(append(docs, more...))
-	if len(controllers) != 1 {
-		return nil, fmt.Errorf("--controller: want one controller object (with CustomResourceDefinitions, if any), found %d", len(controllers))
-	}
 	parents, err := readObjects(opts.Parent)
 	if err != nil {
 		return nil, fmt.Errorf("--parent: %w", err)
@@ -68,8 +73,13 @@ func load(ctx context.Context, opts Options, notes io.Writer) (*inputs, error) {
 	} else if in.mapper, err = OfflineMapper(crds); err != nil {
 		return nil, err
 	}
-	if in.ctl, err = registry.ControllerOf(controllers[0], in.resolve); err != nil {
+	if in.ctl, err = in.controllerFor(controllers); err != nil {
 		return nil, fmt.Errorf("--controller: %w", err)
+	}
+	if in.ctl.Decorator != nil {
+		if err := in.decorating(); err != nil {
+			return nil, fmt.Errorf("--parent: %w", err)
+		}
 	}
 	if err := preparedParent(in.ctl, in.parent, liveUID, notes); err != nil {
 		return nil, fmt.Errorf("--parent: %w", err)
@@ -92,6 +102,57 @@ func load(ctx context.Context, opts Options, notes io.Writer) (*inputs, error) {
 		in.children.add(child.GVR, objs...)
 	}
 	return in, nil
+}
+
+// controllerFor registers the controller among the objects, or, when
+// there are several, the one whose parents are of the parent's kind: a
+// controller's parent resource, or one of a decorator's resources.
+func (in *inputs) controllerFor(objs []*unstructured.Unstructured) (*registry.Controller, error) {
+	// render writes no status: whether a resource has a status
+	// subresource does not matter.
+	noStatus := func(registry.Resource) (bool, error) { return false, nil }
+	switch len(objs) {
+	case 0:
+		return nil, errors.New("no controller object")
+	case 1:
+		return registry.ControllerOf(objs[0], in.resolve, noStatus)
+	}
+	gvk := in.parent.GroupVersionKind()
+	var found []*registry.Controller
+	var names []string
+	for _, o := range objs {
+		c, err := registry.ControllerOf(o, in.resolve, noStatus)
+		if err != nil {
+			return nil, err
+		}
+		names = append(names, c.Name)
+		if c.Parent.GVK == gvk || c.Decorator != nil && slices.ContainsFunc(c.Decorator.Resources, func(d registry.Decorated) bool { return d.GVK == gvk }) {
+			found = append(found, c)
+		}
+	}
+	if len(found) != 1 {
+		return nil, fmt.Errorf("%d of the controllers %v have parents of the parent's kind %s: want one", len(found), names, gvk)
+	}
+	return found[0], nil
+}
+
+// decorating makes in.ctl the decorator's view for the resource of the
+// object it decorates, the parent.
+func (in *inputs) decorating() error {
+	gvk := in.parent.GroupVersionKind()
+	var kinds []string
+	for i := range in.ctl.Decorator.Resources {
+		d := &in.ctl.Decorator.Resources[i]
+		if d.GVK == gvk {
+			if !in.ctl.Decorates(d, in.parent) {
+				return fmt.Errorf("%s does not decorate it: its selectors do not match it, and it lacks the finalizer %s", in.ctl.Name, in.ctl.Finalizer())
+			}
+			in.decorated, in.ctl = d, in.ctl.Decorating(d)
+			return nil
+		}
+		kinds = append(kinds, d.GVK.String())
+	}
+	return fmt.Errorf("the object is a %s, but %s decorates %v", gvk, in.ctl.Name, kinds)
 }
 
 // childNamespace is where the parent's children are: its namespace, or

@@ -60,27 +60,40 @@ var actions = map[string]string{
 	"Deleted": "delete", "Released": "release",
 }
 
-func newResult(in *inputs, hook string, checked *applier.Checked) *Result {
-	resp := checked.Response
+// replied is what a reply, a controller's or a decorator's, asks for.
+type replied struct {
+	status              map[string]any
+	children            []*unstructured.Unstructured
+	resync              float64
+	finalized           bool
+	labels, annotations map[string]*string // a decorator's, for the object
+}
+
+func newResult(in *inputs, hook string, resp replied, writes []applier.Write) *Result {
 	parent := &unstructured.Unstructured{Object: map[string]any{"apiVersion": in.parent.GetAPIVersion(), "kind": in.parent.GetKind()}}
 	parent.SetName(in.parent.GetName())
 	parent.SetNamespace(in.parent.GetNamespace())
-	if resp.Status != nil {
-		parent.Object["status"] = resp.Status
+	for field, values := range map[string]map[string]*string{"labels": resp.labels, "annotations": resp.annotations} {
+		if values != nil {
+			_ = unstructured.SetNestedField(parent.Object, present(values), "metadata", field)
+		}
 	}
-	r := &Result{Controller: in.ctl.Name, Hook: hook, Parent: parent, ResyncAfterSeconds: resp.ResyncAfterSeconds, Children: resp.Children}
+	if resp.status != nil {
+		parent.Object["status"] = resp.status
+	}
+	r := &Result{Controller: in.ctl.Name, Hook: hook, Parent: parent, ResyncAfterSeconds: resp.resync, Children: resp.children}
 	if hook == hooks.Finalize {
-		r.Finalized = &resp.Finalized
+		r.Finalized = &resp.finalized
 	}
 	written := map[*unstructured.Unstructured]bool{}
-	writes := map[string]applier.Write{}
-	for _, w := range checked.Writes {
-		writes[stepKey(w.Child, w.Object)] = w
+	byChild := map[string]applier.Write{}
+	for _, w := range writes {
+		byChild[stepKey(w.Child, w.Object)] = w
 	}
-	for _, c := range resp.Children {
-		child, _ := in.ctl.Child(c.GetAPIVersion(), c.GetKind()) // Check made sure it is declared
+	for _, c := range resp.children {
+		child, _ := in.ctl.Child(c.GetAPIVersion(), c.GetKind()) // checked: it is declared
 		step := Step{Action: "unchanged", Kind: hooks.GroupKey(c.GetKind(), c.GetAPIVersion()), Namespace: c.GetNamespace(), Name: c.GetName()}
-		w, ok := writes[stepKey(child, c)]
+		w, ok := byChild[stepKey(child, c)]
 		if ok {
 			step.Action = actions[w.Event]
 			written[w.Object] = true
@@ -95,13 +108,27 @@ func newResult(in *inputs, hook string, checked *applier.Checked) *Result {
 		}
 		r.Plan = append(r.Plan, step)
 	}
-	for _, w := range checked.Writes {
+	for _, w := range writes {
 		if !written[w.Object] {
 			r.Plan = append(r.Plan, Step{Action: actions[w.Event], Kind: hooks.GroupKey(w.Object.GetKind(), w.Object.GetAPIVersion()),
 				Namespace: w.Object.GetNamespace(), Name: w.Object.GetName()})
 		}
 	}
 	return r
+}
+
+// present is a decorator's labels or annotations as the object would
+// have them: a null value is a key removed, shown as null.
+func present(values map[string]*string) map[string]any {
+	out := map[string]any{}
+	for k, v := range values {
+		if v == nil {
+			out[k] = nil
+		} else {
+			out[k] = *v
+		}
+	}
+	return out
 }
 
 func stepKey(c *registry.Child, o *unstructured.Unstructured) string {

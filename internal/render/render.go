@@ -29,10 +29,13 @@ import (
 // Options are what to render.
 type Options struct {
 	// Controller are the files of the controller object (a
-	// UniversalController or a CompositeController); CustomResourceDefinitions
-	// among them, and in CRDs, define the custom resources it names.
+	// UniversalController or UniversalDecorator, or Metacontroller's
+	// CompositeController or DecoratorController; of several, the one whose
+	// parents are of the parent's kind); CustomResourceDefinitions among
+	// them, and in CRDs, define the custom resources it names.
 	Controller, CRDs []string
-	// Parent is the file of the parent object.
+	// Parent is the file of the parent object: a decorator's, the object
+	// it decorates.
 	Parent string
 	// Observed and Related are files or directories of the objects the
 	// parent's request observes: its children, and what its customize hook
@@ -62,17 +65,19 @@ type Options struct {
 // (what render assumed, the hook's standard error) to notes. A reply the
 // applier would reject, or a call that fails, is an *applier.Rejection
 // that says what the parent would.
-func Run(ctx context.Context, opts Options, out, notes io.Writer) error {
+func Run(ctx context.Context, opts Options, out, notes io.Writer) (err error) {
 	in, err := load(ctx, opts, notes)
 	if err != nil {
 		return err
 	}
-	hook := opts.Hook
-	if hook == "" {
-		var ok bool
-		if hook, ok = watcher.HookFor(in.ctl, in.parent); !ok {
-			return errors.New("the parent is being deleted and no finalizer of uc's holds it: uc sends it no request")
+	defer func() {
+		if r := (*applier.Rejection)(nil); in.decorated != nil && errors.As(err, &r) {
+			r.Decorated = true
 		}
+	}()
+	hook, err := in.hook(opts.Hook)
+	if err != nil {
+		return err
 	}
 	call := in.caller(opts, notes)
 	if hook == hooks.Customize {
@@ -82,7 +87,7 @@ func Run(ctx context.Context, opts Options, out, notes io.Writer) error {
 	if err != nil {
 		return err
 	}
-	req, err := in.syncRequest(hook, related)
+	req, err := in.request(hook, related)
 	if err != nil {
 		return err
 	}
@@ -93,14 +98,64 @@ func Run(ctx context.Context, opts Options, out, notes io.Writer) error {
 	if err != nil {
 		return err
 	}
-	checked, err := applier.Check(in.ctl, in.parent, hook, reply, opts.MaxChildren, in.children)
+	r, err := in.check(hook, reply, opts.MaxChildren)
 	if err != nil {
 		return err
 	}
 	if in.ctl.Rolling() {
 		fmt.Fprintln(notes, "note: the controller rolls its children out: uc moves them to this reply's one at a time, and asks the hook about older revisions too; the plan is as if every child were on the latest revision")
 	}
-	return printResult(out, opts.Output, newResult(in, hook, checked))
+	return printResult(out, opts.Output, r)
+}
+
+// hook is the hook called: the one asked for, or the one uc would call.
+func (in *inputs) hook(asked string) (string, error) {
+	if asked != "" {
+		return asked, nil
+	}
+	var hook string
+	var ok bool
+	if in.decorated != nil {
+		hook, ok = watcher.HookForDecorated(in.ctl, in.decorated, in.parent)
+	} else {
+		hook, ok = watcher.HookFor(in.ctl, in.parent)
+	}
+	if !ok {
+		return "", errors.New("the parent is being deleted, or no longer selected, and no finalizer of uc's holds it: uc sends it no request")
+	}
+	return hook, nil
+}
+
+// request builds the parent's sync or finalize request, a controller's or
+// a decorator's.
+func (in *inputs) request(hook string, related hooks.GroupedObjects) (any, error) {
+	if in.decorated == nil {
+		return in.syncRequest(hook, related)
+	}
+	attached, err := watcher.Attachments(in.children, in.ctl, in.parent)
+	if err != nil {
+		return nil, err
+	}
+	return watcher.NewDecoratorRequest(in.ctl, in.parent, attached, related, in.ctl.HookVersion(hook), hook == hooks.Finalize), nil
+}
+
+// check checks and plans a reply as the applier would.
+func (in *inputs) check(hook string, reply []byte, maxChildren int) (*Result, error) {
+	if in.decorated == nil {
+		checked, err := applier.Check(in.ctl, in.parent, hook, reply, maxChildren, in.children)
+		if err != nil {
+			return nil, err
+		}
+		resp := checked.Response
+		return newResult(in, hook, replied{status: resp.Status, children: resp.Children, resync: resp.ResyncAfterSeconds, finalized: resp.Finalized}, checked.Writes), nil
+	}
+	checked, err := applier.CheckDecoration(in.ctl, in.parent, hook, reply, maxChildren, in.children)
+	if err != nil {
+		return nil, err
+	}
+	resp := checked.Response
+	return newResult(in, hook, replied{status: resp.Status, children: resp.Attachments, resync: resp.ResyncAfterSeconds, finalized: resp.Finalized,
+		labels: resp.Labels, annotations: resp.Annotations}, checked.Writes), nil
 }
 
 // syncRequest builds the parent's sync or finalize request as the
@@ -149,7 +204,7 @@ func preparedParent(ctl *registry.Controller, parent *unstructured.Unstructured,
 		fmt.Fprintf(notes, "note: the parent has no metadata.uid; rendered with %s\n", uid)
 	}
 	parent.SetManagedFields(nil)
-	if !ctl.ParentSelector.Matches(labels.Set(parent.GetLabels())) {
+	if ctl.Decorator == nil && !ctl.ParentSelector.Matches(labels.Set(parent.GetLabels())) {
 		return fmt.Errorf("the parent's labels do not match %s's parentResource.labelSelector %q: uc does not sync it", ctl.Name, ctl.ParentSelector)
 	}
 	return nil
