@@ -277,7 +277,7 @@ func TestRenderInputs(t *testing.T) {
 	}{
 		{"no CRD for a custom resource", thing(hookPy, func(o *Options) { o.CRDs = nil }), "give its CustomResourceDefinition with --crd"},
 		{"a parent of another kind", thing(hookPy, func(o *Options) { o.Parent = "testdata/crd.yaml" }), "is a apiextensions.k8s.io/v1, Kind=CustomResourceDefinition"},
-		{"two controllers", thing(hookPy, func(o *Options) { o.Controller = append(o.Controller, "testdata/composite.yaml") }), "want one controller object"},
+		{"two controllers of the parent's kind", thing(hookPy, func(o *Options) { o.Controller = append(o.Controller, "testdata/composite.yaml") }), "2 of the controllers [things cc=things] have parents of the parent's kind"},
 		{"a bus-native hook without a command", thing("", nil), "give the command that serves it (--exec) or its URL (--url)"},
 		{"no such file", thing(hookPy, func(o *Options) { o.Observed = []string{"testdata/nothing.yaml"} }), "no such file"},
 	} {
