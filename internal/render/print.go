@@ -33,6 +33,10 @@ type Result struct {
 	ResyncAfterSeconds float64                    `json:"resyncAfterSeconds,omitempty"`
 	// Finalized is the finalize hook's answer.
 	Finalized *bool `json:"finalized,omitempty"`
+	// Events and Conditions are what the reply says back: Events recorded
+	// on the parent, conditions set in its status.
+	Events     []hooks.Event     `json:"events,omitempty"`
+	Conditions []hooks.Condition `json:"conditions,omitempty"`
 	// Children are the desired children as uc writes them.
 	Children []*unstructured.Unstructured `json:"children"`
 	// Plan is what the applier would do to each child, the desired ones
@@ -67,6 +71,8 @@ type replied struct {
 	resync              float64
 	finalized           bool
 	labels, annotations map[string]*string // a decorator's, for the object
+	events              []hooks.Event
+	conditions          []hooks.Condition
 }
 
 func newResult(in *inputs, hook string, resp replied, writes []applier.Write) *Result {
@@ -81,7 +87,8 @@ func newResult(in *inputs, hook string, resp replied, writes []applier.Write) *R
 	if resp.status != nil {
 		parent.Object["status"] = resp.status
 	}
-	r := &Result{Controller: in.ctl.Name, Hook: hook, Parent: parent, ResyncAfterSeconds: resp.resync, Children: resp.children}
+	r := &Result{Controller: in.ctl.Name, Hook: hook, Parent: parent, ResyncAfterSeconds: resp.resync, Children: resp.children,
+		Events: resp.events, Conditions: resp.conditions}
 	if hook == hooks.Finalize {
 		r.Finalized = &resp.finalized
 	}
@@ -203,6 +210,12 @@ func printResult(out io.Writer, format string, r *Result) error {
 	}
 	if r.Finalized != nil {
 		fmt.Fprintf(&b, "# finalized: %t\n", *r.Finalized)
+	}
+	for _, e := range r.Events {
+		fmt.Fprintf(&b, "# event: %s %s: %s\n", e.Type, e.Reason, e.Message)
+	}
+	for _, c := range r.Conditions {
+		fmt.Fprintf(&b, "# condition: %s=%s %s: %s\n", c.Type, c.Status, c.Reason, c.Message)
 	}
 	if err := document(&b, r.Parent); err != nil {
 		return err

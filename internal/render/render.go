@@ -147,7 +147,8 @@ func (in *inputs) check(hook string, reply []byte, maxChildren int) (*Result, er
 			return nil, err
 		}
 		resp := checked.Response
-		return newResult(in, hook, replied{status: resp.Status, children: resp.Children, resync: resp.ResyncAfterSeconds, finalized: resp.Finalized}, checked.Writes), nil
+		return newResult(in, hook, replied{status: resp.Status, children: resp.Children, resync: resp.ResyncAfterSeconds, finalized: resp.Finalized,
+			events: resp.Events, conditions: resp.Conditions}, checked.Writes), nil
 	}
 	checked, err := applier.CheckDecoration(in.ctl, in.parent, hook, reply, maxChildren, in.children)
 	if err != nil {

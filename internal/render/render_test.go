@@ -123,6 +123,16 @@ func TestRender(t *testing.T) {
 			t.Errorf("hook %s, finalized %v, children %d", r.Hook, r.Finalized, len(r.Children))
 		}
 	})
+	t.Run("a reply that speaks back", func(t *testing.T) {
+		r, _, err := render(t, thing(`echo '{"children": [], "events": [{"type": "Warning", "reason": "Low", "message": "m"}],
+			"conditions": [{"type": "Ready", "status": "False", "reason": "Waiting"}]}'`, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(r.Events, r.Conditions) != "[{Warning Low m}] [{Ready False Waiting }]" {
+			t.Errorf("events %v, conditions %v", r.Events, r.Conditions)
+		}
+	})
 	t.Run("a webhook", func(t *testing.T) {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			var req hooks.SyncRequest
