@@ -127,7 +127,8 @@ func TestUsageErrors(t *testing.T) {
 // the command line sets it.
 func TestEnv(t *testing.T) {
 	// A value of each flag type, unlike any default.
-	values := map[string]string{"string": "from-env", "int": "7", "int64": "7", "float64": "7.5", "bool": "true", "duration": "7s"}
+	values := map[string]string{"string": "from-env", "int": "7", "int64": "7", "float64": "7.5", "bool": "true", "duration": "7s",
+		"stringArray": "from-env"}
 	for _, c := range newRootCommand().Commands() {
 		c.Flags().VisitAll(func(f *pflag.Flag) {
 			if f.Name == "help" {
@@ -146,7 +147,11 @@ func TestEnv(t *testing.T) {
 				if err := setFromEnv(cmd.Flags()); err != nil {
 					t.Fatal(err)
 				}
-				if got := cmd.Flags().Lookup(f.Name).Value.String(); got != v {
+				want := v
+				if f.Value.Type() == "stringArray" {
+					want = "[" + v + "]" // one value of a repeatable flag
+				}
+				if got := cmd.Flags().Lookup(f.Name).Value.String(); got != want {
 					t.Errorf("%s=%s set --%s to %q", envName(f.Name), v, f.Name, got)
 				}
 			})
