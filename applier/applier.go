@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -356,7 +357,8 @@ func (a *Applier) applyTo(ctx context.Context, part *partition, ctl *registry.Co
 		actions, err = plan(ctl, parent, resp, cacheLookup{a.reg})
 	}
 	if err != nil {
-		return a.reject(ctx, log, ctl, parent, m, "InvalidHookReply", fmt.Errorf("%s hook reply rejected: %w", m.Hook, err))
+		reason, problem := invalidReply(m.Hook, err)
+		return a.reject(ctx, log, ctl, parent, m, reason, problem)
 	}
 	conditions := []metav1.Condition{syncedCondition(m.Generation)}
 	if ro != nil {
@@ -448,14 +450,37 @@ func (b *batch) decode(strict bool, maxChildren int) (map[string]*hooks.SyncResp
 // decorator's hooks.DecoratorResponse. Strict, a field the response type
 // does not have, or one given twice, is an error.
 func decodeReply[T any](r *reply, strict bool) (*T, error) {
-	if want := bus.ResponseType(r.meta.Hook); r.typ != want {
-		return nil, fmt.Errorf("event type %q, want %q", r.typ, want)
+	if err := checkType(r); err != nil {
+		return nil, err
 	}
+	return decodeData[T](r.meta.Hook, r.data, strict)
+}
+
+// checkType checks that a reply is its hook's response, not a failure.
+func checkType(r *reply) error {
+	if want := bus.ResponseType(r.meta.Hook); r.typ != want {
+		return fmt.Errorf("event type %q, want %q", r.typ, want)
+	}
+	return nil
+}
+
+// decodeData decodes the data of a hook's reply (see decodeReply).
+func decodeData[T any](hook string, data []byte, strict bool) (*T, error) {
 	var resp T
-	if err := hooks.DecodeReply(r.data, &resp, strict); err != nil {
-		return nil, fmt.Errorf("not a valid %s response: %w", r.meta.Hook, err)
+	if err := hooks.DecodeReply(data, &resp, strict); err != nil {
+		return nil, fmt.Errorf("not a valid %s response: %w", hook, err)
 	}
 	return &resp, nil
+}
+
+// decodeSync decodes the data of a sync or finalize reply, which may have
+// at most maxChildren children.
+func decodeSync(hook string, data []byte, strict bool, maxChildren int) (*hooks.SyncResponse, error) {
+	resp, err := decodeData[hooks.SyncResponse](hook, data, strict)
+	if err == nil {
+		err = checkCount(len(resp.Children), maxChildren)
+	}
+	return resp, err
 }
 
 // checkCount refuses a reply with more than limit children or attachments.
@@ -474,13 +499,25 @@ func decodeFailure(r *reply) (string, error) {
 	if err := utiljson.Unmarshal(r.data, &f); err != nil {
 		return "HookFailed", fmt.Errorf("%s hook failed (its failure report is unreadable: %w)", r.meta.Hook, err)
 	}
+	return failed(r.meta.Hook, f)
+}
+
+// failed is the reason and problem reported on the parent for a failure
+// report.
+func failed(hook string, f hooks.Failure) (string, error) {
 	switch {
 	case f.Deliveries == 0:
 		return f.Reason, errors.New(f.Message)
 	case f.Retrying:
-		return "HookFailed", fmt.Errorf("%s hook failed, will retry: %s: %s", r.meta.Hook, f.Reason, f.Message)
+		return "HookFailed", fmt.Errorf("%s hook failed, will retry: %s: %s", hook, f.Reason, f.Message)
 	}
-	return "HookFailed", fmt.Errorf("%s hook failed after %d deliveries: %s: %s", r.meta.Hook, f.Deliveries, f.Reason, f.Message)
+	return "HookFailed", fmt.Errorf("%s hook failed after %d deliveries: %s: %s", hook, f.Deliveries, f.Reason, f.Message)
+}
+
+// invalidReply is the reason and problem reported on the parent for a
+// reply uc refuses: err says why.
+func invalidReply(hook string, err error) (string, error) {
+	return "InvalidHookReply", fmt.Errorf("%s hook reply rejected: %w", hook, err)
 }
 
 // reject reports a reply that cannot be applied on the parent — a Warning
@@ -579,7 +616,7 @@ func classify(hook string, err error) (reason string, problem error) {
 	var refused *refusedError
 	switch {
 	case errors.As(err, &refused):
-		return "InvalidHookReply", fmt.Errorf("%s hook reply rejected: %w", hook, err)
+		return invalidReply(hook, err)
 	case permanent(err):
 		return "ApplyFailed", err
 	}
@@ -870,8 +907,22 @@ func (e *refusedError) Unwrap() error { return e.error }
 // FieldManager is the server-side apply field manager of a controller.
 func FieldManager(controller string) string { return "uc/" + controller }
 
-// cacheLookup reads children from the registry's shared informers.
-type cacheLookup struct{ reg *registry.Registry }
+// Cache holds the live objects of child resources: the registry's shared
+// informers, or any other set of objects.
+type Cache interface {
+	// Owned lists the objects of a child resource whose controller is
+	// owner.
+	Owned(gvr schema.GroupVersionResource, namespace string, owner types.UID) ([]*unstructured.Unstructured, error)
+	// Orphans lists the objects of a child resource in namespace ("" for
+	// all) that no controller owns.
+	Orphans(gvr schema.GroupVersionResource, namespace string) ([]*unstructured.Unstructured, error)
+	// Object returns an object; namespace is "" for a cluster-scoped one.
+	Object(gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error)
+}
+
+// cacheLookup reads children from a cache: the registry's shared
+// informers.
+type cacheLookup struct{ reg Cache }
 
 func (c cacheLookup) owned(ch *registry.Child, namespace string, owner types.UID) ([]*unstructured.Unstructured, error) {
 	return c.reg.Owned(ch.GVR, namespace, owner)

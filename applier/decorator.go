@@ -82,16 +82,16 @@ func (a *Applier) applyDecoration(ctx context.Context, part *partition, ctl *reg
 		reason, problem := decodeFailure(f)
 		return a.rejectDecorated(log, ctl, m, obj, reason, problem)
 	}
-	resp, err := decodeReply[hooks.DecoratorResponse](b.latest(), ctl.Spec.Hooks.Named(m.Hook).StrictReplies())
-	if err == nil {
-		err = checkCount(len(resp.Attachments), a.opts.MaxChildren)
-	}
+	r := b.latest()
+	err := checkType(r)
+	var resp *hooks.DecoratorResponse
 	var actions []action
 	if err == nil {
-		actions, err = planAttachments(ctl, obj, resp, cacheLookup{a.reg})
+		resp, actions, err = planDecoration(ctl, obj, r.meta.Hook, r.data, a.opts.MaxChildren, cacheLookup{a.reg})
 	}
 	if err != nil {
-		return a.rejectDecorated(log, ctl, m, obj, "InvalidHookReply", fmt.Errorf("%s hook reply rejected: %w", m.Hook, err))
+		reason, problem := invalidReply(m.Hook, err)
+		return a.rejectDecorated(log, ctl, m, obj, reason, problem)
 	}
 	if _, err := a.execute(ctx, ctl, obj, actions); err != nil {
 		if reason, problem := classify(m.Hook, err); problem != nil {
@@ -136,6 +136,20 @@ func (a *Applier) rejectDecorated(log *slog.Logger, ctl *registry.Controller, m 
 	a.observer().Rejected(m, reason)
 	a.warn(ctl, obj, reason, problem.Error())
 	return nil
+}
+
+// planDecoration decodes the data of a decorator's reply, which may have at
+// most maxChildren attachments, and plans its attachments' writes.
+func planDecoration(ctl *registry.Controller, obj *unstructured.Unstructured, hook string, data []byte, maxChildren int, live liveObjects) (*hooks.DecoratorResponse, []action, error) {
+	resp, err := decodeData[hooks.DecoratorResponse](hook, data, ctl.Spec.Hooks.Named(hook).StrictReplies())
+	if err == nil {
+		err = checkCount(len(resp.Attachments), maxChildren)
+	}
+	var actions []action
+	if err == nil {
+		actions, err = planAttachments(ctl, obj, resp, live)
+	}
+	return resp, actions, err
 }
 
 // planAttachments turns a decorator's reply into the writes that make the

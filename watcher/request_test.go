@@ -1,7 +1,7 @@
 package watcher
 
 // Golden-file tests of the hook contract. The requests are built by
-// newSyncRequest from fixture objects and compared with recorded JSON in
+// NewSyncRequest from fixture objects and compared with recorded JSON in
 // testdata/; the replies are recorded Metacontroller-style replies decoded
 // into hooks.SyncResponse. Regenerate the golden files with
 //
@@ -259,7 +259,7 @@ data: {key: value}
 func TestSyncRequestGolden(t *testing.T) {
 	for _, tc := range requestCases(t) {
 		t.Run(strings.TrimSuffix(tc.golden, ".json"), func(t *testing.T) {
-			req := newSyncRequest(tc.ctl, tc.parent, tc.claimed, tc.related, tc.version, tc.finalizing)
+			req := NewSyncRequest(tc.ctl, tc.parent, tc.claimed, tc.related, tc.version, tc.finalizing)
 			got := indentJSON(t, req)
 			golden.Check(t, tc.golden, got)
 

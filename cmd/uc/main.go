@@ -10,6 +10,7 @@
 //	uc trace        shows where one parent is along the pipeline, and why
 //	uc dlq          lists, shows and replays the requests no hook could serve
 //	uc resync       asks the watcher for an immediate sync of a parent
+//	uc render       calls a hook once, offline, and shows what uc would do with its reply
 //	uc version      prints uc's version, commit and build date
 //
 // Every flag can also be set as an environment variable: --nats-url is
@@ -105,6 +106,7 @@ on the command line wins over its variable.`,
 		traceCommand(),
 		dlqCommand(),
 		resyncCommand(),
+		renderCommand(),
 		versionCommand(),
 	)
 	for _, c := range subcommands(root) {

@@ -86,14 +86,14 @@ func flagLine(help, name string) string {
 	return ""
 }
 
-// TestCommands: uc's commands are the roles, nats-config, the commands
-// that look into the pipeline, and version.
+// TestCommands: uc's commands are the roles, nats-config, worker, render,
+// the commands that look into the pipeline, and version.
 func TestCommands(t *testing.T) {
 	var names []string
 	for _, c := range subcommands(newRootCommand()) {
 		names = append(names, strings.Join(commandPath(c), " "))
 	}
-	for _, want := range []string{"run", "watcher", "dispatcher", "applier", "nats-config", "trace", "dlq ls", "dlq show", "dlq replay", "resync", "version"} {
+	for _, want := range []string{"run", "watcher", "dispatcher", "applier", "nats-config", "worker", "render", "trace", "dlq ls", "dlq show", "dlq replay", "resync", "version"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("no command %s among %v", want, names)
 		}
@@ -137,7 +137,8 @@ func TestUsageErrors(t *testing.T) {
 // the command line sets it.
 func TestEnv(t *testing.T) {
 	// A value of each flag type, unlike any default.
-	values := map[string]string{"string": "from-env", "int": "7", "int64": "7", "float64": "7.5", "bool": "true", "duration": "7s"}
+	values := map[string]string{"string": "from-env", "int": "7", "int64": "7", "float64": "7.5", "bool": "true", "duration": "7s",
+		"stringArray": "from-env"}
 	for _, c := range subcommands(newRootCommand()) {
 		c.Flags().VisitAll(func(f *pflag.Flag) {
 			if f.Name == "help" {
@@ -156,7 +157,11 @@ func TestEnv(t *testing.T) {
 				if err := setFromEnv(cmd.Flags()); err != nil {
 					t.Fatal(err)
 				}
-				if got := cmd.Flags().Lookup(f.Name).Value.String(); got != v {
+				want := v
+				if f.Value.Type() == "stringArray" {
+					want = "[" + v + "]" // one value of a repeatable flag
+				}
+				if got := cmd.Flags().Lookup(f.Name).Value.String(); got != want {
 					t.Errorf("%s=%s set --%s to %q", envName(f.Name), v, f.Name, got)
 				}
 			})

@@ -107,8 +107,9 @@ type Error struct {
 func (e *Error) Error() string { return e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
-// reasonOf classifies a failed call.
-func reasonOf(err error) (reason string, retryAfter time.Duration) {
+// ReasonOf classifies a failed call: the reason a hooks.Failure reports,
+// and how long the hook asked to wait before the next try.
+func ReasonOf(err error) (reason string, retryAfter time.Duration) {
 	var e *Error
 	switch {
 	case errors.As(err, &e):

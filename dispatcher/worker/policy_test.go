@@ -65,9 +65,9 @@ func TestReasonOf(t *testing.T) {
 		{fmt.Errorf("wrapped: %w", &Error{Reason: ReasonHTTPError, RetryAfter: 3 * time.Second, Err: errors.New("429")}), ReasonHTTPError, 3 * time.Second},
 		{&Error{Reason: ReasonInvalidReply, Err: errors.New("html")}, ReasonInvalidReply, 0},
 	} {
-		reason, after := reasonOf(tc.err)
+		reason, after := ReasonOf(tc.err)
 		if reason != tc.reason || after != tc.retryAfter {
-			t.Errorf("reasonOf(%v) = %s, %s; want %s, %s", tc.err, reason, after, tc.reason, tc.retryAfter)
+			t.Errorf("ReasonOf(%v) = %s, %s; want %s, %s", tc.err, reason, after, tc.reason, tc.retryAfter)
 		}
 	}
 }

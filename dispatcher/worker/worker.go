@@ -333,7 +333,7 @@ func (s *server) serve(ctx context.Context, msg jetstream.Msg) {
 	if md, mdErr := msg.Metadata(); mdErr == nil {
 		deliveries = int(md.NumDelivered)
 	}
-	reason, retryAfter := reasonOf(err)
+	reason, retryAfter := ReasonOf(err)
 	if deliveries >= policy.MaxDeliveries {
 		s.deadLetter(ctx, msg, req, meta, hooks.Failure{Reason: reason, Message: err.Error(), Deliveries: deliveries}, log)
 		return
@@ -377,17 +377,18 @@ func (s *server) holdOff(parent types.UID, d time.Duration) time.Duration {
 // retried, then dead-lettered, and the worker stays up.
 func (s *server) answer(ctx context.Context, req *event.Event, meta bus.Meta, timeout time.Duration) (err error) {
 	defer recovery.Recover(&err, recovery.Hook, Logger(ctx))
-	reply, err := s.call(ctx, req, timeout)
+	reply, err := Call(ctx, s.h, req.Data(), timeout)
 	if err != nil {
 		return err
 	}
 	return s.publish(ctx, req, meta, bus.ResponseType(meta.Hook), reply)
 }
 
-// call runs the handler with the timeout. A handler that does not return in
-// time is left behind, so it never holds up other requests; a panic becomes
-// an error.
-func (s *server) call(ctx context.Context, req *event.Event, timeout time.Duration) (any, error) {
+// Call calls h with a request's data within timeout, as Serve does. A
+// handler that does not return in time is left behind, so it never holds
+// up other requests; a panic becomes an error. ReasonOf tells why a call
+// failed.
+func Call(ctx context.Context, h Handler, data []byte, timeout time.Duration) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	type result struct {
@@ -399,7 +400,7 @@ func (s *server) call(ctx context.Context, req *event.Event, timeout time.Durati
 		var r result
 		defer func() { done <- r }()
 		defer recovery.Recover(&r.err, recovery.Hook, Logger(ctx))
-		r.reply, r.err = s.h.Handle(ctx, req.Data())
+		r.reply, r.err = h.Handle(ctx, data)
 	}()
 	select {
 	case r := <-done:

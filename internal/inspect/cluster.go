@@ -109,7 +109,7 @@ func (c *Cluster) controllers(ctx context.Context, name string) ([]*registry.Con
 	}
 	var out []*registry.Controller
 	for i := range objs {
-		ctl, err := registry.ResolveController(&objs[i], objs[i].GetName(), c.resolve)
+		ctl, err := registry.NewController(&objs[i], objs[i].GetName(), c.resolve)
 		switch {
 		case err == nil:
 			out = append(out, ctl)

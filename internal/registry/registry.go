@@ -368,10 +368,11 @@ func (r *Registry) set(name string, old, cur *Controller) {
 	}
 }
 
-// resolve turns a UniversalController object into a Controller whose
-// parent resource has a status subresource.
+// resolve turns a UniversalController object into a Controller, its
+// resources resolved through discovery. Its parent resource must have a
+// status subresource.
 func (r *Registry) resolve(u *unstructured.Unstructured, name string) (*Controller, error) {
-	c, err := ResolveController(u, name, r.Resolve)
+	c, err := NewController(u, name, r.Resolve)
 	if err != nil {
 		return nil, err
 	}
@@ -381,9 +382,15 @@ func (r *Registry) resolve(u *unstructured.Unstructured, name string) (*Controll
 	return c, nil
 }
 
-// ResolveController turns a UniversalController object into the Controller
-// of that name, its resources resolved by resolve.
-func ResolveController(u *unstructured.Unstructured, name string, resolve func(v1alpha1.ResourceRule) (Resource, error)) (*Controller, error) {
+// ResolveFunc resolves an apiVersion and plural resource name: Registry's
+// Resolve through discovery, or anything that knows the resources without
+// a cluster.
+type ResolveFunc func(v1alpha1.ResourceRule) (Resource, error)
+
+// NewController turns a UniversalController object (or a CompositeController,
+// its spec the same field for field) into the Controller named name, its
+// resources resolved with resolve.
+func NewController(u *unstructured.Unstructured, name string, resolve ResolveFunc) (*Controller, error) {
 	var uc v1alpha1.UniversalController
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &uc); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", u.GetName(), err)
@@ -430,16 +437,22 @@ func (r *Registry) Resolve(rule v1alpha1.ResourceRule) (Resource, error) {
 // mapper, resetting it once when the resource is not known yet (its CRD
 // may be new).
 func ResolveResource(mapper meta.ResettableRESTMapper, rule v1alpha1.ResourceRule) (Resource, error) {
+	res, err := ResolveWith(mapper, rule)
+	if meta.IsNoMatchError(err) {
+		mapper.Reset()
+		res, err = ResolveWith(mapper, rule)
+	}
+	return res, err
+}
+
+// ResolveWith resolves an apiVersion and plural resource name with mapper.
+func ResolveWith(mapper meta.RESTMapper, rule v1alpha1.ResourceRule) (Resource, error) {
 	gv, err := schema.ParseGroupVersion(rule.APIVersion)
 	if err != nil {
 		return Resource{}, fmt.Errorf("apiVersion %q: %w", rule.APIVersion, err)
 	}
 	gvr := gv.WithResource(rule.Resource)
 	gvk, err := mapper.KindFor(gvr)
-	if meta.IsNoMatchError(err) {
-		mapper.Reset()
-		gvk, err = mapper.KindFor(gvr)
-	}
 	if err != nil {
 		return Resource{}, fmt.Errorf("resolve %s: %w", gvr, err)
 	}
