@@ -541,26 +541,33 @@ func (r *Registry) Orphans(gvr schema.GroupVersionResource, namespace string) ([
 	if err != nil {
 		return nil, fmt.Errorf("list orphan %s: %w", gvr.Resource, err)
 	}
+	return inNamespace(objs, namespace), nil
+}
+
+// Owned lists the objects of a child resource whose controller is owner, in
+// namespace (the owner's), or in every namespace when namespace is "". An
+// object elsewhere that names a namespaced owner is not its child — the
+// garbage collector does not honour such a reference either — and uc must
+// not act on it: whoever could write it there would steer uc's writes into
+// a namespace the parent has no say in.
+func (r *Registry) Owned(gvr schema.GroupVersionResource, namespace string, owner types.UID) ([]*unstructured.Unstructured, error) {
+	objs, err := r.Informer(gvr).GetIndexer().ByIndex(ownerIndex, string(owner))
+	if err != nil {
+		return nil, fmt.Errorf("list %s owned by %s: %w", gvr.Resource, owner, err)
+	}
+	return inNamespace(objs, namespace), nil
+}
+
+// inNamespace are the objects in namespace, or all of them when namespace
+// is "".
+func inNamespace(objs []any, namespace string) []*unstructured.Unstructured {
 	out := make([]*unstructured.Unstructured, 0, len(objs))
 	for _, o := range objs {
 		if u := o.(*unstructured.Unstructured); namespace == "" || u.GetNamespace() == namespace {
 			out = append(out, u)
 		}
 	}
-	return out, nil
-}
-
-// Owned lists the objects of a child resource whose controller is owner.
-func (r *Registry) Owned(gvr schema.GroupVersionResource, namespace string, owner types.UID) ([]*unstructured.Unstructured, error) {
-	objs, err := r.Informer(gvr).GetIndexer().ByIndex(ownerIndex, string(owner))
-	if err != nil {
-		return nil, fmt.Errorf("list %s owned by %s: %w", gvr.Resource, owner, err)
-	}
-	out := make([]*unstructured.Unstructured, 0, len(objs))
-	for _, o := range objs {
-		out = append(out, o.(*unstructured.Unstructured))
-	}
-	return out, nil
+	return out
 }
 
 // startInformers starts the informers a controller needs and waits until
