@@ -896,6 +896,14 @@ func leftBehind(out *unstructured.Unstructured, manager string, former sets.Set[
 		}
 		*into = (*into).Union(&set)
 	}
+	// A map or list the apply sets something in is the apply's too: an
+	// Update entry keeps owning the map itself ("f:data: {}") once the
+	// apply has taken every field in it, and that removes nothing.
+	for p := range applied.All() {
+		for i := 1; i < len(p); i++ {
+			applied.Insert(p[:i].Copy())
+		}
+	}
 	return !updated.Difference(applied).Empty(), nil
 }
 

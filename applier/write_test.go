@@ -126,12 +126,28 @@ func TestLeftBehind(t *testing.T) {
 		keepDrop = `{"f:data":{".":{},"f:drop":{},"f:keep":{}},"f:metadata":{"f:labels":{".":{},"f:app":{}}}}`
 		keep     = `{"f:data":{".":{},"f:keep":{}},"f:metadata":{"f:labels":{".":{},"f:app":{}}}}`
 	)
+	// What a create and a force apply of the same fields, one value
+	// changed, leave (read from kube-apiserver 1.34): the Update entry
+	// keeps the maps themselves.
+	const (
+		createdThenApplied = `{"f:data":{},"f:metadata":{"f:annotations":{},"f:labels":{".":{},"f:app":{}},"f:ownerReferences":{".":{},"k:{\"uid\":\"u\"}":{}}}}`
+		applied            = `{"f:data":{"f:payload":{}},"f:metadata":{"f:annotations":{"f:universalcontroller.dev/applied-hash":{}},"f:labels":{"f:app":{}},"f:ownerReferences":{"k:{\"uid\":\"u\"}":{}}}}`
+		appliedNoLabels    = `{"f:data":{"f:payload":{}},"f:metadata":{"f:annotations":{"f:universalcontroller.dev/applied-hash":{}},"f:ownerReferences":{"k:{\"uid\":\"u\"}":{}}}}`
+	)
 	for _, tc := range []struct {
 		name    string
 		entries []metav1.ManagedFieldsEntry
 		former  []string
 		want    bool
 	}{
+		{"created, then applied with a value changed", []metav1.ManagedFieldsEntry{
+			entry(manager, metav1.ManagedFieldsOperationApply, applied, ""),
+			entry(manager, metav1.ManagedFieldsOperationUpdate, createdThenApplied, ""),
+		}, nil, false},
+		{"created, then applied without its labels", []metav1.ManagedFieldsEntry{
+			entry(manager, metav1.ManagedFieldsOperationApply, appliedNoLabels, ""),
+			entry(manager, metav1.ManagedFieldsOperationUpdate, createdThenApplied, ""),
+		}, nil, true},
 		{"applied from the start", []metav1.ManagedFieldsEntry{entry(manager, metav1.ManagedFieldsOperationApply, keep, "")}, nil, false},
 		{"created, every field still applied", []metav1.ManagedFieldsEntry{
 			entry(manager, metav1.ManagedFieldsOperationUpdate, keepDrop, ""),
