@@ -27,8 +27,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 var compositeGVR = schema.GroupVersionResource{Group: "e2e.universalcontroller.dev", Version: "v1", Resource: "composites"}
@@ -67,7 +67,7 @@ func hookSawLatest(ctx context.Context, rec *recorder, ns, name string) error {
 }
 
 // handler serves fn as the hook, recording every call before it runs.
-func (r *recorder) handler(hook string, fn func(context.Context, *hooks.SyncRequest) (any, error)) worker.Handler {
+func (r *recorder) handler(hook string, fn func(context.Context, *hooks.SyncRequest) (any, error)) hook.Handler {
 	return recordingHandler{hook, r, fn}
 }
 
@@ -106,7 +106,7 @@ func (r *recorder) of(namespace, name string) []hookCall {
 func (r *recorder) count(namespace, name string) int { return len(r.of(namespace, name)) }
 
 // typed adapts a SyncFunc to recorder.handler.
-func typed(fn worker.SyncFunc) func(context.Context, *hooks.SyncRequest) (any, error) {
+func typed(fn hook.SyncFunc) func(context.Context, *hooks.SyncRequest) (any, error) {
 	return func(ctx context.Context, req *hooks.SyncRequest) (any, error) {
 		resp, err := fn(ctx, req)
 		if err != nil {

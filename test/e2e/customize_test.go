@@ -14,9 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	propagation "universalcontroller.dev/uc/examples/configmap-propagation"
 	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 var propagationGVR = schema.GroupVersionResource{Group: "examples.universalcontroller.dev", Version: "v1", Resource: "configmappropagations"}
@@ -37,9 +37,9 @@ func TestConfigMapPropagation(t *testing.T) {
 		}
 		return resp, err
 	}
-	for _, h := range []worker.Handler{worker.Customize(customize), worker.Sync(propagation.Sync)} {
+	for _, h := range []hook.Handler{hook.Customize(customize), hook.Sync(propagation.Sync)} {
 		go func() {
-			if err := worker.Serve(ctx, env.js, propagation.Controller, h); err != nil && ctx.Err() == nil {
+			if err := hook.Serve(ctx, env.js, propagation.Controller, h); err != nil && ctx.Err() == nil {
 				t.Errorf("worker: %v", err)
 			}
 		}()

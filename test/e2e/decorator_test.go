@@ -30,12 +30,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	servicepp "universalcontroller.dev/uc/examples/service-per-pod"
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 var (
@@ -64,7 +64,7 @@ func newDecoratorCalls() *decoratorCalls {
 
 // record wraps fn: every call is recorded, then waits while its object is
 // held, then runs fn.
-func (c *decoratorCalls) record(fn worker.DecoratorFunc) worker.DecoratorFunc {
+func (c *decoratorCalls) record(fn hook.DecoratorFunc) hook.DecoratorFunc {
 	return func(ctx context.Context, req *hooks.DecoratorRequest) (*hooks.DecoratorResponse, error) {
 		call := decoratorCall{finalizing: req.Finalizing, attachments: map[string][]string{}}
 		for group, objs := range req.Attachments {
@@ -218,9 +218,9 @@ func TestDecoratorServicePerPod(t *testing.T) {
 	ns := namespace(t)
 	calls := newDecoratorCalls()
 	serveHooks(t, bus.DecoratorController(servicepp.ServicePerPod),
-		worker.DecoratorSync(calls.record(servicepp.SyncServicePerPod)),
-		worker.DecoratorFinalize(calls.record(servicepp.FinalizeServicePerPod)))
-	serveHooks(t, bus.DecoratorController(servicepp.PodNameLabel), worker.DecoratorSync(servicepp.SyncPodNameLabel))
+		hook.DecoratorSync(calls.record(servicepp.SyncServicePerPod)),
+		hook.DecoratorFinalize(calls.record(servicepp.FinalizeServicePerPod)))
+	serveHooks(t, bus.DecoratorController(servicepp.PodNameLabel), hook.DecoratorSync(servicepp.SyncPodNameLabel))
 	registerManifest(t, "examples/service-per-pod/decorators.yaml", nil)
 	for _, name := range []string{servicepp.ServicePerPod, servicepp.PodNameLabel} {
 		eventually(t, time.Minute, func() error { return decoratorReady(ctx, name, "True", "running") })
@@ -338,7 +338,7 @@ func TestDecoratorClusterScopedObject(t *testing.T) {
 			}}},
 		}, nil
 	}
-	serveHooks(t, bus.DecoratorController(name), worker.Customize(customize), worker.DecoratorSync(calls.record(sync)))
+	serveHooks(t, bus.DecoratorController(name), hook.Customize(customize), hook.DecoratorSync(calls.record(sync)))
 	registerDecorator(t, name, map[string]any{
 		"resources": []any{map[string]any{"apiVersion": "v1", "resource": "namespaces",
 			"labelSelector": map[string]any{"matchLabels": map[string]any{label: "yes"}}}},
@@ -397,7 +397,7 @@ func TestDecoratorClusterScopedObject(t *testing.T) {
 func TestDecoratorOnCRDs(t *testing.T) {
 	ctx := t.Context()
 	const name, label = "e2e-crd-reader", "e2e.universalcontroller.dev/reader-role"
-	serveHooks(t, bus.DecoratorController(name), worker.DecoratorSync(func(_ context.Context, req *hooks.DecoratorRequest) (*hooks.DecoratorResponse, error) {
+	serveHooks(t, bus.DecoratorController(name), hook.DecoratorSync(func(_ context.Context, req *hooks.DecoratorRequest) (*hooks.DecoratorResponse, error) {
 		group, _, _ := unstructured.NestedString(req.Object.Object, "spec", "group")
 		plural, _, _ := unstructured.NestedString(req.Object.Object, "spec", "names", "plural")
 		role := req.Object.GetName() + "-reader"
@@ -473,7 +473,7 @@ func TestDecoratorHookVersions(t *testing.T) {
 	for _, version := range []string{"v1", "v2"} {
 		name := "e2e-hook-" + version
 		calls[name] = newDecoratorCalls()
-		serveHooks(t, bus.DecoratorController(name), worker.DecoratorSync(calls[name].record(echoDecoration)))
+		serveHooks(t, bus.DecoratorController(name), hook.DecoratorSync(calls[name].record(echoDecoration)))
 		registerDecorator(t, name, map[string]any{
 			"resources":   decorateesOf(label),
 			"attachments": configMapAttachments,
@@ -577,7 +577,7 @@ func TestDecoratorBadInput(t *testing.T) {
 	installCRD(t, "test/e2e/testdata/decoratee-crd.yaml", decorateeGVR)
 	const name, label = "e2e-bad", "e2e.universalcontroller.dev/bad"
 	calls := newDecoratorCalls()
-	serveHooks(t, bus.DecoratorController(name), worker.DecoratorSync(calls.record(echoDecoration)))
+	serveHooks(t, bus.DecoratorController(name), hook.DecoratorSync(calls.record(echoDecoration)))
 	registerDecorator(t, name, map[string]any{
 		"resources":   decorateesOf(label),
 		"attachments": configMapAttachments,
@@ -621,7 +621,7 @@ func TestDecoratorBadInput(t *testing.T) {
 		// does not: the decorator runs for none of them, so a Decoratee
 		// the first resource selects is left alone until the spec is fixed.
 		const partly, partlyLabel = "e2e-partly", "e2e.universalcontroller.dev/partly"
-		serveHooks(t, bus.DecoratorController(partly), worker.DecoratorSync(echoDecoration))
+		serveHooks(t, bus.DecoratorController(partly), hook.DecoratorSync(echoDecoration))
 		nowhere := map[string]any{"apiVersion": "nowhere.e2e.universalcontroller.dev/v1", "resource": "widgets"}
 		createClusterScoped(t, v1alpha1.DecoratorResource, &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "universalcontroller.dev/v1alpha1", "kind": "UniversalDecorator",

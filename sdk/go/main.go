@@ -1,4 +1,4 @@
-package worker
+package hook
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"universalcontroller.dev/uc/internal/natsauth"
+	"universalcontroller.dev/uc/schemas/bus"
 )
 
 // Main is a hook worker's whole main function: it connects to NATS, serves
@@ -25,7 +25,7 @@ import (
 // ($NATS_TOKEN), --nats-tls-ca ($NATS_TLS_CA), --nats-tls-cert
 // ($NATS_TLS_CERT), --nats-tls-key ($NATS_TLS_KEY).
 func Main(controller string, handlers ...Handler) {
-	var conn Connection
+	var conn bus.Connection
 	flag.StringVar(&conn.URL, "nats-url", envOr("NATS_URL", nats.DefaultURL), "NATS server URL")
 	conn.RegisterFlags(flag.CommandLine, func(name string) string {
 		return os.Getenv(strings.ToUpper(strings.ReplaceAll(name, "-", "_")))
@@ -41,17 +41,17 @@ func Main(controller string, handlers ...Handler) {
 }
 
 // Run connects to NATS and serves the handlers until ctx ends. Responses
-// come to the controller's own inbox prefix (natsauth.HookInbox) unless
+// come to the controller's own inbox prefix (bus.HookInbox) unless
 // conn sets one. It stops with an error when the server refuses an
 // operation: a worker whose NATS user may not serve this controller
 // cannot do its work.
-func Run(ctx context.Context, conn Connection, controller string, handlers []Handler, opts ...Option) error {
+func Run(ctx context.Context, conn bus.Connection, controller string, handlers []Handler, opts ...Option) error {
 	o := options{log: slog.Default()}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	if conn.InboxPrefix == "" {
-		conn.InboxPrefix = natsauth.HookInbox(controller)
+		conn.InboxPrefix = bus.HookInbox(controller)
 	}
 	ctx, refuse := context.WithCancelCause(ctx)
 	defer refuse(nil)

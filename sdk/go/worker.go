@@ -1,4 +1,4 @@
-// Package worker is the Go SDK for bus-native hooks: it serves a Go function
+// Package hook is the Go SDK for bus-native hooks: it serves a Go function
 // as one controller's hook, consuming the hook's requests from JetStream and
 // publishing its replies, with bounded concurrency and graceful shutdown.
 // It keeps the delivery promises of the controller's spec.hooks.<hook>.delivery
@@ -10,13 +10,13 @@
 //
 //	func sync(ctx context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error) { ... }
 //
-//	func main() { worker.Main("foo-controller", worker.Sync(sync)) }
+//	func main() { hook.Main("foo-controller", hook.Sync(sync)) }
 //
 // A UniversalDecorator's hooks are served the same way, under its controller
 // name on the bus and with DecoratorSync and DecoratorFinalize:
 //
-//	worker.Main(bus.DecoratorController("service-per-pod"), worker.DecoratorSync(sync))
-package worker
+//	hook.Main(bus.DecoratorController("service-per-pod"), hook.DecoratorSync(sync))
+package hook
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package worker_test
+package hook_test
 
 import (
 	"context"
@@ -9,10 +9,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // badStatus is a reply value whose encoding panics.
@@ -54,7 +54,7 @@ func TestServePanickingHook(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	served := make(chan error, 1)
-	go func() { served <- worker.Serve(ctx, js, "c", h) }()
+	go func() { served <- hook.Serve(ctx, js, "c", h) }()
 	before := testutil.ToFloat64(recovery.Panics.WithLabelValues(recovery.Hook))
 
 	for _, tc := range []struct{ name, message string }{
@@ -63,8 +63,8 @@ func TestServePanickingHook(t *testing.T) {
 	} {
 		m := request(t, js, tc.name, fastDelivery)
 		dl := last(t, js, bus.DeadLetterStream, m.DeadLetterSubject())
-		if got := dl.Header.Get(worker.HeaderFailureReason); got != worker.ReasonWorkerError {
-			t.Errorf("%s: dead letter reason %q, want %q", tc.name, got, worker.ReasonWorkerError)
+		if got := dl.Header.Get(hook.HeaderFailureReason); got != hook.ReasonWorkerError {
+			t.Errorf("%s: dead letter reason %q, want %q", tc.name, got, hook.ReasonWorkerError)
 		}
 		e, _ := decode(t, last(t, js, bus.ReplyStream, m.ReplySubject()))
 		var f hooks.Failure
