@@ -17,6 +17,7 @@ import (
 	"knative.dev/pkg/resolver"
 	"knative.dev/pkg/tracker"
 
+	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 	hook "universalcontroller.dev/uc/sdk/go"
@@ -145,7 +146,7 @@ func (d *Dispatcher) start(key hookKey, s *servedHook) {
 	log.Info("serving hook", "webhook", s.spec.Webhook != nil, "destination", s.spec.Destination != nil, "concurrency", concurrency)
 	d.wg.Go(func() {
 		for delay := time.Second; ctx.Err() == nil; delay = min(2*delay, time.Minute) {
-			err := hook.Serve(ctx, d.js, key.controller, h, hook.WithConcurrency(concurrency), hook.WithLogger(d.log))
+			err := hook.Serve(ctx, d.js, key.controller, h, hook.WithConcurrency(concurrency), hook.WithLogger(d.log), hook.OnPanic(countPanic))
 			if ctx.Err() != nil {
 				return
 			}
@@ -157,6 +158,9 @@ func (d *Dispatcher) start(key hookKey, s *servedHook) {
 		}
 	})
 }
+
+// countPanic counts a delivery's panic, which the SDK recovered.
+func countPanic() { recovery.Panics.WithLabelValues(recovery.Hook).Inc() }
 
 func (d *Dispatcher) handler(hook string, s *servedHook) hook.Handler {
 	if s.spec.Webhook != nil {

@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -32,10 +33,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 
-	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
@@ -132,6 +130,7 @@ type options struct {
 	concurrency int
 	policy      Policy
 	log         *slog.Logger
+	onPanic     func()
 }
 
 // WithConcurrency sets how many requests are served at once (default 16).
@@ -146,6 +145,11 @@ func WithTimeout(d time.Duration) Option { return func(o *options) { o.policy.Ti
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
+// OnPanic calls fn whenever a call panicked: the handler, or the encoding
+// of its reply. The panic is logged with its stack and fails the call,
+// which is retried; the worker stays up. (uc counts them in its metrics.)
+func OnPanic(fn func()) Option { return func(o *options) { o.onPanic = fn } }
+
 // Serve serves h as the named controller's hook until ctx ends, then stops
 // taking requests and waits for those in flight. It waits for the hook's
 // consumer, which uc creates when the controller is registered, and, when
@@ -158,7 +162,7 @@ func Serve(ctx context.Context, js jetstream.JetStream, controller string, h Han
 	}
 	s := &server{js: js, controller: controller, h: h, opts: o,
 		log:       o.log.With("controller", controller, "hook", h.Hook()),
-		notBefore: map[types.UID]time.Time{}}
+		notBefore: map[string]time.Time{}}
 	// One queue across consumers: a request in service when its consumer
 	// was made anew is not served twice at once.
 	q := newParentQueue(o.concurrency)
@@ -183,7 +187,7 @@ type server struct {
 	log        *slog.Logger
 
 	mu        sync.Mutex
-	notBefore map[types.UID]time.Time // parents whose hook asked to wait (429 Retry-After)
+	notBefore map[string]time.Time // by parent UID: parents whose hook asked to wait (429 Retry-After)
 }
 
 // consumer waits until the hook's durable consumer exists.
@@ -271,12 +275,19 @@ func pull(ctx context.Context, cons jetstream.Consumer, n int, add func(jetstrea
 // a NATS server restarted without the consumer: its pulls go unanswered.
 func (s *server) watchConsumer(ctx context.Context, cons jetstream.Consumer, stop context.CancelFunc) {
 	created := cons.CachedInfo().Created
-	err := wait.PollUntilContextCancel(ctx, bus.CheckEvery, false, func(ctx context.Context) (bool, error) {
+	tick := time.NewTicker(bus.CheckEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
 		info, err := cons.Info(ctx)
-		return errors.Is(err, jetstream.ErrConsumerNotFound) || (err == nil && !info.Created.Equal(created)), nil
-	})
-	if err == nil {
-		stop()
+		if errors.Is(err, jetstream.ErrConsumerNotFound) || (err == nil && !info.Created.Equal(created)) {
+			stop()
+			return
+		}
 	}
 }
 
@@ -311,7 +322,7 @@ func (s *server) serve(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	log := s.log.With("parent", meta.Key(), "request", req.ID())
-	if wait := s.holdOff(meta.ParentUID, 0); wait > 0 {
+	if wait := s.holdOff(string(meta.ParentUID), 0); wait > 0 {
 		log.Debug("hook asked to wait", "retryIn", wait)
 		_ = msg.NakWithDelay(wait)
 		return
@@ -336,7 +347,7 @@ func (s *server) serve(ctx context.Context, msg jetstream.Msg) {
 	}
 	delay := policy.jitteredBackoff(deliveries)
 	if retryAfter > 0 {
-		delay = s.holdOff(meta.ParentUID, retryAfter)
+		delay = s.holdOff(string(meta.ParentUID), retryAfter)
 	}
 	log.Warn("hook failed; will retry", "reason", reason, "err", err, "delivery", deliveries, "retryIn", delay)
 	if deliveries == 1 && retryAfter == 0 && len(meta.Revisions) <= 1 {
@@ -354,7 +365,7 @@ func (s *server) serve(ctx context.Context, msg jetstream.Msg) {
 
 // holdOff records that the parent's hook asked not to be called for d, when
 // d is positive, and returns how long it must still wait.
-func (s *server) holdOff(parent types.UID, d time.Duration) time.Duration {
+func (s *server) holdOff(parent string, d time.Duration) time.Duration {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -372,12 +383,29 @@ func (s *server) holdOff(parent types.UID, d time.Duration) time.Duration {
 // handler, or of encoding its reply — is a failed call: the request is
 // retried, then dead-lettered, and the worker stays up.
 func (s *server) answer(ctx context.Context, req *event.Event, meta bus.Meta, timeout time.Duration) (err error) {
-	defer recovery.Recover(&err, recovery.Hook, Logger(ctx))
+	defer s.recoverCall(&err, Logger(ctx))
 	reply, err := s.call(ctx, req, timeout)
 	if err != nil {
 		return err
 	}
 	return s.publish(ctx, req, meta, bus.ResponseType(meta.Hook), reply)
+}
+
+// recoverCall, deferred by a function that serves one call and returns
+// its error in *err, turns a panic of that function into *err: it logs the
+// panic with the stack and tells OnPanic's function. It must be deferred
+// itself, not called from a deferred function: only then does it see the
+// panic.
+func (s *server) recoverCall(err *error, log *slog.Logger) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	log.Error("recovered from a panic", "panic", r, "stack", string(debug.Stack()))
+	if s.opts.onPanic != nil {
+		s.opts.onPanic()
+	}
+	*err = fmt.Errorf("panic: %v", r)
 }
 
 // call runs the handler with the timeout. A handler that does not return in
@@ -394,7 +422,7 @@ func (s *server) call(ctx context.Context, req *event.Event, timeout time.Durati
 	go func() {
 		var r result
 		defer func() { done <- r }()
-		defer recovery.Recover(&r.err, recovery.Hook, Logger(ctx))
+		defer s.recoverCall(&r.err, Logger(ctx))
 		r.reply, r.err = s.h.Handle(ctx, req.Data())
 	}()
 	select {
