@@ -441,7 +441,7 @@ func checkCount(n, limit int) error {
 // on the parent: a hook that failed its deliveries, or a parent the watcher
 // could not make a request for.
 func decodeFailure(r *reply) (string, error) {
-	var f hooks.Failure
+	var f bus.Failure
 	if err := utiljson.Unmarshal(r.data, &f); err != nil {
 		return "HookFailed", fmt.Errorf("%s hook failed (its failure report is unreadable: %w)", r.meta.Hook, err)
 	}

@@ -178,10 +178,10 @@ func (w *Watcher) onCustomizeReply(ctx context.Context, msg jetstream.Msg) error
 	failure := func(reason string, problem error) error {
 		// The applier reports failures of the parent's sync.
 		meta.Hook = hooks.Sync
-		return w.publish(ctx, meta, bus.FailureType(hooks.Sync), meta.ReplySubject(), hooks.Failure{Reason: reason, Message: problem.Error()}, "")
+		return w.publish(ctx, meta, bus.FailureType(hooks.Sync), meta.ReplySubject(), bus.Failure{Reason: reason, Message: problem.Error()}, "")
 	}
 	if e.Type() == bus.FailureType(hooks.Customize) {
-		var f hooks.Failure
+		var f bus.Failure
 		if err := utiljson.Unmarshal(e.Data(), &f); err != nil {
 			f.Message = err.Error()
 		}

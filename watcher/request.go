@@ -65,7 +65,7 @@ func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 	if err != nil {
 		// Nothing to ask the hook: report the problem on the parent.
 		return w.publish(ctx, meta, bus.FailureType(hook), meta.ReplySubject(),
-			hooks.Failure{Reason: "InvalidSelector", Message: err.Error()}, "")
+			bus.Failure{Reason: "InvalidSelector", Message: err.Error()}, "")
 	}
 	claimed, err := w.claim(ctl, parent, sel)
 	if err != nil {

@@ -106,7 +106,7 @@ func (p Policy) Backoff(n int, r float64) time.Duration {
 
 func (p Policy) jitteredBackoff(n int) time.Duration { return p.Backoff(n, rand.Float64()) }
 
-// The reasons a call fails, as hooks.Failure reports them.
+// The reasons a call fails, as bus.Failure reports them.
 const (
 	ReasonTimeout      = "Timeout"
 	ReasonHTTPError    = "HTTPError"

@@ -65,7 +65,7 @@ func TestServePanickingHook(t *testing.T) {
 			t.Errorf("%s: dead letter reason %q, want %q", tc.name, got, hook.ReasonWorkerError)
 		}
 		e, _ := decode(t, last(t, js, bus.ReplyStream, m.ReplySubject()))
-		var f hooks.Failure
+		var f bus.Failure
 		if err := json.Unmarshal(e.Data(), &f); err != nil {
 			t.Fatal(err)
 		}

@@ -183,7 +183,7 @@ func TestServeDeliveryPromises(t *testing.T) {
 			t.Errorf("%s: dead letter reason %q, want %q", tc.meta.Name, got, tc.reason)
 		}
 		e, m := decode(t, last(t, js, bus.ReplyStream, tc.meta.ReplySubject()))
-		var f hooks.Failure
+		var f bus.Failure
 		if err := json.Unmarshal(e.Data(), &f); err != nil {
 			t.Fatal(err)
 		}

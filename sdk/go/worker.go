@@ -8,7 +8,10 @@
 // which reports it on the parent. The dispatcher serves webhooks and
 // Knative destinations with this same code.
 //
-//	func sync(ctx context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error) { ... }
+//	func sync(ctx context.Context, req *hook.SyncRequest) (*hook.SyncResponse, error) {
+//		foo, err := hook.Decode[Foo](req.Parent)
+//		...
+//	}
 //
 //	func main() { hook.Main("foo-controller", hook.Sync(sync)) }
 //
@@ -16,6 +19,9 @@
 // name on the bus and with DecoratorSync and DecoratorFinalize:
 //
 //	hook.Main(bus.DecoratorController("service-per-pod"), hook.DecoratorSync(sync))
+//
+// The SDK depends on nats.go, the CloudEvents SDK and uc's bus contract
+// (schemas/bus) only: a hook carries no Kubernetes client.
 package hook
 
 import (
@@ -35,12 +41,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"universalcontroller.dev/uc/schemas/bus"
-	"universalcontroller.dev/uc/schemas/hooks"
 )
-
-// SyncFunc computes a parent's desired state from its observed state. It
-// serves the sync and finalize hooks.
-type SyncFunc func(ctx context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error)
 
 // Handler serves one hook: it turns the request's JSON data into the reply's.
 // Its context ends at the call's timeout, and holds the request (Request)
@@ -51,30 +52,41 @@ type Handler interface {
 	Handle(ctx context.Context, data []byte) (any, error)
 }
 
+// SyncFunc computes a parent's desired state from its observed state. It
+// serves the sync and finalize hooks.
+type SyncFunc func(ctx context.Context, req *SyncRequest) (*SyncResponse, error)
+
 // Sync serves fn as the sync hook.
-func Sync(fn SyncFunc) Handler {
-	return typedHandler[hooks.SyncRequest, hooks.SyncResponse]{hooks.Sync, fn}
-}
+func Sync(fn SyncFunc) Handler { return Func(syncHook, fn) }
 
 // Finalize serves fn as the finalize hook.
-func Finalize(fn SyncFunc) Handler {
-	return typedHandler[hooks.SyncRequest, hooks.SyncResponse]{hooks.Finalize, fn}
-}
+func Finalize(fn SyncFunc) Handler { return Func(finalizeHook, fn) }
+
+// CustomizeFunc says which related objects a parent's sync requests carry.
+type CustomizeFunc func(ctx context.Context, req *CustomizeRequest) (*CustomizeResponse, error)
+
+// Customize serves fn as the customize hook.
+func Customize(fn CustomizeFunc) Handler { return Func(customizeHook, fn) }
 
 // DecoratorFunc computes a decorated object's desired attachments, labels,
 // annotations and status from its observed state. It serves a
 // UniversalDecorator's sync and finalize hooks; serve them under the
 // decorator's controller name, bus.DecoratorController(name).
-type DecoratorFunc func(ctx context.Context, req *hooks.DecoratorRequest) (*hooks.DecoratorResponse, error)
+type DecoratorFunc func(ctx context.Context, req *DecoratorRequest) (*DecoratorResponse, error)
 
 // DecoratorSync serves fn as a decorator's sync hook.
-func DecoratorSync(fn DecoratorFunc) Handler {
-	return typedHandler[hooks.DecoratorRequest, hooks.DecoratorResponse]{hooks.Sync, fn}
-}
+func DecoratorSync(fn DecoratorFunc) Handler { return Func(syncHook, fn) }
 
 // DecoratorFinalize serves fn as a decorator's finalize hook.
-func DecoratorFinalize(fn DecoratorFunc) Handler {
-	return typedHandler[hooks.DecoratorRequest, hooks.DecoratorResponse]{hooks.Finalize, fn}
+func DecoratorFinalize(fn DecoratorFunc) Handler { return Func(finalizeHook, fn) }
+
+// Func serves fn as the named hook ("sync", "finalize" or "customize"),
+// with request and reply types of one's own: the request's JSON is decoded
+// into a Req, and the Resp fn returns is encoded as the reply — for
+// instance schemas/hooks' types, whose objects are Kubernetes'
+// unstructured.Unstructured.
+func Func[Req, Resp any](hook string, fn func(context.Context, *Req) (*Resp, error)) Handler {
+	return typedHandler[Req, Resp]{hook, fn}
 }
 
 // typedHandler serves a function of typed request and reply as a hook.
@@ -88,7 +100,7 @@ func (h typedHandler[Req, Resp]) Hook() string { return h.hook }
 func (h typedHandler[Req, Resp]) Handle(ctx context.Context, data []byte) (any, error) {
 	var req Req
 	if err := json.Unmarshal(data, &req); err != nil {
-		return nil, fmt.Errorf("decode request: %w", err)
+		return nil, fmt.Errorf("decode %s request: %w", h.hook, err)
 	}
 	return h.fn(ctx, &req)
 }
@@ -342,7 +354,7 @@ func (s *server) serve(ctx context.Context, msg jetstream.Msg) {
 	}
 	reason, retryAfter := reasonOf(err)
 	if deliveries >= policy.MaxDeliveries {
-		s.deadLetter(ctx, msg, req, meta, hooks.Failure{Reason: reason, Message: err.Error(), Deliveries: deliveries}, log)
+		s.deadLetter(ctx, msg, req, meta, bus.Failure{Reason: reason, Message: err.Error(), Deliveries: deliveries}, log)
 		return
 	}
 	delay := policy.jitteredBackoff(deliveries)
@@ -355,7 +367,7 @@ func (s *server) serve(ctx context.Context, msg jetstream.Msg) {
 		// dead-lettered minutes later. A hook asking to wait (429) is busy,
 		// not failing; and where the applier waits for the replies about
 		// several revisions, a report would stand for one of them.
-		f := hooks.Failure{Reason: reason, Message: err.Error(), Deliveries: deliveries, Retrying: true}
+		f := bus.Failure{Reason: reason, Message: err.Error(), Deliveries: deliveries, Retrying: true}
 		if err := s.publish(ctx, req, meta, bus.FailureType(meta.Hook), f); err != nil {
 			log.Warn("report the failure", "err", err)
 		}
@@ -472,7 +484,7 @@ const (
 // request. When a publish fails, the request is tried again and
 // dead-lettered again; the dead letter keeps the request's message id, so
 // the stream holds it once.
-func (s *server) deadLetter(ctx context.Context, msg jetstream.Msg, req *event.Event, meta bus.Meta, f hooks.Failure, log *slog.Logger) {
+func (s *server) deadLetter(ctx context.Context, msg jetstream.Msg, req *event.Event, meta bus.Meta, f bus.Failure, log *slog.Logger) {
 	log = log.With("reason", f.Reason, "deliveries", f.Deliveries)
 	header := maps.Clone(msg.Headers())
 	header.Set(HeaderFailureReason, f.Reason)

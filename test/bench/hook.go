@@ -33,7 +33,7 @@ func newCountingHook() *countingHook {
 func (h *countingHook) Hook() string { return hooks.Sync }
 
 func (h *countingHook) Handle(ctx context.Context, data []byte) (any, error) {
-	var req hooks.SyncRequest
+	var req hook.SyncRequest
 	if err := json.Unmarshal(data, &req); err != nil {
 		return nil, fmt.Errorf("decode request: %w", err)
 	}

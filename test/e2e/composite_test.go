@@ -67,8 +67,8 @@ func hookSawLatest(ctx context.Context, rec *recorder, ns, name string) error {
 }
 
 // handler serves fn as the hook, recording every call before it runs.
-func (r *recorder) handler(hook string, fn func(context.Context, *hooks.SyncRequest) (any, error)) hook.Handler {
-	return recordingHandler{hook, r, fn}
+func (r *recorder) handler(name string, fn func(context.Context, *hooks.SyncRequest) (any, error)) hook.Handler {
+	return recordingHandler{name, r, fn}
 }
 
 type recordingHandler struct {
@@ -105,14 +105,15 @@ func (r *recorder) of(namespace, name string) []hookCall {
 
 func (r *recorder) count(namespace, name string) int { return len(r.of(namespace, name)) }
 
-// typed adapts a SyncFunc to recorder.handler.
+// typed adapts an SDK's SyncFunc (an example's hook) to recorder.handler:
+// fn gets the request as the SDK decodes it.
 func typed(fn hook.SyncFunc) func(context.Context, *hooks.SyncRequest) (any, error) {
 	return func(ctx context.Context, req *hooks.SyncRequest) (any, error) {
-		resp, err := fn(ctx, req)
+		data, err := json.Marshal(req)
 		if err != nil {
 			return nil, err
 		}
-		return resp, nil
+		return hook.Sync(fn).Handle(ctx, data)
 	}
 }
 

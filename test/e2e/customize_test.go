@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	propagation "universalcontroller.dev/uc/examples/configmap-propagation"
-	"universalcontroller.dev/uc/schemas/hooks"
 	hook "universalcontroller.dev/uc/sdk/go"
 )
 
@@ -29,11 +28,11 @@ var propagationGVR = schema.GroupVersionResource{Group: "examples.universalcontr
 func TestConfigMapPropagation(t *testing.T) {
 	ctx := t.Context()
 	var customizeCalls atomic.Int32
-	customize := func(ctx context.Context, req *hooks.CustomizeRequest) (*hooks.CustomizeResponse, error) {
+	customize := func(ctx context.Context, req *hook.CustomizeRequest) (*hook.CustomizeResponse, error) {
 		customizeCalls.Add(1)
 		resp, err := propagation.Customize(ctx, req)
 		if req.Parent.GetName() == "bad" {
-			resp.RelatedResources[0].LabelSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}}
+			resp.RelatedResources[0].LabelSelector = &hook.LabelSelector{MatchLabels: map[string]string{"a": "b"}}
 		}
 		return resp, err
 	}

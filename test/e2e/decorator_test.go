@@ -65,7 +65,7 @@ func newDecoratorCalls() *decoratorCalls {
 // record wraps fn: every call is recorded, then waits while its object is
 // held, then runs fn.
 func (c *decoratorCalls) record(fn hook.DecoratorFunc) hook.DecoratorFunc {
-	return func(ctx context.Context, req *hooks.DecoratorRequest) (*hooks.DecoratorResponse, error) {
+	return func(ctx context.Context, req *hook.DecoratorRequest) (*hook.DecoratorResponse, error) {
 		call := decoratorCall{finalizing: req.Finalizing, attachments: map[string][]string{}}
 		for group, objs := range req.Attachments {
 			call.attachments[group] = slices.Sorted(maps.Keys(objs))
@@ -119,16 +119,17 @@ func (c *decoratorCalls) sawAttachment(namespace, name, group, key string) error
 
 // echoDecoration is the Decoratees' hook: it replies the object's
 // spec.replies.<decorator name>, as it is.
-func echoDecoration(_ context.Context, req *hooks.DecoratorRequest) (*hooks.DecoratorResponse, error) {
-	reply, _, _ := unstructured.NestedFieldNoCopy(req.Object.Object, "spec", "replies", req.Controller.GetName())
-	b, err := json.Marshal(reply)
+func echoDecoration(_ context.Context, req *hook.DecoratorRequest) (*hook.DecoratorResponse, error) {
+	type decoratee struct {
+		Spec struct {
+			Replies map[string]hook.DecoratorResponse `json:"replies"`
+		} `json:"spec"`
+	}
+	d, err := hook.Decode[decoratee](req.Object)
 	if err != nil {
 		return nil, err
 	}
-	var resp hooks.DecoratorResponse
-	if err := json.Unmarshal(b, &resp); err != nil {
-		return nil, err
-	}
+	resp := d.Spec.Replies[req.Controller.GetName()]
 	return &resp, nil
 }
 
@@ -315,27 +316,30 @@ func TestDecoratorClusterScopedObject(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	customize := func(context.Context, *hooks.CustomizeRequest) (*hooks.CustomizeResponse, error) {
-		return &hooks.CustomizeResponse{RelatedResources: []hooks.RelatedResourceRule{
+	customize := func(context.Context, *hook.CustomizeRequest) (*hook.CustomizeResponse, error) {
+		return &hook.CustomizeResponse{RelatedResources: []hook.RelatedResourceRule{
 			{APIVersion: "v1", Resource: "configmaps", Namespace: templates, Names: []string{"welcome-template"}}}}, nil
 	}
 	calls := newDecoratorCalls()
-	sync := func(_ context.Context, req *hooks.DecoratorRequest) (*hooks.DecoratorResponse, error) {
+	sync := func(_ context.Context, req *hook.DecoratorRequest) (*hook.DecoratorResponse, error) {
 		ns, welcomed := req.Object.GetName(), "true"
 		// v1, a cluster-scoped object: namespaced objects keyed
 		// namespace/name.
-		template := req.Related[hooks.GroupKey("ConfigMap", "v1")][templates+"/welcome-template"]
+		template := req.Related[hook.GroupKey("ConfigMap", "v1")][templates+"/welcome-template"]
 		if template == nil {
 			return nil, fmt.Errorf("the template is not among the related objects: %v", req.Related)
 		}
-		greeting, _, _ := unstructured.NestedString(template.Object, "data", "greeting")
-		return &hooks.DecoratorResponse{
+		cm, err := hook.Decode[corev1.ConfigMap](template)
+		if err != nil {
+			return nil, err
+		}
+		return &hook.DecoratorResponse{
 			Annotations: map[string]*string{"e2e.universalcontroller.dev/welcomed": &welcomed},
-			Attachments: []*unstructured.Unstructured{{Object: map[string]any{
+			Attachments: []any{hook.Object{
 				"apiVersion": "v1", "kind": "ConfigMap",
 				"metadata": map[string]any{"name": "welcome", "namespace": ns},
-				"data":     map[string]any{"namespace": ns, "greeting": greeting},
-			}}},
+				"data":     map[string]any{"namespace": ns, "greeting": cm.Data["greeting"]},
+			}},
 		}, nil
 	}
 	serveHooks(t, bus.DecoratorController(name), hook.Customize(customize), hook.DecoratorSync(calls.record(sync)))
@@ -397,7 +401,7 @@ func TestDecoratorClusterScopedObject(t *testing.T) {
 func TestDecoratorOnCRDs(t *testing.T) {
 	ctx := t.Context()
 	const name, label = "e2e-crd-reader", "e2e.universalcontroller.dev/reader-role"
-	serveHooks(t, bus.DecoratorController(name), hook.DecoratorSync(func(_ context.Context, req *hooks.DecoratorRequest) (*hooks.DecoratorResponse, error) {
+	serveHooks(t, bus.DecoratorController(name), hook.Func(hooks.Sync, func(_ context.Context, req *hooks.DecoratorRequest) (*hooks.DecoratorResponse, error) {
 		group, _, _ := unstructured.NestedString(req.Object.Object, "spec", "group")
 		plural, _, _ := unstructured.NestedString(req.Object.Object, "spec", "names", "plural")
 		role := req.Object.GetName() + "-reader"

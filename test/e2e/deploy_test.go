@@ -44,7 +44,6 @@ import (
 	"universalcontroller.dev/uc/internal/natsauth"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/crds"
-	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 	hook "universalcontroller.dev/uc/sdk/go"
 	"universalcontroller.dev/uc/test/testbed"
@@ -868,9 +867,9 @@ func deployRoleProcesses(t *testing.T, m *deployManifests) {
 	t.Cleanup(func() { stopWorkers(); workers.Wait() })
 	for _, h := range []hook.Handler{
 		hook.Sync(foo.Sync),
-		hook.Finalize(func(_ context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error) {
+		hook.Finalize(func(_ context.Context, req *hook.SyncRequest) (*hook.SyncResponse, error) {
 			finalized.Store(req.Parent.GetName(), true)
-			return &hooks.SyncResponse{Finalized: true}, nil
+			return &hook.SyncResponse{Finalized: true}, nil
 		}),
 	} {
 		workers.Add(1)

@@ -173,7 +173,7 @@ func TestDryRunsOnlyWhereSomethingCouldRefuse(t *testing.T) {
 	ctx := t.Context()
 	installCRD(t, "test/e2e/testdata/crate-crds.yaml", crateGVR)
 	installCRD(t, "test/e2e/testdata/crate-crds.yaml", gizmoGVR)
-	serveHooks(t, "crate-controller", hook.Sync(crateSync))
+	serveHooks(t, "crate-controller", hook.Func(hooks.Sync, crateSync))
 	registerManifest(t, "test/e2e/testdata/crate-controller.yaml", nil)
 	ns := namespace(t)
 	policed := extraNamespace(t, ns+"-policed")

@@ -125,7 +125,7 @@ func TestNATSLeastPrivilege(t *testing.T) {
 	var workerErr error
 	go func() {
 		defer served.Done()
-		workerErr = hook.Run(ctx, nb.conn(natsauth.HookUser(widgets)), widgets, []hook.Handler{hook.Sync(widgetSync)})
+		workerErr = hook.Run(ctx, nb.conn(natsauth.HookUser(widgets)), widgets, []hook.Handler{hook.Func(hooks.Sync, widgetSync)})
 	}()
 	t.Cleanup(func() {
 		stop()
@@ -247,7 +247,7 @@ func natsAuthIntruder(t *testing.T, nb *natsAuthBed, victim, own string) {
 	start := time.Now()
 	runCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	err = hook.Run(runCtx, nb.conn(natsauth.HookUser(own)), victim, []hook.Handler{hook.Sync(widgetSync)}, hook.WithLogger(slog.Default()))
+	err = hook.Run(runCtx, nb.conn(natsauth.HookUser(own)), victim, []hook.Handler{hook.Func(hooks.Sync, widgetSync)}, hook.WithLogger(slog.Default()))
 	if !errors.Is(err, nats.ErrPermissionViolation) || runCtx.Err() != nil {
 		t.Fatalf("hook.Run for %s as %s: %v, want a permissions violation", victim, natsauth.HookUser(own), err)
 	}

@@ -49,7 +49,7 @@ func TestRelatedV2AcrossNamespaces(t *testing.T) {
 		}}
 		return &hooks.SyncResponse{Children: []*unstructured.Unstructured{cm}}, nil
 	}
-	serveHooks(t, controller, hook.Customize(customize), hook.Sync(sync))
+	serveHooks(t, controller, hook.Func(hooks.Customize, customize), hook.Func(hooks.Sync, sync))
 	registerEchoControllerHooks(t, controller, v1alpha1.Hooks{
 		Sync:      v1alpha1.Hook{Version: v1alpha1.HookV2},
 		Customize: &v1alpha1.Hook{Version: v1alpha1.HookV2},

@@ -134,7 +134,7 @@ func (b *rolesOnBus) startWorker() {
 	b.stopWorker, b.workerEnded = cancel, make(chan struct{})
 	go func() {
 		defer close(b.workerEnded)
-		_ = hook.Serve(ctx, b.js, "widget-controller", hook.Sync(counted))
+		_ = hook.Serve(ctx, b.js, "widget-controller", hook.Func(hooks.Sync, counted))
 	}()
 }
 

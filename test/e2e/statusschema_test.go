@@ -40,7 +40,7 @@ func statusSchemaGVR(resource string) schema.GroupVersionResource {
 // makes, in the shape its CRD declares. Mode "bad-kind" adds a Secret, a
 // kind the controllers do not declare.
 func copiesHook(status func(observed int64, mode string) map[string]any) hook.Handler {
-	return hook.Sync(func(_ context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error) {
+	return hook.Func(hooks.Sync, func(_ context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error) {
 		copies, _, _ := unstructured.NestedInt64(req.Parent.Object, "spec", "copies")
 		mode, _, _ := unstructured.NestedString(req.Parent.Object, "spec", "mode")
 		ns := req.Parent.GetNamespace()

@@ -99,7 +99,7 @@ func createConfigMap(t *testing.T, ns, name string, lbls map[string]string, owne
 func TestHookCannotTakeOverObjects(t *testing.T) {
 	ctx := t.Context()
 	installCRD(t, "test/e2e/testdata/grabber-crd.yaml", grabberGVR)
-	serveHooks(t, "grabber-controller", hook.Sync(grab))
+	serveHooks(t, "grabber-controller", hook.Func(hooks.Sync, grab))
 	registerManifest(t, "test/e2e/testdata/grabber-controller.yaml", nil)
 	ns := namespace(t)
 

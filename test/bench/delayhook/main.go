@@ -31,7 +31,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"universalcontroller.dev/uc/examples/fanout"
-	"universalcontroller.dev/uc/schemas/hooks"
 	hook "universalcontroller.dev/uc/sdk/go"
 )
 
@@ -80,7 +79,7 @@ type delayHook struct {
 	nc      *nats.Conn
 }
 
-func (h *delayHook) sync(ctx context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error) {
+func (h *delayHook) sync(ctx context.Context, req *hook.SyncRequest) (*hook.SyncResponse, error) {
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -98,7 +97,7 @@ func (h *delayHook) sync(ctx context.Context, req *hooks.SyncRequest) (*hooks.Sy
 func serveHTTP(ctx context.Context, addr string, h *delayHook) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /", func(w http.ResponseWriter, r *http.Request) {
-		var req hooks.SyncRequest
+		var req hook.SyncRequest
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 			http.Error(w, fmt.Sprintf("decode request: %v", err), http.StatusBadRequest)
 			return
