@@ -20,8 +20,9 @@ const (
 	customizeHook = "customize"
 )
 
-// Object is a Kubernetes object as JSON decodes it: a request's parent,
-// child or related object.
+// Object is a Kubernetes object as encoding/json decodes it (its numbers
+// are float64): a request's parent, child or related object. Decode reads
+// it into a Go type.
 type Object map[string]any
 
 // GetName is the object's metadata.name.
