@@ -28,6 +28,8 @@ type Options struct {
 	// MaxReplyBytes caps a hook's reply (default: the NATS server's maximum
 	// payload).
 	MaxReplyBytes int64
+	// Calls, if set, hears of every call of a hook.
+	Calls CallObserver
 }
 
 // Dispatcher serves the hooks that are not on the bus. For every hook of a
@@ -138,6 +140,9 @@ func (d *Dispatcher) start(key hookKey, s *servedHook) {
 	ctx, cancel := context.WithCancel(d.ctx)
 	s.cancel = cancel
 	h := d.handler(key.hook, s)
+	if d.opts.Calls != nil {
+		h = observedHandler{h, key.controller, d.opts.Calls}
+	}
 	concurrency := 16
 	if c := s.spec.Delivery; c != nil && c.Concurrency != nil {
 		concurrency = int(*c.Concurrency)

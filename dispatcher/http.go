@@ -40,10 +40,10 @@ func post(client *http.Client, req *http.Request, limit int64) (http.Header, []b
 	case (resp.StatusCode == http.StatusNotModified || resp.StatusCode == http.StatusPreconditionFailed) && req.Header.Get("If-None-Match") != "":
 		return resp.Header, nil, errNotModified
 	case resp.StatusCode == http.StatusAccepted:
-		return nil, nil, &hook.Error{Reason: hook.ReasonHTTPError,
-			Err: fmt.Errorf("%s %s: %s without a reply: a hook must answer with its reply in a 200 response", req.Method, req.URL.Redacted(), resp.Status)}
+		return nil, nil, &hook.Error{Reason: hook.ReasonHTTPError, Err: &statusError{resp.StatusCode,
+			fmt.Errorf("%s %s: %s without a reply: a hook must answer with its reply in a 200 response", req.Method, req.URL.Redacted(), resp.Status)}}
 	case resp.StatusCode != http.StatusOK:
-		e := &hook.Error{Reason: hook.ReasonHTTPError, Err: fmt.Errorf("%s %s: %s%s", req.Method, req.URL.Redacted(), resp.Status, excerpt(body))}
+		e := &hook.Error{Reason: hook.ReasonHTTPError, Err: &statusError{resp.StatusCode, fmt.Errorf("%s %s: %s%s", req.Method, req.URL.Redacted(), resp.Status, excerpt(body))}}
 		if resp.StatusCode == http.StatusTooManyRequests {
 			e.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
 		}

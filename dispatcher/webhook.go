@@ -41,6 +41,15 @@ func newWebhookHandler(hook string, spec *v1alpha1.Webhook, endpoints []v1alpha1
 	return &webhookHandler{hook: hook, spec: spec, endpoints: endpoints, kube: kube, limit: limit, etags: newEtagCache(spec.Etag)}
 }
 
+// NewWebhook calls a webhook as the dispatcher does, without the bus (`uc
+// render`): spec says where it is and how to connect, with the
+// controller's endpoints; kube reads the Secrets and ConfigMaps a
+// connection names, and may be nil when it names none. A reply larger than
+// limit bytes fails the call.
+func NewWebhook(name string, spec *v1alpha1.Webhook, endpoints []v1alpha1.EndpointConfig, kube kubernetes.Interface, limit int64) hook.Handler {
+	return newWebhookHandler(name, spec, endpoints, kube, limit)
+}
+
 func (h *webhookHandler) Hook() string { return h.hook }
 
 func (h *webhookHandler) Handle(ctx context.Context, data []byte) (any, error) {

@@ -9,7 +9,9 @@
 // when it exits, so nothing it started outlives the call. A non-zero exit, a
 // timeout, a reply too large or no reply at all fails the call; what the
 // command wrote to its standard error is logged, and its end quoted in the
-// failure. A reply that is not JSON is passed on as it is: the applier
+// failure. The command's environment names the hook it serves
+// (hook.ExecHookEnv): a Go worker built with hook.Main serves it. A
+// reply that is not JSON is passed on as it is: the applier
 // rejects it as any invalid reply, naming the problem on the parent. A
 // command asks for a hold-off, as a webhook does with a 429, by exiting with
 // ExitTempFail.
@@ -105,6 +107,7 @@ func (h *Handler) Run(ctx context.Context, stdin []byte) (stdout, stderr []byte,
 	errOut := &tailBuffer{keep: stderrKept}
 	cmd := exec.CommandContext(runCtx, h.Argv[0], h.Argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(stdin), out, errOut
+	cmd.Env = append(os.Environ(), hook.ExecHookEnv+"="+h.HookName)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return killGroup(cmd.Process) }
 	cmd.WaitDelay = waitDelay

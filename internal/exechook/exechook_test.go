@@ -35,6 +35,7 @@ func TestRun(t *testing.T) {
 	}{
 		{name: "reply", script: `cat`, want: request},
 		{name: "garbage is passed on", script: `echo 'this is not JSON'`, want: "this is not JSON\n"},
+		{name: "the command is told its hook", script: `echo "{\"hook\": \"$UC_EXEC_HOOK\"}"`, want: `{"hook": "sync"}` + "\n"},
 		{name: "stderr alone is no failure", script: `echo working >&2; echo '{}'`, want: "{}\n"},
 		{name: "no reply", script: `echo 'forgot to print' >&2; echo`,
 			wantErr: `wrote no reply on its standard output: stderr: "forgot to print"`, reason: hook.ReasonInvalidReply},

@@ -120,6 +120,12 @@ func (m Meta) Key() string {
 	return m.Namespace + "/" + m.Name
 }
 
+// LogArgs name the parent in a log line: its controller, namespace/name
+// and uid, as slog key-value pairs.
+func (m Meta) LogArgs() []any {
+	return []any{"controller", m.Controller, "parent", m.Key(), "uid", m.ParentUID}
+}
+
 // SetOn writes m into the event's extensions.
 func (m Meta) SetOn(e *event.Event) {
 	e.SetExtension(ExtController, m.Controller)

@@ -152,6 +152,11 @@ func TestGoValuesAreValid(t *testing.T) {
 		{"sync response, resync", bus.ResponseType(hooks.Sync), &hook.SyncResponse{
 			Status: map[string]any{"phase": "Waiting"}, Children: reply.Children, ResyncAfterSeconds: 2.5}},
 		{"sync response, no children (null)", bus.ResponseType(hooks.Sync), &hooks.SyncResponse{}},
+		{"sync response, events and conditions", bus.ResponseType(hooks.Sync), &hook.SyncResponse{
+			Children: reply.Children,
+			Events:   []hook.Event{{Type: "Warning", Reason: "LowDisk", Message: "95% full"}, {Type: "Normal", Reason: "Scaled"}},
+			Conditions: []hook.Condition{{Type: "Ready", Status: "True", Reason: "AllUp", Message: "3/3"},
+				{Type: "example.com/Degraded", Status: "Unknown", Reason: "Probing"}}}},
 		{"finalize response", bus.ResponseType(hooks.Finalize), &hooks.SyncResponse{Finalized: true}},
 		{"finalize response, children", bus.ResponseType(hooks.Finalize), &hook.SyncResponse{
 			Status: map[string]any{"availableReplicas": 0}, Children: reply.Children, Finalized: false}},

@@ -24,6 +24,11 @@ import (
 // ($NATS_USER), --nats-password ($NATS_PASSWORD), --nats-token
 // ($NATS_TOKEN), --nats-tls-ca ($NATS_TLS_CA), --nats-tls-cert
 // ($NATS_TLS_CERT), --nats-tls-key ($NATS_TLS_KEY).
+//
+// Run as an exec hook ($UC_EXEC_HOOK set, see ExecHookEnv), it serves
+// one request instead, without NATS: the request JSON on its standard
+// input, the reply JSON on its standard output; a failed call exits 1,
+// saying why on its standard error.
 func Main(controller string, handlers ...Handler) {
 	var conn bus.Connection
 	flag.StringVar(&conn.URL, "nats-url", envOr("NATS_URL", nats.DefaultURL), "NATS server URL")
@@ -34,6 +39,13 @@ func Main(controller string, handlers ...Handler) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if hook := os.Getenv(ExecHookEnv); hook != "" {
+		if err := serveOne(ctx, hook, handlers, os.Stdin, os.Stdout); err != nil {
+			log.Error("hook failed", "controller", controller, "hook", hook, "err", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := Run(ctx, conn, controller, handlers, WithLogger(log)); err != nil {
 		log.Error("worker stopped", "controller", controller, "err", err)
 		os.Exit(1)

@@ -137,6 +137,44 @@ type SyncResponse struct {
 	ResyncAfterSeconds float64 `json:"resyncAfterSeconds,omitempty"`
 	// Finalized, in a finalize reply, lets the parent go.
 	Finalized bool `json:"finalized,omitempty"`
+	// Events are recorded on the parent (at most 16 a reply).
+	Events []Event `json:"events,omitempty"`
+	// Conditions are set in the parent's status.conditions, where its
+	// status schema admits conditions (at most 16 a reply). They are the
+	// hook's: a reply with a status replaces the parent's status, and with
+	// it the conditions the reply no longer sends; a reply without one sets
+	// its conditions in the parent's status as it is, and leaves the others
+	// there.
+	Conditions []Condition `json:"conditions,omitempty"`
+}
+
+// Event is an Event a reply asks uc to record on the parent, as a
+// Kubernetes Event whose involved object is the parent.
+type Event struct {
+	// Type is Normal or Warning.
+	Type string `json:"type"`
+	// Reason is a short word, CamelCase by convention, that Events of the
+	// same cause share: uc rate-limits a parent's Events per reason. At
+	// most 128 bytes.
+	Reason string `json:"reason"`
+	// Message is for humans, at most 1024 bytes.
+	Message string `json:"message,omitempty"`
+}
+
+// Condition is a condition a reply sets in the parent's status.conditions,
+// with the meaning of Kubernetes' metav1.Condition: uc adds its
+// observedGeneration (the generation the hook saw) and lastTransitionTime
+// (when its status last changed).
+type Condition struct {
+	// Type names the condition, e.g. Ready or example.com/Degraded; it may
+	// not be one of uc's own conditions, Synced and Updated.
+	Type string `json:"type"`
+	// Status is True, False or Unknown.
+	Status string `json:"status"`
+	// Reason is a CamelCase word saying why the condition has its status.
+	Reason string `json:"reason"`
+	// Message is for humans.
+	Message string `json:"message,omitempty"`
 }
 
 // CustomizeRequest is the request of the customize hook.

@@ -23,12 +23,12 @@ type Policy struct {
 // DefaultPolicy is the policy of a hook whose controller sets none.
 var DefaultPolicy = Policy{Timeout: 10 * time.Second, MaxDeliveries: 10, BackoffDelay: time.Second, MaxBackoffDelay: time.Minute}
 
-// forRequest is p overridden by the delivery spec of the hook in the
+// ForRequest is p overridden by the delivery spec of the hook in the
 // request's controller (spec.hooks.<hook>.delivery, and webhook.timeout),
 // so a controller's settings reach every worker of its hooks, however they
 // are deployed. A request that is not JSON keeps p: the handler fails on
 // it and reports why.
-func (p Policy) forRequest(data []byte, hook string) Policy {
+func (p Policy) ForRequest(data []byte, hook string) Policy {
 	var req struct {
 		Controller struct {
 			Spec struct {
@@ -129,8 +129,9 @@ type Error struct {
 func (e *Error) Error() string { return e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
-// reasonOf classifies a failed call.
-func reasonOf(err error) (reason string, retryAfter time.Duration) {
+// ReasonOf classifies a failed call: the reason a bus.Failure reports,
+// and how long the hook asked to wait before the next try.
+func ReasonOf(err error) (reason string, retryAfter time.Duration) {
 	var e *Error
 	switch {
 	case errors.As(err, &e):

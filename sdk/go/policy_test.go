@@ -52,7 +52,7 @@ func TestPolicyForRequest(t *testing.T) {
 		{"other hook", `{"controller":{"spec":{"hooks":{"finalize":{"delivery":{"maxDeliveries":1}}}}}}`, def},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := def.forRequest([]byte(tc.request), "sync"); got != tc.want {
+			if got := def.ForRequest([]byte(tc.request), "sync"); got != tc.want {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
 		})
@@ -78,7 +78,7 @@ func TestPolicyReadsTheControllerSpec(t *testing.T) {
 		"finalize": {Timeout: 2 * time.Second, MaxDeliveries: 4, BackoffDelay: time.Millisecond, MaxBackoffDelay: time.Hour},
 		"sync":     {Timeout: 3 * time.Second, MaxDeliveries: 10, BackoffDelay: time.Second, MaxBackoffDelay: time.Minute},
 	} {
-		if got := DefaultPolicy.forRequest(data, hook); got != want {
+		if got := DefaultPolicy.ForRequest(data, hook); got != want {
 			t.Errorf("%s: got %+v, want %+v", hook, got, want)
 		}
 	}
@@ -95,9 +95,9 @@ func TestReasonOf(t *testing.T) {
 		{fmt.Errorf("wrapped: %w", &Error{Reason: ReasonHTTPError, RetryAfter: 3 * time.Second, Err: errors.New("429")}), ReasonHTTPError, 3 * time.Second},
 		{&Error{Reason: ReasonInvalidReply, Err: errors.New("html")}, ReasonInvalidReply, 0},
 	} {
-		reason, after := reasonOf(tc.err)
+		reason, after := ReasonOf(tc.err)
 		if reason != tc.reason || after != tc.retryAfter {
-			t.Errorf("reasonOf(%v) = %s, %s; want %s, %s", tc.err, reason, after, tc.reason, tc.retryAfter)
+			t.Errorf("ReasonOf(%v) = %s, %s; want %s, %s", tc.err, reason, after, tc.reason, tc.retryAfter)
 		}
 	}
 }

@@ -15,6 +15,10 @@
 //
 //	func main() { hook.Main("foo-controller", hook.Sync(sync)) }
 //
+// A reply may also speak back to the parent's user: SyncResponse's
+// Events are recorded on the parent, its Conditions set in the parent's
+// status.conditions (see docs/bus.md, "Speaking back").
+//
 // A UniversalDecorator's hooks are served the same way, under its controller
 // name on the bus and with DecoratorSync and DecoratorFinalize:
 //
@@ -339,7 +343,7 @@ func (s *server) serve(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.NakWithDelay(wait)
 		return
 	}
-	policy := s.opts.policy.forRequest(req.Data(), meta.Hook)
+	policy := s.opts.policy.ForRequest(req.Data(), meta.Hook)
 	err = s.answer(ContextWithRequest(ctx, req, log), req, meta, policy.Timeout)
 	if err == nil {
 		log.Debug("replied")
@@ -352,7 +356,7 @@ func (s *server) serve(ctx context.Context, msg jetstream.Msg) {
 	if md, mdErr := msg.Metadata(); mdErr == nil {
 		deliveries = int(md.NumDelivered)
 	}
-	reason, retryAfter := reasonOf(err)
+	reason, retryAfter := ReasonOf(err)
 	if deliveries >= policy.MaxDeliveries {
 		s.deadLetter(ctx, msg, req, meta, bus.Failure{Reason: reason, Message: err.Error(), Deliveries: deliveries}, log)
 		return
@@ -395,8 +399,8 @@ func (s *server) holdOff(parent string, d time.Duration) time.Duration {
 // handler, or of encoding its reply — is a failed call: the request is
 // retried, then dead-lettered, and the worker stays up.
 func (s *server) answer(ctx context.Context, req *event.Event, meta bus.Meta, timeout time.Duration) (err error) {
-	defer s.recoverCall(&err, Logger(ctx))
-	reply, err := s.call(ctx, req, timeout)
+	defer recoverCall(&err, Logger(ctx), s.opts.onPanic)
+	reply, err := call(ctx, s.h, req.Data(), timeout, s.opts.onPanic)
 	if err != nil {
 		return err
 	}
@@ -405,25 +409,31 @@ func (s *server) answer(ctx context.Context, req *event.Event, meta bus.Meta, ti
 
 // recoverCall, deferred by a function that serves one call and returns
 // its error in *err, turns a panic of that function into *err: it logs the
-// panic with the stack and tells OnPanic's function. It must be deferred
+// panic with the stack and calls onPanic, if any. It must be deferred
 // itself, not called from a deferred function: only then does it see the
 // panic.
-func (s *server) recoverCall(err *error, log *slog.Logger) {
+func recoverCall(err *error, log *slog.Logger, onPanic func()) {
 	r := recover()
 	if r == nil {
 		return
 	}
 	log.Error("recovered from a panic", "panic", r, "stack", string(debug.Stack()))
-	if s.opts.onPanic != nil {
-		s.opts.onPanic()
+	if onPanic != nil {
+		onPanic()
 	}
 	*err = fmt.Errorf("panic: %v", r)
 }
 
-// call runs the handler with the timeout. A handler that does not return in
-// time is left behind, so it never holds up other requests; a panic becomes
-// an error.
-func (s *server) call(ctx context.Context, req *event.Event, timeout time.Duration) (any, error) {
+// Call calls h with a request's data within timeout, as Serve does. A
+// handler that does not return in time is left behind, so it never holds
+// up other requests; a panic becomes an error. ReasonOf tells why a call
+// failed.
+func Call(ctx context.Context, h Handler, data []byte, timeout time.Duration) (any, error) {
+	return call(ctx, h, data, timeout, nil)
+}
+
+// call is Call, telling onPanic of a panic of the handler.
+func call(ctx context.Context, h Handler, data []byte, timeout time.Duration, onPanic func()) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	type result struct {
@@ -434,8 +444,8 @@ func (s *server) call(ctx context.Context, req *event.Event, timeout time.Durati
 	go func() {
 		var r result
 		defer func() { done <- r }()
-		defer s.recoverCall(&r.err, Logger(ctx))
-		r.reply, r.err = s.h.Handle(ctx, req.Data())
+		defer recoverCall(&r.err, Logger(ctx), onPanic)
+		r.reply, r.err = h.Handle(ctx, data)
 	}()
 	select {
 	case r := <-done:

@@ -94,17 +94,21 @@ func TestDeploy(t *testing.T) {
 // deployManifests are the objects `kubectl kustomize deploy/` prints.
 type deployManifests struct{ objs []*unstructured.Unstructured }
 
-func deployBuild(t *testing.T) *deployManifests {
-	out, err := deployKubectl(t, nil, "kustomize", "deploy")
+func deployBuild(t *testing.T) *deployManifests { return deployBuildDir(t, "deploy") }
+
+// deployBuildDir builds the kustomization in dir (absolute, or relative to
+// the repository).
+func deployBuildDir(t *testing.T, dir string) *deployManifests {
+	out, err := deployKubectl(t, nil, "kustomize", dir)
 	if err != nil {
-		t.Fatalf("kubectl kustomize deploy: %v", err)
+		t.Fatalf("kubectl kustomize %s: %v", dir, err)
 	}
 	objs, err := deployDecode([]byte(out))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(objs) == 0 {
-		t.Fatal("kubectl kustomize deploy printed no objects")
+		t.Fatalf("kubectl kustomize %s printed no objects", dir)
 	}
 	return &deployManifests{objs: objs}
 }

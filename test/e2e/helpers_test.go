@@ -42,11 +42,12 @@ type ucProcess struct {
 	flags                []string
 	natsURL              string
 	natsListen           string
+	metricsAddr          string // where its /metrics is
 	proc                 *testbed.Process
 }
 
-// startUC starts uc run in dir, its NATS server on a free port, with
-// debug logs and flags.
+// startUC starts uc run in dir, its NATS server and its metrics on free
+// ports, with debug logs and flags.
 func startUC(ctx context.Context, bin, kubeconfig, dir string, flags ...string) (*ucProcess, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -55,15 +56,20 @@ func startUC(ctx context.Context, bin, kubeconfig, dir string, flags ...string) 
 	if err != nil {
 		return nil, err
 	}
+	metricsPort, err := testbed.FreePort()
+	if err != nil {
+		return nil, err
+	}
 	u := &ucProcess{bin: bin, kubeconfig: kubeconfig, dir: dir, flags: flags,
-		natsListen: fmt.Sprintf("127.0.0.1:%d", port), natsURL: fmt.Sprintf("nats://127.0.0.1:%d", port)}
+		natsListen: fmt.Sprintf("127.0.0.1:%d", port), natsURL: fmt.Sprintf("nats://127.0.0.1:%d", port),
+		metricsAddr: fmt.Sprintf("127.0.0.1:%d", metricsPort)}
 	return u, u.start(ctx)
 }
 
 func (u *ucProcess) start(ctx context.Context) error {
 	var err error
 	args := append([]string{"run", "--kubeconfig", u.kubeconfig, "--nats-listen", u.natsListen,
-		"--data-dir", filepath.Join(u.dir, "data"), "--log-level", "debug"}, u.flags...)
+		"--data-dir", filepath.Join(u.dir, "data"), "--metrics-addr", u.metricsAddr, "--log-level", "debug"}, u.flags...)
 	u.proc, err = testbed.StartProcess("uc", u.bin, filepath.Join(u.dir, "uc.log"), args...)
 	if err != nil {
 		return err

@@ -145,10 +145,11 @@ func (b *rolesOnBus) pauseWorker() {
 	<-b.workerEnded
 }
 
-// start starts one role process named name: `uc <role> <flags…> <args…>`.
+// start starts one role process named name: `uc <role> <flags…> <args…>`,
+// its metrics on a free port unless args say where.
 func (b *rolesOnBus) start(name, role string, args ...string) *roleProcess {
 	b.t.Helper()
-	return b.startBinary(name, env.uc.bin, append(append([]string{role}, b.args...), args...)...)
+	return b.startBinary(name, env.uc.bin, slices.Concat([]string{role, "--metrics-addr", "127.0.0.1:0"}, b.args, args)...)
 }
 
 // startBinary starts bin with args as a process named name, logging to
