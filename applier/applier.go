@@ -495,7 +495,7 @@ func checkCount(n, limit int) error {
 // on the parent: a hook that failed its deliveries, or a parent the watcher
 // could not make a request for.
 func decodeFailure(r *reply) (string, error) {
-	var f hooks.Failure
+	var f bus.Failure
 	if err := utiljson.Unmarshal(r.data, &f); err != nil {
 		return "HookFailed", fmt.Errorf("%s hook failed (its failure report is unreadable: %w)", r.meta.Hook, err)
 	}
@@ -504,7 +504,7 @@ func decodeFailure(r *reply) (string, error) {
 
 // failed is the reason and problem reported on the parent for a failure
 // report.
-func failed(hook string, f hooks.Failure) (string, error) {
+func failed(hook string, f bus.Failure) (string, error) {
 	switch {
 	case f.Deliveries == 0:
 		return f.Reason, errors.New(f.Message)

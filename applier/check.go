@@ -4,6 +4,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
 
@@ -90,7 +91,7 @@ type Write struct {
 
 // HookFailed is the rejection of the reply a hook could not give: how the
 // parent reports the failure.
-func HookFailed(hook string, f hooks.Failure) *Rejection {
+func HookFailed(hook string, f bus.Failure) *Rejection {
 	reason, problem := failed(hook, f)
 	return &Rejection{Reason: reason, Message: problem.Error()}
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
@@ -104,12 +105,12 @@ func TestCheck(t *testing.T) {
 // failure event the hook's worker publishes.
 func TestHookFailed(t *testing.T) {
 	for _, tc := range []struct {
-		failure hooks.Failure
+		failure bus.Failure
 		want    string
 	}{
-		{hooks.Failure{Reason: "WorkerError", Message: "exit status 1", Deliveries: 1, Retrying: true}, "HookFailed: sync hook failed, will retry: WorkerError: exit status 1"},
-		{hooks.Failure{Reason: "Timeout", Message: "no reply within 1s", Deliveries: 3}, "HookFailed: sync hook failed after 3 deliveries: Timeout: no reply within 1s"},
-		{hooks.Failure{Reason: "InvalidSelector", Message: "no spec.selector"}, "InvalidSelector: no spec.selector"},
+		{bus.Failure{Reason: "WorkerError", Message: "exit status 1", Deliveries: 1, Retrying: true}, "HookFailed: sync hook failed, will retry: WorkerError: exit status 1"},
+		{bus.Failure{Reason: "Timeout", Message: "no reply within 1s", Deliveries: 3}, "HookFailed: sync hook failed after 3 deliveries: Timeout: no reply within 1s"},
+		{bus.Failure{Reason: "InvalidSelector", Message: "no spec.selector"}, "InvalidSelector: no spec.selector"},
 	} {
 		if got := HookFailed(hooks.Sync, tc.failure).Error(); got != tc.want {
 			t.Errorf("got %q, want %q", got, tc.want)

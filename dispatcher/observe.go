@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // CallObserver hears of every call the dispatcher makes to a webhook or a
@@ -30,7 +30,7 @@ const (
 // call's.
 func outcome(ctx context.Context, err error) string {
 	var status *statusError
-	var e *worker.Error
+	var e *hook.Error
 	switch {
 	case err == nil:
 		return outcomeOK
@@ -38,9 +38,9 @@ func outcome(ctx context.Context, err error) string {
 		return outcomeTimeout
 	case errors.As(err, &status):
 		return fmt.Sprintf("http_%dxx", status.code/100)
-	case errors.As(err, &e) && e.Reason == worker.ReasonInvalidReply:
+	case errors.As(err, &e) && e.Reason == hook.ReasonInvalidReply:
 		return outcomeInvalidReply
-	case errors.As(err, &e) && e.Reason == worker.ReasonHTTPError:
+	case errors.As(err, &e) && e.Reason == hook.ReasonHTTPError:
 		return outcomeUnreachable
 	}
 	return outcomeInvalidConfig
@@ -48,7 +48,7 @@ func outcome(ctx context.Context, err error) string {
 
 // observedHandler tells obs of every call of its hook.
 type observedHandler struct {
-	worker.Handler
+	hook.Handler
 	controller string
 	obs        CallObserver
 }

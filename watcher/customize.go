@@ -179,20 +179,20 @@ func (w *Watcher) onCustomizeReply(ctx context.Context, msg jetstream.Msg) error
 		return nil
 	}
 	key := parentKey{ctl.Name, meta.Resource, meta.Namespace, meta.Name, false}
-	failure := func(f hooks.Failure) error {
+	failure := func(f bus.Failure) error {
 		// The applier reports failures of the parent's sync.
 		meta.Hook = hooks.Sync
 		return w.publish(ctx, meta, bus.FailureType(hooks.Sync), meta.ReplySubject(), f, "")
 	}
 	if e.Type() == bus.FailureType(hooks.Customize) {
-		var f hooks.Failure
+		var f bus.Failure
 		if err := utiljson.Unmarshal(e.Data(), &f); err != nil {
 			f.Message = err.Error()
 		}
 		if f.Retrying {
-			return failure(hooks.Failure{Reason: "HookFailed", Message: fmt.Sprintf("customize hook failed, will retry: %s: %s", f.Reason, f.Message)})
+			return failure(bus.Failure{Reason: "HookFailed", Message: fmt.Sprintf("customize hook failed, will retry: %s: %s", f.Reason, f.Message)})
 		}
-		return failure(hooks.Failure{Reason: "HookFailed", Message: fmt.Sprintf("customize hook failed after %d deliveries: %s: %s", f.Deliveries, f.Reason, f.Message)})
+		return failure(bus.Failure{Reason: "HookFailed", Message: fmt.Sprintf("customize hook failed after %d deliveries: %s: %s", f.Deliveries, f.Reason, f.Message)})
 	}
 	rules, err := w.decodeCustomize(ctx, ctl, e.Data())
 	if err != nil {
@@ -220,8 +220,8 @@ func (w *Watcher) decodeCustomize(ctx context.Context, ctl *registry.Controller,
 
 // CustomizeRejected is the failure reported on a parent whose customize
 // reply the watcher cannot use: err says why.
-func CustomizeRejected(err error) hooks.Failure {
-	return hooks.Failure{Reason: "InvalidHookReply", Message: "customize hook reply rejected: " + err.Error()}
+func CustomizeRejected(err error) bus.Failure {
+	return bus.Failure{Reason: "InvalidHookReply", Message: "customize hook reply rejected: " + err.Error()}
 }
 
 // Rules are the rules of a customize reply, which select the related

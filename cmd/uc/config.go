@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"universalcontroller.dev/uc/applier"
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/schemas/bus"
 )
 
@@ -24,7 +23,7 @@ type config struct {
 	kubeQPS    float64
 	kubeBurst  int
 
-	nats       worker.Connection
+	nats       bus.Connection
 	natsListen string
 	dataDir    string
 	replicas   int

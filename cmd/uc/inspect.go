@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/internal/inspect"
 	"universalcontroller.dev/uc/internal/natsauth"
 	"universalcontroller.dev/uc/schemas/bus"
@@ -283,7 +282,7 @@ type inspectFlags struct {
 	kube       bool // the command reads the cluster
 	kubeconfig string
 	namespace  string
-	nats       worker.Connection
+	nats       bus.Connection
 	output     string
 }
 

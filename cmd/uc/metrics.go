@@ -21,7 +21,6 @@ import (
 
 	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/schemas/bus"
-	"universalcontroller.dev/uc/schemas/hooks"
 )
 
 // metrics are uc's own Prometheus metrics, served on --metrics-addr. They
@@ -166,7 +165,7 @@ func (m *metrics) replyReceived(msg jetstream.Msg) {
 			m.roundTrip.WithLabelValues(controller, hook).Observe(max(time.Since(time.Unix(0, stamp)).Seconds(), 0))
 		}
 	case bus.FailureType(hook):
-		var f hooks.Failure
+		var f bus.Failure
 		if json.Unmarshal(msg.Data(), &f) != nil || f.Deliveries == 0 {
 			return // a failure the watcher found, not the hook's
 		}

@@ -46,9 +46,9 @@ func TestMetrics(t *testing.T) {
 		data any
 	}{
 		{bus.ResponseType("sync"), hooks.SyncResponse{}},
-		{bus.FailureType("sync"), hooks.Failure{Reason: "Timeout", Deliveries: 1, Retrying: true}},
-		{bus.FailureType("sync"), hooks.Failure{Reason: "WorkerError", Deliveries: 5}},
-		{bus.FailureType("sync"), hooks.Failure{Reason: "InvalidSelector"}},
+		{bus.FailureType("sync"), bus.Failure{Reason: "Timeout", Deliveries: 1, Retrying: true}},
+		{bus.FailureType("sync"), bus.Failure{Reason: "WorkerError", Deliveries: 5}},
+		{bus.FailureType("sync"), bus.Failure{Reason: "InvalidSelector"}},
 	}
 	for i, r := range replies {
 		e := event.New()

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"universalcontroller.dev/uc/applier"
-	"universalcontroller.dev/uc/dispatcher/worker/exechook"
+	"universalcontroller.dev/uc/internal/exechook"
 	"universalcontroller.dev/uc/internal/render"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
@@ -41,7 +41,7 @@ CustomResourceDefinitions (--crd, or among the --controller documents),
 built-in kinds from client-go. A parent without metadata.uid gets one made
 up from its name, and a namespaced one without a namespace is in default.
 
-A Go worker built with the SDK's worker.Main serves one request when
+A Go worker built with the SDK's hook.Main serves one request when
 UC_EXEC_HOOK is set, so its binary (or go run) is a command render can run.
 
 Exits 0 with the result, 1 when the hook fails or its reply would be

@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/schemas/bus"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // DeadLetter is a request no hook could serve within its maximum
@@ -105,7 +105,7 @@ func (b *Bus) DeadLetter(ctx context.Context, id uint64) (*DeadLetter, error) {
 // deadLetterOf reads a stored dead letter.
 func deadLetterOf(ctx context.Context, raw *jetstream.RawStreamMsg) *DeadLetter {
 	d := &DeadLetter{ID: raw.Sequence, DeadLettered: raw.Time,
-		Reason: raw.Header.Get(worker.HeaderFailureReason), Message: raw.Header.Get(worker.HeaderFailureMessage)}
+		Reason: raw.Header.Get(hook.HeaderFailureReason), Message: raw.Header.Get(hook.HeaderFailureMessage)}
 	m, err := decode(ctx, raw)
 	if err != nil {
 		d.Problem = err.Error()

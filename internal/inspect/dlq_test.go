@@ -14,11 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/internal/bustest"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 const testController = "shop.example.com"
@@ -64,8 +64,8 @@ func deadLetter(t *testing.T, js jetstream.JetStream, meta bus.Meta, id string) 
 	t.Helper()
 	req := requestMsg(t, meta, id)
 	req.Header.Set(jetstream.MsgIDHeader, id)
-	req.Header.Set(worker.HeaderFailureReason, "WorkerError")
-	req.Header.Set(worker.HeaderFailureMessage, "the hook is broken")
+	req.Header.Set(hook.HeaderFailureReason, "WorkerError")
+	req.Header.Set(hook.HeaderFailureMessage, "the hook is broken")
 	req.Subject = meta.DeadLetterSubject()
 	ack, err := js.PublishMsg(t.Context(), req)
 	if err != nil {

@@ -15,7 +15,7 @@ func busyTrace() *Trace {
 	gen := int64(2)
 	written := at.Add(-time.Hour)
 	failed := request(3)
-	failed.Failure = &hooks.Failure{Reason: "Timeout", Message: "no reply within 10s", Deliveries: 10}
+	failed.Failure = &bus.Failure{Reason: "Timeout", Message: "no reply within 10s", Deliveries: 10}
 	failed.RequestID, failed.Source = "req-2", "/universalcontroller/shop/worker"
 	t := traceOf(func(t *Trace) {
 		t.Parent.ObservedGeneration = &gen

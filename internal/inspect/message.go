@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"universalcontroller.dev/uc/schemas/bus"
-	"universalcontroller.dev/uc/schemas/hooks"
 )
 
 // Message is one CloudEvent of the bus, as stored in its stream: a hook
@@ -47,7 +46,7 @@ type Message struct {
 	// RequestID, on a reply, is the id of the request it answers.
 	RequestID string `json:"requestID,omitempty"`
 	// Failure is the data of a failure event: why no reply came.
-	Failure *hooks.Failure `json:"failure,omitempty"`
+	Failure *bus.Failure `json:"failure,omitempty"`
 
 	meta  bus.Meta
 	event *event.Event
@@ -75,7 +74,7 @@ func decode(ctx context.Context, raw *jetstream.RawStreamMsg) (*Message, error) 
 		meta: meta, event: e,
 	}
 	if e.Type() == bus.FailureType(meta.Hook) {
-		var f hooks.Failure
+		var f bus.Failure
 		if err := json.Unmarshal(e.Data(), &f); err == nil {
 			m.Failure = &f
 		}

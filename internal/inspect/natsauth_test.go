@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"universalcontroller.dev/uc/dispatcher"
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/internal/bustest"
 	"universalcontroller.dev/uc/internal/natsauth"
 	"universalcontroller.dev/uc/schemas/bus"
@@ -62,7 +61,7 @@ func connectAs(t *testing.T, url, name, inbox string) *user {
 	t.Helper()
 	u := &user{refused: make(chan error, 16)}
 	var err error
-	c := worker.Connection{URL: url, User: name, Password: name, InboxPrefix: inbox}
+	c := bus.Connection{URL: url, User: name, Password: name, InboxPrefix: inbox}
 	if u.nc, err = c.Connect(name, slog.Default(), func(err error) { u.refused <- err }); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +117,7 @@ func TestPermissions(t *testing.T) {
 	if _, err := w.nc.Subscribe(bus.AllInspects(), func(m *nats.Msg) { _ = m.Respond([]byte(`{"id":"req-p-20"}`)) }); err != nil {
 		t.Fatal(err)
 	}
-	h := connectAs(t, url, natsauth.HookUser(testController), natsauth.HookInbox(testController))
+	h := connectAs(t, url, natsauth.HookUser(testController), bus.HookInbox(testController))
 	dead := deadLetter(t, h.js, metaOf("q", "q", 30), "req-q-30")
 
 	inspector := connectAs(t, url, natsauth.InspectorUser, natsauth.CLIInbox)

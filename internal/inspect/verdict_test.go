@@ -61,7 +61,7 @@ func TestVerdict(t *testing.T) {
 			state: WaitingForApplier, summary: "a reply for generation 3 waits for the applier of partition 7, since 2s ago, held by applier-0", noHintWant: true},
 		{name: "a failure waits, its partition not held", edit: func(t *Trace) {
 			t.Hooks[0].Reply = request(3)
-			t.Hooks[0].Reply.Failure = &hooks.Failure{Reason: "Timeout"}
+			t.Hooks[0].Reply.Failure = &bus.Failure{Reason: "Timeout"}
 			t.Partition.Holder = ""
 		}, state: WaitingForApplier, summary: "a failure (Timeout)", hint: "no applier holds partition 7"},
 		{name: "no consumer", edit: func(t *Trace) { t.Hooks[0].Consumer = nil }, state: NoConsumer, summary: "hook_shop_sync does not exist", hint: "dispatcher"},

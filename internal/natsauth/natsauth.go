@@ -44,11 +44,6 @@ func HookUser(controller string) string { return "hook-" + controller }
 // name: watcher, dispatcher, applier, or run for all of them).
 func RoleInbox(command string) string { return "_INBOX.uc_" + command }
 
-// HookInbox is the inbox prefix of a controller's hook workers. The
-// controller token cannot hold a dot, so one controller's inboxes are never
-// under another's.
-func HookInbox(controller string) string { return "_INBOX.hook_" + bus.Token(controller) }
-
 // PasswordVariable is the variable the configuration reads a user's
 // password from: UC_NATS_PASSWORD_ and the user name in upper case, every
 // character other than a letter or digit an underscore
@@ -114,7 +109,7 @@ func HookWorker(controller string) User {
 	u := User{
 		Name:      HookUser(controller),
 		About:     "hook workers of controller " + controller,
-		Subscribe: []string{HookInbox(controller) + ".>"},
+		Subscribe: []string{bus.HookInbox(controller) + ".>"},
 	}
 	for _, h := range allHooks {
 		u.Publish = append(u.Publish, consumerAPI(bus.RequestStream, bus.HookConsumer(controller, h))...)

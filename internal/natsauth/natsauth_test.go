@@ -63,7 +63,7 @@ func TestHookWorkersAreConfined(t *testing.T) {
 	for _, s := range append(slices.Clone(a.Publish), a.Subscribe...) {
 		for _, other := range []string{"uc.reply.foo_bar.sync.0.x", "uc.dlq.foo_bar.sync.0.x", "uc.req.foo.sync.0.x",
 			"$JS.API.CONSUMER.MSG.NEXT.UC_REQUESTS.hook_foo_bar_sync", "$JS.ACK.UC_REQUESTS.hook_foo_bar_sync.1.2.3.4.5",
-			HookInbox("foo.bar") + ".x", "_INBOX.x"} {
+			bus.HookInbox("foo.bar") + ".x", "_INBOX.x"} {
 			if server.SubjectsCollide(s, other) {
 				t.Errorf("hook user of foo may use %s, which matches %s", s, other)
 			}
@@ -87,7 +87,7 @@ func TestDecoratorHookWorkersAreConfined(t *testing.T) {
 		reply := bus.Address{Controller: tc.other, Hook: "sync", ParentUID: "x"}
 		for _, s := range append(slices.Clone(u.Publish), u.Subscribe...) {
 			for _, other := range []string{reply.ReplySubject(), reply.DeadLetterSubject(), reply.RequestSubject(),
-				"$JS.API.CONSUMER.MSG.NEXT.UC_REQUESTS." + bus.HookConsumer(tc.other, "sync"), HookInbox(tc.other) + ".x"} {
+				"$JS.API.CONSUMER.MSG.NEXT.UC_REQUESTS." + bus.HookConsumer(tc.other, "sync"), bus.HookInbox(tc.other) + ".x"} {
 				if server.SubjectsCollide(s, other) {
 					t.Errorf("hook user of %s may use %s, which matches %s", tc.user, s, other)
 				}

@@ -9,10 +9,10 @@ import (
 
 	"universalcontroller.dev/uc/applier"
 	"universalcontroller.dev/uc/dispatcher"
-	"universalcontroller.dev/uc/dispatcher/worker"
-	"universalcontroller.dev/uc/dispatcher/worker/exechook"
-	"universalcontroller.dev/uc/schemas/hooks"
+	"universalcontroller.dev/uc/internal/exechook"
+	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // caller calls a hook once with a request and returns its reply. A call
@@ -23,23 +23,23 @@ type caller func(ctx context.Context, hook string, req any) ([]byte, error)
 // runs it, a webhook as the dispatcher calls it, with the timeout and the
 // reply's bound of theirs, and reports a failed call as the parent would.
 func (in *inputs) caller(opts Options, notes io.Writer) caller {
-	return func(ctx context.Context, hook string, req any) ([]byte, error) {
-		h, err := in.handler(opts, hook, notes)
+	return func(ctx context.Context, name string, req any) ([]byte, error) {
+		h, err := in.handler(opts, name, notes)
 		if err != nil {
 			return nil, err
 		}
-		timeout := opts.Timeout
-		if timeout <= 0 {
-			timeout = worker.DefaultPolicy.WithSpec(in.ctl.Spec.Hooks.Named(hook)).Timeout
-		}
 		data, err := json.Marshal(req)
 		if err != nil {
-			return nil, fmt.Errorf("encode the %s request: %w", hook, err)
+			return nil, fmt.Errorf("encode the %s request: %w", name, err)
+		}
+		timeout := opts.Timeout
+		if timeout <= 0 {
+			timeout = hook.DefaultPolicy.ForRequest(data, name).Timeout
 		}
 		reply, err := callAndWait(ctx, h, data, timeout)
 		if err != nil {
-			reason, _ := worker.ReasonOf(err)
-			return nil, applier.HookFailed(hook, hooks.Failure{Reason: reason, Message: err.Error(), Deliveries: 1, Retrying: true})
+			reason, _ := hook.ReasonOf(err)
+			return nil, applier.HookFailed(name, bus.Failure{Reason: reason, Message: err.Error(), Deliveries: 1, Retrying: true})
 		}
 		if b, ok := reply.([]byte); ok {
 			return b, nil
@@ -52,12 +52,12 @@ func (in *inputs) caller(opts Options, notes io.Writer) caller {
 // command killed, the HTTP request cancelled.
 const handlerWait = 5 * time.Second
 
-// callAndWait calls h as a worker does (worker.Call), and waits for it to
+// callAndWait calls h as a worker does (hook.Call), and waits for it to
 // return even when the call timed out, so that the command it ran is
 // killed before render exits.
-func callAndWait(ctx context.Context, h worker.Handler, data []byte, timeout time.Duration) (any, error) {
+func callAndWait(ctx context.Context, h hook.Handler, data []byte, timeout time.Duration) (any, error) {
 	w := &waited{Handler: h, done: make(chan struct{})}
-	reply, err := worker.Call(ctx, w, data, timeout)
+	reply, err := hook.Call(ctx, w, data, timeout)
 	select {
 	case <-w.done:
 	case <-time.After(handlerWait):
@@ -67,7 +67,7 @@ func callAndWait(ctx context.Context, h worker.Handler, data []byte, timeout tim
 
 // waited is a handler whose return is told on done.
 type waited struct {
-	worker.Handler
+	hook.Handler
 	done chan struct{}
 }
 
@@ -78,27 +78,27 @@ func (w *waited) Handle(ctx context.Context, data []byte) (any, error) {
 
 // handler is how the hook is called: the command of --exec, the webhook of
 // --url, or the controller's webhook.
-func (in *inputs) handler(opts Options, hook string, notes io.Writer) (worker.Handler, error) {
+func (in *inputs) handler(opts Options, name string, notes io.Writer) (hook.Handler, error) {
 	maxReply := opts.MaxReplyBytes
 	if maxReply <= 0 {
 		maxReply = exechook.DefaultMaxReplyBytes
 	}
 	switch {
 	case opts.Exec != "":
-		return &execHook{Handler: &exechook.Handler{HookName: hook, Argv: []string{"sh", "-c", opts.Exec}, MaxReplyBytes: maxReply}, stderr: notes}, nil
+		return &execHook{Handler: &exechook.Handler{HookName: name, Argv: []string{"sh", "-c", opts.Exec}, MaxReplyBytes: maxReply}, stderr: notes}, nil
 	case opts.URL != "":
-		return dispatcher.NewWebhook(hook, &v1alpha1.Webhook{URL: &opts.URL}, nil, nil, maxReply), nil
+		return dispatcher.NewWebhook(name, &v1alpha1.Webhook{URL: &opts.URL}, nil, nil, maxReply), nil
 	}
-	spec := in.ctl.Spec.Hooks.Named(hook)
+	spec := in.ctl.Spec.Hooks.Named(name)
 	switch {
 	case spec == nil:
-		return nil, fmt.Errorf("%s has no %s hook", in.ctl.Name, hook)
+		return nil, fmt.Errorf("%s has no %s hook", in.ctl.Name, name)
 	case spec.Webhook == nil:
-		return nil, fmt.Errorf("%s's %s hook is not a webhook: give the command that serves it (--exec) or its URL (--url)", in.ctl.Name, hook)
+		return nil, fmt.Errorf("%s's %s hook is not a webhook: give the command that serves it (--exec) or its URL (--url)", in.ctl.Name, name)
 	case in.kube == nil && (!spec.Webhook.Connection.IsZero() || len(in.ctl.Spec.EndpointConfigs) > 0):
-		return nil, fmt.Errorf("%s's %s webhook connects with settings that may name Secrets: give its URL (--url) to call it without them, or --kubeconfig to read them", in.ctl.Name, hook)
+		return nil, fmt.Errorf("%s's %s webhook connects with settings that may name Secrets: give its URL (--url) to call it without them, or --kubeconfig to read them", in.ctl.Name, name)
 	}
-	return dispatcher.NewWebhook(hook, spec.Webhook, in.ctl.Spec.EndpointConfigs, in.kube, maxReply), nil
+	return dispatcher.NewWebhook(name, spec.Webhook, in.ctl.Spec.EndpointConfigs, in.kube, maxReply), nil
 }
 
 // execHook runs a command as `uc worker` does, and passes on what it

@@ -112,6 +112,12 @@ func HookConsumer(controller, hook string) string {
 	return "hook_" + Token(controller) + "_" + hook
 }
 
+// HookInbox is the inbox prefix of a controller's hook workers: a NATS
+// user of one controller's hook workers (uc nats-config) receives responses
+// there only. The controller token cannot hold a dot, so one controller's
+// inboxes are never under another's.
+func HookInbox(controller string) string { return "_INBOX.hook_" + Token(controller) }
+
 // Durable consumers of uc's own roles on the reply stream: the appliers take
 // sync and finalize replies, one consumer per partition
 // (ApplierPartitionConsumer), the watcher customize replies.

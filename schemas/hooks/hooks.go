@@ -120,23 +120,6 @@ func (r *CustomizeResponse) Validate() error {
 	return nil
 }
 
-// Failure says why a hook could not be served. It travels on the reply
-// subject, as a CloudEvent of type bus.FailureType: once when the first
-// delivery of a request failed and it will be tried again (Retrying), so
-// that the parent says so at once, and after the request reached its
-// maximum deliveries and went to the dead-letter stream.
-type Failure struct {
-	// Reason is a CamelCase word: Timeout, HTTPError, InvalidReply, WorkerError…
-	Reason string `json:"reason"`
-	// Message is for humans: the status code, the timeout, the error.
-	Message string `json:"message"`
-	// Deliveries is how many times the request was tried.
-	Deliveries int `json:"deliveries"`
-	// Retrying says the request will be tried again: the failure is
-	// reported, and a later reply replaces the report.
-	Retrying bool `json:"retrying,omitempty"`
-}
-
 // Validate checks what can be checked of a sync reply without the cluster:
 // resyncAfterSeconds is not negative, every event and condition is one uc
 // can record or set (see validateEvents and validateConditions), and every

@@ -1,10 +1,10 @@
-// How a worker reaches NATS — the Go SDK's worker.Connection: the servers,
+// How a worker reaches NATS — bus.Connection, as the Go SDK uses it: the servers,
 // the credentials and TLS, from the same flags and variables.
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { connect, credsAuthenticator } from "nats";
 
-/** The flags of a connection, each with its variable (the Go SDK's worker.Main). */
+/** The flags of a connection, each with its variable (the Go SDK's hook.Main). */
 const FLAGS = {
   url: ["nats-url", "NATS_URL", "NATS server URL (default nats://127.0.0.1:4222)"],
   creds: ["nats-creds", "NATS_CREDS", "NATS credentials file (user JWT and NKey seed)"],

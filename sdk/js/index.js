@@ -1,5 +1,5 @@
 // @universalcontroller/worker: serve a uc hook from JavaScript on uc's NATS
-// JetStream bus, as the Go SDK (dispatcher/worker) does. README.md says how.
+// JetStream bus, as the Go SDK (sdk/go) does. README.md says how.
 //
 //   import { serve } from "@universalcontroller/worker";
 //   serve("catset-controller", { sync });
@@ -16,7 +16,7 @@ export { DEFAULT_POLICY, HookError, Reason } from "./policy.js";
 export { HEADER_FAILURE_MESSAGE, HEADER_FAILURE_REASON, serveHook } from "./worker.js";
 
 /**
- * A hook worker's whole main program — the Go SDK's worker.Main: it reads
+ * A hook worker's whole main program — the Go SDK's hook.Main: it reads
  * the NATS connection from the command line and the environment
  * (--nats-url or $NATS_URL, default nats://127.0.0.1:4222; --nats-creds,
  * --nats-user, --nats-password, --nats-token, --nats-tls-ca,
@@ -62,7 +62,7 @@ export async function serve(controller, handlers, { args = process.argv.slice(2)
 
 /**
  * Connects to NATS and serves the handlers until signal aborts — the Go
- * SDK's worker.Run. conn is a connection as connectionFromArgs returns it.
+ * SDK's hook.Run. conn is a connection as connectionFromArgs returns it.
  * Responses come to the controller's own inbox prefix (_INBOX.hook_<controller>)
  * unless conn.inboxPrefix sets one. It throws when the server refuses an
  * operation: a worker whose NATS user may not serve this controller cannot

@@ -1,4 +1,4 @@
-// How one hook's requests are delivered — the Go SDK's worker.Policy: how
+// How one hook's requests are delivered — the Go SDK's hook.Policy: how
 // long a call may take, how many times a request is tried before it is
 // dead-lettered, and how long to wait between two tries. The controller's
 // spec.hooks.<hook>.delivery, carried in every request, overrides it.

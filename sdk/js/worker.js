@@ -1,4 +1,4 @@
-// Serving one hook of one controller on the bus: the Go SDK's worker.Serve,
+// Serving one hook of one controller on the bus: the Go SDK's hook.Serve,
 // request for request. docs/bus.md is the contract.
 import { setTimeout as sleep } from "node:timers/promises";
 import { headers as natsHeaders } from "nats";

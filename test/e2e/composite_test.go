@@ -27,8 +27,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 var compositeGVR = schema.GroupVersionResource{Group: "e2e.universalcontroller.dev", Version: "v1", Resource: "composites"}
@@ -67,8 +67,8 @@ func hookSawLatest(ctx context.Context, rec *recorder, ns, name string) error {
 }
 
 // handler serves fn as the hook, recording every call before it runs.
-func (r *recorder) handler(hook string, fn func(context.Context, *hooks.SyncRequest) (any, error)) worker.Handler {
-	return recordingHandler{hook, r, fn}
+func (r *recorder) handler(name string, fn func(context.Context, *hooks.SyncRequest) (any, error)) hook.Handler {
+	return recordingHandler{name, r, fn}
 }
 
 type recordingHandler struct {
@@ -105,14 +105,15 @@ func (r *recorder) of(namespace, name string) []hookCall {
 
 func (r *recorder) count(namespace, name string) int { return len(r.of(namespace, name)) }
 
-// typed adapts a SyncFunc to recorder.handler.
-func typed(fn worker.SyncFunc) func(context.Context, *hooks.SyncRequest) (any, error) {
+// typed adapts an SDK's SyncFunc (an example's hook) to recorder.handler:
+// fn gets the request as the SDK decodes it.
+func typed(fn hook.SyncFunc) func(context.Context, *hooks.SyncRequest) (any, error) {
 	return func(ctx context.Context, req *hooks.SyncRequest) (any, error) {
-		resp, err := fn(ctx, req)
+		data, err := json.Marshal(req)
 		if err != nil {
 			return nil, err
 		}
-		return resp, nil
+		return hook.Sync(fn).Handle(ctx, data)
 	}
 }
 
@@ -131,7 +132,7 @@ func registerComposite(t *testing.T, name string, edit func(spec map[string]any)
 // testdata/composite-controller.yaml named name, for the Composites
 // labelled with that name, changed by edit, and serves its sync hook with
 // sync.
-func registerCompositeWith(t *testing.T, name string, sync worker.Handler, edit func(spec map[string]any)) {
+func registerCompositeWith(t *testing.T, name string, sync hook.Handler, edit func(spec map[string]any)) {
 	t.Helper()
 	installCRD(t, "test/e2e/testdata/composite-crd.yaml", compositeGVR)
 	serveHooks(t, name, sync)

@@ -10,10 +10,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // deadLetterReason is the failure reason of the parent's last dead-lettered
@@ -28,7 +28,7 @@ func deadLetterReason(ctx context.Context, controller string, parent *unstructur
 	if err != nil {
 		return "", fmt.Errorf("dead letter of %s: %w", parent.GetName(), err)
 	}
-	return msg.Header.Get(worker.HeaderFailureReason), nil
+	return msg.Header.Get(hook.HeaderFailureReason), nil
 }
 
 // TestDeliveryDeadLetter: a hook that times out, or answers 500, is tried
@@ -43,8 +43,8 @@ func TestDeliveryDeadLetter(t *testing.T) {
 	registerEchoController(t, controller, v1alpha1.Hook{Webhook: &v1alpha1.Webhook{URL: &srv.URL}, Delivery: fastDelivery(time.Second)})
 	ns := namespace(t)
 	for _, tc := range []struct{ mode, reason, want string }{
-		{"hang", worker.ReasonTimeout, "after 3 deliveries: Timeout: no reply within 1s"},
-		{"fail", worker.ReasonHTTPError, `after 3 deliveries: HTTPError: POST ` + srv.URL + `: 500 Internal Server Error: "echo hook is broken"`},
+		{"hang", hook.ReasonTimeout, "after 3 deliveries: Timeout: no reply within 1s"},
+		{"fail", hook.ReasonHTTPError, `after 3 deliveries: HTTPError: POST ` + srv.URL + `: 500 Internal Server Error: "echo hook is broken"`},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			ctx := t.Context()

@@ -28,10 +28,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
+	hook "universalcontroller.dev/uc/sdk/go"
 	"universalcontroller.dev/uc/test/testbed"
 )
 
@@ -293,12 +293,12 @@ func (h *countingHook) hold(key string) (release func()) {
 
 // serveHooks serves the handlers as the controller's hooks, in this
 // process, until the test ends.
-func serveHooks(t *testing.T, controller string, handlers ...worker.Handler) {
+func serveHooks(t *testing.T, controller string, handlers ...hook.Handler) {
 	t.Helper()
 	ctx := t.Context()
 	for _, h := range handlers {
 		go func() {
-			if err := worker.Serve(ctx, env.js, controller, h); err != nil && ctx.Err() == nil {
+			if err := hook.Serve(ctx, env.js, controller, h); err != nil && ctx.Err() == nil {
 				t.Errorf("%s %s worker: %v", controller, h.Hook(), err)
 			}
 		}()
@@ -348,7 +348,7 @@ func registerManifest(t *testing.T, path string, edit func(*unstructured.Unstruc
 
 // runExample installs an example, serving its sync hook in this process,
 // logs its size, and returns a new namespace for its parents.
-func runExample(t *testing.T, title, dir string, gvr schema.GroupVersionResource, controller string, sync worker.SyncFunc) string {
+func runExample(t *testing.T, title, dir string, gvr schema.GroupVersionResource, controller string, sync hook.SyncFunc) string {
 	t.Helper()
 	logHookSize(t, title, dir)
 	installExample(t, dir, gvr, controller, nil, newRecorder().handler(hooks.Sync, typed(sync)))
@@ -359,7 +359,7 @@ func runExample(t *testing.T, title, dir string, gvr schema.GroupVersionResource
 // handlers as its controller's hooks in this process, and registers its
 // controller (dir/controller.yaml), each object changed by edit first (nil:
 // none).
-func installExample(t *testing.T, dir string, gvr schema.GroupVersionResource, controller string, edit func(*unstructured.Unstructured), handlers ...worker.Handler) {
+func installExample(t *testing.T, dir string, gvr schema.GroupVersionResource, controller string, edit func(*unstructured.Unstructured), handlers ...hook.Handler) {
 	t.Helper()
 	installCRD(t, dir+"/crd.yaml", gvr)
 	serveHooks(t, controller, handlers...)
@@ -497,7 +497,7 @@ func (r *changeRecord) conditions(name string) []string {
 
 // jetStreamAs connects to NATS as a worker would, named name, until the test
 // ends.
-func jetStreamAs(t *testing.T, c worker.Connection, name string) jetstream.JetStream {
+func jetStreamAs(t *testing.T, c bus.Connection, name string) jetstream.JetStream {
 	t.Helper()
 	nc, err := c.Connect(name, slog.Default(), nil)
 	if err != nil {

@@ -23,10 +23,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/internal/inspect"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // ucCLI runs the uc command line against the suite's cluster and NATS
@@ -88,7 +88,7 @@ func (h *breakableHook) Handle(ctx context.Context, data []byte) (any, error) {
 	if err := json.Unmarshal(data, &req); err != nil {
 		return nil, err
 	}
-	e, _ := worker.Request(ctx)
+	e, _ := hook.Request(ctx)
 	call := inspectedCall{request: e.ID(), parent: req.Parent.GetName(), resourceVersion: req.Parent.GetResourceVersion(),
 		generation: req.Parent.GetGeneration(), children: len(req.Children["ConfigMap.v1"]), failed: h.broken.Load()}
 	h.mu.Lock()
@@ -236,7 +236,7 @@ func TestInspectDeadLetters(t *testing.T) {
 		old, err = deadLetterOf(ctx, controller, "moved-on")
 		return err
 	})
-	if dead.Reason != worker.ReasonWorkerError || !strings.Contains(dead.Message, "the hook is broken") || dead.Request.Generation != 1 || dead.Request.ParentUID != string(stuck.GetUID()) {
+	if dead.Reason != hook.ReasonWorkerError || !strings.Contains(dead.Message, "the hook is broken") || dead.Request.Generation != 1 || dead.Request.ParentUID != string(stuck.GetUID()) {
 		t.Fatalf("the dead letter of stuck: %+v, request %+v", dead, dead.Request)
 	}
 	text := mustUC(t, "dlq", "ls", "--controller", controller)

@@ -20,9 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/internal/natsauth"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 var catsetGVR = schema.GroupVersionResource{Group: "examples.universalcontroller.dev", Version: "v1", Resource: "catsets"}
@@ -196,8 +196,8 @@ func TestJSWorkerDelivery(t *testing.T) {
 	ns := namespace(t)
 
 	for _, tc := range []struct{ mode, reason, want string }{
-		{"fail", worker.ReasonWorkerError, "after 3 deliveries: WorkerError: the echo hook broke"},
-		{"hang", worker.ReasonTimeout, "after 3 deliveries: Timeout: no reply within 2s"},
+		{"fail", hook.ReasonWorkerError, "after 3 deliveries: WorkerError: the echo hook broke"},
+		{"hang", hook.ReasonTimeout, "after 3 deliveries: Timeout: no reply within 2s"},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			ctx := t.Context()

@@ -21,11 +21,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/internal/inspect"
 	"universalcontroller.dev/uc/internal/natsauth"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 	"universalcontroller.dev/uc/test/testbed"
 )
 
@@ -81,8 +81,8 @@ func startNATSAuth(t *testing.T, controllers ...string) *natsAuthBed {
 }
 
 // conn is how user connects, over TLS with the client certificate.
-func (b *natsAuthBed) conn(user string) worker.Connection {
-	return worker.Connection{URL: b.srv.URL(), User: user, Password: b.passwords[user],
+func (b *natsAuthBed) conn(user string) bus.Connection {
+	return bus.Connection{URL: b.srv.URL(), User: user, Password: b.passwords[user],
 		TLSCA: b.tls.CA, TLSCert: b.tls.ClientCert, TLSKey: b.tls.ClientKey}
 }
 
@@ -124,7 +124,7 @@ func TestNATSLeastPrivilege(t *testing.T) {
 	var workerErr error
 	go func() {
 		defer served.Done()
-		workerErr = worker.Run(ctx, nb.conn(natsauth.HookUser(widgets)), widgets, []worker.Handler{worker.Sync(widgetSync)})
+		workerErr = hook.Run(ctx, nb.conn(natsauth.HookUser(widgets)), widgets, []hook.Handler{hook.Func(hooks.Sync, widgetSync)})
 	}()
 	t.Cleanup(func() {
 		stop()
@@ -186,7 +186,7 @@ func natsAuthIntruder(t *testing.T, nb *natsAuthBed, victim, own string) {
 	ctx := t.Context()
 	refused := make(chan error, 16)
 	c := nb.conn(natsauth.HookUser(own))
-	c.InboxPrefix = natsauth.HookInbox(own)
+	c.InboxPrefix = bus.HookInbox(own)
 	nc, err := c.Connect("intruder", slog.Default(), func(err error) { refused <- err })
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +243,7 @@ func natsAuthIntruder(t *testing.T, nb *natsAuthBed, victim, own string) {
 	_, err = nc.Request(next, []byte(`{"batch":1,"expires":1000000000}`), 2*time.Second)
 	expectRefused("fetch from "+consumer, next, err)
 
-	for _, subject := range []string{bus.RequestPrefix + ".>", "_INBOX.>", natsauth.HookInbox(victim) + ".>"} {
+	for _, subject := range []string{bus.RequestPrefix + ".>", "_INBOX.>", bus.HookInbox(victim) + ".>"} {
 		sub, err := nc.SubscribeSync(subject)
 		if err == nil {
 			_, err = sub.NextMsg(2 * time.Second)
@@ -255,11 +255,11 @@ func natsAuthIntruder(t *testing.T, nb *natsAuthBed, victim, own string) {
 	start := time.Now()
 	runCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	err = worker.Run(runCtx, nb.conn(natsauth.HookUser(own)), victim, []worker.Handler{worker.Sync(widgetSync)}, worker.WithLogger(slog.Default()))
+	err = hook.Run(runCtx, nb.conn(natsauth.HookUser(own)), victim, []hook.Handler{hook.Func(hooks.Sync, widgetSync)}, hook.WithLogger(slog.Default()))
 	if !errors.Is(err, nats.ErrPermissionViolation) || runCtx.Err() != nil {
-		t.Fatalf("worker.Run for %s as %s: %v, want a permissions violation", victim, natsauth.HookUser(own), err)
+		t.Fatalf("hook.Run for %s as %s: %v, want a permissions violation", victim, natsauth.HookUser(own), err)
 	}
-	t.Logf("worker.Run for %s as %s stopped after %s: %v", victim, natsauth.HookUser(own), time.Since(start).Round(time.Millisecond), err)
+	t.Logf("hook.Run for %s as %s stopped after %s: %v", victim, natsauth.HookUser(own), time.Since(start).Round(time.Millisecond), err)
 }
 
 // natsAuthForgedReply has the hook user of controller own publish, on one of
@@ -269,7 +269,7 @@ func natsAuthIntruder(t *testing.T, nb *natsAuthBed, victim, own string) {
 func natsAuthForgedReply(t *testing.T, nb *natsAuthBed, b *rolesOnBus, applier *roleProcess, victim, own string) {
 	ctx := t.Context()
 	c := nb.conn(natsauth.HookUser(own))
-	c.InboxPrefix = natsauth.HookInbox(own)
+	c.InboxPrefix = bus.HookInbox(own)
 	js := jetStreamAs(t, c, "forger")
 	w, err := env.dyn.Resource(widgetGVR).Namespace(b.ns).Get(ctx, "w1", metav1.GetOptions{})
 	if err != nil {

@@ -18,8 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 	"universalcontroller.dev/uc/test/testbed"
 )
 
@@ -134,7 +134,7 @@ func (b *rolesOnBus) startWorker() {
 	b.stopWorker, b.workerEnded = cancel, make(chan struct{})
 	go func() {
 		defer close(b.workerEnded)
-		_ = worker.Serve(ctx, b.js, "widget-controller", worker.Sync(counted))
+		_ = hook.Serve(ctx, b.js, "widget-controller", hook.Func(hooks.Sync, counted))
 	}()
 }
 

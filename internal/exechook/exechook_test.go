@@ -11,9 +11,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
-	"universalcontroller.dev/uc/dispatcher/worker/exechook"
+	"universalcontroller.dev/uc/internal/exechook"
 	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 	"universalcontroller.dev/uc/test/testbed"
 )
 
@@ -29,7 +29,7 @@ func TestRun(t *testing.T) {
 		limit   int64
 		// want is the reply, or wantErr a part of the error's message.
 		want, wantErr string
-		reason        string        // the *worker.Error's reason; "" for a plain error
+		reason        string        // the *hook.Error's reason; "" for a plain error
 		retryAfter    time.Duration // the hold-off asked for
 		within        time.Duration // how long the run may take
 	}{
@@ -38,7 +38,7 @@ func TestRun(t *testing.T) {
 		{name: "the command is told its hook", script: `echo "{\"hook\": \"$UC_EXEC_HOOK\"}"`, want: `{"hook": "sync"}` + "\n"},
 		{name: "stderr alone is no failure", script: `echo working >&2; echo '{}'`, want: "{}\n"},
 		{name: "no reply", script: `echo 'forgot to print' >&2; echo`,
-			wantErr: `wrote no reply on its standard output: stderr: "forgot to print"`, reason: worker.ReasonInvalidReply},
+			wantErr: `wrote no reply on its standard output: stderr: "forgot to print"`, reason: hook.ReasonInvalidReply},
 		{name: "exit 1", script: `echo 'Traceback: ValueError: no spec' >&2; exit 1`,
 			wantErr: `: exit status 1: stderr: "Traceback: ValueError: no spec"`},
 		{name: "the end of a long stderr", script: `i=0; while [ $i -lt 200 ]; do echo "line $i" >&2; i=$((i+1)); done; exit 2`,
@@ -46,15 +46,15 @@ func TestRun(t *testing.T) {
 		{name: "hang, with a process it started", script: `sleep 60 & echo "child $!" >&2; sleep 60`, timeout: 300 * time.Millisecond,
 			wantErr: "killed: context deadline exceeded", within: 2 * time.Second},
 		{name: "100 MB on stdout", script: `head -c 100000000 /dev/zero`, limit: 1 << 20,
-			wantErr: "reply larger than 1048576 bytes: killed", reason: worker.ReasonInvalidReply, within: 5 * time.Second},
+			wantErr: "reply larger than 1048576 bytes: killed", reason: hook.ReasonInvalidReply, within: 5 * time.Second},
 		{name: "100 MB, ignoring SIGPIPE", script: `trap '' PIPE; while :; do head -c 1000000 /dev/zero; done`, limit: 1 << 20,
-			wantErr: "reply larger than 1048576 bytes: killed", reason: worker.ReasonInvalidReply, within: 5 * time.Second},
+			wantErr: "reply larger than 1048576 bytes: killed", reason: hook.ReasonInvalidReply, within: 5 * time.Second},
 		{name: "stdout held open by a process it started", script: `sleep 60 & echo '{}'`,
 			wantErr: "a process it started kept its standard output open", within: 3 * time.Second},
 		{name: "hold-off", script: `echo 30; exit 75`,
-			wantErr: "asked to be called later (exit status 75)", reason: worker.ReasonWorkerError, retryAfter: 30 * time.Second},
+			wantErr: "asked to be called later (exit status 75)", reason: hook.ReasonWorkerError, retryAfter: 30 * time.Second},
 		{name: "hold-off, backoff", script: `exit 75`,
-			wantErr: "asked to be called later", reason: worker.ReasonWorkerError},
+			wantErr: "asked to be called later", reason: hook.ReasonWorkerError},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
@@ -82,7 +82,7 @@ func TestRun(t *testing.T) {
 			}
 			var reason string
 			var retryAfter time.Duration
-			if e := (*worker.Error)(nil); errors.As(err, &e) {
+			if e := (*hook.Error)(nil); errors.As(err, &e) {
 				reason, retryAfter = e.Reason, e.RetryAfter
 			}
 			if reason != tc.reason || retryAfter != tc.retryAfter {

@@ -1,4 +1,4 @@
-package worker
+package hook
 
 import (
 	"bytes"
@@ -6,31 +6,29 @@ import (
 	"errors"
 	"strings"
 	"testing"
-
-	"universalcontroller.dev/uc/schemas/hooks"
 )
 
 // TestServeOne: run as an exec hook, a worker answers the one request on
 // its standard input with the handler of the hook it is told, and fails
 // for a hook it does not serve or a call that fails.
 func TestServeOne(t *testing.T) {
-	sync := Sync(func(_ context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error) {
+	sync := Sync(func(_ context.Context, req *SyncRequest) (*SyncResponse, error) {
 		if req.Parent.GetName() == "broken" {
 			return nil, errors.New("the hook broke")
 		}
-		return &hooks.SyncResponse{Status: map[string]any{"name": req.Parent.GetName()}}, nil
+		return &SyncResponse{Status: map[string]any{"name": req.Parent.GetName()}}, nil
 	})
-	customize := Customize(func(context.Context, *hooks.CustomizeRequest) (*hooks.CustomizeResponse, error) {
-		return &hooks.CustomizeResponse{}, nil
+	customize := Customize(func(context.Context, *CustomizeRequest) (*CustomizeResponse, error) {
+		return &CustomizeResponse{}, nil
 	})
 	for _, tc := range []struct {
 		hook, request, reply, err string
 	}{
-		{hooks.Sync, `{"parent": {"apiVersion": "v1", "kind": "P", "metadata": {"name": "web"}}}`, `{"status":{"name":"web"},"children":null}`, ""},
-		{hooks.Customize, `{"parent": {"apiVersion": "v1", "kind": "P"}}`, `{"relatedResources":null}`, ""},
-		{hooks.Finalize, `{}`, "", "this worker serves no finalize hook"},
-		{hooks.Sync, `{"parent": {"apiVersion": "v1", "kind": "P", "metadata": {"name": "broken"}}}`, "", "the hook broke"},
-		{hooks.Sync, `not json`, "", "decode request"},
+		{syncHook, `{"parent": {"apiVersion": "v1", "kind": "P", "metadata": {"name": "web"}}}`, `{"status":{"name":"web"},"children":null}`, ""},
+		{customizeHook, `{"parent": {"apiVersion": "v1", "kind": "P"}}`, `{"relatedResources":null}`, ""},
+		{finalizeHook, `{}`, "", "this worker serves no finalize hook"},
+		{syncHook, `{"parent": {"apiVersion": "v1", "kind": "P", "metadata": {"name": "broken"}}}`, "", "the hook broke"},
+		{syncHook, `not json`, "", "decode sync request"},
 	} {
 		var out bytes.Buffer
 		err := serveOne(t.Context(), tc.hook, []Handler{sync, customize}, strings.NewReader(tc.request), &out)

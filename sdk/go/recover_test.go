@@ -1,18 +1,16 @@
-package worker_test
+package hook_test
 
 import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
-	"universalcontroller.dev/uc/dispatcher/worker"
-	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // badStatus is a reply value whose encoding panics.
@@ -46,16 +44,16 @@ func (panickyHook) Handle(_ context.Context, data []byte) (any, error) {
 
 // TestServePanickingHook: a handler that panics, and one whose reply
 // panics when encoded, are failed calls — retried, then dead-lettered with
-// a failure event for the applier — every panic counted; the worker stays
-// up and serves the requests that follow.
+// a failure event for the applier — every panic told to OnPanic; the
+// worker stays up and serves the requests that follow.
 func TestServePanickingHook(t *testing.T) {
 	js := startJetStream(t, 30*time.Second)
 	h := panickyHook{}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	served := make(chan error, 1)
-	go func() { served <- worker.Serve(ctx, js, "c", h) }()
-	before := testutil.ToFloat64(recovery.Panics.WithLabelValues(recovery.Hook))
+	var panics atomic.Int32
+	go func() { served <- hook.Serve(ctx, js, "c", h, hook.OnPanic(func() { panics.Add(1) })) }()
 
 	for _, tc := range []struct{ name, message string }{
 		{"panics", "panic: runtime error: index out of range [0] with length 0"},
@@ -63,11 +61,11 @@ func TestServePanickingHook(t *testing.T) {
 	} {
 		m := request(t, js, tc.name, fastDelivery)
 		dl := last(t, js, bus.DeadLetterStream, m.DeadLetterSubject())
-		if got := dl.Header.Get(worker.HeaderFailureReason); got != worker.ReasonWorkerError {
-			t.Errorf("%s: dead letter reason %q, want %q", tc.name, got, worker.ReasonWorkerError)
+		if got := dl.Header.Get(hook.HeaderFailureReason); got != hook.ReasonWorkerError {
+			t.Errorf("%s: dead letter reason %q, want %q", tc.name, got, hook.ReasonWorkerError)
 		}
 		e, _ := decode(t, last(t, js, bus.ReplyStream, m.ReplySubject()))
-		var f hooks.Failure
+		var f bus.Failure
 		if err := json.Unmarshal(e.Data(), &f); err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +76,7 @@ func TestServePanickingHook(t *testing.T) {
 			t.Errorf("%s: the failure reported on the parent carries the stack: %q", tc.name, f.Message)
 		}
 	}
-	if got := testutil.ToFloat64(recovery.Panics.WithLabelValues(recovery.Hook)) - before; got != 6 {
+	if got := panics.Load(); got != 6 {
 		t.Errorf("counted %v panics, want 6 (3 deliveries each)", got)
 	}
 

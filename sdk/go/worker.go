@@ -1,4 +1,4 @@
-// Package worker is the Go SDK for bus-native hooks: it serves a Go function
+// Package hook is the Go SDK for bus-native hooks: it serves a Go function
 // as one controller's hook, consuming the hook's requests from JetStream and
 // publishing its replies, with bounded concurrency and graceful shutdown.
 // It keeps the delivery promises of the controller's spec.hooks.<hook>.delivery
@@ -8,19 +8,25 @@
 // which reports it on the parent. The dispatcher serves webhooks and
 // Knative destinations with this same code.
 //
-//	func sync(ctx context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error) { ... }
+//	func sync(ctx context.Context, req *hook.SyncRequest) (*hook.SyncResponse, error) {
+//		foo, err := hook.Decode[Foo](req.Parent)
+//		...
+//	}
 //
-//	func main() { worker.Main("foo-controller", worker.Sync(sync)) }
+//	func main() { hook.Main("foo-controller", hook.Sync(sync)) }
 //
-// A reply may also speak back to the parent's user: hooks.SyncResponse's
+// A reply may also speak back to the parent's user: SyncResponse's
 // Events are recorded on the parent, its Conditions set in the parent's
 // status.conditions (see docs/bus.md, "Speaking back").
 //
 // A UniversalDecorator's hooks are served the same way, under its controller
 // name on the bus and with DecoratorSync and DecoratorFinalize:
 //
-//	worker.Main(bus.DecoratorController("service-per-pod"), worker.DecoratorSync(sync))
-package worker
+//	hook.Main(bus.DecoratorController("service-per-pod"), hook.DecoratorSync(sync))
+//
+// The SDK depends on nats.go, the CloudEvents SDK and uc's bus contract
+// (schemas/bus) only: a hook carries no Kubernetes client.
+package hook
 
 import (
 	"context"
@@ -29,6 +35,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -36,17 +43,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 
-	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/schemas/bus"
-	"universalcontroller.dev/uc/schemas/hooks"
 )
-
-// SyncFunc computes a parent's desired state from its observed state. It
-// serves the sync and finalize hooks.
-type SyncFunc func(ctx context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error)
 
 // Handler serves one hook: it turns the request's JSON data into the reply's.
 // Its context ends at the call's timeout, and holds the request (Request)
@@ -57,30 +56,41 @@ type Handler interface {
 	Handle(ctx context.Context, data []byte) (any, error)
 }
 
+// SyncFunc computes a parent's desired state from its observed state. It
+// serves the sync and finalize hooks.
+type SyncFunc func(ctx context.Context, req *SyncRequest) (*SyncResponse, error)
+
 // Sync serves fn as the sync hook.
-func Sync(fn SyncFunc) Handler {
-	return typedHandler[hooks.SyncRequest, hooks.SyncResponse]{hooks.Sync, fn}
-}
+func Sync(fn SyncFunc) Handler { return Func(syncHook, fn) }
 
 // Finalize serves fn as the finalize hook.
-func Finalize(fn SyncFunc) Handler {
-	return typedHandler[hooks.SyncRequest, hooks.SyncResponse]{hooks.Finalize, fn}
-}
+func Finalize(fn SyncFunc) Handler { return Func(finalizeHook, fn) }
+
+// CustomizeFunc says which related objects a parent's sync requests carry.
+type CustomizeFunc func(ctx context.Context, req *CustomizeRequest) (*CustomizeResponse, error)
+
+// Customize serves fn as the customize hook.
+func Customize(fn CustomizeFunc) Handler { return Func(customizeHook, fn) }
 
 // DecoratorFunc computes a decorated object's desired attachments, labels,
 // annotations and status from its observed state. It serves a
 // UniversalDecorator's sync and finalize hooks; serve them under the
 // decorator's controller name, bus.DecoratorController(name).
-type DecoratorFunc func(ctx context.Context, req *hooks.DecoratorRequest) (*hooks.DecoratorResponse, error)
+type DecoratorFunc func(ctx context.Context, req *DecoratorRequest) (*DecoratorResponse, error)
 
 // DecoratorSync serves fn as a decorator's sync hook.
-func DecoratorSync(fn DecoratorFunc) Handler {
-	return typedHandler[hooks.DecoratorRequest, hooks.DecoratorResponse]{hooks.Sync, fn}
-}
+func DecoratorSync(fn DecoratorFunc) Handler { return Func(syncHook, fn) }
 
 // DecoratorFinalize serves fn as a decorator's finalize hook.
-func DecoratorFinalize(fn DecoratorFunc) Handler {
-	return typedHandler[hooks.DecoratorRequest, hooks.DecoratorResponse]{hooks.Finalize, fn}
+func DecoratorFinalize(fn DecoratorFunc) Handler { return Func(finalizeHook, fn) }
+
+// Func serves fn as the named hook ("sync", "finalize" or "customize"),
+// with request and reply types of one's own: the request's JSON is decoded
+// into a Req, and the Resp fn returns is encoded as the reply — for
+// instance schemas/hooks' types, whose objects are Kubernetes'
+// unstructured.Unstructured.
+func Func[Req, Resp any](hook string, fn func(context.Context, *Req) (*Resp, error)) Handler {
+	return typedHandler[Req, Resp]{hook, fn}
 }
 
 // typedHandler serves a function of typed request and reply as a hook.
@@ -94,7 +104,7 @@ func (h typedHandler[Req, Resp]) Hook() string { return h.hook }
 func (h typedHandler[Req, Resp]) Handle(ctx context.Context, data []byte) (any, error) {
 	var req Req
 	if err := json.Unmarshal(data, &req); err != nil {
-		return nil, fmt.Errorf("decode request: %w", err)
+		return nil, fmt.Errorf("decode %s request: %w", h.hook, err)
 	}
 	return h.fn(ctx, &req)
 }
@@ -136,6 +146,7 @@ type options struct {
 	concurrency int
 	policy      Policy
 	log         *slog.Logger
+	onPanic     func()
 }
 
 // WithConcurrency sets how many requests are served at once (default 16).
@@ -150,6 +161,11 @@ func WithTimeout(d time.Duration) Option { return func(o *options) { o.policy.Ti
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
+// OnPanic calls fn whenever a call panicked: the handler, or the encoding
+// of its reply. The panic is logged with its stack and fails the call,
+// which is retried; the worker stays up. (uc counts them in its metrics.)
+func OnPanic(fn func()) Option { return func(o *options) { o.onPanic = fn } }
+
 // Serve serves h as the named controller's hook until ctx ends, then stops
 // taking requests and waits for those in flight. It waits for the hook's
 // consumer, which uc creates when the controller is registered, and, when
@@ -162,7 +178,7 @@ func Serve(ctx context.Context, js jetstream.JetStream, controller string, h Han
 	}
 	s := &server{js: js, controller: controller, h: h, opts: o,
 		log:       o.log.With("controller", controller, "hook", h.Hook()),
-		notBefore: map[types.UID]time.Time{}}
+		notBefore: map[string]time.Time{}}
 	// One queue across consumers: a request in service when its consumer
 	// was made anew is not served twice at once.
 	q := newParentQueue(o.concurrency)
@@ -187,7 +203,7 @@ type server struct {
 	log        *slog.Logger
 
 	mu        sync.Mutex
-	notBefore map[types.UID]time.Time // parents whose hook asked to wait (429 Retry-After)
+	notBefore map[string]time.Time // by parent UID: parents whose hook asked to wait (429 Retry-After)
 }
 
 // consumer waits until the hook's durable consumer exists.
@@ -275,12 +291,19 @@ func pull(ctx context.Context, cons jetstream.Consumer, n int, add func(jetstrea
 // a NATS server restarted without the consumer: its pulls go unanswered.
 func (s *server) watchConsumer(ctx context.Context, cons jetstream.Consumer, stop context.CancelFunc) {
 	created := cons.CachedInfo().Created
-	err := wait.PollUntilContextCancel(ctx, bus.CheckEvery, false, func(ctx context.Context) (bool, error) {
+	tick := time.NewTicker(bus.CheckEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
 		info, err := cons.Info(ctx)
-		return errors.Is(err, jetstream.ErrConsumerNotFound) || (err == nil && !info.Created.Equal(created)), nil
-	})
-	if err == nil {
-		stop()
+		if errors.Is(err, jetstream.ErrConsumerNotFound) || (err == nil && !info.Created.Equal(created)) {
+			stop()
+			return
+		}
 	}
 }
 
@@ -315,12 +338,12 @@ func (s *server) serve(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	log := s.log.With("parent", meta.Key(), "request", req.ID())
-	if wait := s.holdOff(meta.ParentUID, 0); wait > 0 {
+	if wait := s.holdOff(string(meta.ParentUID), 0); wait > 0 {
 		log.Debug("hook asked to wait", "retryIn", wait)
 		_ = msg.NakWithDelay(wait)
 		return
 	}
-	policy := s.opts.policy.forRequest(req.Data(), meta.Hook)
+	policy := s.opts.policy.ForRequest(req.Data(), meta.Hook)
 	err = s.answer(ContextWithRequest(ctx, req, log), req, meta, policy.Timeout)
 	if err == nil {
 		log.Debug("replied")
@@ -335,12 +358,12 @@ func (s *server) serve(ctx context.Context, msg jetstream.Msg) {
 	}
 	reason, retryAfter := ReasonOf(err)
 	if deliveries >= policy.MaxDeliveries {
-		s.deadLetter(ctx, msg, req, meta, hooks.Failure{Reason: reason, Message: err.Error(), Deliveries: deliveries}, log)
+		s.deadLetter(ctx, msg, req, meta, bus.Failure{Reason: reason, Message: err.Error(), Deliveries: deliveries}, log)
 		return
 	}
 	delay := policy.jitteredBackoff(deliveries)
 	if retryAfter > 0 {
-		delay = s.holdOff(meta.ParentUID, retryAfter)
+		delay = s.holdOff(string(meta.ParentUID), retryAfter)
 	}
 	log.Warn("hook failed; will retry", "reason", reason, "err", err, "delivery", deliveries, "retryIn", delay)
 	if deliveries == 1 && retryAfter == 0 && len(meta.Revisions) <= 1 {
@@ -348,7 +371,7 @@ func (s *server) serve(ctx context.Context, msg jetstream.Msg) {
 		// dead-lettered minutes later. A hook asking to wait (429) is busy,
 		// not failing; and where the applier waits for the replies about
 		// several revisions, a report would stand for one of them.
-		f := hooks.Failure{Reason: reason, Message: err.Error(), Deliveries: deliveries, Retrying: true}
+		f := bus.Failure{Reason: reason, Message: err.Error(), Deliveries: deliveries, Retrying: true}
 		if err := s.publish(ctx, req, meta, bus.FailureType(meta.Hook), f); err != nil {
 			log.Warn("report the failure", "err", err)
 		}
@@ -358,7 +381,7 @@ func (s *server) serve(ctx context.Context, msg jetstream.Msg) {
 
 // holdOff records that the parent's hook asked not to be called for d, when
 // d is positive, and returns how long it must still wait.
-func (s *server) holdOff(parent types.UID, d time.Duration) time.Duration {
+func (s *server) holdOff(parent string, d time.Duration) time.Duration {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -376,12 +399,29 @@ func (s *server) holdOff(parent types.UID, d time.Duration) time.Duration {
 // handler, or of encoding its reply — is a failed call: the request is
 // retried, then dead-lettered, and the worker stays up.
 func (s *server) answer(ctx context.Context, req *event.Event, meta bus.Meta, timeout time.Duration) (err error) {
-	defer recovery.Recover(&err, recovery.Hook, Logger(ctx))
-	reply, err := Call(ctx, s.h, req.Data(), timeout)
+	defer recoverCall(&err, Logger(ctx), s.opts.onPanic)
+	reply, err := call(ctx, s.h, req.Data(), timeout, s.opts.onPanic)
 	if err != nil {
 		return err
 	}
 	return s.publish(ctx, req, meta, bus.ResponseType(meta.Hook), reply)
+}
+
+// recoverCall, deferred by a function that serves one call and returns
+// its error in *err, turns a panic of that function into *err: it logs the
+// panic with the stack and calls onPanic, if any. It must be deferred
+// itself, not called from a deferred function: only then does it see the
+// panic.
+func recoverCall(err *error, log *slog.Logger, onPanic func()) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	log.Error("recovered from a panic", "panic", r, "stack", string(debug.Stack()))
+	if onPanic != nil {
+		onPanic()
+	}
+	*err = fmt.Errorf("panic: %v", r)
 }
 
 // Call calls h with a request's data within timeout, as Serve does. A
@@ -389,6 +429,11 @@ func (s *server) answer(ctx context.Context, req *event.Event, meta bus.Meta, ti
 // up other requests; a panic becomes an error. ReasonOf tells why a call
 // failed.
 func Call(ctx context.Context, h Handler, data []byte, timeout time.Duration) (any, error) {
+	return call(ctx, h, data, timeout, nil)
+}
+
+// call is Call, telling onPanic of a panic of the handler.
+func call(ctx context.Context, h Handler, data []byte, timeout time.Duration, onPanic func()) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	type result struct {
@@ -399,7 +444,7 @@ func Call(ctx context.Context, h Handler, data []byte, timeout time.Duration) (a
 	go func() {
 		var r result
 		defer func() { done <- r }()
-		defer recovery.Recover(&r.err, recovery.Hook, Logger(ctx))
+		defer recoverCall(&r.err, Logger(ctx), onPanic)
 		r.reply, r.err = h.Handle(ctx, data)
 	}()
 	select {
@@ -449,7 +494,7 @@ const (
 // request. When a publish fails, the request is tried again and
 // dead-lettered again; the dead letter keeps the request's message id, so
 // the stream holds it once.
-func (s *server) deadLetter(ctx context.Context, msg jetstream.Msg, req *event.Event, meta bus.Meta, f hooks.Failure, log *slog.Logger) {
+func (s *server) deadLetter(ctx context.Context, msg jetstream.Msg, req *event.Event, meta bus.Meta, f bus.Failure, log *slog.Logger) {
 	log = log.With("reason", f.Reason, "deliveries", f.Deliveries)
 	header := maps.Clone(msg.Headers())
 	header.Set(HeaderFailureReason, f.Reason)

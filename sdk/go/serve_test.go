@@ -1,4 +1,4 @@
-package worker_test
+package hook_test
 
 import (
 	"context"
@@ -17,10 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"universalcontroller.dev/uc/dispatcher"
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/internal/bustest"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // startJetStream runs an embedded JetStream server with uc's streams and the
@@ -92,7 +92,7 @@ func (h *steeredHook) Handle(ctx context.Context, data []byte) (any, error) {
 	case name == "hangs":
 		<-make(chan struct{}) // never returns: Serve leaves it behind
 	case name == "busy" && n == 1:
-		return nil, &worker.Error{Reason: worker.ReasonHTTPError, RetryAfter: time.Second, Err: errors.New("429 Too Many Requests")}
+		return nil, &hook.Error{Reason: hook.ReasonHTTPError, RetryAfter: time.Second, Err: errors.New("429 Too Many Requests")}
 	case strings.HasPrefix(name, "long"):
 		select {
 		case <-time.After(2500 * time.Millisecond): // the hook's work
@@ -100,7 +100,7 @@ func (h *steeredHook) Handle(ctx context.Context, data []byte) (any, error) {
 			return nil, ctx.Err()
 		}
 	case name == "broken":
-		return nil, &worker.Error{Reason: worker.ReasonHTTPError, Err: errors.New("500 Internal Server Error")}
+		return nil, &hook.Error{Reason: hook.ReasonHTTPError, Err: errors.New("500 Internal Server Error")}
 	}
 	return &hooks.SyncResponse{Status: map[string]any{"calls": n}}, nil
 }
@@ -154,7 +154,7 @@ func TestServeDeliveryPromises(t *testing.T) {
 	h := &steeredHook{calls: map[string][]time.Time{}}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	go func() { _ = worker.Serve(ctx, js, "c", h, worker.WithConcurrency(2)) }()
+	go func() { _ = hook.Serve(ctx, js, "c", h, hook.WithConcurrency(2)) }()
 
 	broken, hangs, busy := request(t, js, "broken", fastDelivery), request(t, js, "hangs", fastDelivery), request(t, js, "busy", fastDelivery)
 	ok := request(t, js, "ok", fastDelivery)
@@ -177,13 +177,13 @@ func TestServeDeliveryPromises(t *testing.T) {
 	for _, tc := range []struct {
 		meta   bus.Meta
 		reason string
-	}{{broken, worker.ReasonHTTPError}, {hangs, worker.ReasonTimeout}} {
+	}{{broken, hook.ReasonHTTPError}, {hangs, hook.ReasonTimeout}} {
 		dl := last(t, js, bus.DeadLetterStream, tc.meta.DeadLetterSubject())
-		if got := dl.Header.Get(worker.HeaderFailureReason); got != tc.reason {
+		if got := dl.Header.Get(hook.HeaderFailureReason); got != tc.reason {
 			t.Errorf("%s: dead letter reason %q, want %q", tc.meta.Name, got, tc.reason)
 		}
 		e, m := decode(t, last(t, js, bus.ReplyStream, tc.meta.ReplySubject()))
-		var f hooks.Failure
+		var f bus.Failure
 		if err := json.Unmarshal(e.Data(), &f); err != nil {
 			t.Fatal(err)
 		}
@@ -220,7 +220,7 @@ func TestServeLongCalls(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	for range 2 {
-		go func() { _ = worker.Serve(ctx, js, "c", h, worker.WithConcurrency(2)) }()
+		go func() { _ = hook.Serve(ctx, js, "c", h, hook.WithConcurrency(2)) }()
 	}
 	var longs []bus.Meta
 	for i := range 8 {
@@ -266,7 +266,7 @@ func TestServeAfterConsumerLoss(t *testing.T) {
 			createConsumer()
 			h := &steeredHook{calls: map[string][]time.Time{}}
 			served := make(chan error, 1)
-			go func() { served <- worker.Serve(t.Context(), js, "c", h) }()
+			go func() { served <- hook.Serve(t.Context(), js, "c", h) }()
 			before := request(t, js, "before", fastDelivery)
 			decode(t, last(t, js, bus.ReplyStream, before.ReplySubject()))
 

@@ -1,4 +1,4 @@
-package worker
+package hook
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"universalcontroller.dev/uc/internal/natsauth"
+	"universalcontroller.dev/uc/schemas/bus"
 )
 
 // Main is a hook worker's whole main function: it connects to NATS, serves
@@ -30,7 +30,7 @@ import (
 // input, the reply JSON on its standard output; a failed call exits 1,
 // saying why on its standard error.
 func Main(controller string, handlers ...Handler) {
-	var conn Connection
+	var conn bus.Connection
 	flag.StringVar(&conn.URL, "nats-url", envOr("NATS_URL", nats.DefaultURL), "NATS server URL")
 	conn.RegisterFlags(flag.CommandLine, func(name string) string {
 		return os.Getenv(strings.ToUpper(strings.ReplaceAll(name, "-", "_")))
@@ -53,17 +53,17 @@ func Main(controller string, handlers ...Handler) {
 }
 
 // Run connects to NATS and serves the handlers until ctx ends. Responses
-// come to the controller's own inbox prefix (natsauth.HookInbox) unless
+// come to the controller's own inbox prefix (bus.HookInbox) unless
 // conn sets one. It stops with an error when the server refuses an
 // operation: a worker whose NATS user may not serve this controller
 // cannot do its work.
-func Run(ctx context.Context, conn Connection, controller string, handlers []Handler, opts ...Option) error {
+func Run(ctx context.Context, conn bus.Connection, controller string, handlers []Handler, opts ...Option) error {
 	o := options{log: slog.Default()}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	if conn.InboxPrefix == "" {
-		conn.InboxPrefix = natsauth.HookInbox(controller)
+		conn.InboxPrefix = bus.HookInbox(controller)
 	}
 	ctx, refuse := context.WithCancelCause(ctx)
 	defer refuse(nil)

@@ -1,4 +1,4 @@
-package worker
+package bus
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 )
 
 // Connection says how to reach NATS: the servers, the credentials and TLS.
-// uc's roles and Main fill it from the same flags.
+// uc's roles and the Go SDK's hook.Main fill it from the same flags.
 type Connection struct {
 	URL string
 	// Creds is a credentials file (a user JWT and its NKey seed).
@@ -22,8 +22,8 @@ type Connection struct {
 	// are a client certificate, for servers that verify clients.
 	TLSCA, TLSCert, TLSKey string
 	// InboxPrefix is where the client receives responses; a server that
-	// gives each user its own inbox prefix refuses any other. Run sets the
-	// controller's (natsauth.HookInbox) when empty.
+	// gives each user its own inbox prefix refuses any other. hook.Run sets the
+	// controller's (HookInbox) when empty.
 	InboxPrefix string
 }
 

@@ -1,4 +1,4 @@
-package worker
+package hook
 
 import (
 	"context"
@@ -6,10 +6,6 @@ import (
 	"errors"
 	"math/rand/v2"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
 // Policy is how one hook's requests are delivered: how long one call may
@@ -27,8 +23,23 @@ type Policy struct {
 // DefaultPolicy is the policy of a hook whose controller sets none.
 var DefaultPolicy = Policy{Timeout: 10 * time.Second, MaxDeliveries: 10, BackoffDelay: time.Second, MaxBackoffDelay: time.Minute}
 
-// WithSpec returns p overridden by what a hook's spec sets.
-func (p Policy) WithSpec(h *v1alpha1.Hook) Policy {
+// ForRequest is p overridden by the delivery spec of the hook in the
+// request's controller (spec.hooks.<hook>.delivery, and webhook.timeout),
+// so a controller's settings reach every worker of its hooks, however they
+// are deployed. A request that is not JSON keeps p: the handler fails on
+// it and reports why.
+func (p Policy) ForRequest(data []byte, hook string) Policy {
+	var req struct {
+		Controller struct {
+			Spec struct {
+				Hooks map[string]*hookSpec `json:"hooks"`
+			} `json:"spec"`
+		} `json:"controller"`
+	}
+	if err := json.Unmarshal(data, &req); err != nil {
+		return p
+	}
+	h := req.Controller.Spec.Hooks[hook]
 	if h == nil {
 		return p
 	}
@@ -36,8 +47,8 @@ func (p Policy) WithSpec(h *v1alpha1.Hook) Policy {
 		setDuration(&p.Timeout, d.Timeout)
 		setDuration(&p.BackoffDelay, d.BackoffDelay)
 		setDuration(&p.MaxBackoffDelay, d.MaxBackoffDelay)
-		if d.MaxDeliveries != nil && *d.MaxDeliveries > 0 {
-			p.MaxDeliveries = int(*d.MaxDeliveries)
+		if d.MaxDeliveries > 0 {
+			p.MaxDeliveries = d.MaxDeliveries
 		}
 	}
 	if h.Webhook != nil {
@@ -46,28 +57,39 @@ func (p Policy) WithSpec(h *v1alpha1.Hook) Policy {
 	return p
 }
 
-func setDuration(dst *time.Duration, src *metav1.Duration) {
-	if src != nil && src.Duration > 0 {
-		*dst = src.Duration
-	}
+// hookSpec is what a worker reads of a UniversalController's hook: the
+// fields of its delivery, and the webhook's timeout, which wins over the
+// delivery's.
+type hookSpec struct {
+	Delivery *struct {
+		Timeout         duration `json:"timeout"`
+		MaxDeliveries   int      `json:"maxDeliveries"`
+		BackoffDelay    duration `json:"backoffDelay"`
+		MaxBackoffDelay duration `json:"maxBackoffDelay"`
+	} `json:"delivery"`
+	Webhook *struct {
+		Timeout duration `json:"timeout"`
+	} `json:"webhook"`
 }
 
-// forRequest is p overridden by the delivery spec of the hook in the
-// request's controller, so a controller's settings reach every worker of
-// its hooks, however they are deployed. A request that is not JSON keeps
-// p: the handler fails on it and reports why.
-func (p Policy) forRequest(data []byte, hook string) Policy {
-	var req struct {
-		Controller struct {
-			Spec struct {
-				Hooks map[string]*v1alpha1.Hook `json:"hooks"`
-			} `json:"spec"`
-		} `json:"controller"`
+// duration is a duration as the Kubernetes API writes one: a string such as
+// "1m30s".
+type duration time.Duration
+
+func (d *duration) UnmarshalJSON(data []byte) error {
+	var s string
+	if err := json.Unmarshal(data, &s); err != nil {
+		return err
 	}
-	if err := json.Unmarshal(data, &req); err != nil {
-		return p
+	parsed, err := time.ParseDuration(s)
+	*d = duration(parsed)
+	return err
+}
+
+func setDuration(dst *time.Duration, src duration) {
+	if src > 0 {
+		*dst = time.Duration(src)
 	}
-	return p.WithSpec(req.Controller.Spec.Hooks[hook])
 }
 
 // Backoff is the delay after the n-th delivery (n ≥ 1) failed:
@@ -84,7 +106,7 @@ func (p Policy) Backoff(n int, r float64) time.Duration {
 
 func (p Policy) jitteredBackoff(n int) time.Duration { return p.Backoff(n, rand.Float64()) }
 
-// The reasons a call fails, as hooks.Failure reports them.
+// The reasons a call fails, as bus.Failure reports them.
 const (
 	ReasonTimeout      = "Timeout"
 	ReasonHTTPError    = "HTTPError"
@@ -107,7 +129,7 @@ type Error struct {
 func (e *Error) Error() string { return e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
-// ReasonOf classifies a failed call: the reason a hooks.Failure reports,
+// ReasonOf classifies a failed call: the reason a bus.Failure reports,
 // and how long the hook asked to wait before the next try.
 func ReasonOf(err error) (reason string, retryAfter time.Duration) {
 	var e *Error

@@ -2,7 +2,7 @@
 // command once, with the request JSON on its standard input — exactly
 // Metacontroller's, as a webhook gets it — and the reply JSON is what the
 // command writes to its standard output. It is what `uc worker -- COMMAND`
-// serves with worker.Serve, so a hook in any language needs no NATS client.
+// serves with hook.Serve, so a hook in any language needs no NATS client.
 //
 // A run is bounded: the command runs in a process group of its own, killed
 // at the call's timeout, when the command writes more than MaxReplyBytes, and
@@ -10,7 +10,7 @@
 // timeout, a reply too large or no reply at all fails the call; what the
 // command wrote to its standard error is logged, and its end quoted in the
 // failure. The command's environment names the hook it serves
-// (worker.ExecHookEnv): a Go worker built with worker.Main serves it. A
+// (hook.ExecHookEnv): a Go worker built with hook.Main serves it. A
 // reply that is not JSON is passed on as it is: the applier
 // rejects it as any invalid reply, naming the problem on the parent. A
 // command asks for a hold-off, as a webhook does with a 429, by exiting with
@@ -30,7 +30,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // DefaultMaxReplyBytes is the largest reply read when Handler sets none:
@@ -71,11 +71,11 @@ func (h *Handler) Hook() string { return h.HookName }
 
 // Handle runs the command with the request and returns its reply as it is.
 // What the command wrote to its standard error is logged with the call's
-// logger (worker.Logger).
+// logger (hook.Logger).
 func (h *Handler) Handle(ctx context.Context, data []byte) (any, error) {
 	reply, stderr, err := h.Run(ctx, data)
 	if len(stderr) > 0 {
-		log := worker.Logger(ctx).With("stderr", string(stderr))
+		log := hook.Logger(ctx).With("stderr", string(stderr))
 		if err != nil {
 			log.Warn("hook command failed", "err", err)
 		} else {
@@ -107,7 +107,7 @@ func (h *Handler) Run(ctx context.Context, stdin []byte) (stdout, stderr []byte,
 	errOut := &tailBuffer{keep: stderrKept}
 	cmd := exec.CommandContext(runCtx, h.Argv[0], h.Argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(stdin), out, errOut
-	cmd.Env = append(os.Environ(), worker.ExecHookEnv+"="+h.HookName)
+	cmd.Env = append(os.Environ(), hook.ExecHookEnv+"="+h.HookName)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return killGroup(cmd.Process) }
 	cmd.WaitDelay = waitDelay
@@ -119,17 +119,17 @@ func (h *Handler) Run(ctx context.Context, stdin []byte) (stdout, stderr []byte,
 	var exit *exec.ExitError
 	switch {
 	case out.exceeded:
-		return nil, stderr, &worker.Error{Reason: worker.ReasonInvalidReply,
+		return nil, stderr, &hook.Error{Reason: hook.ReasonInvalidReply,
 			Err: fmt.Errorf("%s: reply larger than %d bytes: killed%s", h.name(), limit, quote(stderr))}
 	case err == nil && len(bytes.TrimSpace(out.b.Bytes())) == 0:
-		return nil, stderr, &worker.Error{Reason: worker.ReasonInvalidReply,
+		return nil, stderr, &hook.Error{Reason: hook.ReasonInvalidReply,
 			Err: fmt.Errorf("%s wrote no reply on its standard output%s", h.name(), quote(stderr))}
 	case err == nil:
 		return out.b.Bytes(), stderr, nil
 	case ctx.Err() != nil:
 		return nil, stderr, fmt.Errorf("%s: killed: %w%s", h.name(), context.Cause(ctx), quote(stderr))
 	case errors.As(err, &exit) && exit.ExitCode() == ExitTempFail:
-		return nil, stderr, &worker.Error{Reason: worker.ReasonWorkerError, RetryAfter: seconds(out.b.Bytes()),
+		return nil, stderr, &hook.Error{Reason: hook.ReasonWorkerError, RetryAfter: seconds(out.b.Bytes()),
 			Err: fmt.Errorf("%s asked to be called later (exit status %d)%s", h.name(), ExitTempFail, quote(stderr))}
 	case errors.Is(err, exec.ErrWaitDelay):
 		return nil, stderr, fmt.Errorf("%s exited, but a process it started kept its standard output open%s", h.name(), quote(stderr))
