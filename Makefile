@@ -5,7 +5,7 @@ BIN     := bin
 # Test-bed binaries (kube-apiserver, etcd, kwok, …) are built once into this cache.
 export UC_TESTBED_DIR ?= $(HOME)/.cache/uc-testbed
 
-.PHONY: all build image demo demo-check test unit e2e fuzz fuzz-smoke bench bench-go lint generate testbed-bins clean
+.PHONY: all build image demo demo-check test unit js e2e fuzz fuzz-smoke bench bench-go lint generate testbed-bins testbed clean
 
 all: build
 
@@ -28,17 +28,33 @@ testbed-bins:
 demo: build testbed-bins
 	./hack/demo.sh
 
+# The test bed and uc run, for a hook of your own: writes .testbed/env (the
+# KUBECONFIG and NATS URL); Ctrl-C tears it down. README, "Writing and
+# debugging a hook".
+testbed: build testbed-bins
+	./hack/testbed.sh
+
 # The demo, run through once without waiting for Ctrl-C (CI runs it).
 demo-check: build testbed-bins
 	DEMO_ONESHOT=1 ./hack/demo.sh
 
-# Every test: lint, a short run of each fuzz target, unit tests, and the e2e
-# tests on the real test bed.
-test: lint testbed-bins fuzz-smoke
+# Every test: lint, a short run of each fuzz target, unit tests (Go and
+# JavaScript), and the e2e tests on the real test bed.
+test: lint testbed-bins fuzz-smoke js
 	$(GO) test -count=1 -timeout 30m ./...
 
-unit:
+unit: js
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/)
+
+# The JavaScript SDK (sdk/js) and its example: their npm dependencies, from
+# the lockfiles, and their unit tests (node --test). The e2e tests install
+# them too, so that go test runs them alone.
+JS_PACKAGES := sdk/js examples/js-catset
+js:
+	@set -e; for d in $(JS_PACKAGES); do \
+		echo "npm ci && npm test in $$d"; \
+		(cd $$d && npm ci --no-audit --no-fund && npm test); \
+	done
 
 e2e: testbed-bins
 	$(GO) test -count=1 -timeout 30m -v ./test/e2e/

@@ -9,6 +9,7 @@
 package applier
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -27,6 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -35,6 +37,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/csaupgrade"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/internal/registry"
@@ -66,6 +69,11 @@ type Options struct {
 	Preflight Preflight
 	// TracerProvider makes the spans of the applies (nil: the global one).
 	TracerProvider trace.TracerProvider
+	// HookEvents records the events hooks' replies ask for (nil: the
+	// Applier's recorder), with HookEventCorrelation.
+	HookEvents record.EventRecorder
+	// Observer hears how applies end (default: nobody).
+	Observer Observer
 }
 
 // DefaultMaxChildren is the default of Options.MaxChildren.
@@ -102,6 +110,9 @@ func New(reg *registry.Registry, dyn dynamic.Interface, js jetstream.JetStream, 
 	}
 	if opts.MaxChildren <= 0 {
 		opts.MaxChildren = DefaultMaxChildren
+	}
+	if opts.HookEvents == nil {
+		opts.HookEvents = events
 	}
 	limiter := workqueue.NewTypedMaxOfRateLimiter(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](100*time.Millisecond, 30*time.Second),
@@ -207,21 +218,22 @@ func (a *Applier) processNext(ctx context.Context) bool {
 	if b == nil {
 		return true
 	}
-	part, ok := a.begin(b.meta.Partition)
+	part, hold, ok := a.begin(b.meta.Partition)
 	if !ok {
 		b.each(nak) // the partition moved to another replica
 		return true
 	}
 	defer part.active.Done()
-	key := b.meta.Key()
-	a.log.Debug("apply", "phase", "start", "parent", key, "parentUID", uid, "at", time.Now().UnixNano())
+	log := a.log.With(b.meta.LogArgs()...)
+	log.Debug("apply", "phase", "start", "at", time.Now().UnixNano())
 	a.announce(b.meta, false)
-	err := a.applyWithin(ctx, part, b)
+	err := a.applyWithin(ctx, hold, part, b)
 	a.announce(b.meta, true)
-	a.log.Debug("apply", "phase", "end", "parent", key, "parentUID", uid, "at", time.Now().UnixNano())
+	log.Debug("apply", "phase", "end", "at", time.Now().UnixNano())
 	if err != nil {
 		if !errors.Is(err, errNotRegisteredYet) {
-			a.log.Error("apply failed; will retry", "controller", b.meta.Controller, "parent", key, "failures", a.queue.NumRequeues(uid)+1, "err", err)
+			log.Error("apply failed; will retry", "failures", a.queue.NumRequeues(uid)+1, "err", err)
+			a.observer().Failed(b.meta)
 		} else if _, said := a.waiting.LoadOrStore(b.meta.Controller, true); !said {
 			// Not a failure: this replica's registry catches up with the
 			// controller soon (after a restart, with every parent at once).
@@ -244,15 +256,25 @@ func (a *Applier) processNext(ctx context.Context) bool {
 const applyTimeout = 2 * time.Minute
 
 // applyWithin applies a batch within applyTimeout, in a span that continues
-// the trace of its reply. A panic fails the apply, and the batch is retried
-// like any failed one.
-func (a *Applier) applyWithin(ctx context.Context, part *partition, b *batch) (err error) {
+// the trace of its reply, and while this replica holds the batch's
+// partition: once the hold ends, another replica may apply the parent, and
+// this apply stops before its next write. A panic fails the apply, and the
+// batch is retried like any failed one.
+func (a *Applier) applyWithin(ctx, hold context.Context, part *partition, b *batch) (err error) {
 	ctx, span := a.traceApply(ctx, b)
 	defer func() { tracing.End(span, err) }()
-	defer recovery.Recover(&err, recovery.Applier, a.log, "controller", b.meta.Controller, "parent", b.meta.Key())
-	ctx, cancel := context.WithTimeout(ctx, applyTimeout)
+	defer recovery.Recover(&err, recovery.Applier, a.log, b.meta.LogArgs()...)
+	ctx, cancel := whileHeld(ctx, hold)
 	defer cancel()
-	return a.apply(ctx, part, b)
+	ctx, cancelTimeout := context.WithTimeout(ctx, applyTimeout)
+	defer cancelTimeout()
+	if err := a.apply(ctx, part, b); err != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, errHoldLost) {
+			return fmt.Errorf("%w (%w)", err, cause)
+		}
+		return err
+	}
+	return nil
 }
 
 // errNotRegisteredYet is a reply of a controller that another role of uc
@@ -285,7 +307,7 @@ func (a *Applier) retry(uid types.UID, b *batch) {
 func (a *Applier) apply(ctx context.Context, part *partition, b *batch) error {
 	r := b.latest()
 	m := r.meta
-	log := a.log.With("controller", m.Controller, "parent", m.Key(), "hook", m.Hook, "observation", m.Observation)
+	log := a.log.With(append(m.LogArgs(), "hook", m.Hook, "observation", m.Observation)...)
 	ctl, ok := a.reg.Get(m.Controller)
 	if !ok && a.reg.MayExist(m.Controller) {
 		// Another role registered it first: the reply waits for this one.
@@ -339,7 +361,9 @@ func (a *Applier) applyTo(ctx context.Context, part *partition, ctl *registry.Co
 			tracing.End(span, err)
 			return err
 		}
-		resp = &hooks.SyncResponse{Status: resp.Status, Children: ro.children, ResyncAfterSeconds: resp.ResyncAfterSeconds, Finalized: resp.Finalized}
+		step := *resp
+		step.Children = ro.children
+		resp = &step
 	}
 	var actions []action
 	if err == nil {
@@ -348,17 +372,20 @@ func (a *Applier) applyTo(ctx context.Context, part *partition, ctl *registry.Co
 	tracing.SetAttributes(span, func() []attribute.KeyValue { return []attribute.KeyValue{attribute.Int("uc.writes", len(actions))} })
 	tracing.End(span, err)
 	if err != nil {
-		return a.reject(ctx, log, ctl, parent, m, "InvalidHookReply", fmt.Errorf("%s hook reply rejected: %w", m.Hook, err))
+		reason, problem := invalidReply(m.Hook, err)
+		return a.reject(ctx, log, ctl, parent, m, reason, problem)
 	}
-	conditions := []map[string]any{syncedCondition(m.Generation)}
+	conditions := []metav1.Condition{syncedCondition(m.Generation)}
 	if ro != nil {
 		actions = ro.keepOnly(actions)
 		// The rollout's progress is saved before any child is touched.
 		if err := a.saveRevisions(ctx, ro); err != nil {
 			return err
 		}
+		part.rolled(m.ApplyKey(), ctl, ro)
 		conditions = append(conditions, ro.condition(m.Generation))
 	}
+	conditions = append(conditions, hooks.MetaConditions(resp.Conditions, m.Generation, metav1.Time{})...)
 	changed, err := a.execute(ctx, ctl, parent, actions)
 	if err != nil {
 		if reason, problem := classify(m.Hook, err); problem != nil {
@@ -366,7 +393,7 @@ func (a *Applier) applyTo(ctx context.Context, part *partition, ctl *registry.Co
 		}
 		return err
 	}
-	if part.deferStatus(parent, resp.Status, changed) {
+	if part.deferStatus(parent, resp, changed) {
 		log.Debug("status left to the sync that follows the children's change")
 	} else if err := a.writeStatus(ctx, ctl, parent, resp.Status, m.Generation, conditions...); err != nil {
 		return err
@@ -381,7 +408,11 @@ func (a *Applier) applyTo(ctx context.Context, part *partition, ctl *registry.Co
 		a.resyncAfter(m, resp.ResyncAfterSeconds)
 	}
 	log.Debug("applied", "writes", len(actions))
-	return a.advanceFence(ctx, part, m)
+	if err := a.advanceFence(ctx, part, m); err != nil {
+		return err
+	}
+	a.recordHookEvents(parent, resp.Events)
+	return nil
 }
 
 // parent returns the parent the reply is for, or nil when it is gone or was
@@ -434,14 +465,37 @@ func (b *batch) decode(strict bool, maxChildren int) (map[string]*hooks.SyncResp
 // decorator's hooks.DecoratorResponse. Strict, a field the response type
 // does not have, or one given twice, is an error.
 func decodeReply[T any](r *reply, strict bool) (*T, error) {
-	if want := bus.ResponseType(r.meta.Hook); r.typ != want {
-		return nil, fmt.Errorf("event type %q, want %q", r.typ, want)
+	if err := checkType(r); err != nil {
+		return nil, err
 	}
+	return decodeData[T](r.meta.Hook, r.data, strict)
+}
+
+// checkType checks that a reply is its hook's response, not a failure.
+func checkType(r *reply) error {
+	if want := bus.ResponseType(r.meta.Hook); r.typ != want {
+		return fmt.Errorf("event type %q, want %q", r.typ, want)
+	}
+	return nil
+}
+
+// decodeData decodes the data of a hook's reply (see decodeReply).
+func decodeData[T any](hook string, data []byte, strict bool) (*T, error) {
 	var resp T
-	if err := hooks.DecodeReply(r.data, &resp, strict); err != nil {
-		return nil, fmt.Errorf("not a valid %s response: %w", r.meta.Hook, err)
+	if err := hooks.DecodeReply(data, &resp, strict); err != nil {
+		return nil, fmt.Errorf("not a valid %s response: %w", hook, err)
 	}
 	return &resp, nil
+}
+
+// decodeSync decodes the data of a sync or finalize reply, which may have
+// at most maxChildren children.
+func decodeSync(hook string, data []byte, strict bool, maxChildren int) (*hooks.SyncResponse, error) {
+	resp, err := decodeData[hooks.SyncResponse](hook, data, strict)
+	if err == nil {
+		err = checkCount(len(resp.Children), maxChildren)
+	}
+	return resp, err
 }
 
 // checkCount refuses a reply with more than limit children or attachments.
@@ -456,17 +510,29 @@ func checkCount(n, limit int) error {
 // on the parent: a hook that failed its deliveries, or a parent the watcher
 // could not make a request for.
 func decodeFailure(r *reply) (string, error) {
-	var f hooks.Failure
+	var f bus.Failure
 	if err := utiljson.Unmarshal(r.data, &f); err != nil {
 		return "HookFailed", fmt.Errorf("%s hook failed (its failure report is unreadable: %w)", r.meta.Hook, err)
 	}
+	return failed(r.meta.Hook, f)
+}
+
+// failed is the reason and problem reported on the parent for a failure
+// report.
+func failed(hook string, f bus.Failure) (string, error) {
 	switch {
 	case f.Deliveries == 0:
 		return f.Reason, errors.New(f.Message)
 	case f.Retrying:
-		return "HookFailed", fmt.Errorf("%s hook failed, will retry: %s: %s", r.meta.Hook, f.Reason, f.Message)
+		return "HookFailed", fmt.Errorf("%s hook failed, will retry: %s: %s", hook, f.Reason, f.Message)
 	}
-	return "HookFailed", fmt.Errorf("%s hook failed after %d deliveries: %s: %s", r.meta.Hook, f.Deliveries, f.Reason, f.Message)
+	return "HookFailed", fmt.Errorf("%s hook failed after %d deliveries: %s: %s", hook, f.Deliveries, f.Reason, f.Message)
+}
+
+// invalidReply is the reason and problem reported on the parent for a
+// reply uc refuses: err says why.
+func invalidReply(hook string, err error) (string, error) {
+	return "InvalidHookReply", fmt.Errorf("%s hook reply rejected: %w", hook, err)
 }
 
 // reject reports a reply that cannot be applied on the parent — a Warning
@@ -474,11 +540,24 @@ func decodeFailure(r *reply) (string, error) {
 // nothing else.
 func (a *Applier) reject(ctx context.Context, log *slog.Logger, ctl *registry.Controller, parent *unstructured.Unstructured, m bus.Meta, reason string, problem error) error {
 	log.Error("reply rejected", "reason", reason, "err", problem)
-	a.events.Event(parent, "Warning", reason, problem.Error())
+	a.observer().Rejected(m, reason)
+	a.warn(ctl, parent, reason, problem.Error())
 	if err := a.writeStatus(ctx, ctl, parent, nil, m.Generation, failedCondition(m.Generation, reason, problem.Error())); err != nil {
 		return err
 	}
 	return nil
+}
+
+// warn records a Warning Event on obj about a sync that failed. For a
+// controller served from Metacontroller's API its reason is Metacontroller's
+// own, SyncError, with uc's reason leading the message, so that what
+// watched Metacontroller's Events (alerts, `kubectl get events
+// --field-selector reason=SyncError`) still sees them.
+func (a *Applier) warn(ctl *registry.Controller, obj *unstructured.Unstructured, reason, message string) {
+	if ctl.Metacontroller {
+		reason, message = "SyncError", "Sync error: "+reason+": "+message
+	}
+	a.events.Event(obj, "Warning", reason, message)
 }
 
 // reportAfterFailures is the number of failed applies in a row after which
@@ -503,7 +582,7 @@ func (a *Applier) reportFailing(ctx context.Context, log *slog.Logger, ctl *regi
 	newError, newGeneration := a.failing.report(key, message, m.Generation)
 	if newError {
 		log.Warn("apply keeps failing; reported on the parent", "err", err)
-		a.events.Event(parent, "Warning", "ApplyFailed", message)
+		a.warn(ctl, parent, "ApplyFailed", message)
 	}
 	if !newError && !newGeneration || ctl.Decorator != nil {
 		return // uc adds no condition to a decorated object
@@ -552,7 +631,7 @@ func classify(hook string, err error) (reason string, problem error) {
 	var refused *refusedError
 	switch {
 	case errors.As(err, &refused):
-		return "InvalidHookReply", fmt.Errorf("%s hook reply rejected: %w", hook, err)
+		return invalidReply(hook, err)
 	case permanent(err):
 		return "ApplyFailed", err
 	}
@@ -611,7 +690,7 @@ func (a *Applier) execute(ctx context.Context, ctl *registry.Controller, parent 
 	}
 	first, rest := actions[:1], actions[1:]
 	if why := a.mayBeRefused(ctx, rest); why != "" {
-		a.log.Debug("dry run", "controller", ctl.Name, "parent", objectKey(parent), "because", why)
+		a.log.Debug("dry run", "controller", ctl.Name, "parent", objectKey(parent), "uid", parent.GetUID(), "because", why)
 		dryCtx, span := a.tracer.Start(ctx, "dry run")
 		tracing.SetAttributes(span, func() []attribute.KeyValue { return []attribute.KeyValue{attribute.String("uc.because", why)} })
 		_, _, err := a.writeAll(dryCtx, ctl, rest, true)
@@ -787,15 +866,21 @@ func (a *Applier) inTheWay(ctx context.Context, res dynamic.ResourceInterface, a
 
 // upgradeOwnership moves the fields uc owns through a create — an Update
 // operation of its field manager — to its server-side apply, and applies obj
-// again, so a field dropped from the desired object is removed: once in a
-// child's life, at its first update. out is the object as the apply left it.
-// A controller served from Metacontroller's API also takes over the fields
-// Metacontroller created and updated.
+// again, so a field dropped from the desired object is removed. out is the
+// object as the apply left it. A controller served from Metacontroller's
+// API also takes over the fields Metacontroller created and updated.
+//
+// It is needed only once a field so owned is no longer desired: the apply
+// alone cannot remove it. Until then a child created by uc costs one apply
+// per update, as one it applied from the start.
 func (a *Applier) upgradeOwnership(ctx context.Context, res dynamic.ResourceInterface, ctl *registry.Controller, out, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	manager := FieldManager(ctl.Name)
 	former := sets.New(manager)
 	if ctl.Metacontroller {
 		former.Insert(registry.MetacontrollerFieldManager)
+	}
+	if left, err := leftBehind(out, manager, former); err != nil || !left {
+		return out, err
 	}
 	patch, err := csaupgrade.UpgradeManagedFieldsPatch(out, former, manager)
 	if err != nil || patch == nil {
@@ -807,6 +892,40 @@ func (a *Applier) upgradeOwnership(ctx context.Context, res dynamic.ResourceInte
 	return res.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: manager, Force: true})
 }
 
+// leftBehind says whether out holds a field that the former managers set
+// through an Update operation (a create, or an update of Metacontroller's)
+// and manager's apply does not: a field the apply cannot remove.
+func leftBehind(out *unstructured.Unstructured, manager string, former sets.Set[string]) (bool, error) {
+	applied, updated := &fieldpath.Set{}, &fieldpath.Set{}
+	for _, mf := range out.GetManagedFields() {
+		var into **fieldpath.Set
+		switch {
+		case mf.FieldsV1 == nil || mf.Subresource != "":
+			continue
+		case mf.Manager == manager && mf.Operation == metav1.ManagedFieldsOperationApply:
+			into = &applied
+		case former.Has(mf.Manager) && mf.Operation == metav1.ManagedFieldsOperationUpdate:
+			into = &updated
+		default:
+			continue
+		}
+		var set fieldpath.Set
+		if err := set.FromJSON(bytes.NewReader(mf.FieldsV1.Raw)); err != nil {
+			return false, fmt.Errorf("managed fields of %s: %w", mf.Manager, err)
+		}
+		*into = (*into).Union(&set)
+	}
+	// A map or list the apply sets something in is the apply's too: an
+	// Update entry keeps owning the map itself ("f:data: {}") once the
+	// apply has taken every field in it, and that removes nothing.
+	for p := range applied.All() {
+		for i := 1; i < len(p); i++ {
+			applied.Insert(p[:i].Copy())
+		}
+	}
+	return !updated.Difference(applied).Empty(), nil
+}
+
 // refusedError is a write uc refuses to make.
 type refusedError struct{ error }
 
@@ -815,8 +934,22 @@ func (e *refusedError) Unwrap() error { return e.error }
 // FieldManager is the server-side apply field manager of a controller.
 func FieldManager(controller string) string { return "uc/" + controller }
 
-// cacheLookup reads children from the registry's shared informers.
-type cacheLookup struct{ reg *registry.Registry }
+// Cache holds the live objects of child resources: the registry's shared
+// informers, or any other set of objects.
+type Cache interface {
+	// Owned lists the objects of a child resource whose controller is
+	// owner.
+	Owned(gvr schema.GroupVersionResource, namespace string, owner types.UID) ([]*unstructured.Unstructured, error)
+	// Orphans lists the objects of a child resource in namespace ("" for
+	// all) that no controller owns.
+	Orphans(gvr schema.GroupVersionResource, namespace string) ([]*unstructured.Unstructured, error)
+	// Object returns an object; namespace is "" for a cluster-scoped one.
+	Object(gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error)
+}
+
+// cacheLookup reads children from a cache: the registry's shared
+// informers.
+type cacheLookup struct{ reg Cache }
 
 func (c cacheLookup) owned(ch *registry.Child, namespace string, owner types.UID) ([]*unstructured.Unstructured, error) {
 	return c.reg.Owned(ch.GVR, namespace, owner)

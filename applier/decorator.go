@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
 
@@ -79,28 +80,28 @@ func (a *Applier) applyDecoration(ctx context.Context, part *partition, ctl *reg
 	key := m.ApplyKey()
 	if f := b.failure(); f != nil {
 		reason, problem := decodeFailure(f)
-		return a.rejectDecorated(log, obj, reason, problem)
+		return a.rejectDecorated(log, ctl, m, obj, reason, problem)
 	}
-	resp, err := decodeReply[hooks.DecoratorResponse](b.latest(), ctl.Spec.Hooks.Named(m.Hook).StrictReplies())
-	if err == nil {
-		err = checkCount(len(resp.Attachments), a.opts.MaxChildren)
-	}
+	r := b.latest()
+	err := checkType(r)
+	var resp *hooks.DecoratorResponse
 	var actions []action
 	if err == nil {
-		actions, err = planAttachments(ctl, obj, resp, cacheLookup{a.reg})
+		resp, actions, err = planDecoration(ctl, obj, r.meta.Hook, r.data, a.opts.MaxChildren, cacheLookup{a.reg})
 	}
 	if err != nil {
-		return a.rejectDecorated(log, obj, "InvalidHookReply", fmt.Errorf("%s hook reply rejected: %w", m.Hook, err))
+		reason, problem := invalidReply(m.Hook, err)
+		return a.rejectDecorated(log, ctl, m, obj, reason, problem)
 	}
 	if _, err := a.execute(ctx, ctl, obj, actions); err != nil {
 		if reason, problem := classify(m.Hook, err); problem != nil {
-			return a.rejectDecorated(log, obj, reason, problem)
+			return a.rejectDecorated(log, ctl, m, obj, reason, problem)
 		}
 		return err
 	}
 	if err := a.writeDecoration(ctx, ctl, d, obj, resp, key); err != nil {
 		if reason, problem := classify(m.Hook, err); problem != nil {
-			return a.rejectDecorated(log, obj, reason, problem)
+			return a.rejectDecorated(log, ctl, m, obj, reason, problem)
 		}
 		return err
 	}
@@ -124,15 +125,31 @@ func (a *Applier) refuseReply(log *slog.Logger, ctl *registry.Controller, b *bat
 	m := b.meta
 	err := fmt.Errorf("%s reply for %s %s (uid %s) refused: %w", m.Hook, m.Resource, m.Key(), m.ParentUID, problem)
 	log.Error("reply refused", "err", err)
+	a.observer().Rejected(m, "ReplyRefused")
 	a.events.Event(ctl.Object, "Warning", "ReplyRefused", err.Error())
 }
 
 // rejectDecorated reports a reply that cannot be applied to a decorated
 // object in a Warning Event on the object, and touches nothing.
-func (a *Applier) rejectDecorated(log *slog.Logger, obj *unstructured.Unstructured, reason string, problem error) error {
+func (a *Applier) rejectDecorated(log *slog.Logger, ctl *registry.Controller, m bus.Meta, obj *unstructured.Unstructured, reason string, problem error) error {
 	log.Error("reply rejected", "reason", reason, "err", problem)
-	a.events.Event(obj, "Warning", reason, problem.Error())
+	a.observer().Rejected(m, reason)
+	a.warn(ctl, obj, reason, problem.Error())
 	return nil
+}
+
+// planDecoration decodes the data of a decorator's reply, which may have at
+// most maxChildren attachments, and plans its attachments' writes.
+func planDecoration(ctl *registry.Controller, obj *unstructured.Unstructured, hook string, data []byte, maxChildren int, live liveObjects) (*hooks.DecoratorResponse, []action, error) {
+	resp, err := decodeData[hooks.DecoratorResponse](hook, data, ctl.Spec.Hooks.Named(hook).StrictReplies())
+	if err == nil {
+		err = checkCount(len(resp.Attachments), maxChildren)
+	}
+	var actions []action
+	if err == nil {
+		actions, err = planAttachments(ctl, obj, resp, live)
+	}
+	return resp, actions, err
 }
 
 // planAttachments turns a decorator's reply into the writes that make the

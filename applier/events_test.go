@@ -82,11 +82,11 @@ func TestReportFailing(t *testing.T) {
 		wantStatus string // the error the Synced=False condition names, if one is written
 	}
 	for _, tc := range []struct {
-		name      string
-		decorator bool
-		steps     []step
+		name                      string
+		decorator, metacontroller bool
+		steps                     []step
 	}{
-		{"controller", false, []step{
+		{"controller", false, false, []step{
 			{conflict, 1, "", ""},
 			{conflict, 1, "", ""},
 			{conflict, 1, "try again", "try again"},
@@ -99,11 +99,18 @@ func TestReportFailing(t *testing.T) {
 			{down, 2, "", ""},
 			{down, 2, "connection refused", "connection refused"},
 		}},
-		{"decorator", true, []step{
+		{"decorator", true, false, []step{
 			{conflict, 1, "", ""},
 			{conflict, 1, "", ""},
 			{conflict, 1, "try again", ""},
 			{conflict, 2, "", ""},
+		}},
+		// Metacontroller's Event reason, SyncError; uc's reason leads its
+		// message.
+		{"Metacontroller's controller", false, true, []step{
+			{down, 1, "", ""},
+			{down, 1, "", ""},
+			{down, 1, "Sync error: ApplyFailed: the apply keeps failing", "connection refused"},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -116,9 +123,14 @@ func TestReportFailing(t *testing.T) {
 			reg := registry.New(dyn, &fakediscovery.FakeDiscovery{Fake: &ktesting.Fake{}}, slog.New(slog.DiscardHandler))
 			a := New(reg, dyn, nil, rec, Options{}, slog.New(slog.DiscardHandler))
 			t.Cleanup(a.queue.ShutDown)
-			c := ctl
+			c := *ctl
 			if tc.decorator {
-				c = &registry.Controller{Name: ctl.Name, Parent: ctl.Parent, Decorator: &registry.Decoration{}}
+				c = registry.Controller{Name: ctl.Name, Parent: ctl.Parent, Decorator: &registry.Decoration{}}
+			}
+			c.Metacontroller = tc.metacontroller
+			reason := "ApplyFailed"
+			if tc.metacontroller {
+				reason = "SyncError"
 			}
 			m := bus.Meta{Address: bus.Address{Controller: ctl.Name, Hook: hooks.Sync, ParentUID: "uid"}, Namespace: "ns", Name: "p"}
 			for i, s := range tc.steps {
@@ -129,7 +141,7 @@ func TestReportFailing(t *testing.T) {
 					a.queue.Forget(m.ApplyKey())
 					a.failing.forget(m.ApplyKey())
 				} else {
-					a.reportFailing(t.Context(), a.log, c, parent, m, s.err)
+					a.reportFailing(t.Context(), a.log, &c, parent, m, s.err)
 					a.queue.AddRateLimited(m.ApplyKey())
 				}
 				var events []string
@@ -139,8 +151,8 @@ func TestReportFailing(t *testing.T) {
 				switch {
 				case s.wantEvent == "" && len(events) > 0:
 					t.Errorf("step %d: events %q, want none", i, events)
-				case s.wantEvent != "" && (len(events) != 1 || !strings.HasPrefix(events[0], "Warning ApplyFailed ") || !strings.Contains(events[0], s.wantEvent)):
-					t.Errorf("step %d: events %q, want one Warning ApplyFailed naming %q", i, events, s.wantEvent)
+				case s.wantEvent != "" && (len(events) != 1 || !strings.HasPrefix(events[0], "Warning "+reason+" ") || !strings.Contains(events[0], s.wantEvent)):
+					t.Errorf("step %d: events %q, want one Warning %s naming %q", i, events, reason, s.wantEvent)
 				}
 				switch {
 				case s.wantStatus == "" && len(synced) > 0:

@@ -98,6 +98,7 @@ func (a *Applier) advanceFence(ctx context.Context, p *partition, m bus.Meta) er
 		return err
 	}
 	p.remember(key, m.Observation)
+	a.observer().Applied(m)
 	return nil
 }
 
@@ -112,4 +113,5 @@ func (p *partition) forget(uid types.UID) {
 	defer p.mu.Unlock()
 	delete(p.fenced, uid)
 	delete(p.deferred, uid)
+	delete(p.rolling, uid)
 }

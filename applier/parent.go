@@ -80,7 +80,7 @@ func (a *Applier) setFinalizer(ctx context.Context, ctl *registry.Controller, pa
 func (a *Applier) resyncAfter(m bus.Meta, seconds float64) {
 	b, _ := json.Marshal(bus.Resync{Resource: m.Resource, Namespace: m.Namespace, Name: m.Name, AfterSeconds: seconds})
 	if err := a.js.Conn().PublishMsg(&nats.Msg{Subject: m.ResyncSubject(), Data: b}); err != nil {
-		a.log.Warn("ask for a resync", "controller", m.Controller, "parent", m.Key(), "err", err)
+		a.log.Warn("ask for a resync", append(m.LogArgs(), "err", err)...)
 	}
 }
 
@@ -88,7 +88,7 @@ func (a *Applier) resyncAfter(m bus.Meta, seconds float64) {
 func (a *Applier) announce(m bus.Meta, done bool) {
 	b, _ := json.Marshal(bus.Applying{Resource: m.Resource, Namespace: m.Namespace, Name: m.Name, Done: done})
 	if err := a.js.Conn().PublishMsg(&nats.Msg{Subject: m.ApplyingSubject(), Data: b}); err != nil {
-		a.log.Warn("announce an apply", "controller", m.Controller, "parent", m.Key(), "err", err)
+		a.log.Warn("announce an apply", append(m.LogArgs(), "err", err)...)
 	}
 }
 

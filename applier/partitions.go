@@ -47,12 +47,21 @@ const (
 type partition struct {
 	n         int
 	consumer  *bus.KeptConsumer
-	rev       uint64    // revision of its key in uc_partitions
-	renewed   time.Time // last successful renewal
+	rev       uint64 // revision of its key in uc_partitions
 	releasing bool
 	active    sync.WaitGroup // applies in flight
 
-	mu sync.Mutex // guards fenced and deferred
+	mu sync.Mutex // guards the hold, fenced, deferred and rolling
+	// renewed is when the last successful renewal of its key was sent.
+	renewed time.Time
+	// hold ends when this replica may no longer apply the partition: its
+	// key was not renewed for staleAfter (expiry), or a renewal failed. An
+	// apply in flight then stops (applyWithin), as another replica may
+	// take the partition once the key expires. A renewal after a lapse
+	// starts a new hold.
+	hold   context.Context
+	lapse  context.CancelCauseFunc
+	expiry *time.Timer
 	// fenced caches the fence of the partition's parents: while a replica
 	// holds a partition, it alone advances their fences, so what it read
 	// or wrote since it took the partition is current.
@@ -60,6 +69,9 @@ type partition struct {
 	// deferred holds the parents whose last apply left their status to the
 	// next one (see deferStatus).
 	deferred map[types.UID]bool
+	// rolling holds the progress of the partition's parents whose
+	// children are not all on their latest revision.
+	rolling map[types.UID]rolloutProgress
 }
 
 // owner runs the ownership protocol for one replica.
@@ -119,7 +131,7 @@ func (o *owner) run(ctx context.Context) {
 			if err := o.members.Delete(leave, o.id); err != nil {
 				o.a.log.Warn("leave the appliers", "replica", o.id, "err", err)
 			}
-			for _, p := range o.held() {
+			for _, p := range o.a.heldPartitions() {
 				o.release(leave, p)
 			}
 			cancel()
@@ -164,11 +176,12 @@ func (o *owner) checkBuckets(ctx context.Context) {
 	}
 }
 
-func (o *owner) held() []*partition {
-	o.a.mu.Lock()
-	defer o.a.mu.Unlock()
-	out := make([]*partition, 0, len(o.a.held))
-	for _, p := range o.a.held {
+// heldPartitions are the partitions this replica holds.
+func (a *Applier) heldPartitions() []*partition {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]*partition, 0, len(a.held))
+	for _, p := range a.held {
 		out = append(out, p)
 	}
 	return out
@@ -194,7 +207,7 @@ func (o *owner) balance(ctx context.Context) {
 			want[n] = true
 		}
 	}
-	for _, p := range o.held() {
+	for _, p := range o.a.heldPartitions() {
 		if want[p.n] {
 			o.renew(ctx, p)
 		} else {
@@ -285,6 +298,7 @@ func (o *owner) acquire(ctx context.Context, n int) {
 	if held {
 		return
 	}
+	sent := time.Now()
 	rev, err := o.owners.Create(ctx, bus.PartitionKey(n), []byte(o.id))
 	if errors.Is(err, jetstream.ErrKeyExists) && o.a.opts.ReplicaID != "" {
 		rev, err = o.reclaim(ctx, n)
@@ -311,8 +325,9 @@ func (o *owner) acquire(ctx context.Context, n int) {
 		_ = o.owners.Delete(ctx, bus.PartitionKey(n), jetstream.LastRevision(rev))
 		return
 	}
+	p := newPartition(n, consumer, rev, sent)
 	o.a.mu.Lock()
-	o.a.held[n] = &partition{n: n, consumer: consumer, rev: rev, renewed: time.Now(), fenced: map[types.UID]int64{}, deferred: map[types.UID]bool{}}
+	o.a.held[n] = p
 	o.a.mu.Unlock()
 	o.a.log.Info("partition acquired", "partition", n, "replica", o.id)
 }
@@ -320,15 +335,18 @@ func (o *owner) acquire(ctx context.Context, n int) {
 // renew extends the hold on a partition, and makes sure its consumer exists
 // and is consumed; losing the hold stops its consumption.
 func (o *owner) renew(ctx context.Context, p *partition) {
+	sent := time.Now()
 	rev, err := o.owners.Update(ctx, bus.PartitionKey(p.n), []byte(o.id), p.rev)
 	if err != nil {
 		o.a.log.Error("partition lost", "partition", p.n, "err", err)
+		p.end(fmt.Errorf("%w: renewal failed: %w", errHoldLost, err))
 		o.stop(p)
 		return
 	}
 	o.a.mu.Lock()
-	p.rev, p.renewed = rev, time.Now()
+	p.rev = rev
 	o.a.mu.Unlock()
+	p.extend(sent)
 	recreated, err := p.consumer.Check(ctx)
 	switch {
 	case err != nil:
@@ -363,6 +381,7 @@ func (o *owner) stop(p *partition) {
 	}
 	o.a.mu.Unlock()
 	p.active.Wait()
+	p.end(fmt.Errorf("%w: released", errHoldLost))
 }
 
 // Consumers names the consumers of the partitions this replica holds: they
@@ -378,15 +397,79 @@ func (a *Applier) Consumers() []string {
 	return names
 }
 
+// newPartition is partition n, held through revision rev of its key,
+// created or renewed at sent.
+func newPartition(n int, consumer *bus.KeptConsumer, rev uint64, sent time.Time) *partition {
+	p := &partition{n: n, consumer: consumer, rev: rev, fenced: map[types.UID]int64{}, deferred: map[types.UID]bool{}, rolling: map[types.UID]rolloutProgress{}}
+	p.extend(sent)
+	return p
+}
+
+// errHoldLost ends the applies of a partition this replica may no longer
+// hold.
+var errHoldLost = errors.New("the hold on the partition lapsed")
+
+// extend records a renewal of p's key sent at sent: p may be applied until
+// staleAfter from then.
+func (p *partition) extend(sent time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.renewed = sent
+	if p.hold == nil || p.hold.Err() != nil {
+		p.hold, p.lapse = context.WithCancelCause(context.Background())
+	}
+	left := staleAfter - time.Since(sent)
+	if p.expiry == nil {
+		p.expiry = time.AfterFunc(left, p.expire)
+	} else {
+		p.expiry.Reset(left)
+	}
+}
+
+// expire ends the hold unless a renewal came in time (the timer may fire
+// while extend resets it).
+func (p *partition) expire() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if time.Since(p.renewed) >= staleAfter {
+		p.lapse(fmt.Errorf("%w: not renewed for %s", errHoldLost, staleAfter))
+	}
+}
+
+// end ends the hold with cause.
+func (p *partition) end(cause error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.expiry.Stop()
+	p.lapse(cause)
+}
+
+// whileHeld is ctx, ended with the hold's cause when the hold ends.
+func whileHeld(ctx, hold context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(hold, func() { cancel(context.Cause(hold)) })
+	return ctx, func() {
+		stop()
+		cancel(nil)
+	}
+}
+
 // begin marks an apply of partition n in flight, if this replica may apply
-// it now; end it with p.active.Done().
-func (a *Applier) begin(n int) (*partition, bool) {
+// it now, and returns the partition with its hold; end the apply with
+// p.active.Done().
+func (a *Applier) begin(n int) (*partition, context.Context, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	p := a.held[n]
-	if p == nil || p.releasing || time.Since(p.renewed) > staleAfter {
-		return nil, false
+	if p == nil || p.releasing {
+		return nil, nil, false
+	}
+	p.mu.Lock()
+	hold := p.hold
+	p.mu.Unlock()
+	if hold.Err() != nil {
+		return nil, nil, false
 	}
 	p.active.Add(1)
-	return p, true
+	return p, hold, true
 }

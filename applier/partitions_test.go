@@ -1,10 +1,14 @@
 package applier
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"universalcontroller.dev/uc/internal/bustest"
 	"universalcontroller.dev/uc/schemas/bus"
@@ -125,5 +129,83 @@ func TestPartitionsKeepTheirConsumers(t *testing.T) {
 	}
 	if got := a.Consumers(); !slices.Equal(got, names) {
 		t.Errorf("consumers %v, want %v", got, names)
+	}
+}
+
+// TestHoldLapses: a replica may apply a partition only while its hold is
+// current. Not renewed for staleAfter — a replica cut off from NATS — the
+// hold ends, before the key can expire and another replica take the
+// partition, and with it the applies in flight; a renewal afterwards
+// starts a new hold. A renewal that fails — another replica has the key —
+// ends the hold at once.
+func TestHoldLapses(t *testing.T) {
+	js := bustest.JetStream(t)
+	ctx := t.Context()
+	a := New(nil, nil, js, nil, Options{Partitions: 1}, slog.Default())
+	var err error
+	if a.fence, err = newKVFence(ctx, js, 1); err != nil {
+		t.Fatal(err)
+	}
+	o, err := newOwner(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := func() context.Context {
+		t.Helper()
+		p, hold, ok := a.begin(0)
+		if !ok {
+			t.Fatal("the replica may not apply the partition it holds")
+		}
+		p.active.Done()
+		return hold
+	}
+	renewed := time.Now()
+	o.balance(ctx)
+	applying, cancel := whileHeld(ctx, held())
+	defer cancel()
+
+	// No balance: the key is not renewed.
+	select {
+	case <-applying.Done():
+	case <-time.After(leaseTTL):
+		t.Fatalf("an apply still runs %s after the last renewal, when another replica may hold the partition", leaseTTL)
+	}
+	if since := time.Since(renewed); since < staleAfter-time.Second {
+		t.Errorf("the hold lapsed %s after its renewal, want about %s", since, staleAfter)
+	}
+	if cause := context.Cause(applying); !errors.Is(cause, errHoldLost) {
+		t.Errorf("the apply ended with %v, want the hold's lapse", cause)
+	}
+	if _, _, ok := a.begin(0); ok {
+		t.Error("an apply began after the hold lapsed")
+	}
+
+	o.balance(ctx)
+	p, hold, ok := a.begin(0)
+	if !ok {
+		t.Fatal("the replica may not apply the partition after renewing its hold")
+	}
+	// An apply in flight, until its context ends.
+	applying, cancel = whileHeld(ctx, hold)
+	defer cancel()
+	go func() {
+		<-applying.Done()
+		p.active.Done()
+	}()
+
+	// Another replica has the key: the renewal fails, and the replica
+	// stops the apply rather than wait for it to end (balance returns).
+	if err := o.owners.Delete(ctx, bus.PartitionKey(0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.owners.Create(ctx, bus.PartitionKey(0), []byte("other")); err != nil {
+		t.Fatal(err)
+	}
+	o.balance(ctx)
+	if cause := context.Cause(applying); !errors.Is(cause, errHoldLost) || !strings.Contains(cause.Error(), "renewal failed") {
+		t.Errorf("after a failed renewal the apply ended with %v, want the failed renewal", cause)
+	}
+	if _, _, ok := a.begin(0); ok {
+		t.Error("an apply began after the renewal failed")
 	}
 }

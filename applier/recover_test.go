@@ -38,7 +38,7 @@ func queuedApplier(t *testing.T, reg *registry.Registry, logs *bytes.Buffer, par
 	t.Helper()
 	a := New(reg, nil, bustest.JetStream(t), nil, Options{}, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	t.Cleanup(a.queue.ShutDown)
-	a.held[0] = &partition{renewed: time.Now(), fenced: map[types.UID]int64{}, deferred: map[types.UID]bool{}}
+	a.held[0] = newPartition(0, nil, 0, time.Now())
 	var msgs []*heldMsg
 	for _, name := range parents {
 		uid := types.UID("uid-" + name)

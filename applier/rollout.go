@@ -25,7 +25,7 @@ import (
 
 // ConditionUpdated is the condition uc keeps on the parents of controllers
 // that roll their children out, with one of the Rollout* reasons.
-const ConditionUpdated = "Updated"
+const ConditionUpdated = hooks.ConditionUpdated
 
 // Reasons of the Updated condition.
 const (
@@ -353,10 +353,10 @@ func (ro *rollout) keepOnly(actions []action) []action {
 	})
 }
 
-func (ro *rollout) condition(generation int64) map[string]any {
-	status := "False"
+func (ro *rollout) condition(generation int64) metav1.Condition {
+	status := metav1.ConditionFalse
 	if ro.reason == ReasonOnLatestRevision {
-		status = "True"
+		status = metav1.ConditionTrue
 	}
 	return condition(ConditionUpdated, generation, status, ro.reason, ro.message)
 }

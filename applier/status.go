@@ -5,61 +5,61 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/internal/tracing"
+	"universalcontroller.dev/uc/schemas/hooks"
 )
 
 // ConditionSynced is the condition uc keeps on every parent: True when the
 // latest hook reply was applied, False with a reason naming the problem.
-const ConditionSynced = "Synced"
+const ConditionSynced = hooks.ConditionSynced
 
-func syncedCondition(generation int64) map[string]any {
-	return condition(ConditionSynced, generation, "True", "Applied", "the latest hook reply was applied")
+func syncedCondition(generation int64) metav1.Condition {
+	return condition(ConditionSynced, generation, metav1.ConditionTrue, "Applied", "the latest hook reply was applied")
 }
 
-func failedCondition(generation int64, reason, message string) map[string]any {
-	return condition(ConditionSynced, generation, "False", reason, message)
+func failedCondition(generation int64, reason, message string) metav1.Condition {
+	return condition(ConditionSynced, generation, metav1.ConditionFalse, reason, message)
 }
 
-func condition(typ string, generation int64, status, reason, message string) map[string]any {
-	return map[string]any{
-		"type":               typ,
-		"status":             status,
-		"reason":             reason,
-		"message":            message,
-		"observedGeneration": generation,
-		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
-	}
+// condition is one of uc's conditions; setCondition gives it its
+// lastTransitionTime.
+func condition(typ string, generation int64, status metav1.ConditionStatus, reason, message string) metav1.Condition {
+	return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: message, ObservedGeneration: generation}
 }
 
 // writeStatus sets the parent's status with server-side apply: the hook's
 // status, or — when status is nil — the live status unchanged, with uc's
-// additions: observedGeneration and its conditions (Synced, and Updated for
-// a rollout). The parent's status schema decides what goes in, as the
-// apiserver would prune it: a field of the hook's it does not declare is
-// dropped (and named in a Warning Event), an addition it does not admit is
-// left out (and a parent that recovers from a failure gets a Normal Event
-// instead of its Synced condition). A status the apiserver refuses all the
+// additions: observedGeneration and conds, its conditions (Synced, and
+// Updated for a rollout) and those of the hook's reply. The parent's status
+// schema decides what goes in, as the apiserver would prune it: a field of
+// the hook's it does not declare is dropped (and named in a Warning
+// Event), an addition it does not admit is left out (the hook's conditions
+// named in a Warning Event; a parent that recovers from a failure gets a
+// Normal Event instead of its Synced condition). A status the apiserver refuses all the
 // same is written again without uc's additions, then reported — a Warning
 // Event with the apiserver's answer, the parent counted as failing on its
 // UniversalController — and not retried: it never fails the apply. It
 // writes nothing when the result equals the live status.
-func (a *Applier) writeStatus(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, status map[string]any, generation int64, conds ...map[string]any) error {
-	log := a.log.With("controller", ctl.Name, "parent", objectKey(parent))
+func (a *Applier) writeStatus(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, status map[string]any, generation int64, conds ...metav1.Condition) error {
+	log := a.log.With("controller", ctl.Name, "parent", objectKey(parent), "uid", parent.GetUID())
 	schema := a.reg.StatusSchema(ctl.Parent)
 	live, _, _ := unstructured.NestedMap(parent.Object, "status")
 	next := composeStatus(schema, live, status, generation, conds)
-	if len(next.pruned) > 0 && !equalJSON(live, next.full) {
+	if changes := !equalJSON(live, next.full); changes && len(next.pruned) > 0 {
 		a.events.Eventf(parent, "Warning", "StatusFieldsPruned", "the hook's status has fields the parent's status schema (%s) does not declare, dropped: %s",
 			schema.Source, strings.Join(next.pruned, ", "))
+	} else if dropped := hookConditionsLeftOut(next.full, conds); changes && len(dropped) > 0 {
+		a.events.Eventf(parent, "Warning", "ConditionsNotWritten", "the parent's status schema (%s) admits no conditions: the hook's conditions %s are not written",
+			schema.Source, strings.Join(dropped, ", "))
 	}
 	if len(next.leftOut) > 0 {
 		log.Debug("uc's additions to the status left out", "schema", schema.Source, "fields", next.leftOut)
@@ -119,20 +119,17 @@ func (a *Applier) applyStatus(ctx context.Context, ctl *registry.Controller, par
 // Synced condition, and records a Normal Event when it recovers from a
 // failure while its status has no room for the condition: the Warning that
 // reported the failure is not the last word.
-func (a *Applier) reportSynced(ctl *registry.Controller, parent *unstructured.Unstructured, written map[string]any, conds []map[string]any) {
-	i := slices.IndexFunc(conds, func(c map[string]any) bool { return c["type"] == ConditionSynced })
-	if i < 0 {
+func (a *Applier) reportSynced(ctl *registry.Controller, parent *unstructured.Unstructured, written map[string]any, conds []metav1.Condition) {
+	synced := meta.FindStatusCondition(conds, ConditionSynced)
+	if synced == nil {
 		return
 	}
-	synced := conds[i]
-	reason, _ := synced["reason"].(string)
-	message, _ := synced["message"].(string)
-	if synced["status"] != "True" {
-		a.reg.ParentFailed(ctl.Name, parent, reason, message)
+	if synced.Status != metav1.ConditionTrue {
+		a.reg.ParentFailed(ctl.Name, parent, synced.Reason, synced.Message)
 		return
 	}
 	if a.reg.ParentApplied(ctl.Name, parent) && findCondition(written["conditions"], ConditionSynced)["status"] == nil {
-		a.events.Event(parent, "Normal", ConditionSynced, message)
+		a.events.Event(parent, "Normal", ConditionSynced, synced.Message)
 	}
 }
 
@@ -149,7 +146,7 @@ type composed struct {
 // where the schema admits it. An addition the schema admits in part (a
 // condition whose item schema is {type, status}) goes in as far as it
 // does.
-func composeStatus(schema *registry.StatusSchema, live, status map[string]any, generation int64, conds []map[string]any) composed {
+func composeStatus(schema *registry.StatusSchema, live, status map[string]any, generation int64, conds []metav1.Condition) composed {
 	var c composed
 	if status != nil {
 		c.hook = runtime.DeepCopyJSON(status)
@@ -185,14 +182,16 @@ func composeStatus(schema *registry.StatusSchema, live, status map[string]any, g
 // observedGeneration and uc's conditions move, and the next reply will not
 // change them), and when one of the hook's conditions changes: a condition
 // records a transition (a job Restarting), which the next reply may already
-// have left behind. A parent's status is deferred at most once in a row, so
-// a hook that changes a child on every call still gets its status written.
-func (p *partition) deferStatus(parent *unstructured.Unstructured, status map[string]any, childChanged bool) bool {
+// have left behind; so is one whose reply sets a condition that changes.
+// A parent's status is deferred at most once in a row, so a hook that
+// changes a child on every call still gets its status written.
+func (p *partition) deferStatus(parent *unstructured.Unstructured, resp *hooks.SyncResponse, childChanged bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	uid := parent.GetUID()
 	live, _ := parent.Object["status"].(map[string]any)
-	if !childChanged || status == nil || p.deferred[uid] || sameHookStatus(live, status) || conditionChanged(live, status) {
+	status := resp.Status
+	if !childChanged || status == nil || p.deferred[uid] || sameHookStatus(live, status) || conditionChanged(live, hookConditions(resp)) {
 		delete(p.deferred, uid)
 		return false
 	}
@@ -216,11 +215,21 @@ func sameHookStatus(a, b map[string]any) bool {
 	return contains(a, b) && contains(b, a)
 }
 
-// conditionChanged tells whether a condition of the hook's status has
-// another status or reason than the live one of its type, or is new.
-func conditionChanged(live, status map[string]any) bool {
-	list, _ := status["conditions"].([]any)
-	for _, c := range list {
+// hookConditions are the conditions of a reply: those of its status, and
+// those it sets (Conditions), as a status holds them.
+func hookConditions(resp *hooks.SyncResponse) []any {
+	list, _ := resp.Status["conditions"].([]any)
+	list = slices.Clone(list)
+	for _, c := range resp.Conditions {
+		list = append(list, map[string]any{"type": c.Type, "status": c.Status, "reason": c.Reason})
+	}
+	return list
+}
+
+// conditionChanged tells whether one of the hook's conditions has another
+// status or reason than the live one of its type, or is new.
+func conditionChanged(live map[string]any, conditions []any) bool {
+	for _, c := range conditions {
 		cond, ok := c.(map[string]any)
 		if !ok {
 			continue
@@ -233,20 +242,46 @@ func conditionChanged(live, status map[string]any) bool {
 	return false
 }
 
-// setCondition puts cond into the conditions list by type, keeping the live
-// lastTransitionTime when the condition's status did not change.
-func setCondition(conditions, live any, cond map[string]any) []any {
-	if old := findCondition(live, cond["type"]); old != nil && old["status"] == cond["status"] {
-		cond["lastTransitionTime"] = old["lastTransitionTime"]
+// setCondition sets cond in the conditions list, in the place of the one
+// of its type or at its end, as meta.SetStatusCondition does: its
+// lastTransitionTime is the live condition's of its type, unless its status
+// changes (or the live one has none), then now.
+func setCondition(conditions, live any, cond metav1.Condition) []any {
+	var current []metav1.Condition
+	if old, ok := asCondition(findCondition(live, cond.Type)); ok && !old.LastTransitionTime.IsZero() {
+		current = append(current, old)
 	}
+	meta.SetStatusCondition(&current, cond)
+	set, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(&current[0]) // a metav1.Condition always converts
 	list, _ := conditions.([]any)
-	out := make([]any, 0, len(list)+1)
-	for _, c := range list {
-		if m, ok := c.(map[string]any); !ok || m["type"] != cond["type"] {
-			out = append(out, c)
+	out := slices.Clone(list)
+	if i := slices.IndexFunc(out, func(c any) bool { m, ok := c.(map[string]any); return ok && m["type"] == cond.Type }); i >= 0 {
+		out[i] = set
+		return out
+	}
+	return append(out, set)
+}
+
+// asCondition reads a condition of a status as a metav1.Condition; false
+// when it is not one.
+func asCondition(m map[string]any) (metav1.Condition, bool) {
+	var c metav1.Condition
+	if m == nil || runtime.DefaultUnstructuredConverter.FromUnstructured(m, &c) != nil {
+		return c, false
+	}
+	return c, true
+}
+
+// hookConditionsLeftOut are the types of the hook's conditions among conds
+// (all but uc's own) that status, as the schema admits it, lacks.
+func hookConditionsLeftOut(status map[string]any, conds []metav1.Condition) []string {
+	var out []string
+	for _, c := range conds {
+		if c.Type != ConditionSynced && c.Type != ConditionUpdated && findCondition(status["conditions"], c.Type) == nil {
+			out = append(out, c.Type)
 		}
 	}
-	return append(out, cond)
+	return out
 }
 
 func findCondition(conditions, typ any) map[string]any {

@@ -2,11 +2,13 @@ package applier
 
 import (
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,35 +25,45 @@ import (
 
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/internal/tracing"
+	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
 // TestDeferStatus: the status of a reply whose apply changed a child is left
-// to the next reply when the hook changed it but none of its conditions,
-// written at once otherwise, and never deferred twice in a row.
+// to the next reply when the hook changed it but none of its conditions (of
+// its status, or set by the reply), written at once otherwise, and never
+// deferred twice in a row.
 func TestDeferStatus(t *testing.T) {
 	live := map[string]any{"children": int64(5), "observedGeneration": int64(1),
 		"conditions": []any{map[string]any{"type": "Synced", "status": "True"}}}
+	liveReady := map[string]any{"children": int64(5), "conditions": []any{map[string]any{"type": "Ready", "status": "True", "reason": "Up"}}}
 	for _, tt := range []struct {
 		name         string
 		live, status map[string]any
+		conds        []hooks.Condition // the conditions the reply sets
 		childChanged bool
 		deferredLast bool
 		want         bool
 	}{
-		{"a child changed and the hook's status too", live, map[string]any{"children": 4}, true, false, true},
-		{"first status of a new parent", nil, map[string]any{"children": 0}, true, false, true},
-		{"no child changed", live, map[string]any{"children": 4}, false, false, false},
-		{"the hook's status is unchanged", live, map[string]any{"children": 5}, true, false, false},
-		{"only the hook's conditions differ", live, map[string]any{"children": 5, "conditions": []any{}}, true, false, false},
+		{"a child changed and the hook's status too", live, map[string]any{"children": 4}, nil, true, false, true},
+		{"first status of a new parent", nil, map[string]any{"children": 0}, nil, true, false, true},
+		{"no child changed", live, map[string]any{"children": 4}, nil, false, false, false},
+		{"the hook's status is unchanged", live, map[string]any{"children": 5}, nil, true, false, false},
+		{"only the hook's conditions differ", live, map[string]any{"children": 5, "conditions": []any{}}, nil, true, false, false},
 		{"a condition of the hook's is new", live, map[string]any{"children": 4,
-			"conditions": []any{map[string]any{"type": "Restarting", "status": "True"}}}, true, false, false},
+			"conditions": []any{map[string]any{"type": "Restarting", "status": "True"}}}, nil, true, false, false},
 		{"a condition of the hook's changes", live, map[string]any{"children": 4,
-			"conditions": []any{map[string]any{"type": "Synced", "status": "False"}}}, true, false, false},
+			"conditions": []any{map[string]any{"type": "Synced", "status": "False"}}}, nil, true, false, false},
 		{"the hook's conditions stay", live, map[string]any{"children": 4,
-			"conditions": []any{map[string]any{"type": "Synced", "status": "True"}}}, true, false, true},
-		{"no status in the reply", live, nil, true, false, false},
-		{"deferred the last time", live, map[string]any{"children": 4}, true, true, false},
+			"conditions": []any{map[string]any{"type": "Synced", "status": "True"}}}, nil, true, false, true},
+		{"a condition the reply sets is new", live, map[string]any{"children": 4},
+			[]hooks.Condition{{Type: "Restarting", Status: "True", Reason: "Crashed"}}, true, false, false},
+		{"a condition the reply sets stays", liveReady, map[string]any{"children": 4},
+			[]hooks.Condition{{Type: "Ready", Status: "True", Reason: "Up", Message: "another message"}}, true, false, true},
+		{"a condition the reply sets changes", liveReady, map[string]any{"children": 4},
+			[]hooks.Condition{{Type: "Ready", Status: "False", Reason: "Down"}}, true, false, false},
+		{"no status in the reply", live, nil, nil, true, false, false},
+		{"deferred the last time", live, map[string]any{"children": 4}, nil, true, true, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p := &partition{deferred: map[types.UID]bool{}}
@@ -61,10 +73,11 @@ func TestDeferStatus(t *testing.T) {
 				parent.Object["status"] = tt.live
 			}
 			p.deferred["uid"] = tt.deferredLast
-			if got := p.deferStatus(parent, tt.status, tt.childChanged); got != tt.want {
+			reply := &hooks.SyncResponse{Status: tt.status, Conditions: tt.conds}
+			if got := p.deferStatus(parent, reply, tt.childChanged); got != tt.want {
 				t.Errorf("deferStatus = %v, want %v", got, tt.want)
 			}
-			if again := p.deferStatus(parent, tt.status, tt.childChanged); again && tt.want {
+			if again := p.deferStatus(parent, reply, tt.childChanged); again && tt.want {
 				t.Error("deferred twice in a row")
 			}
 		})
@@ -108,8 +121,8 @@ func TestComposeStatus(t *testing.T) {
 	refused.RefuseAdditions()
 	hook := map[string]any{"working": true, "actual_copies": int64(2), "extra": "x",
 		"conditions": []any{map[string]any{"type": "Ready", "status": "True", "reason": "Up"}}}
-	synced := syncedCondition(3)
-	synced["lastTransitionTime"] = "2025-01-01T00:00:00Z"
+	synced := map[string]any{"type": "Synced", "status": "True", "reason": "Applied", "message": "the latest hook reply was applied",
+		"observedGeneration": int64(3), "lastTransitionTime": "2025-01-01T00:00:00Z"}
 	live := map[string]any{"working": false, "conditions": []any{synced}}
 	whole := func(status map[string]any) map[string]any {
 		out := runtime.DeepCopyJSON(status)
@@ -142,7 +155,7 @@ func TestComposeStatus(t *testing.T) {
 			map[string]any{"working": false, "observedGeneration": int64(3), "conditions": []any{synced}}, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := composeStatus(tc.schema, tc.live, tc.hook, 3, []map[string]any{syncedCondition(3)})
+			got := composeStatus(tc.schema, tc.live, tc.hook, 3, []metav1.Condition{syncedCondition(3)})
 			if !equality.Semantic.DeepEqual(got.full, tc.wantFull) {
 				t.Errorf("status %v, want %v", got.full, tc.wantFull)
 			}
@@ -151,6 +164,100 @@ func TestComposeStatus(t *testing.T) {
 			}
 			if !slices.Equal(got.leftOut, tc.wantLeftOut) {
 				t.Errorf("left out %q, want %q", got.leftOut, tc.wantLeftOut)
+			}
+		})
+	}
+}
+
+// TestComposeHookConditions: a reply's conditions go into the status as
+// metav1.Conditions at the generation the hook saw, in the place of the
+// live one of their type: its lastTransitionTime stays while its status
+// does, and is now when the status changes or the condition is new. A
+// reply with a status replaces the conditions, so one the hook no longer
+// sends is gone; a reply without one keeps the live ones. The same reply
+// again composes the live status: nothing to write. A schema without
+// conditions leaves the hook's out, and says so.
+func TestComposeHookConditions(t *testing.T) {
+	schema, err := registry.StatusSchemaOf(crdWithStatus(openSchema), "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed, err := registry.StatusSchemaOf(crdWithStatus(closedSchema), "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const then = "2025-01-01T00:00:00Z"
+	cond := func(typ, status, reason, message string, generation int64, transition string) map[string]any {
+		return map[string]any{"type": typ, "status": status, "reason": reason, "message": message,
+			"observedGeneration": generation, "lastTransitionTime": transition}
+	}
+	synced := cond("Synced", "True", "Applied", "the latest hook reply was applied", 3, then)
+	live := map[string]any{"observedGeneration": int64(3), "conditions": []any{
+		cond("Ready", "True", "AllUp", "3/3", 2, then),
+		cond("Old", "True", "Stale", "sent by an older reply", 2, then),
+		synced,
+	}}
+	start := time.Now().Add(-time.Second)
+	for _, tc := range []struct {
+		name   string
+		status map[string]any // the reply's
+		conds  []hooks.Condition
+		want   []map[string]any // "now": a lastTransitionTime of the composition
+	}{
+		{"no status: set in place, others kept", nil, []hooks.Condition{
+			{Type: "Ready", Status: "True", Reason: "AllUp", Message: "4/4"},
+			{Type: "Degraded", Status: "False", Reason: "Healthy"},
+		}, []map[string]any{
+			cond("Ready", "True", "AllUp", "4/4", 3, then),
+			cond("Old", "True", "Stale", "sent by an older reply", 2, then),
+			synced,
+			cond("Degraded", "False", "Healthy", "", 3, "now"),
+		}},
+		{"no status: a status changes", nil, []hooks.Condition{{Type: "Ready", Status: "False", Reason: "Down", Message: "0/3"}}, []map[string]any{
+			cond("Ready", "False", "Down", "0/3", 3, "now"),
+			cond("Old", "True", "Stale", "sent by an older reply", 2, then),
+			synced,
+		}},
+		{"a status: the hook's conditions only", map[string]any{"conditions": []any{map[string]any{"type": "Mine", "status": "True"}}},
+			[]hooks.Condition{{Type: "Ready", Status: "True", Reason: "AllUp", Message: "3/3"}}, []map[string]any{
+				{"type": "Mine", "status": "True"},
+				synced,
+				cond("Ready", "True", "AllUp", "3/3", 3, then),
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conds := append([]metav1.Condition{syncedCondition(3)}, hooks.MetaConditions(tc.conds, 3, metav1.Time{})...)
+			got := composeStatus(schema, live, tc.status, 3, conds)
+			list, _ := got.full["conditions"].([]any)
+			if len(list) != len(tc.want) {
+				t.Fatalf("conditions %v, want %v", list, tc.want)
+			}
+			for i, c := range list {
+				want := runtime.DeepCopyJSON(tc.want[i])
+				if want["lastTransitionTime"] == "now" {
+					at, err := time.Parse(time.RFC3339, fmt.Sprint(c.(map[string]any)["lastTransitionTime"]))
+					if err != nil || at.Before(start.Truncate(time.Second)) {
+						t.Errorf("condition %d: lastTransitionTime %v (%v), want now", i, at, err)
+					}
+					want["lastTransitionTime"] = c.(map[string]any)["lastTransitionTime"]
+				}
+				if !equality.Semantic.DeepEqual(c, want) {
+					t.Errorf("condition %d: %v, want %v", i, c, want)
+				}
+			}
+			if again := composeStatus(schema, got.full, tc.status, 3, conds); !equalJSON(got.full, again.full) {
+				t.Errorf("the same reply again composes %v, not the live %v", again.full, got.full)
+			}
+			if out := hookConditionsLeftOut(got.full, conds); out != nil {
+				t.Errorf("conditions left out: %q", out)
+			}
+			leftOut := hookConditionsLeftOut(composeStatus(closed, live, tc.status, 3, conds).full, conds)
+			var want []string
+			for _, c := range tc.conds {
+				want = append(want, c.Type)
+			}
+			if !slices.Equal(leftOut, want) {
+				t.Errorf("a closed schema leaves out %q, want %q", leftOut, want)
 			}
 		})
 	}

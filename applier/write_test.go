@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
@@ -109,6 +110,73 @@ func TestPermanent(t *testing.T) {
 			}
 			if reason, problem := classify(hooks.Sync, err); (problem != nil) != tc.want || tc.want && reason == "" {
 				t.Errorf("classify = %q, %v; want a rejection: %v", reason, problem, tc.want)
+			}
+		})
+	}
+}
+
+// TestLeftBehind: ownership is upgraded only when a field set through a
+// create (or Metacontroller's updates) is not in uc's apply, which alone
+// could not remove it.
+func TestLeftBehind(t *testing.T) {
+	const manager = "uc/c"
+	entry := func(manager string, op metav1.ManagedFieldsOperationType, fields, subresource string) metav1.ManagedFieldsEntry {
+		return metav1.ManagedFieldsEntry{Manager: manager, Operation: op, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}, Subresource: subresource}
+	}
+	const (
+		keepDrop = `{"f:data":{".":{},"f:drop":{},"f:keep":{}},"f:metadata":{"f:labels":{".":{},"f:app":{}}}}`
+		keep     = `{"f:data":{".":{},"f:keep":{}},"f:metadata":{"f:labels":{".":{},"f:app":{}}}}`
+	)
+	// What a create and a force apply of the same fields, one value
+	// changed, leave (read from kube-apiserver 1.34): the Update entry
+	// keeps the maps themselves.
+	const (
+		createdThenApplied = `{"f:data":{},"f:metadata":{"f:annotations":{},"f:labels":{".":{},"f:app":{}},"f:ownerReferences":{".":{},"k:{\"uid\":\"u\"}":{}}}}`
+		applied            = `{"f:data":{"f:payload":{}},"f:metadata":{"f:annotations":{"f:universalcontroller.dev/applied-hash":{}},"f:labels":{"f:app":{}},"f:ownerReferences":{"k:{\"uid\":\"u\"}":{}}}}`
+		appliedNoLabels    = `{"f:data":{"f:payload":{}},"f:metadata":{"f:annotations":{"f:universalcontroller.dev/applied-hash":{}},"f:ownerReferences":{"k:{\"uid\":\"u\"}":{}}}}`
+	)
+	for _, tc := range []struct {
+		name    string
+		entries []metav1.ManagedFieldsEntry
+		former  []string
+		want    bool
+	}{
+		{"created, then applied with a value changed", []metav1.ManagedFieldsEntry{
+			entry(manager, metav1.ManagedFieldsOperationApply, applied, ""),
+			entry(manager, metav1.ManagedFieldsOperationUpdate, createdThenApplied, ""),
+		}, nil, false},
+		{"created, then applied without its labels", []metav1.ManagedFieldsEntry{
+			entry(manager, metav1.ManagedFieldsOperationApply, appliedNoLabels, ""),
+			entry(manager, metav1.ManagedFieldsOperationUpdate, createdThenApplied, ""),
+		}, nil, true},
+		{"applied from the start", []metav1.ManagedFieldsEntry{entry(manager, metav1.ManagedFieldsOperationApply, keep, "")}, nil, false},
+		{"created, every field still applied", []metav1.ManagedFieldsEntry{
+			entry(manager, metav1.ManagedFieldsOperationUpdate, keepDrop, ""),
+			entry(manager, metav1.ManagedFieldsOperationApply, keepDrop, ""),
+		}, nil, false},
+		{"created, a field no longer applied", []metav1.ManagedFieldsEntry{
+			entry(manager, metav1.ManagedFieldsOperationUpdate, keepDrop, ""),
+			entry(manager, metav1.ManagedFieldsOperationApply, keep, ""),
+		}, nil, true},
+		{"another manager's update is not uc's to remove", []metav1.ManagedFieldsEntry{
+			entry("kubectl-edit", metav1.ManagedFieldsOperationUpdate, keepDrop, ""),
+			entry(manager, metav1.ManagedFieldsOperationApply, keep, ""),
+		}, nil, false},
+		{"Metacontroller's update, taken over", []metav1.ManagedFieldsEntry{
+			entry(registry.MetacontrollerFieldManager, metav1.ManagedFieldsOperationUpdate, keepDrop, ""),
+			entry(manager, metav1.ManagedFieldsOperationApply, keep, ""),
+		}, []string{registry.MetacontrollerFieldManager}, true},
+		{"a status update is not the object's", []metav1.ManagedFieldsEntry{
+			entry(manager, metav1.ManagedFieldsOperationUpdate, `{"f:status":{"f:x":{}}}`, "status"),
+			entry(manager, metav1.ManagedFieldsOperationApply, keep, ""),
+		}, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := &unstructured.Unstructured{Object: map[string]any{}}
+			out.SetManagedFields(tc.entries)
+			got, err := leftBehind(out, manager, sets.New(append(tc.former, manager)...))
+			if err != nil || got != tc.want {
+				t.Errorf("leftBehind = %v, %v; want %v", got, err, tc.want)
 			}
 		})
 	}

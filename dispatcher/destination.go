@@ -13,8 +13,8 @@ import (
 	duckv1 "knative.dev/pkg/apis/duck/v1"
 	"knative.dev/pkg/resolver"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/schemas/bus"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // ReasonUnresolved is the failure reason of a destination whose URL cannot
@@ -40,35 +40,35 @@ func (h *destinationHandler) Hook() string { return h.hook }
 func (h *destinationHandler) Handle(ctx context.Context, _ []byte) (any, error) {
 	target, err := h.resolver.URIFromDestinationV1(ctx, h.dest, h.controller)
 	if err != nil {
-		return nil, &worker.Error{Reason: ReasonUnresolved, Err: err}
+		return nil, &hook.Error{Reason: ReasonUnresolved, Err: err}
 	}
-	req, ok := worker.Request(ctx)
+	req, ok := hook.Request(ctx)
 	if !ok {
-		return nil, fmt.Errorf("destination %s: called outside worker.Serve", target)
+		return nil, fmt.Errorf("destination %s: called outside hook.Serve", target)
 	}
 	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), nil)
 	if err == nil {
 		err = cehttp.WriteRequest(ctx, binding.ToMessage(req), httpReq)
 	}
 	if err != nil {
-		return nil, &worker.Error{Reason: ReasonInvalidHookConfig, Err: fmt.Errorf("destination %s: %w", target, err)}
+		return nil, &hook.Error{Reason: ReasonInvalidHookConfig, Err: fmt.Errorf("destination %s: %w", target, err)}
 	}
 	httpReq.Header.Set("Prefer", "reply")
-	worker.Logger(ctx).Debug("calling destination", "url", target)
+	hook.Logger(ctx).Debug("calling destination", "url", target)
 	header, body, err := post(h.client, httpReq, h.limit)
 	if err != nil {
 		return nil, err
 	}
 	msg := cehttp.NewMessage(header, io.NopCloser(bytes.NewReader(body)))
 	if msg.ReadEncoding() == binding.EncodingUnknown && len(body) == 0 {
-		return nil, &worker.Error{Reason: worker.ReasonInvalidReply, Err: fmt.Errorf("destination %s: empty reply: a hook must answer with a CloudEvent in its 200 response", target)}
+		return nil, &hook.Error{Reason: hook.ReasonInvalidReply, Err: fmt.Errorf("destination %s: empty reply: a hook must answer with a CloudEvent in its 200 response", target)}
 	}
 	reply, err := binding.ToEvent(ctx, msg)
 	if err != nil {
-		return nil, &worker.Error{Reason: worker.ReasonInvalidReply, Err: fmt.Errorf("destination %s: the 200 response holds no CloudEvent: %w%s", target, err, excerpt(body))}
+		return nil, &hook.Error{Reason: hook.ReasonInvalidReply, Err: fmt.Errorf("destination %s: the 200 response holds no CloudEvent: %w%s", target, err, excerpt(body))}
 	}
 	if want := bus.ResponseType(h.hook); reply.Type() != want {
-		return nil, &worker.Error{Reason: worker.ReasonInvalidReply, Err: fmt.Errorf("destination %s: reply of type %q, want %q", target, reply.Type(), want)}
+		return nil, &hook.Error{Reason: hook.ReasonInvalidReply, Err: fmt.Errorf("destination %s: reply of type %q, want %q", target, reply.Type(), want)}
 	}
 	return jsonReply(reply.DataContentType(), reply.Data())
 }

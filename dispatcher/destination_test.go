@@ -26,9 +26,9 @@ import (
 	"knative.dev/pkg/tracker"
 
 	"universalcontroller.dev/uc/dispatcher/dispatchertest"
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 var knativeServices = schema.GroupVersionResource{Group: "serving.knative.dev", Version: "v1", Resource: "services"}
@@ -93,10 +93,10 @@ func TestDestination(t *testing.T) {
 		{"uri", "ok", duckv1.Destination{URI: uri}, "", `"sawController":"c"`},
 		{"ref", "ok", duckv1.Destination{Ref: &duckv1.KReference{APIVersion: "serving.knative.dev/v1", Kind: "Service", Namespace: "hooks", Name: "fn"}}, "", `"children":[]`},
 		{"missing ref", "ok", duckv1.Destination{Ref: &duckv1.KReference{APIVersion: "serving.knative.dev/v1", Kind: "Service", Namespace: "hooks", Name: "gone"}}, ReasonUnresolved, `"gone" not found`},
-		{"202", "accepted", duckv1.Destination{URI: uri}, worker.ReasonHTTPError, "202 Accepted without a reply"},
-		{"empty 200", "empty", duckv1.Destination{URI: uri}, worker.ReasonInvalidReply, "empty reply"},
-		{"wrong type", "wrong-type", duckv1.Destination{URI: uri}, worker.ReasonInvalidReply, `reply of type "com.example.other", want "dev.universalcontroller.sync.response"`},
-		{"not JSON", "text", duckv1.Destination{URI: uri}, worker.ReasonInvalidReply, `reply is not JSON (content type "text/plain"): "hello"`},
+		{"202", "accepted", duckv1.Destination{URI: uri}, hook.ReasonHTTPError, "202 Accepted without a reply"},
+		{"empty 200", "empty", duckv1.Destination{URI: uri}, hook.ReasonInvalidReply, "empty reply"},
+		{"wrong type", "wrong-type", duckv1.Destination{URI: uri}, hook.ReasonInvalidReply, `reply of type "com.example.other", want "dev.universalcontroller.sync.response"`},
+		{"not JSON", "text", duckv1.Destination{URI: uri}, hook.ReasonInvalidReply, `reply is not JSON (content type "text/plain"): "hello"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := &destinationHandler{hook: hooks.Sync, dest: tc.dest, controller: controller, resolver: res, client: srv.Client(), limit: 1 << 20}
@@ -109,7 +109,7 @@ func TestDestination(t *testing.T) {
 			if err := req.SetData(cloudevents.ApplicationJSON, map[string]any{"parent": map[string]any{}}); err != nil {
 				t.Fatal(err)
 			}
-			reply, err := h.Handle(worker.ContextWithRequest(t.Context(), &req, slog.Default()), req.Data())
+			reply, err := h.Handle(hook.ContextWithRequest(t.Context(), &req, slog.Default()), req.Data())
 			if tc.reason == "" {
 				if b, _ := reply.([]byte); err != nil || !strings.Contains(string(b), tc.want) {
 					t.Fatalf("got %s, %v; want a reply with %s", b, err, tc.want)
@@ -119,7 +119,7 @@ func TestDestination(t *testing.T) {
 				}
 				return
 			}
-			var e *worker.Error
+			var e *hook.Error
 			if !errors.As(err, &e) || e.Reason != tc.reason || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want %s naming %q", err, tc.reason, tc.want)
 			}

@@ -18,9 +18,10 @@ import (
 	"knative.dev/pkg/resolver"
 	"knative.dev/pkg/tracker"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
+	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // Options tune a Dispatcher.
@@ -31,11 +32,13 @@ type Options struct {
 	// TracerProvider makes the spans of the hook calls (nil: the global
 	// one).
 	TracerProvider trace.TracerProvider
+	// Calls, if set, hears of every call of a hook.
+	Calls CallObserver
 }
 
 // Dispatcher serves the hooks that are not on the bus. For every hook of a
 // registered controller that has a webhook or a destination, it consumes
-// the hook's requests with worker.Serve, as a bus-native worker would, and
+// the hook's requests with hook.Serve, as a bus-native worker would, and
 // calls the hook over HTTP. It starts and stops serving a hook as
 // controllers come, change and go. Several dispatchers share the work.
 type Dispatcher struct {
@@ -141,6 +144,9 @@ func (d *Dispatcher) start(key hookKey, s *servedHook) {
 	ctx, cancel := context.WithCancel(d.ctx)
 	s.cancel = cancel
 	h := d.handler(key.hook, s)
+	if d.opts.Calls != nil {
+		h = observedHandler{h, key.controller, d.opts.Calls}
+	}
 	concurrency := 16
 	if c := s.spec.Delivery; c != nil && c.Concurrency != nil {
 		concurrency = int(*c.Concurrency)
@@ -149,8 +155,8 @@ func (d *Dispatcher) start(key hookKey, s *servedHook) {
 	log.Info("serving hook", "webhook", s.spec.Webhook != nil, "destination", s.spec.Destination != nil, "concurrency", concurrency)
 	d.wg.Go(func() {
 		for delay := time.Second; ctx.Err() == nil; delay = min(2*delay, time.Minute) {
-			err := worker.Serve(ctx, d.js, key.controller, h, worker.WithConcurrency(concurrency), worker.WithLogger(d.log),
-				worker.WithTracerProvider(d.opts.TracerProvider))
+			err := hook.Serve(ctx, d.js, key.controller, h, hook.WithConcurrency(concurrency), hook.WithLogger(d.log), hook.OnPanic(countPanic),
+				hook.WithTracerProvider(d.opts.TracerProvider))
 			if ctx.Err() != nil {
 				return
 			}
@@ -163,7 +169,10 @@ func (d *Dispatcher) start(key hookKey, s *servedHook) {
 	})
 }
 
-func (d *Dispatcher) handler(hook string, s *servedHook) worker.Handler {
+// countPanic counts a delivery's panic, which the SDK recovered.
+func countPanic() { recovery.Panics.WithLabelValues(recovery.Hook).Inc() }
+
+func (d *Dispatcher) handler(hook string, s *servedHook) hook.Handler {
 	if s.spec.Webhook != nil {
 		return newWebhookHandler(hook, s.spec.Webhook, s.ctl.Spec.EndpointConfigs, d.kube, d.opts.MaxReplyBytes)
 	}

@@ -7,9 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // etagCache is a webhook's webhook.etag: its last reply that came with an
@@ -68,7 +68,7 @@ func etagKeyOf(ctx context.Context, request []byte) etagKey {
 	if o := cmp.Or(root.Parent, root.Object); o != nil {
 		k = etagKey{kind: o.Kind, namespace: o.Metadata.Namespace, name: o.Metadata.Name}
 	}
-	if e, ok := worker.Request(ctx); ok {
+	if e, ok := hook.Request(ctx); ok {
 		if m, err := bus.MetaOf(e); err == nil {
 			k.revision = m.Revision
 		}

@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/propagation"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // ReasonInvalidHookConfig is the failure reason of a hook whose spec cannot
@@ -32,27 +32,27 @@ var errNotModified = errors.New("not modified")
 func post(client *http.Client, req *http.Request, limit int64) (http.Header, []byte, error) {
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, nil, &worker.Error{Reason: worker.ReasonHTTPError, Err: err}
+		return nil, nil, &hook.Error{Reason: hook.ReasonHTTPError, Err: err}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
-		return nil, nil, &worker.Error{Reason: worker.ReasonHTTPError, Err: fmt.Errorf("%s %s: read response: %w", req.Method, req.URL.Redacted(), err)}
+		return nil, nil, &hook.Error{Reason: hook.ReasonHTTPError, Err: fmt.Errorf("%s %s: read response: %w", req.Method, req.URL.Redacted(), err)}
 	}
 	switch {
 	case (resp.StatusCode == http.StatusNotModified || resp.StatusCode == http.StatusPreconditionFailed) && req.Header.Get("If-None-Match") != "":
 		return resp.Header, nil, errNotModified
 	case resp.StatusCode == http.StatusAccepted:
-		return nil, nil, &worker.Error{Reason: worker.ReasonHTTPError,
-			Err: fmt.Errorf("%s %s: %s without a reply: a hook must answer with its reply in a 200 response", req.Method, req.URL.Redacted(), resp.Status)}
+		return nil, nil, &hook.Error{Reason: hook.ReasonHTTPError, Err: &statusError{resp.StatusCode,
+			fmt.Errorf("%s %s: %s without a reply: a hook must answer with its reply in a 200 response", req.Method, req.URL.Redacted(), resp.Status)}}
 	case resp.StatusCode != http.StatusOK:
-		e := &worker.Error{Reason: worker.ReasonHTTPError, Err: fmt.Errorf("%s %s: %s%s", req.Method, req.URL.Redacted(), resp.Status, excerpt(body))}
+		e := &hook.Error{Reason: hook.ReasonHTTPError, Err: &statusError{resp.StatusCode, fmt.Errorf("%s %s: %s%s", req.Method, req.URL.Redacted(), resp.Status, excerpt(body))}}
 		if resp.StatusCode == http.StatusTooManyRequests {
 			e.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
 		}
 		return nil, nil, e
 	case int64(len(body)) > limit:
-		return nil, nil, &worker.Error{Reason: worker.ReasonInvalidReply, Err: fmt.Errorf("%s %s: reply larger than %d bytes", req.Method, req.URL.Redacted(), limit)}
+		return nil, nil, &hook.Error{Reason: hook.ReasonInvalidReply, Err: fmt.Errorf("%s %s: reply larger than %d bytes", req.Method, req.URL.Redacted(), limit)}
 	}
 	return resp.Header, body, nil
 }
@@ -82,9 +82,9 @@ func jsonReply(contentType string, body []byte) ([]byte, error) {
 		return body, nil
 	}
 	if len(body) == 0 {
-		return nil, &worker.Error{Reason: worker.ReasonInvalidReply, Err: errors.New("empty reply")}
+		return nil, &hook.Error{Reason: hook.ReasonInvalidReply, Err: errors.New("empty reply")}
 	}
-	return nil, &worker.Error{Reason: worker.ReasonInvalidReply, Err: fmt.Errorf("reply is not JSON (content type %q)%s", contentType, excerpt(body))}
+	return nil, &hook.Error{Reason: hook.ReasonInvalidReply, Err: fmt.Errorf("reply is not JSON (content type %q)%s", contentType, excerpt(body))}
 }
 
 // excerpt quotes the start of a response body for an error message.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 func TestRetryAfter(t *testing.T) {
@@ -45,12 +45,12 @@ func TestPost(t *testing.T) {
 		message    string
 	}{
 		{name: "ok", status: 200, body: `{"children":[]}`},
-		{name: "server error", status: 500, body: "database down\n", reason: worker.ReasonHTTPError, message: `500 Internal Server Error: "database down"`},
-		{name: "accepted", status: 202, reason: worker.ReasonHTTPError, message: "202 Accepted without a reply"},
-		{name: "too many requests", status: 429, header: map[string]string{"Retry-After": "7"}, reason: worker.ReasonHTTPError, retryAfter: 7 * time.Second, message: "429 Too Many Requests"},
-		{name: "too large", status: 200, body: strings.Repeat("x", 65), reason: worker.ReasonInvalidReply, message: "reply larger than 64 bytes"},
-		{name: "not modified, unasked", status: 304, reason: worker.ReasonHTTPError, message: "304 Not Modified"},
-		{name: "precondition failed, unasked", status: 412, reason: worker.ReasonHTTPError, message: "412 Precondition Failed"},
+		{name: "server error", status: 500, body: "database down\n", reason: hook.ReasonHTTPError, message: `500 Internal Server Error: "database down"`},
+		{name: "accepted", status: 202, reason: hook.ReasonHTTPError, message: "202 Accepted without a reply"},
+		{name: "too many requests", status: 429, header: map[string]string{"Retry-After": "7"}, reason: hook.ReasonHTTPError, retryAfter: 7 * time.Second, message: "429 Too Many Requests"},
+		{name: "too large", status: 200, body: strings.Repeat("x", 65), reason: hook.ReasonInvalidReply, message: "reply larger than 64 bytes"},
+		{name: "not modified, unasked", status: 304, reason: hook.ReasonHTTPError, message: "304 Not Modified"},
+		{name: "precondition failed, unasked", status: 412, reason: hook.ReasonHTTPError, message: "412 Precondition Failed"},
 		{name: "not modified", status: 304, etag: `"1"`},
 		{name: "precondition failed", status: 412, etag: `"1"`},
 	} {
@@ -80,7 +80,7 @@ func TestPost(t *testing.T) {
 				}
 				return
 			}
-			var e *worker.Error
+			var e *hook.Error
 			if !errors.As(err, &e) || e.Reason != tc.reason || e.RetryAfter != tc.retryAfter || !strings.Contains(e.Error(), tc.message) {
 				t.Fatalf("got %#v (%v), want %s with retry after %s naming %q", e, err, tc.reason, tc.retryAfter, tc.message)
 			}
@@ -98,8 +98,8 @@ func TestJSONReply(t *testing.T) {
 		strings.Repeat("é", 300):  "…",
 	} {
 		_, err := jsonReply("text/html", []byte(body))
-		var e *worker.Error
-		if !errors.As(err, &e) || e.Reason != worker.ReasonInvalidReply || !strings.Contains(err.Error(), want) {
+		var e *hook.Error
+		if !errors.As(err, &e) || e.Reason != hook.ReasonInvalidReply || !strings.Contains(err.Error(), want) {
 			t.Errorf("jsonReply(%.20q) = %v, want InvalidReply naming %q", body, err, want)
 		}
 	}

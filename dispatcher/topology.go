@@ -1,9 +1,9 @@
 // Package dispatcher owns the bus topology — the JetStream streams, and one
 // durable consumer per hook of every registered controller — and delivers
 // requests to hooks that are not on the bus (Dispatcher): webhooks and
-// Knative Addressables, over HTTP. Package dispatcher/worker is the Go SDK
-// for hooks that are; the dispatcher serves its hooks with it too, so both
-// keep the same delivery promises.
+// Knative Addressables, over HTTP. The Go SDK for hooks that are on the bus
+// (sdk/go, package hook) serves the dispatcher's hooks too, so both keep the
+// same delivery promises.
 package dispatcher
 
 import (

@@ -13,8 +13,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // webhookHandler calls a Metacontroller webhook: it POSTs the hook request
@@ -41,16 +41,25 @@ func newWebhookHandler(hook string, spec *v1alpha1.Webhook, endpoints []v1alpha1
 	return &webhookHandler{hook: hook, spec: spec, endpoints: endpoints, kube: kube, limit: limit, etags: newEtagCache(spec.Etag)}
 }
 
+// NewWebhook calls a webhook as the dispatcher does, without the bus (`uc
+// render`): spec says where it is and how to connect, with the
+// controller's endpoints; kube reads the Secrets and ConfigMaps a
+// connection names, and may be nil when it names none. A reply larger than
+// limit bytes fails the call.
+func NewWebhook(name string, spec *v1alpha1.Webhook, endpoints []v1alpha1.EndpointConfig, kube kubernetes.Interface, limit int64) hook.Handler {
+	return newWebhookHandler(name, spec, endpoints, kube, limit)
+}
+
 func (h *webhookHandler) Hook() string { return h.hook }
 
 func (h *webhookHandler) Handle(ctx context.Context, data []byte) (any, error) {
 	t, err := h.resolve(ctx)
 	if err != nil {
-		return nil, &worker.Error{Reason: ReasonInvalidHookConfig, Err: err}
+		return nil, &hook.Error{Reason: ReasonInvalidHookConfig, Err: err}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(data))
 	if err != nil {
-		return nil, &worker.Error{Reason: ReasonInvalidHookConfig, Err: err}
+		return nil, &hook.Error{Reason: ReasonInvalidHookConfig, Err: err}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	// webhook.etag: ask with the ETag of the parent's last reply, which a
@@ -67,7 +76,7 @@ func (h *webhookHandler) Handle(ctx context.Context, data []byte) (any, error) {
 	header, body, err := post(t.client, req, h.limit)
 	switch {
 	case errors.Is(err, errNotModified):
-		worker.Logger(ctx).Debug("webhook reply not modified", "etag", cached.etag)
+		hook.Logger(ctx).Debug("webhook reply not modified", "etag", cached.etag)
 		return cached.reply, nil
 	case err != nil:
 		return nil, err

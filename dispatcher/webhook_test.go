@@ -23,10 +23,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 func TestWebhookURL(t *testing.T) {
@@ -80,7 +80,7 @@ func TestWebhookHandler(t *testing.T) {
 	}
 	h = newWebhookHandler(hooks.Sync, &v1alpha1.Webhook{}, nil, fake.NewClientset(), 1<<20)
 	_, err = h.Handle(t.Context(), nil)
-	var e *worker.Error
+	var e *hook.Error
 	if !errors.As(err, &e) || e.Reason != ReasonInvalidHookConfig || !strings.Contains(err.Error(), "neither url nor service") {
 		t.Fatalf("got %v, want InvalidHookConfig", err)
 	}
@@ -240,7 +240,7 @@ func TestEtagKeyOf(t *testing.T) {
 	e := event.New()
 	bus.Meta{Address: bus.Address{Controller: "c", Hook: hooks.Sync, ParentUID: "u", Revision: "r1"}, Name: "a",
 		Revisions: []string{"r2", "r1"}}.SetOn(&e)
-	ctx := worker.ContextWithRequest(t.Context(), &e, slog.Default())
+	ctx := hook.ContextWithRequest(t.Context(), &e, slog.Default())
 	for _, tc := range []struct {
 		ctx     context.Context
 		request string

@@ -12,61 +12,12 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-cache=$(./hack/testbed-bins.sh)
-kubectl="$cache/bin/kubectl"
-work=${DEMO_DIR:-$root/.demo}
-port=${NATS_PORT:-0}
-rm -rf "$work"
-mkdir -p "$work"
+source hack/lib.sh
 
-pids=()
-cleanup() {
-	trap - EXIT INT TERM
-	echo
-	echo "==> tearing down"
-	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill "${pids[i]}" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	echo "    stopped uc, the hook worker and the test bed; logs are in $work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-step() { printf '\n==> %s\n' "$*"; }
-# until DESC SECONDS CMD…: runs CMD until it succeeds, for at most SECONDS.
-until_ok() {
-	local what=$1 deadline=$((SECONDS + $2))
-	shift 2
-	until "$@" >/dev/null 2>&1; do
-		if ((SECONDS > deadline)); then
-			echo "timed out waiting for $what" >&2
-			return 1
-		fi
-		sleep 0.5
-	done
-}
-alive() { kill -0 "$1" 2>/dev/null; }
-k() { "$kubectl" "$@"; }
-
-step "starting the test bed: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok"
-bin/uc-testbed up --dir "$work/testbed" >"$work/testbed.log" 2>&1 &
-pids+=($!)
-bed=$!
-until_ok "the test bed (see $work/testbed.log)" 300 bash -c "[ -s '$work/testbed/kubeconfig' ] && $kubectl --kubeconfig '$work/testbed/kubeconfig' get node -o name | grep -q ." ||
-	{ tail -20 "$work/testbed.log"; exit 1; }
-alive "$bed"
-export KUBECONFIG=$work/testbed/kubeconfig
-
-step "installing the CRDs"
-k apply -f schemas/crds/ -f examples/foo/crd.yaml
-k wait --for condition=established --timeout=60s crd/universalcontrollers.universalcontroller.dev crd/foos.samplecontroller.k8s.io
-
-step "starting uc run (embedded NATS JetStream, data in $work/uc-data)"
-bin/uc run --kubeconfig "$KUBECONFIG" --nats-listen "127.0.0.1:$port" --data-dir "$work/uc-data" >"$work/uc.log" 2>&1 &
-pids+=($!)
-until_ok "uc (see $work/uc.log)" 60 grep -q "uc started" "$work/uc.log" || { tail -20 "$work/uc.log"; exit 1; }
-# The address the embedded server took, from its log line.
-nats_url=$(sed -n 's/.*msg="embedded NATS JetStream started" url=\([^ ]*\).*/\1/p' "$work/uc.log")
-echo "    hook workers connect to $nats_url"
+up "${DEMO_DIR:-$root/.demo}" "${NATS_PORT:-0}"
+step "installing the Foo CRD"
+k apply -f examples/foo/crd.yaml
+k wait --for condition=established --timeout=60s crd/foos.samplecontroller.k8s.io
 
 step "starting the Foo hook worker (examples/foo, a bus-native Go worker)"
 bin/foo-hook --nats-url "$nats_url" >"$work/foo-hook.log" 2>&1 &

@@ -35,7 +35,7 @@ status: {children: 5, observedGeneration: 2}
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		req := newSyncRequest(ctl, parent, claimed, nil, "v2", false)
+		req := NewSyncRequest(ctl, parent, claimed, nil, "v2", false)
 		e := event.New()
 		e.SetType(bus.RequestType(hooks.Sync))
 		e.SetSource("/universalcontroller/bench")

@@ -135,14 +135,18 @@ const retryDelay = 2 * time.Second
 
 // consumeCustomizeReplies takes the customize replies of every controller.
 // The consumer is created within attempt; the replies are handled within
-// ctx. onLost hears that the consumer may be gone.
-func (w *Watcher) consumeCustomizeReplies(ctx, attempt context.Context, onLost func()) (*bus.KeptConsumer, error) {
+// ctx, held by holder meanwhile (the ack wait is the bus's short one, so
+// that a reply a dead watcher held comes back within seconds). onLost hears
+// that the consumer may be gone.
+func (w *Watcher) consumeCustomizeReplies(ctx, attempt context.Context, holder *bus.Holder, onLost func()) (*bus.KeptConsumer, error) {
 	return bus.KeepConsuming(attempt, w.js, bus.ReplyStream, jetstream.ConsumerConfig{
 		Durable:       bus.WatcherConsumer,
 		Description:   "watcher: customize replies",
 		FilterSubject: bus.HookReplies(hooks.Customize),
 		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       bus.AckWait,
 	}, func(msg jetstream.Msg) {
+		msg = holder.Hold(msg)
 		if err := w.customizeReplyWithin(ctx, msg); err != nil {
 			w.log.Error("customize reply", "subject", msg.Subject(), "err", err)
 			_ = msg.NakWithDelay(retryDelay)
@@ -181,24 +185,24 @@ func (w *Watcher) onCustomizeReply(ctx context.Context, msg jetstream.Msg) error
 		return nil
 	}
 	key := parentKey{ctl.Name, meta.Resource, meta.Namespace, meta.Name, false}
-	failure := func(reason string, problem error) error {
+	failure := func(f bus.Failure) error {
 		// The applier reports failures of the parent's sync.
 		meta.Hook = hooks.Sync
-		return w.publish(ctx, meta, bus.FailureType(hooks.Sync), meta.ReplySubject(), hooks.Failure{Reason: reason, Message: problem.Error()}, "")
+		return w.publish(ctx, meta, bus.FailureType(hooks.Sync), meta.ReplySubject(), f, "")
 	}
 	if e.Type() == bus.FailureType(hooks.Customize) {
-		var f hooks.Failure
+		var f bus.Failure
 		if err := utiljson.Unmarshal(e.Data(), &f); err != nil {
 			f.Message = err.Error()
 		}
 		if f.Retrying {
-			return failure("HookFailed", fmt.Errorf("customize hook failed, will retry: %s: %s", f.Reason, f.Message))
+			return failure(bus.Failure{Reason: "HookFailed", Message: fmt.Sprintf("customize hook failed, will retry: %s: %s", f.Reason, f.Message)})
 		}
-		return failure("HookFailed", fmt.Errorf("customize hook failed after %d deliveries: %s: %s", f.Deliveries, f.Reason, f.Message))
+		return failure(bus.Failure{Reason: "HookFailed", Message: fmt.Sprintf("customize hook failed after %d deliveries: %s: %s", f.Deliveries, f.Reason, f.Message)})
 	}
 	rules, err := w.decodeCustomize(ctx, ctl, e.Data())
 	if err != nil {
-		return failure("InvalidHookReply", fmt.Errorf("customize hook reply rejected: %w", err))
+		return failure(CustomizeRejected(err))
 	}
 	w.customize.put(meta.ApplyKey(), &customized{key: key, generation: meta.Generation, rules: rules, span: span.SpanContext()})
 	w.queue.Add(key)
@@ -208,6 +212,48 @@ func (w *Watcher) onCustomizeReply(ctx context.Context, msg jetstream.Msg) error
 // decodeCustomize decodes and resolves a customize reply, and starts
 // watching every related resource it names.
 func (w *Watcher) decodeCustomize(ctx context.Context, ctl *registry.Controller, data []byte) ([]relatedRule, error) {
+	rules, err := relatedRules(ctl, data, w.reg.Resolve)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rules {
+		if err := w.watchRelated(ctx, ctl, r.res); err != nil {
+			return nil, err
+		}
+	}
+	return rules, nil
+}
+
+// CustomizeRejected is the failure reported on a parent whose customize
+// reply the watcher cannot use: err says why.
+func CustomizeRejected(err error) bus.Failure {
+	return bus.Failure{Reason: "InvalidHookReply", Message: "customize hook reply rejected: " + err.Error()}
+}
+
+// Rules are the rules of a customize reply, which select the related
+// objects of a parent's sync requests.
+type Rules struct{ rules []relatedRule }
+
+// CustomizeRules decodes and checks a customize reply as the watcher does,
+// its resources resolved with resolve. An error is the reply's problem.
+func CustomizeRules(ctl *registry.Controller, data []byte, resolve registry.ResolveFunc) (Rules, error) {
+	rules, err := relatedRules(ctl, data, resolve)
+	return Rules{rules}, err
+}
+
+// Select selects the related objects of a parent's sync request of hook
+// version version, as the watcher does, from those list lists (by
+// resource, in a namespace or, for "", in all); nsLabels are a
+// namespace's labels.
+func (r Rules) Select(ctl *registry.Controller, parent *unstructured.Unstructured, version string, list ListFunc, nsLabels func(string) labels.Set) (hooks.GroupedObjects, error) {
+	return selectRelated(ctl, parent, version, r.rules, list, nsLabels)
+}
+
+// ListFunc lists the objects of a resource in a namespace ("" for all).
+type ListFunc func(gvr schema.GroupVersionResource, namespace string) ([]*unstructured.Unstructured, error)
+
+// relatedRules decodes and resolves a customize reply.
+func relatedRules(ctl *registry.Controller, data []byte, resolve registry.ResolveFunc) ([]relatedRule, error) {
 	var resp hooks.CustomizeResponse
 	if err := hooks.DecodeReply(data, &resp, ctl.Spec.Hooks.Customize.StrictReplies()); err != nil {
 		return nil, fmt.Errorf("not a valid customize response: %w", err)
@@ -219,7 +265,7 @@ func (w *Watcher) decodeCustomize(ctx context.Context, ctl *registry.Controller,
 	for i, rr := range resp.RelatedResources {
 		r := relatedRule{RelatedResourceRule: rr, v2: ctl.HookVersion(hooks.Customize) == string(v1alpha1.HookV2)}
 		var err error
-		if r.res, err = w.reg.Resolve(v1alpha1.ResourceRule{APIVersion: rr.APIVersion, Resource: rr.Resource}); err != nil {
+		if r.res, err = resolve(v1alpha1.ResourceRule{APIVersion: rr.APIVersion, Resource: rr.Resource}); err != nil {
 			return nil, fmt.Errorf("relatedResources[%d]: %w", i, err)
 		}
 		if len(rr.Names) == 0 {
@@ -234,9 +280,6 @@ func (w *Watcher) decodeCustomize(ctx context.Context, ctl *registry.Controller,
 			if r.namespace, err = selectorOrEverything(rr.NamespaceSelector); err != nil {
 				return nil, fmt.Errorf("relatedResources[%d].namespaceSelector: %w", i, err)
 			}
-		}
-		if err := w.watchRelated(ctx, ctl, r.res); err != nil {
-			return nil, err
 		}
 		rules = append(rules, r)
 	}
@@ -297,10 +340,9 @@ func (w *Watcher) namespaceLabels(ns string) labels.Set {
 // customize hook when it has no answer for the parent's generation yet
 // (forced: with a request of its own id, see publish). The sync's span links
 // to the customize reply it uses.
-func (w *Watcher) related(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, version string, forced bool) (out hooks.GroupedObjects, ok bool, err error) {
-	out = hooks.GroupedObjects{}
+func (w *Watcher) related(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, version string, forced bool) (_ hooks.GroupedObjects, _ bool, err error) {
 	if ctl.Spec.Hooks.Customize == nil {
-		return out, true, nil
+		return hooks.GroupedObjects{}, true, nil
 	}
 	ctx, span := w.tracer.Start(ctx, "customize")
 	defer func() { tracing.End(span, err) }()
@@ -314,21 +356,43 @@ func (w *Watcher) related(ctx context.Context, ctl *registry.Controller, parent 
 		typ, subject := bus.RequestType(hooks.Customize), meta.RequestSubject()
 		return nil, false, w.publish(ctx, meta, typ, subject, req, eventID(subject, typ, observedObjects(ctl, false, parent), forced))
 	}
-	for _, r := range cz.rules {
+	out, err := selectRelated(ctl, parent, version, cz.rules, w.listCached, w.namespaceLabels)
+	return out, err == nil, err
+}
+
+// listCached lists the objects of a resource in a namespace ("" for all)
+// from the shared cache.
+func (w *Watcher) listCached(gvr schema.GroupVersionResource, namespace string) ([]*unstructured.Unstructured, error) {
+	objs, err := w.reg.Lister(gvr).ByNamespace(namespace).List(labels.Everything())
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	out := make([]*unstructured.Unstructured, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o.(*unstructured.Unstructured))
+	}
+	return out, nil
+}
+
+// selectRelated selects a parent's related objects with the rules of its
+// customize reply: every rule's kind has an entry, its objects keyed as
+// the hook version asks.
+func selectRelated(ctl *registry.Controller, parent *unstructured.Unstructured, version string, rules []relatedRule, list ListFunc, nsLabels func(string) labels.Set) (hooks.GroupedObjects, error) {
+	out := hooks.GroupedObjects{}
+	for _, r := range rules {
 		group := hooks.GroupKey(r.res.GVK.Kind, r.res.APIVersion())
 		if out[group] == nil {
 			out[group] = hooks.ObjectMap{}
 		}
-		objs, err := w.reg.Lister(r.res.GVR).ByNamespace(r.lookIn(parent.GetNamespace())).List(labels.Everything())
-		if err != nil && !apierrors.IsNotFound(err) {
-			return nil, false, err
+		objs, err := list(r.res.GVR, r.lookIn(parent.GetNamespace()))
+		if err != nil {
+			return nil, err
 		}
-		for _, o := range objs {
-			u := o.(*unstructured.Unstructured)
-			if r.matches(u, parent.GetNamespace(), w.namespaceLabels) {
+		for _, u := range objs {
+			if r.matches(u, parent.GetNamespace(), nsLabels) {
 				out.Insert(hooks.ObjectKey(version, ctl.Parent.Namespaced, u), u)
 			}
 		}
 	}
-	return out, true, nil
+	return out, nil
 }

@@ -88,16 +88,10 @@ func (w *Watcher) syncDecorated(ctx context.Context, ctl *registry.Controller, k
 		w.forget(key)
 		return nil
 	}
-	hook := hooks.Sync
-	if obj.GetDeletionTimestamp() != nil || !d.Selects(obj) {
-		switch {
-		case !slices.Contains(obj.GetFinalizers(), ctl.Finalizer()):
-			w.forget(key)
-			return nil // nothing of the decorator's holds it
-		case ctl.Spec.Hooks.Finalize != nil:
-			hook = hooks.Finalize
-		}
-		// else the finalize hook is gone: a sync reply lets it go.
+	hook, ok := HookForDecorated(ctl, d, obj)
+	if !ok {
+		w.forget(key)
+		return nil
 	}
 	view := ctl.Decorating(d)
 	version := ctl.HookVersion(hook)
@@ -106,12 +100,12 @@ func (w *Watcher) syncDecorated(ctx context.Context, ctl *registry.Controller, k
 		return err // without a customize reply yet, the sync follows it
 	}
 	_, span := w.tracer.Start(ctx, "claim")
-	attached, err := w.attachments(view, obj)
+	attached, err := Attachments(w.reg, view, obj)
 	tracing.End(span, err)
 	if err != nil {
 		return err
 	}
-	req := newDecoratorRequest(view, obj, attached, related, version, hook == hooks.Finalize)
+	req := NewDecoratorRequest(view, obj, attached, related, version, hook == hooks.Finalize)
 	meta := w.meta(view, obj, hook)
 	if _, err := w.publishRequest(ctx, key, &meta, obj, req, observedObjects(ctl, req.Finalizing, obj, req.Attachments, req.Related)); err != nil {
 		return err
@@ -120,10 +114,27 @@ func (w *Watcher) syncDecorated(ctx context.Context, ctl *registry.Controller, k
 	return nil
 }
 
-// newDecoratorRequest builds a decorator's sync or finalize request: every
+// HookForDecorated tells which hook a decorated object's request is for:
+// sync, or finalize for one being deleted, or that the decorator's
+// selectors no longer select, that the decorator's finalizer holds, if it
+// has a finalize hook (else a sync reply lets it go). One that the
+// finalizer does not hold needs no request (ok false).
+func HookForDecorated(ctl *registry.Controller, d *registry.Decorated, obj *unstructured.Unstructured) (hook string, ok bool) {
+	switch {
+	case obj.GetDeletionTimestamp() == nil && d.Selects(obj):
+		return hooks.Sync, true
+	case !slices.Contains(obj.GetFinalizers(), ctl.Finalizer()):
+		return "", false // nothing of the decorator's holds it
+	case ctl.Spec.Hooks.Finalize != nil:
+		return hooks.Finalize, true
+	}
+	return hooks.Sync, true
+}
+
+// NewDecoratorRequest builds a decorator's sync or finalize request: every
 // declared attachment kind has an entry, its objects keyed as the hook
 // version asks. ctl is the decorator's view for the object's resource.
-func newDecoratorRequest(ctl *registry.Controller, obj *unstructured.Unstructured, attached [][]*unstructured.Unstructured, related hooks.GroupedObjects, version string, finalizing bool) *hooks.DecoratorRequest {
+func NewDecoratorRequest(ctl *registry.Controller, obj *unstructured.Unstructured, attached [][]*unstructured.Unstructured, related hooks.GroupedObjects, version string, finalizing bool) *hooks.DecoratorRequest {
 	return &hooks.DecoratorRequest{
 		Controller:  ctl.Object,
 		Object:      obj,
@@ -133,12 +144,12 @@ func newDecoratorRequest(ctl *registry.Controller, obj *unstructured.Unstructure
 	}
 }
 
-// attachments returns, per attachment kind, the decorator's attachments of
+// Attachments returns, per attachment kind, the decorator's attachments of
 // obj.
-func (w *Watcher) attachments(ctl *registry.Controller, obj *unstructured.Unstructured) ([][]*unstructured.Unstructured, error) {
+func Attachments(children Children, ctl *registry.Controller, obj *unstructured.Unstructured) ([][]*unstructured.Unstructured, error) {
 	out := make([][]*unstructured.Unstructured, len(ctl.Children))
 	for i, child := range ctl.Children {
-		owned, err := w.reg.Owned(child.GVR, obj.GetNamespace(), obj.GetUID())
+		owned, err := children.Owned(child.GVR, obj.GetNamespace(), obj.GetUID())
 		if err != nil {
 			return nil, err
 		}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"universalcontroller.dev/uc/internal/golden"
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
@@ -86,8 +87,8 @@ metadata: {name: team-a, uid: `+parentUID+`, resourceVersion: "301", labels: {we
 	} {
 		t.Run(strings.TrimSuffix(tc.golden, ".json"), func(t *testing.T) {
 			version := tc.ctl.HookVersion(hooks.Sync)
-			got := indentJSON(t, newDecoratorRequest(tc.ctl, tc.obj, tc.attached, hooks.GroupedObjects{}, version, false))
-			golden(t, tc.golden, got)
+			got := indentJSON(t, NewDecoratorRequest(tc.ctl, tc.obj, tc.attached, hooks.GroupedObjects{}, version, false))
+			golden.Check(t, tc.golden, got)
 
 			var wire map[string]any
 			if err := json.Unmarshal(got, &wire); err != nil {

@@ -85,7 +85,7 @@ func checkSyncRequest(t *testing.T, ctl *registry.Controller, parent *unstructur
 			}
 		}
 	}
-	req := newSyncRequest(ctl, parent, claimed, related, version, finalizing)
+	req := NewSyncRequest(ctl, parent, claimed, related, version, finalizing)
 	data, err := json.Marshal(req)
 	if err != nil {
 		t.Fatalf("%s %s: the request does not encode: %v", ctl.Name, version, err)

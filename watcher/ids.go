@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
@@ -55,6 +56,10 @@ type lastPublished struct {
 	// applied: the request was applied when the watcher published it (it
 	// published the fence's request again, or this is the fence's).
 	applied bool
+	// hook and at say which request the watcher published, and when it
+	// first published a request of that id: zero for the fence's.
+	hook string
+	at   time.Time
 }
 
 // requestChain remembers the last request published for each parent, the
@@ -147,8 +152,23 @@ func (c *requestChain) published(key parentKey, meta bus.Meta, id string, last l
 	key.Resync = false
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	at := time.Now()
+	if prev, ok := c.last[key]; ok && prev.id == id {
+		at = prev.at // the bus dropped this one as a duplicate
+	}
 	c.last[key] = lastPublished{key: meta.ApplyKey(), id: id, generation: meta.Generation,
-		resourceVersion: meta.ResourceVersion, observation: meta.Observation, applied: id == last.id && last.applied}
+		resourceVersion: meta.ResourceVersion, observation: meta.Observation, applied: id == last.id && last.applied,
+		hook: meta.Hook, at: at}
+}
+
+// lastOf is the last request the watcher published for the parent, if it
+// published one since it became active.
+func (c *requestChain) lastOf(key parentKey) (lastPublished, bool) {
+	key.Resync = false
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	last, ok := c.last[key]
+	return last, ok
 }
 
 // forget forgets a parent that needs no request.

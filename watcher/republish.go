@@ -136,7 +136,7 @@ func (r *republisher) check(ctx context.Context, key parentKey) {
 		r.checks.AddAfter(key, due)
 		return
 	}
-	log := r.log.With("controller", key.Controller, "parent", key.String(), "request", rec.id)
+	log := r.log.With("controller", key.Controller, "parent", key.String(), "uid", rec.uid, "request", rec.id)
 	where, err := r.find(ctx, rec)
 	switch {
 	case err != nil:

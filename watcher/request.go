@@ -16,6 +16,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/internal/revision"
@@ -52,26 +54,19 @@ func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 		w.forget(key)
 		return nil
 	}
-	hook := hooks.Sync
-	if parent.GetDeletionTimestamp() != nil {
-		switch {
-		case !slices.Contains(parent.GetFinalizers(), ctl.Finalizer()):
-			w.forget(key)
-			return nil // nothing of uc's holds the parent
-		case ctl.Spec.Hooks.Finalize != nil:
-			hook = hooks.Finalize
-		}
-		// else the finalize hook is gone: a sync reply lets the parent go.
+	hook, ok := HookFor(ctl, parent)
+	if !ok {
+		w.forget(key)
+		return nil
 	}
 	meta := w.meta(ctl, parent, hook)
 	sel, err := ctl.Selector(parent)
 	if err != nil {
 		// Nothing to ask the hook: report the problem on the parent.
-		return w.publish(ctx, meta, bus.FailureType(hook), meta.ReplySubject(),
-			hooks.Failure{Reason: "InvalidSelector", Message: err.Error()}, "")
+		return w.publish(ctx, meta, bus.FailureType(hook), meta.ReplySubject(), InvalidSelector(err), "")
 	}
 	_, span := w.tracer.Start(ctx, "claim")
-	claimed, err := w.claim(ctl, parent, sel)
+	claimed, err := Claim(w.reg, ctl, parent, sel)
 	tracing.End(span, err)
 	if err != nil {
 		return err
@@ -85,7 +80,7 @@ func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 	if err != nil {
 		return err
 	}
-	req := newSyncRequest(ctl, parent, claimed, related, version, hook == hooks.Finalize)
+	req := NewSyncRequest(ctl, parent, claimed, related, version, hook == hooks.Finalize)
 	id, err := w.publishRequest(ctx, key, &meta, parent, req, observed(ctl, req))
 	if err != nil {
 		return err
@@ -97,7 +92,7 @@ func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 	for _, rev := range revs {
 		m := meta
 		m.Revision = rev.hash
-		req := newSyncRequest(ctl, rev.parent, claimed, related, version, hook == hooks.Finalize)
+		req := NewSyncRequest(ctl, rev.parent, claimed, related, version, hook == hooks.Finalize)
 		typ, subject := bus.RequestType(hook), m.RequestSubject()
 		if err := w.publish(ctx, m, typ, subject, req, chainedID(observedHash(subject, typ, observed(ctl, req)), id, key.Resync)); err != nil {
 			return err
@@ -165,13 +160,46 @@ func (w *Watcher) liveRevisions(ctl *registry.Controller, parent *unstructured.U
 	return older, nil
 }
 
-// claim returns, per declared child resource, the parent's children: those
+// HookFor tells which hook a parent's request is for: sync, or finalize
+// for a parent being deleted that uc's finalizer holds, if the controller
+// has a finalize hook (else a sync reply lets it go). A parent being
+// deleted that uc's finalizer does not hold needs no request (ok false).
+func HookFor(ctl *registry.Controller, parent *unstructured.Unstructured) (hook string, ok bool) {
+	switch {
+	case parent.GetDeletionTimestamp() == nil:
+		return hooks.Sync, true
+	case !slices.Contains(parent.GetFinalizers(), ctl.Finalizer()):
+		return "", false // nothing of uc's holds the parent
+	case ctl.Spec.Hooks.Finalize != nil:
+		return hooks.Finalize, true
+	}
+	return hooks.Sync, true
+}
+
+// InvalidSelector is the failure reported on a parent whose children
+// cannot be selected (see registry.Controller.Selector): no hook is asked.
+func InvalidSelector(err error) bus.Failure {
+	return bus.Failure{Reason: "InvalidSelector", Message: err.Error()}
+}
+
+// Children finds the objects of a child resource: the registry's shared
+// caches, or anything else that holds objects.
+type Children interface {
+	// Owned lists the objects of a child resource whose controller is
+	// owner.
+	Owned(gvr schema.GroupVersionResource, namespace string, owner types.UID) ([]*unstructured.Unstructured, error)
+	// Orphans lists the objects of a child resource in namespace ("" for
+	// all) that no controller owns.
+	Orphans(gvr schema.GroupVersionResource, namespace string) ([]*unstructured.Unstructured, error)
+}
+
+// Claim returns, per declared child resource, the parent's children: those
 // it controls that match its selector, and orphans the selector would adopt.
 // (Controlled children that stop matching are released by the applier.)
-func (w *Watcher) claim(ctl *registry.Controller, parent *unstructured.Unstructured, sel labels.Selector) ([][]*unstructured.Unstructured, error) {
+func Claim(children Children, ctl *registry.Controller, parent *unstructured.Unstructured, sel labels.Selector) ([][]*unstructured.Unstructured, error) {
 	claimed := make([][]*unstructured.Unstructured, len(ctl.Children))
 	for i, child := range ctl.Children {
-		owned, err := w.reg.Owned(child.GVR, parent.GetNamespace(), parent.GetUID())
+		owned, err := children.Owned(child.GVR, parent.GetNamespace(), parent.GetUID())
 		if err != nil {
 			return nil, err
 		}
@@ -180,7 +208,7 @@ func (w *Watcher) claim(ctl *registry.Controller, parent *unstructured.Unstructu
 				claimed[i] = append(claimed[i], o)
 			}
 		}
-		orphans, err := w.reg.Orphans(child.GVR, parent.GetNamespace())
+		orphans, err := children.Orphans(child.GVR, parent.GetNamespace())
 		if err != nil {
 			return nil, err
 		}
@@ -193,9 +221,10 @@ func (w *Watcher) claim(ctl *registry.Controller, parent *unstructured.Unstructu
 	return claimed, nil
 }
 
-// newSyncRequest builds a sync or finalize request: every declared child
-// kind has an entry, its objects keyed as the hook version asks.
-func newSyncRequest(ctl *registry.Controller, parent *unstructured.Unstructured, claimed [][]*unstructured.Unstructured, related hooks.GroupedObjects, version string, finalizing bool) *hooks.SyncRequest {
+// NewSyncRequest builds a sync or finalize request: every declared child
+// kind has an entry, its objects (claimed, by declared child kind) keyed
+// as the hook version asks.
+func NewSyncRequest(ctl *registry.Controller, parent *unstructured.Unstructured, claimed [][]*unstructured.Unstructured, related hooks.GroupedObjects, version string, finalizing bool) *hooks.SyncRequest {
 	return &hooks.SyncRequest{
 		Controller: ctl.Object,
 		Parent:     parent,
@@ -259,7 +288,7 @@ func (w *Watcher) publishRequest(ctx context.Context, key parentKey, meta *bus.M
 		if w.queue.NumRequeues(key) < maxWaitsForCache {
 			return "", err
 		}
-		w.log.Warn("publishing a parent the cache still holds older than its last request", "controller", meta.Controller, "parent", meta.Key(), "err", err)
+		w.log.Warn("publishing a parent the cache still holds older than its last request", append(meta.LogArgs(), "err", err)...)
 	}
 	if meta.Observation <= last.observation {
 		// Another watcher's clock was ahead of this one's.
@@ -312,15 +341,14 @@ func (w *Watcher) publish(ctx context.Context, meta bus.Meta, typ, subject strin
 	if err != nil {
 		return fmt.Errorf("publish %s for %s: %w", typ, meta.Key(), err)
 	}
-	// A duplicate was dropped by the bus: it holds or held that request.
 	tracing.SetAttributes(span, func() []attribute.KeyValue {
 		return []attribute.KeyValue{attribute.String("cloudevents.event_id", id), attribute.Bool("uc.duplicate", ack.Duplicate)}
 	})
 	if typ == bus.RequestType(meta.Hook) && meta.Revision == "" {
 		w.republish.published(meta, id) // a request for the parent as it is
 	}
-	w.log.Debug("published", "controller", meta.Controller, "parent", meta.Key(), "type", typ, "observation", meta.Observation,
-		"id", id, "duplicate", ack.Duplicate)
+	w.log.Debug("published", append(meta.LogArgs(), "type", typ, "observation", meta.Observation,
+		"id", id, "duplicate", ack.Duplicate)...) // duplicate: dropped by the bus, which holds or held that request
 	return nil
 }
 

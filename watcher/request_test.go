@@ -1,7 +1,7 @@
 package watcher
 
 // Golden-file tests of the hook contract. The requests are built by
-// newSyncRequest from fixture objects and compared with recorded JSON in
+// NewSyncRequest from fixture objects and compared with recorded JSON in
 // testdata/; the replies are recorded Metacontroller-style replies decoded
 // into hooks.SyncResponse. Regenerate the golden files with
 //
@@ -14,7 +14,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"maps"
 	"os"
 	"path/filepath"
@@ -27,34 +26,11 @@ import (
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
+	"universalcontroller.dev/uc/internal/golden"
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
-
-// golden compares got with testdata/name, or writes it there with -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to record it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the recorded contract (run with -update and review the diff)\n--- got ---\n%s\n--- want ---\n%s", path, got, want)
-	}
-}
 
 func indentJSON(t *testing.T, v any) []byte {
 	t.Helper()
@@ -283,9 +259,9 @@ data: {key: value}
 func TestSyncRequestGolden(t *testing.T) {
 	for _, tc := range requestCases(t) {
 		t.Run(strings.TrimSuffix(tc.golden, ".json"), func(t *testing.T) {
-			req := newSyncRequest(tc.ctl, tc.parent, tc.claimed, tc.related, tc.version, tc.finalizing)
+			req := NewSyncRequest(tc.ctl, tc.parent, tc.claimed, tc.related, tc.version, tc.finalizing)
 			got := indentJSON(t, req)
-			golden(t, tc.golden, got)
+			golden.Check(t, tc.golden, got)
 
 			// Read it back as a hook would, and check the contract
 			// independently of the golden file.
@@ -421,7 +397,7 @@ func TestSyncResponseGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := decodeAs(data)
-			golden(t, filepath.Join("replies", strings.TrimSuffix(name, ".json")+".golden.json"), indentJSON(t, got))
+			golden.Check(t, filepath.Join("replies", strings.TrimSuffix(name, ".json")+".golden.json"), indentJSON(t, got))
 			w, ok := want[name]
 			if !ok {
 				t.Fatalf("no expectation for %s", name)

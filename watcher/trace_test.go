@@ -23,7 +23,7 @@ func TestPublishCarriesTheTrace(t *testing.T) {
 	ctx, sync := w.tracer.Start(t.Context(), "sync")
 	meta := bus.Meta{Address: bus.Address{Controller: "c", Hook: hooks.Sync, ParentUID: "u"}, Namespace: "ns", Name: "p"}
 	for range 2 { // the same event twice: the second is a duplicate
-		if err := w.publish(ctx, meta, bus.FailureType(hooks.Sync), meta.ReplySubject(), hooks.Failure{Reason: "InvalidSelector"}, "id-1"); err != nil {
+		if err := w.publish(ctx, meta, bus.FailureType(hooks.Sync), meta.ReplySubject(), bus.Failure{Reason: "InvalidSelector"}, "id-1"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -147,13 +147,20 @@ func (w *Watcher) Run(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = applying.Unsubscribe() }()
+	inspects, err := w.js.Conn().Subscribe(bus.AllInspects(), w.onInspect)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = inspects.Unsubscribe() }()
 	// A NATS cluster electing its leaders drops requests: retry, each
 	// attempt bounded.
 	var customize *bus.KeptConsumer
+	holder := bus.NewHolder()
+	go holder.Run(ctx, bus.ProgressEvery)
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(poll context.Context) (bool, error) {
 		attempt, cancel := context.WithTimeout(poll, 10*time.Second)
 		defer cancel()
-		if customize, err = w.consumeCustomizeReplies(ctx, attempt, nil); err != nil {
+		if customize, err = w.consumeCustomizeReplies(ctx, attempt, holder, nil); err != nil {
 			w.log.Warn("retrying", "what", "consume customize replies", "err", err)
 			return false, nil
 		}
@@ -185,17 +192,59 @@ func (w *Watcher) Consumers() []string {
 	return []string{bus.WatcherConsumer}
 }
 
+// onResync queues the parent of a resync request (see bus.ResyncPrefix),
+// and answers the request when it asks for an answer.
 func (w *Watcher) onResync(msg *nats.Msg) {
 	var r bus.Resync
 	if err := json.Unmarshal(msg.Data, &r); err != nil {
 		w.log.Error("bad resync request", "subject", msg.Subject, "err", err)
+		w.answerResync(msg, fmt.Errorf("bad resync request: %w", err))
 		return
 	}
 	controller, ok := bus.ControllerOf(msg.Subject)
 	if !ok {
 		return
 	}
+	if _, ok := w.reg.Get(controller); !ok {
+		w.answerResync(msg, fmt.Errorf("controller %s is not registered with the watcher", controller))
+		return
+	}
 	w.queue.AddAfter(parentKey{controller, r.Resource, r.Namespace, r.Name, true}, time.Duration(r.AfterSeconds*float64(time.Second)))
+	w.answerResync(msg, nil)
+}
+
+// answerResync answers a resync request that has a reply subject: queued,
+// or the problem.
+func (w *Watcher) answerResync(msg *nats.Msg, problem error) {
+	if msg.Reply == "" {
+		return
+	}
+	var a bus.ResyncAnswer
+	if problem != nil {
+		a.Error = problem.Error()
+	}
+	b, _ := json.Marshal(a)
+	if err := msg.Respond(b); err != nil {
+		w.log.Warn("answer a resync request", "subject", msg.Subject, "err", err)
+	}
+}
+
+// onInspect answers uc trace's question about a parent (see
+// bus.InspectPrefix): the last request the watcher published for it.
+func (w *Watcher) onInspect(msg *nats.Msg) {
+	var r bus.Resync
+	var answer bus.LastPublished
+	controller, ok := bus.ControllerOf(msg.Subject)
+	if err := json.Unmarshal(msg.Data, &r); err != nil || !ok {
+		answer.Error = fmt.Sprintf("not a question about a parent on %s: %v", msg.Subject, err)
+	} else if last, ok := w.chain.lastOf(parentKey{Controller: controller, Resource: r.Resource, Namespace: r.Namespace, Name: r.Name}); ok {
+		answer = bus.LastPublished{ID: last.id, Hook: last.hook, Generation: last.generation, ResourceVersion: last.resourceVersion,
+			Observation: last.observation, Published: last.at}
+	}
+	b, _ := json.Marshal(answer)
+	if err := msg.Respond(b); err != nil {
+		w.log.Warn("answer a question about a parent", "subject", msg.Subject, "err", err)
+	}
 }
 
 // maxApplyHold bounds how long a parent's syncs wait for an apply that

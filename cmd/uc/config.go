@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"universalcontroller.dev/uc/applier"
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/schemas/bus"
 )
 
@@ -24,7 +23,7 @@ type config struct {
 	kubeQPS    float64
 	kubeBurst  int
 
-	nats       worker.Connection
+	nats       bus.Connection
 	natsListen string
 	dataDir    string
 	replicas   int
@@ -71,7 +70,7 @@ func (c *config) register(fs *pflag.FlagSet) {
 	c.log.register(fs)
 	c.tracing.register(fs)
 	fs.StringVar(&c.healthAddr, "health-addr", "", "address serving /healthz and /readyz, e.g. :8081 (off when empty)")
-	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "address serving Prometheus metrics on /metrics, e.g. :8080 (off when empty)")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", "127.0.0.1:8080", "address serving Prometheus metrics on /metrics: on loopback by default, for this host only; :8080 serves every interface, for a Prometheus elsewhere (port 0: a free port, logged at start; off when empty)")
 	fs.BoolVar(&c.metacontrollerAPI, "metacontroller-api", false, "also serve Metacontroller's CompositeControllers and DecoratorControllers (metacontroller.k8s.io/v1alpha1), adopting what Metacontroller left as it is")
 	fs.StringVar(&c.controllerSelector, "controller-selector", "", "label selector of the UniversalControllers and UniversalDecorators this installation serves, e.g. team=payments (all when empty); two installations on one cluster must select disjoint sets")
 	fs.BoolVar(&c.profiling, "profiling", false, "also serve Go's profiles on --metrics-addr at /debug/pprof/")

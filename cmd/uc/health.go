@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -21,7 +22,7 @@ type readyCheck struct {
 
 // serveHealth serves /healthz (the process runs) and /readyz (every check
 // passes) on addr until ctx ends. /readyz names the checks that fail.
-func serveHealth(addr string, checks []readyCheck) func(context.Context) error {
+func serveHealth(addr string, checks []readyCheck, log *slog.Logger) func(context.Context) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
@@ -39,12 +40,12 @@ func serveHealth(addr string, checks []readyCheck) func(context.Context) error {
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	return func(ctx context.Context) error { return serveHTTP(ctx, addr, "--health-addr", mux) }
+	return func(ctx context.Context) error { return serveHTTP(ctx, addr, "--health-addr", mux, log) }
 }
 
 // serveMetrics serves m on addr at /metrics, and with profiling Go's
 // profiles at /debug/pprof/, until ctx ends.
-func serveMetrics(addr string, m *metrics, profiling bool) func(context.Context) error {
+func serveMetrics(addr string, m *metrics, profiling bool, log *slog.Logger) func(context.Context) error {
 	mux := m.handler()
 	if profiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -53,22 +54,24 @@ func serveMetrics(addr string, m *metrics, profiling bool) func(context.Context)
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	return func(ctx context.Context) error { return serveHTTP(ctx, addr, "--metrics-addr", mux) }
+	return func(ctx context.Context) error { return serveHTTP(ctx, addr, "--metrics-addr", mux, log) }
 }
 
 // handler serves the metrics on /metrics in Prometheus' text format.
 func (m *metrics) handler() *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
+	mux.Handle("/metrics", promhttp.HandlerFor(m.gatherer(), promhttp.HandlerOpts{Registry: m.reg}))
 	return mux
 }
 
-// serveHTTP serves h on addr, given by flag, until ctx ends.
-func serveHTTP(ctx context.Context, addr, flag string, h http.Handler) error {
+// serveHTTP serves h on addr, given by flag, until ctx ends. It logs the
+// address it listens on: with port 0, a free port.
+func serveHTTP(ctx context.Context, addr, flag string, h http.Handler, log *slog.Logger) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("%s: %w", flag, err)
 	}
+	log.Info("serving", "flag", flag, "addr", ln.Addr().String())
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()

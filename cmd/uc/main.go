@@ -7,6 +7,10 @@
 //	uc applier      the applier only
 //	uc nats-config  prints the NATS users and permissions of uc's roles and hook workers
 //	uc worker       serves a controller's hook on the bus with any executable
+//	uc trace        shows where one parent is along the pipeline, and why
+//	uc dlq          lists, shows and replays the requests no hook could serve
+//	uc resync       asks the watcher for an immediate sync of a parent
+//	uc render       calls a hook once, offline, and shows what uc would do with its reply
 //	uc version      prints uc's version, commit and build date
 //
 // Every flag can also be set as an environment variable: --nats-url is
@@ -99,10 +103,24 @@ on the command line wins over its variable.`,
 		applierCommand(),
 		natsConfigCommand(),
 		workerCommand(),
+		traceCommand(),
+		dlqCommand(),
+		resyncCommand(),
+		renderCommand(),
 		versionCommand(),
 	)
-	for _, c := range root.Commands() {
+	for _, c := range subcommands(root) {
 		bindEnv(c.Flags())
 	}
 	return root
+}
+
+// subcommands lists every command below c, at any depth (uc dlq ls).
+func subcommands(c *cobra.Command) []*cobra.Command {
+	var all []*cobra.Command
+	for _, sub := range c.Commands() {
+		all = append(all, sub)
+		all = append(all, subcommands(sub)...)
+	}
+	return all
 }

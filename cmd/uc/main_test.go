@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 )
@@ -44,11 +45,12 @@ func TestHelp(t *testing.T) {
 			}
 		}
 	}
-	for _, c := range root.Commands() {
+	for _, c := range subcommands(root) {
+		path := commandPath(c)
 		if c.Long == "" || c.Example == "" {
-			t.Errorf("uc %s has no description (Long) or no examples", c.Name())
+			t.Errorf("uc %s has no description (Long) or no examples", strings.Join(path, " "))
 		}
-		for _, args := range [][]string{{c.Name(), "-h"}, {c.Name(), "--help"}, {"help", c.Name()}} {
+		for _, args := range [][]string{append(path, "-h"), append(path, "--help"), append([]string{"help"}, path...)} {
 			out := runUC(t, args...)
 			if out.code != 0 || !strings.Contains(out.stdout, c.Long) || !strings.Contains(out.stdout, c.Example) {
 				t.Errorf("uc %s: exit %d, want 0 and the command's description and examples; stdout:\n%s\nstderr:\n%s", strings.Join(args, " "), out.code, out.stdout, out.stderr)
@@ -66,24 +68,32 @@ func TestHelp(t *testing.T) {
 	}
 }
 
+// commandPath is the words that run c: ["dlq", "ls"] for uc dlq ls.
+func commandPath(c *cobra.Command) []string { return strings.Fields(c.CommandPath())[1:] }
+
 // flagLine is the line of help's Flags that lists --name.
 func flagLine(help, name string) string {
 	_, flags, _ := strings.Cut(help, "\nFlags:\n")
 	for line := range strings.SplitSeq(flags, "\n") {
-		if strings.HasPrefix(strings.TrimSpace(line), "--"+name+" ") {
+		line := strings.TrimSpace(line)
+		if _, long, ok := strings.Cut(line, ", "); ok && strings.HasPrefix(line, "-") && !strings.HasPrefix(line, "--") {
+			line = long // after its shorthand: -n, --namespace
+		}
+		if strings.HasPrefix(line, "--"+name+" ") {
 			return line
 		}
 	}
 	return ""
 }
 
-// TestCommands: uc's commands are the roles, nats-config and version.
+// TestCommands: uc's commands are the roles, nats-config, worker, render,
+// the commands that look into the pipeline, and version.
 func TestCommands(t *testing.T) {
 	var names []string
-	for _, c := range newRootCommand().Commands() {
-		names = append(names, c.Name())
+	for _, c := range subcommands(newRootCommand()) {
+		names = append(names, strings.Join(commandPath(c), " "))
 	}
-	for _, want := range []string{"run", "watcher", "dispatcher", "applier", "nats-config", "version"} {
+	for _, want := range []string{"run", "watcher", "dispatcher", "applier", "nats-config", "worker", "render", "trace", "dlq ls", "dlq show", "dlq replay", "resync", "version"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("no command %s among %v", want, names)
 		}
@@ -105,6 +115,11 @@ func TestUsageErrors(t *testing.T) {
 		{args: []string{"nats-config"}, env: map[string]string{"UC_PARTITIONS": "many"}, want: "UC_PARTITIONS"},
 		{args: []string{"run", "--log-format", "xml"}, want: `--log-format "xml"`},
 		{args: []string{"watcher", "--log-level", "loud"}, want: `--log-level "loud"`},
+		{args: []string{"trace", "example-foo"}, want: `"example-foo" is not KIND/NAME`},
+		{args: []string{"trace", "foo/example-foo", "-o", "yaml"}, want: `--output "yaml"`},
+		{args: []string{"dlq", "show", "first"}, want: `"first" is not a dead letter's ID`},
+		{args: []string{"dlq", "replay", "7", "--controller", "foo"}, want: "give a dead letter's ID or --controller, not both"},
+		{args: []string{"resync"}, want: "give a parent, KIND/NAME, or --controller"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			for k, v := range tc.env {
@@ -122,26 +137,31 @@ func TestUsageErrors(t *testing.T) {
 // the command line sets it.
 func TestEnv(t *testing.T) {
 	// A value of each flag type, unlike any default.
-	values := map[string]string{"string": "from-env", "int": "7", "int64": "7", "float64": "7.5", "bool": "true", "duration": "7s"}
-	for _, c := range newRootCommand().Commands() {
+	values := map[string]string{"string": "from-env", "int": "7", "int64": "7", "float64": "7.5", "bool": "true", "duration": "7s",
+		"stringArray": "from-env"}
+	for _, c := range subcommands(newRootCommand()) {
 		c.Flags().VisitAll(func(f *pflag.Flag) {
 			if f.Name == "help" {
 				return
 			}
-			t.Run(c.Name()+" --"+f.Name, func(t *testing.T) {
+			t.Run(strings.Join(commandPath(c), " ")+" --"+f.Name, func(t *testing.T) {
 				v, ok := values[f.Value.Type()]
 				if !ok {
 					t.Fatalf("no test value for a flag of type %s", f.Value.Type())
 				}
 				t.Setenv(envName(f.Name), v)
-				cmd, _, err := newRootCommand().Find([]string{c.Name()})
+				cmd, _, err := newRootCommand().Find(commandPath(c))
 				if err != nil {
 					t.Fatal(err)
 				}
 				if err := setFromEnv(cmd.Flags()); err != nil {
 					t.Fatal(err)
 				}
-				if got := cmd.Flags().Lookup(f.Name).Value.String(); got != v {
+				want := v
+				if f.Value.Type() == "stringArray" {
+					want = "[" + v + "]" // one value of a repeatable flag
+				}
+				if got := cmd.Flags().Lookup(f.Name).Value.String(); got != want {
 					t.Errorf("%s=%s set --%s to %q", envName(f.Name), v, f.Name, got)
 				}
 			})

@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -10,9 +13,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
+	"k8s.io/component-base/metrics/legacyregistry"
+	_ "k8s.io/component-base/metrics/prometheus/workqueue" // client-go's work queues report to legacyregistry
 
 	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/schemas/bus"
@@ -28,7 +33,11 @@ type metrics struct {
 	settled   *prometheus.CounterVec
 	settle    *prometheus.HistogramVec
 	events    *prometheus.CounterVec
-	workqueue queueMetrics
+	calls     *prometheus.CounterVec
+	callTime  *prometheus.HistogramVec
+	replies   *prometheus.CounterVec
+	roundTrip *prometheus.HistogramVec
+	applies   applyMetrics
 }
 
 func newMetrics() *metrics {
@@ -45,23 +54,51 @@ func newMetrics() *metrics {
 		settle: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "uc_reply_apply_seconds",
 			Help:    "Time from a hook reply's delivery to this process until it is acked: waiting for the parent's other replies and its turn, and applying.",
-			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14), // 5ms to 41s
+			Buckets: latencyBuckets,
 		}, []string{"controller", "hook"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "uc_events_total",
 			Help: "Kubernetes Events recorded, by type and reason: a Warning with reason InvalidReply or HookFailed is a rejected reply.",
 		}, []string{"type", "reason"}),
-		workqueue: newQueueMetrics(),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "uc_hook_calls_total",
+			Help: "Calls the dispatcher made to webhook and destination hooks, each try, by controller, hook and outcome: ok, timeout, http_4xx and the other status classes, unreachable, invalid_reply, invalid_config.",
+		}, []string{"controller", "hook", "outcome"}),
+		callTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "uc_hook_call_duration_seconds",
+			Help:    "Time a call of a webhook or destination hook took, each try, whatever its outcome.",
+			Buckets: latencyBuckets,
+		}, []string{"controller", "hook"}),
+		replies: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "uc_hook_replies_total",
+			Help: "What hooks sent back, bus-native hooks included, counted where uc takes it from the bus, by controller, hook, outcome and reason: ok (a reply), failed (a call failed and is retried) or dead_lettered (the last try failed), the reason the worker gave (Timeout, HTTPError, InvalidReply, WorkerError).",
+		}, []string{"controller", "hook", "outcome", "reason"}),
+		roundTrip: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "uc_hook_round_trip_seconds",
+			Help:    "Time from the watcher's observation of a parent to its hook's reply reaching uc: waiting on the bus, and the hook's call, for every hook, bus-native included.",
+			Buckets: latencyBuckets,
+		}, []string{"controller", "hook"}),
+		applies: newApplyMetrics(),
 	}
-	m.reg.MustRegister(m.requests, m.settled, m.settle, m.events, recovery.Panics,
+	m.reg.MustRegister(m.applies.collectors()...)
+	m.reg.MustRegister(m.requests, m.settled, m.settle, m.events, m.calls, m.callTime, m.replies, m.roundTrip, recovery.Panics,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every component's count is served from the start, 0 until a panic, so
 	// an alert on its increase sees the first one.
 	for _, c := range []string{recovery.Watcher, recovery.Applier, recovery.Hook} {
 		recovery.Panics.WithLabelValues(c)
 	}
-	m.workqueue.register(m.reg)
 	return m
+}
+
+// latencyBuckets are the buckets of uc's latencies, from 5ms to 82s.
+var latencyBuckets = prometheus.ExponentialBuckets(0.005, 2, 15)
+
+// HookCalled counts and times a call of a webhook or destination hook
+// (dispatcher.CallObserver).
+func (m *metrics) HookCalled(controller, hook, outcome string, took time.Duration) {
+	m.calls.WithLabelValues(controller, hook, outcome).Inc()
+	m.callTime.WithLabelValues(controller, hook).Observe(took.Seconds())
 }
 
 // subjectLabels are the controller (as written, with dots) and hook of a
@@ -106,9 +143,43 @@ type observedConsumer struct {
 
 func (c observedConsumer) Consume(handler jetstream.MessageHandler, opts ...jetstream.PullConsumeOpt) (jetstream.ConsumeContext, error) {
 	return c.Consumer.Consume(func(msg jetstream.Msg) {
+		c.m.replyReceived(msg)
 		handler(&observedMsg{Msg: msg, m: c.m, delivered: time.Now()})
 	}, opts...)
 }
+
+// replyReceived counts a hook's reply, or the report of its failure, at
+// its first delivery to uc, and times a reply from the watcher's
+// observation (the event's ucobservation, a wall-clock stamp). It reads the
+// CloudEvent's headers only; the data of a failure report, to tell why.
+func (m *metrics) replyReceived(msg jetstream.Msg) {
+	if md, err := msg.Metadata(); err != nil || md.NumDelivered > 1 {
+		return
+	}
+	controller, hook := subjectLabels(msg.Subject())
+	header := msg.Headers()
+	switch header.Get(ceHeader + "type") {
+	case bus.ResponseType(hook):
+		m.replies.WithLabelValues(controller, hook, "ok", "").Inc()
+		if stamp, err := strconv.ParseInt(header.Get(ceHeader+bus.ExtObservation), 10, 64); err == nil {
+			m.roundTrip.WithLabelValues(controller, hook).Observe(max(time.Since(time.Unix(0, stamp)).Seconds(), 0))
+		}
+	case bus.FailureType(hook):
+		var f bus.Failure
+		if json.Unmarshal(msg.Data(), &f) != nil || f.Deliveries == 0 {
+			return // a failure the watcher found, not the hook's
+		}
+		outcome := "dead_lettered"
+		if f.Retrying {
+			outcome = "failed"
+		}
+		m.replies.WithLabelValues(controller, hook, outcome, f.Reason).Inc()
+	}
+}
+
+// ceHeader prefixes a CloudEvent's attributes among a NATS message's
+// headers (binary mode).
+const ceHeader = "ce-"
 
 // observedMsg is a reply whose first settlement is counted.
 type observedMsg struct {
@@ -170,66 +241,23 @@ func (r observedRecorder) AnnotatedEventf(obj runtime.Object, annotations map[st
 	r.EventRecorder.AnnotatedEventf(obj, annotations, eventtype, reason, messageFmt, args...)
 }
 
-// queueMetrics are client-go's work queue metrics (workqueue_depth and
-// the others Kubernetes' controllers export), by queue name: the watcher's
-// "parents", the applier's "replies", the registry's
-// "universalcontrollers".
-type queueMetrics struct {
-	depth, unfinished, longest *prometheus.GaugeVec
-	adds, retries              *prometheus.CounterVec
-	latency, duration          *prometheus.HistogramVec
-}
+// workqueueMetrics are client-go's work queue metrics (workqueue_depth,
+// workqueue_adds_total, … by queue name: the watcher's "parents", the
+// applier's "replies", the registry's "universalcontrollers"), as
+// Kubernetes' own controllers export them: component-base's provider,
+// which its package's init sets as client-go's before any queue is made.
+// That provider registers its metrics in component-base's global
+// legacyregistry, which also holds a Go and a process collector and its
+// own meta metrics: only the workqueue_* families of it are served, next
+// to uc's registry, so nothing is served twice nor from elsewhere.
+var workqueueMetrics = prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+	mfs, err := legacyregistry.DefaultGatherer.Gather()
+	return slices.DeleteFunc(mfs, func(mf *dto.MetricFamily) bool {
+		return !strings.HasPrefix(mf.GetName(), "workqueue_")
+	}), err
+})
 
-func newQueueMetrics() queueMetrics {
-	gauge := func(name, help string) *prometheus.GaugeVec {
-		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: "workqueue", Name: name, Help: help}, []string{"name"})
-	}
-	counter := func(name, help string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "workqueue", Name: name, Help: help}, []string{"name"})
-	}
-	histogram := func(name, help string) *prometheus.HistogramVec {
-		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: "workqueue", Name: name, Help: help,
-			Buckets: prometheus.ExponentialBuckets(10e-9, 10, 11)}, []string{"name"})
-	}
-	return queueMetrics{
-		depth:      gauge("depth", "Current depth of the work queue."),
-		unfinished: gauge("unfinished_work_seconds", "Seconds of work in progress not yet observed by work_duration."),
-		longest:    gauge("longest_running_processor_seconds", "Seconds the longest running processor has been running."),
-		adds:       counter("adds_total", "Adds handled by the work queue."),
-		retries:    counter("retries_total", "Retries handled by the work queue."),
-		latency:    histogram("queue_duration_seconds", "Seconds an item stays in the work queue before being taken."),
-		duration:   histogram("work_duration_seconds", "Seconds processing an item takes."),
-	}
-}
-
-func (q queueMetrics) register(reg *prometheus.Registry) {
-	reg.MustRegister(q.depth, q.unfinished, q.longest, q.adds, q.retries, q.latency, q.duration)
-}
-
-func (q queueMetrics) NewDepthMetric(name string) workqueue.GaugeMetric {
-	return q.depth.WithLabelValues(name)
-}
-
-func (q queueMetrics) NewAddsMetric(name string) workqueue.CounterMetric {
-	return q.adds.WithLabelValues(name)
-}
-
-func (q queueMetrics) NewLatencyMetric(name string) workqueue.HistogramMetric {
-	return q.latency.WithLabelValues(name)
-}
-
-func (q queueMetrics) NewWorkDurationMetric(name string) workqueue.HistogramMetric {
-	return q.duration.WithLabelValues(name)
-}
-
-func (q queueMetrics) NewUnfinishedWorkSecondsMetric(name string) workqueue.SettableGaugeMetric {
-	return q.unfinished.WithLabelValues(name)
-}
-
-func (q queueMetrics) NewLongestRunningProcessorSecondsMetric(name string) workqueue.SettableGaugeMetric {
-	return q.longest.WithLabelValues(name)
-}
-
-func (q queueMetrics) NewRetriesMetric(name string) workqueue.CounterMetric {
-	return q.retries.WithLabelValues(name)
+// gatherer is every metric served on /metrics: uc's and the work queues'.
+func (m *metrics) gatherer() prometheus.Gatherer {
+	return prometheus.Gatherers{m.reg, workqueueMetrics}
 }

@@ -25,7 +25,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 
 	"universalcontroller.dev/uc/applier"
 	"universalcontroller.dev/uc/dispatcher"
@@ -43,8 +42,6 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		return err
 	}
 	m := newMetrics()
-	// Before any work queue is made: client-go's queues report to it.
-	workqueue.SetProvider(m.workqueue)
 	nc, err := connectNATS(cfg, log)
 	if err != nil {
 		return err
@@ -74,10 +71,9 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	// One registry for every role in this process: a resource type is
 	// watched once, however many roles and controllers use it.
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-	defer broadcaster.Shutdown()
-	recorder := observedRecorder{broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "universalcontroller"}), m}
+	ucEvents, stopEvents := recordEvents(ctx, kube, "universalcontroller")
+	defer stopEvents()
+	recorder := observedRecorder{ucEvents, m}
 	var regOpts []registry.Option
 	if cfg.roles.dispatcher { // the dispatcher reports on UniversalControllers
 		regOpts = append(regOpts, registry.WithStatus(dyn, recorder))
@@ -105,7 +101,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 			return err
 		}
 		topology := dispatcher.NewTopology(js, reg, log)
-		d := dispatcher.New(js, reg, kube, watchDyn, dispatcher.Options{MaxReplyBytes: cfg.maxReplyBytes, TracerProvider: tp}, log)
+		d := dispatcher.New(js, reg, kube, watchDyn, dispatcher.Options{MaxReplyBytes: cfg.maxReplyBytes, Calls: m, TracerProvider: tp}, log)
 		runners = append(runners, topology.Run, d.Run)
 		consumers = append(consumers, neededConsumers{bus.RequestStream, topology.Consumers})
 	}
@@ -136,12 +132,24 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 			return err
 		}
 		checks := preflight.New(kube, watchKube, watchDyn, reg, log)
+		// The Events hooks ask for have a broadcaster of their own: their
+		// rate limit is per parent and reason, and they do not eat into
+		// the budget of uc's own Events on the parent.
+		hookEvents, stopHookEvents := recordEvents(ctx, kube, applier.HookEventSource, record.WithCorrelatorOptions(applier.HookEventCorrelation))
+		defer stopHookEvents()
 		a := applier.New(reg, dyn, js, recorder, applier.Options{Workers: cfg.applierWorkers, Replicas: cfg.replicas, Partitions: cfg.partitions, ReplicaID: id,
-			MaxChildren: cfg.maxChildren, Preflight: checks, TracerProvider: tp}, log)
+			MaxChildren: cfg.maxChildren, Preflight: checks, HookEvents: hookEvents, Observer: m.applies,
+			TracerProvider: tp}, log)
+		m.reg.MustRegister(applierCollector{a})
 		runners = append(runners, checks.Run, a.Run)
 		consumers = append(consumers, neededConsumers{bus.ReplyStream, a.Consumers})
 	}
 	runners = append(runners, func(ctx context.Context) error { reg.Run(ctx); return nil })
+	var ownStreams []string // the dispatcher reports on the streams it owns
+	if cfg.roles.dispatcher {
+		ownStreams = allStreams
+	}
+	m.reg.MustRegister(newBusCollector(js, ownStreams, consumers, log))
 
 	// Probes and metrics answer from the start: /readyz says what the
 	// roles still wait for.
@@ -154,10 +162,10 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		return runAll(ctx, runners)
 	}}
 	if cfg.healthAddr != "" {
-		servers = append(servers, serveHealth(cfg.healthAddr, readyChecks(cfg, nc, js, reg, consumers)))
+		servers = append(servers, serveHealth(cfg.healthAddr, readyChecks(cfg, nc, js, reg, consumers), log))
 	}
 	if cfg.metricsAddr != "" {
-		servers = append(servers, serveMetrics(cfg.metricsAddr, m, cfg.profiling))
+		servers = append(servers, serveMetrics(cfg.metricsAddr, m, cfg.profiling, log))
 	}
 	return runAll(ctx, servers)
 }
@@ -186,6 +194,9 @@ func ensureStreams(ctx context.Context, cfg config, js jetstream.JetStream, log 
 		return nil
 	})
 }
+
+// allStreams are the bus's streams, which the dispatcher owns.
+var allStreams = []string{bus.RequestStream, bus.ReplyStream, bus.DeadLetterStream}
 
 // neededConsumers are the durable consumers of a stream that a role needs
 // now.
@@ -224,7 +235,7 @@ func readyChecks(cfg config, nc *nats.Conn, js jetstream.JetStream, reg *registr
 	var streams []string
 	switch {
 	case cfg.roles.dispatcher:
-		streams = []string{bus.RequestStream, bus.ReplyStream, bus.DeadLetterStream}
+		streams = allStreams
 	case cfg.roles.watcher:
 		streams = []string{bus.RequestStream, bus.ReplyStream}
 	default:
@@ -287,10 +298,16 @@ func runAll(ctx context.Context, runners []func(context.Context) error) error {
 	return <-errs
 }
 
-func kubeConfig(cfg config) (*rest.Config, error) {
+// kubeClientConfig is the kubeconfig file at path or, when path is empty,
+// $KUBECONFIG's, ~/.kube/config, or the in-cluster configuration.
+func kubeClientConfig(path string) clientcmd.ClientConfig {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = cfg.kubeconfig
-	c, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	rules.ExplicitPath = path
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
+}
+
+func kubeConfig(cfg config) (*rest.Config, error) {
+	c, err := kubeClientConfig(cfg.kubeconfig).ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
@@ -364,4 +381,12 @@ func replicaID(cfg config) (string, error) {
 		return "", fmt.Errorf("keep the replica id: %w", err)
 	}
 	return id, nil
+}
+
+// recordEvents records the Events of component through a broadcaster of
+// its own, which writes them to the apiserver until stopped.
+func recordEvents(ctx context.Context, kube kubernetes.Interface, component string, opts ...record.BroadcasterOption) (record.EventRecorder, func()) {
+	b := record.NewBroadcaster(append([]record.BroadcasterOption{record.WithContext(ctx)}, opts...)...)
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component}), b.Shutdown
 }

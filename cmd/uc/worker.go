@@ -14,9 +14,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
-	"universalcontroller.dev/uc/dispatcher/worker/exechook"
+	"universalcontroller.dev/uc/internal/exechook"
+	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // workerConfig is what `uc worker` is told.
@@ -28,7 +29,7 @@ type workerConfig struct {
 	concurrency int
 	timeout     time.Duration
 	maxReply    int64
-	nats        worker.Connection
+	nats        bus.Connection
 	log         logOptions
 	tracing     tracingOptions
 }
@@ -78,7 +79,7 @@ processes to serve more requests at once.`,
 	fs.StringVar(&cfg.controller, "controller", "", "name of the UniversalController whose hook is served (a UniversalDecorator's: ucd=NAME)")
 	fs.StringVar(&cfg.hookList, "hook", hooks.Sync, "the hook served: sync, finalize or customize; a comma-separated list serves each with the command (sync,finalize)")
 	fs.IntVar(&cfg.concurrency, "concurrency", 16, "requests served at once per hook, each by a run of the command")
-	fs.DurationVar(&cfg.timeout, "timeout", worker.DefaultPolicy.Timeout, "how long one run may take when the controller's delivery.timeout is not set; the command is killed then")
+	fs.DurationVar(&cfg.timeout, "timeout", hook.DefaultPolicy.Timeout, "how long one run may take when the controller's delivery.timeout is not set; the command is killed then")
 	fs.Int64Var(&cfg.maxReply, "max-reply-bytes", exechook.DefaultMaxReplyBytes, "largest reply taken from the command's standard output; a command that writes more is killed (keep it at most the NATS server's max_payload)")
 	fs.StringVar(&cfg.nats.URL, "nats-url", nats.DefaultURL, "NATS server URL (uc run's embedded server listens on 127.0.0.1:4222)")
 	natsFlags := flag.NewFlagSet("nats", flag.ContinueOnError)
@@ -121,10 +122,10 @@ func serveWorker(ctx context.Context, cfg workerConfig, log *slog.Logger) error 
 	if err != nil {
 		return err
 	}
-	var handlers []worker.Handler
+	var handlers []hook.Handler
 	for _, h := range cfg.hooks {
 		handlers = append(handlers, &exechook.Handler{HookName: h, Argv: cfg.argv, MaxReplyBytes: cfg.maxReply})
 	}
-	return worker.Run(ctx, cfg.nats, cfg.controller, handlers,
-		worker.WithConcurrency(cfg.concurrency), worker.WithTimeout(cfg.timeout), worker.WithLogger(log), worker.WithTracerProvider(tp))
+	return hook.Run(ctx, cfg.nats, cfg.controller, handlers,
+		hook.WithConcurrency(cfg.concurrency), hook.WithTimeout(cfg.timeout), hook.WithLogger(log), hook.WithTracerProvider(tp))
 }

@@ -30,12 +30,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // Controller is the name of the UniversalController in controller.yaml.
@@ -66,6 +64,11 @@ const LabelColor = "examples.universalcontroller.dev/color"
 // spec.template it runs.
 const AnnotationTemplateHash = "examples.universalcontroller.dev/template-hash"
 
+// BlueGreenDeployment is the parent, as far as the hook reads it.
+type BlueGreenDeployment struct {
+	Spec Spec `json:"spec"`
+}
+
 // Spec is the desired state of a BlueGreenDeployment.
 type Spec struct {
 	Replicas int32                  `json:"replicas"`
@@ -77,13 +80,14 @@ type Spec struct {
 func ReplicaSetName(parent, color string) string { return parent + "-" + color }
 
 // Sync computes a BlueGreenDeployment's ReplicaSets, Service and status.
-func Sync(_ context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error) {
+func Sync(_ context.Context, req *hook.SyncRequest) (*hook.SyncResponse, error) {
 	name := req.Parent.GetName()
-	rawSpec, _, _ := unstructured.NestedMap(req.Parent.Object, "spec")
-	var spec Spec
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(rawSpec, &spec); err != nil {
-		return nil, fmt.Errorf("decode spec: %w", err)
+	bg, err := hook.Decode[BlueGreenDeployment](req.Parent)
+	if err != nil {
+		return nil, err
 	}
+	spec := bg.Spec
+	rawSpec, _ := req.Parent["spec"].(map[string]any)
 	hash, err := templateHash(rawSpec["template"])
 	if err != nil {
 		return nil, err
@@ -91,16 +95,20 @@ func Sync(_ context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error
 	sets := map[string]*appsv1.ReplicaSet{}
 	for _, color := range []string{Blue, Green} {
 		if obj := req.Children["ReplicaSet.apps/v1"][ReplicaSetName(name, color)]; obj != nil {
-			var rs appsv1.ReplicaSet
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &rs); err != nil {
-				return nil, fmt.Errorf("decode ReplicaSet %s: %w", obj.GetName(), err)
+			rs, err := hook.Decode[appsv1.ReplicaSet](obj)
+			if err != nil {
+				return nil, err
 			}
 			sets[color] = &rs
 		}
 	}
 	active := ""
-	if svc := req.Children["Service.v1"][name]; svc != nil {
-		active, _, _ = unstructured.NestedString(svc.Object, "spec", "selector", LabelColor)
+	if obj := req.Children["Service.v1"][name]; obj != nil {
+		svc, err := hook.Decode[corev1.Service](obj)
+		if err != nil {
+			return nil, err
+		}
+		active = svc.Spec.Selector[LabelColor]
 	}
 	target := targetColor(active, sets, hash)
 	serving := active
@@ -108,7 +116,7 @@ func Sync(_ context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error
 		serving = target
 	}
 
-	var children []runtime.Object
+	var children []any
 	status := map[string]any{"activeColor": serving, "templateHash": hash}
 	for _, color := range []string{Blue, Green} {
 		rs := desiredReplicaSet(name, color, spec, hash, active, target, sets[color])
@@ -123,15 +131,7 @@ func Sync(_ context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error
 	if serving != "" {
 		children = append(children, service(name, spec, serving))
 	}
-	out := make([]*unstructured.Unstructured, len(children))
-	for i, c := range children {
-		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(c)
-		if err != nil {
-			return nil, fmt.Errorf("encode a child: %w", err)
-		}
-		out[i] = &unstructured.Unstructured{Object: obj}
-	}
-	return &hooks.SyncResponse{Status: status, Children: out}, nil
+	return &hook.SyncResponse{Status: status, Children: children}, nil
 }
 
 // templateHash is a short hash of the parent's spec.template.

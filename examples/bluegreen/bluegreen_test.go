@@ -4,16 +4,15 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
+	corev1 "k8s.io/api/core/v1"
 
 	"universalcontroller.dev/uc/examples/internal/exampletest"
-	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // template is a spec.template running image.
-func template(image string) map[string]any {
-	return map[string]any{
+func template(image string) hook.Object {
+	return hook.Object{
 		"metadata": map[string]any{"labels": map[string]any{"app": "web"}},
 		"spec":     map[string]any{"containers": []any{map[string]any{"name": "web", "image": image, "ports": []any{map[string]any{"name": "http", "containerPort": int64(80)}}}}},
 	}
@@ -40,40 +39,42 @@ type observedRS struct {
 // request is a sync request for the BlueGreenDeployment "web" with 2
 // replicas of image, its observed ReplicaSets by color and the color its
 // Service selects ("" for no Service).
-func request(t *testing.T, image string, sets map[string]observedRS, serving string) *hooks.SyncRequest {
+func request(t *testing.T, image string, sets map[string]observedRS, serving string) *hook.SyncRequest {
 	t.Helper()
-	req := &hooks.SyncRequest{
-		Parent: &unstructured.Unstructured{Object: map[string]any{
+	req := &hook.SyncRequest{
+		Parent: hook.Object{
 			"apiVersion": "examples.universalcontroller.dev/v1alpha1", "kind": "BlueGreenDeployment",
 			"metadata": map[string]any{"name": "web", "namespace": "ns"},
 			"spec": map[string]any{"replicas": int64(2), "selector": map[string]any{"matchLabels": map[string]any{"app": "web"}},
 				"template": template(image)},
-		}},
-		Children: hooks.GroupedObjects{"ReplicaSet.apps/v1": {}, "Service.v1": {}},
+		},
+		Children: hook.GroupedObjects{"ReplicaSet.apps/v1": {}, "Service.v1": {}},
 	}
 	for color, o := range sets {
 		rs := appsv1.ReplicaSet{}
 		rs.Name, rs.Generation = ReplicaSetName("web", color), 3
 		rs.Annotations = map[string]string{AnnotationTemplateHash: hashOf(t, o.image)}
 		rs.Spec.Replicas = &o.replicas
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(template(o.image), &rs.Spec.Template); err != nil {
+		tmpl, err := hook.Decode[corev1.PodTemplateSpec](template(o.image))
+		if err != nil {
 			t.Fatal(err)
 		}
+		rs.Spec.Template = tmpl
 		rs.Status = appsv1.ReplicaSetStatus{Replicas: o.pods, AvailableReplicas: o.avail, ObservedGeneration: 3}
 		if o.stale {
 			rs.Status.ObservedGeneration = 2
 		}
-		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&rs)
+		obj, err := hook.ObjectOf(&rs)
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.Children["ReplicaSet.apps/v1"][rs.Name] = &unstructured.Unstructured{Object: obj}
+		req.Children["ReplicaSet.apps/v1"][rs.Name] = obj
 	}
 	if serving != "" {
-		req.Children["Service.v1"]["web"] = &unstructured.Unstructured{Object: map[string]any{
+		req.Children["Service.v1"]["web"] = hook.Object{
 			"metadata": map[string]any{"name": "web"},
 			"spec":     map[string]any{"selector": map[string]any{"app": "web", LabelColor: serving}},
-		}}
+		}
 	}
 	return req
 }
@@ -165,12 +166,9 @@ func TestSync(t *testing.T) {
 			}
 			serving := ""
 			for _, c := range resp.Children {
-				switch c.GetKind() {
-				case "ReplicaSet":
-					var rs appsv1.ReplicaSet
-					if err := runtime.DefaultUnstructuredConverter.FromUnstructured(c.Object, &rs); err != nil {
-						t.Fatal(err)
-					}
+				switch c := c.(type) {
+				case *appsv1.ReplicaSet:
+					rs := c
 					color := rs.Labels[LabelColor]
 					got := wantRS{rs.Spec.Template.Spec.Containers[0].Image, *rs.Spec.Replicas}
 					if got != tc.want[color] {
@@ -180,8 +178,10 @@ func TestSync(t *testing.T) {
 						rs.Spec.Template.Labels[LabelColor] != color {
 						t.Errorf("%s: annotations %v, selector %v, template labels %v", rs.Name, rs.Annotations, rs.Spec.Selector, rs.Spec.Template.Labels)
 					}
-				case "Service":
-					serving, _, _ = unstructured.NestedString(c.Object, "spec", "selector", LabelColor)
+				case *corev1.Service:
+					serving = c.Spec.Selector[LabelColor]
+				default:
+					t.Errorf("a child of type %T", c)
 				}
 			}
 			if serving != tc.wantServing || resp.Status["activeColor"] != tc.wantServing {

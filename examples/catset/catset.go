@@ -21,11 +21,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // Controller is the name of the UniversalController in controller.yaml.
@@ -33,6 +31,11 @@ const Controller = "catset-controller"
 
 // GVR is the CatSet resource.
 var GVR = schema.GroupVersionResource{Group: "catset.examples.universalcontroller.dev", Version: "v1", Resource: "catsets"}
+
+// CatSet is the parent, as far as the hooks read it.
+type CatSet struct {
+	Spec Spec `json:"spec"`
+}
 
 // Spec is a CatSet's spec: a subset of a StatefulSet's.
 type Spec struct {
@@ -43,26 +46,26 @@ type Spec struct {
 }
 
 // Sync computes the CatSet's Pods and PVCs for spec.replicas.
-func Sync(_ context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error) {
-	spec, err := specOf(req.Parent)
+func Sync(_ context.Context, req *hook.SyncRequest) (*hook.SyncResponse, error) {
+	cs, err := hook.Decode[CatSet](req.Parent)
 	if err != nil {
 		return nil, err
 	}
 	replicas := 1
-	if spec.Replicas != nil {
-		replicas = int(*spec.Replicas)
+	if cs.Spec.Replicas != nil {
+		replicas = int(*cs.Spec.Replicas)
 	}
-	return desired(req, spec, replicas)
+	return desired(req, &cs.Spec, replicas)
 }
 
 // Finalize scales the CatSet to zero, one Pod at a time, and lets it go
 // once no Pod is left.
-func Finalize(_ context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error) {
-	spec, err := specOf(req.Parent)
+func Finalize(_ context.Context, req *hook.SyncRequest) (*hook.SyncResponse, error) {
+	cs, err := hook.Decode[CatSet](req.Parent)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := desired(req, spec, 0)
+	resp, err := desired(req, &cs.Spec, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -75,23 +78,18 @@ const (
 	pvcsKey = "PersistentVolumeClaim.v1"
 )
 
-func specOf(parent *unstructured.Unstructured) (*Spec, error) {
-	raw, _, _ := unstructured.NestedMap(parent.Object, "spec")
-	var spec Spec
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &spec); err != nil {
-		return nil, fmt.Errorf("CatSet %s: spec: %w", parent.GetName(), err)
-	}
-	return &spec, nil
-}
-
 // desired lists the Pods for replicas, highest ordinal first, and the PVCs
 // of every ordinal that has or had a Pod.
-func desired(req *hooks.SyncRequest, spec *Spec, replicas int) (*hooks.SyncResponse, error) {
+func desired(req *hook.SyncRequest, spec *Spec, replicas int) (*hook.SyncResponse, error) {
 	name := req.Parent.GetName()
-	pods := map[int]*unstructured.Unstructured{}
-	for podName, pod := range req.Children[podsKey] {
+	pods := map[int]*corev1.Pod{}
+	for podName, obj := range req.Children[podsKey] {
 		if i, ok := ordinal(name, podName); ok {
-			pods[i] = pod
+			pod, err := hook.Decode[corev1.Pod](obj)
+			if err != nil {
+				return nil, err
+			}
+			pods[i] = &pod
 		}
 	}
 	var ordinals []int
@@ -129,22 +127,14 @@ func desired(req *hooks.SyncRequest, spec *Spec, replicas int) (*hooks.SyncRespo
 			}
 		}
 	}
-	var children []*unstructured.Unstructured
+	var children []any
 	for _, i := range slices.Sorted(maps.Keys(claims)) {
 		for _, t := range spec.VolumeClaimTemplates {
-			pvc, err := toUnstructured(newClaim(name, spec, t, i))
-			if err != nil {
-				return nil, err
-			}
-			children = append(children, pvc)
+			children = append(children, newClaim(name, spec, t, i))
 		}
 	}
 	for _, i := range ordinals {
-		pod, err := toUnstructured(newPod(name, spec, i))
-		if err != nil {
-			return nil, err
-		}
-		children = append(children, pod)
+		children = append(children, newPod(name, spec, i))
 	}
 	readyPods := 0
 	for _, p := range pods {
@@ -152,7 +142,7 @@ func desired(req *hooks.SyncRequest, spec *Spec, replicas int) (*hooks.SyncRespo
 			readyPods++
 		}
 	}
-	return &hooks.SyncResponse{
+	return &hook.SyncResponse{
 		Status:   map[string]any{"replicas": int64(len(pods)), "readyReplicas": int64(readyPods)},
 		Children: children,
 	}, nil
@@ -168,13 +158,12 @@ func ordinal(prefix, name string) (int, bool) {
 	return i, err == nil && i >= 0 && strconv.Itoa(i) == rest
 }
 
-func ready(pod *unstructured.Unstructured) bool {
+func ready(pod *corev1.Pod) bool {
 	if pod == nil {
 		return false
 	}
-	conditions, _, _ := unstructured.NestedSlice(pod.Object, "status", "conditions")
-	for _, c := range conditions {
-		if m, ok := c.(map[string]any); ok && m["type"] == "Ready" && m["status"] == "True" {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
 			return true
 		}
 	}
@@ -217,12 +206,4 @@ func newClaim(catset string, spec *Spec, t corev1.PersistentVolumeClaim, i int) 
 		ObjectMeta: metav1.ObjectMeta{Name: ClaimName(t.Name, catset, i), Labels: spec.Template.Labels},
 		Spec:       t.Spec,
 	}
-}
-
-func toUnstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return nil, err
-	}
-	return &unstructured.Unstructured{Object: m}, nil
 }

@@ -5,13 +5,11 @@ import (
 	"slices"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
-	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
-func catsetParent(replicas int64) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
+func catsetParent(replicas int64) hook.Object {
+	return hook.Object{
 		"apiVersion": "catset.examples.universalcontroller.dev/v1", "kind": "CatSet",
 		"metadata": map[string]any{"name": "web", "namespace": "ns"},
 		"spec": map[string]any{
@@ -23,33 +21,38 @@ func catsetParent(replicas int64) *unstructured.Unstructured {
 			},
 			"volumeClaimTemplates": []any{map[string]any{"metadata": map[string]any{"name": "www"}}},
 		},
-	}}
+	}
 }
 
 // observed makes a request with the named Pods (ready or not) and PVCs.
-func observed(replicas int64, pods map[string]bool, pvcs ...string) *hooks.SyncRequest {
-	children := hooks.GroupedObjects{podsKey: hooks.ObjectMap{}, pvcsKey: hooks.ObjectMap{}}
+func observed(replicas int64, pods map[string]bool, pvcs ...string) *hook.SyncRequest {
+	children := hook.GroupedObjects{podsKey: hook.ObjectMap{}, pvcsKey: hook.ObjectMap{}}
 	for name, isReady := range pods {
 		status := "False"
 		if isReady {
 			status = "True"
 		}
-		children[podsKey][name] = &unstructured.Unstructured{Object: map[string]any{
+		children[podsKey][name] = hook.Object{
 			"metadata": map[string]any{"name": name},
 			"status":   map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": status}}},
-		}}
+		}
 	}
 	for _, name := range pvcs {
-		children[pvcsKey][name] = &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": name}}}
+		children[pvcsKey][name] = hook.Object{"metadata": map[string]any{"name": name}}
 	}
-	return &hooks.SyncRequest{Parent: catsetParent(replicas), Children: children}
+	return &hook.SyncRequest{Parent: catsetParent(replicas), Children: children}
 }
 
-func names(resp *hooks.SyncResponse, kind string) []string {
+// names are the names of the children of one kind.
+func names(t *testing.T, resp *hook.SyncResponse, kind string) []string {
 	var out []string
 	for _, c := range resp.Children {
-		if c.GetKind() == kind {
-			out = append(out, c.GetName())
+		obj, err := hook.ObjectOf(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if obj.GetKind() == kind {
+			out = append(out, obj.GetName())
 		}
 	}
 	return out
@@ -58,7 +61,7 @@ func names(resp *hooks.SyncResponse, kind string) []string {
 func TestSync(t *testing.T) {
 	tests := []struct {
 		name       string
-		req        *hooks.SyncRequest
+		req        *hook.SyncRequest
 		finalize   bool
 		pods, pvcs []string
 		finalized  bool
@@ -78,18 +81,18 @@ func TestSync(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			hook := Sync
+			fn := Sync
 			if tt.finalize {
-				hook = Finalize
+				fn = Finalize
 			}
-			resp, err := hook(context.Background(), tt.req)
+			resp, err := fn(context.Background(), tt.req)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := names(resp, "Pod"); !slices.Equal(got, tt.pods) {
+			if got := names(t, resp, "Pod"); !slices.Equal(got, tt.pods) {
 				t.Errorf("pods %v, want %v", got, tt.pods)
 			}
-			if got := names(resp, "PersistentVolumeClaim"); !slices.Equal(got, tt.pvcs) {
+			if got := names(t, resp, "PersistentVolumeClaim"); !slices.Equal(got, tt.pvcs) {
 				t.Errorf("pvcs %v, want %v", got, tt.pvcs)
 			}
 			if resp.Finalized != tt.finalized {

@@ -9,15 +9,12 @@ package clusterparent
 import (
 	"context"
 	_ "embed"
-	"fmt"
 	"slices"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // Controller is the name of the UniversalController in controller.yaml.
@@ -34,6 +31,11 @@ var (
 	ControllerManifest []byte
 )
 
+// ClusterConfig is the parent, as far as the hook reads it.
+type ClusterConfig struct {
+	Spec Spec `json:"spec"`
+}
+
 // Spec is the desired state of a ClusterConfig.
 type Spec struct {
 	Namespaces []string          `json:"namespaces"`
@@ -41,30 +43,29 @@ type Spec struct {
 }
 
 // Sync computes a ClusterConfig's ConfigMaps and status.
-func Sync(_ context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error) {
-	var spec Spec
-	raw, _, _ := unstructured.NestedMap(req.Parent.Object, "spec")
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &spec); err != nil {
-		return nil, fmt.Errorf("spec: %w", err)
+func Sync(_ context.Context, req *hook.SyncRequest) (*hook.SyncResponse, error) {
+	cc, err := hook.Decode[ClusterConfig](req.Parent)
+	if err != nil {
+		return nil, err
 	}
 	name := req.Parent.GetName()
 	data := map[string]any{}
-	for k, v := range spec.Data {
+	for k, v := range cc.Spec.Data {
 		data[k] = v
 	}
-	var children []*unstructured.Unstructured
-	for _, ns := range slices.Compact(slices.Sorted(slices.Values(spec.Namespaces))) {
-		children = append(children, &unstructured.Unstructured{Object: map[string]any{
+	var children []any
+	for _, ns := range slices.Compact(slices.Sorted(slices.Values(cc.Spec.Namespaces))) {
+		children = append(children, hook.Object{
 			"apiVersion": "v1",
 			"kind":       "ConfigMap",
 			// A cluster-scoped parent's namespaced child names its namespace.
 			"metadata": map[string]any{"name": name, "namespace": ns},
 			"data":     data,
-		}})
+		})
 	}
 	// The observed ConfigMaps are keyed "namespace/name".
 	var present []string
-	for key := range req.Children[hooks.GroupKey("ConfigMap", "v1")] {
+	for key := range req.Children[hook.GroupKey("ConfigMap", "v1")] {
 		if ns, n, ok := strings.Cut(key, "/"); ok && n == name {
 			present = append(present, ns)
 		}
@@ -74,7 +75,7 @@ func Sync(_ context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error
 	for _, ns := range present {
 		namespaces = append(namespaces, ns)
 	}
-	return &hooks.SyncResponse{
+	return &hook.SyncResponse{
 		Status:   map[string]any{"present": int64(len(present)), "namespaces": namespaces},
 		Children: children,
 	}, nil

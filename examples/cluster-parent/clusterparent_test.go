@@ -5,20 +5,19 @@ import (
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"universalcontroller.dev/uc/examples/internal/exampletest"
-	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 func TestSync(t *testing.T) {
-	parent := &unstructured.Unstructured{Object: map[string]any{
+	parent := hook.Object{
 		"apiVersion": "examples.universalcontroller.dev/v1alpha1", "kind": "ClusterConfig",
 		"metadata": map[string]any{"name": "c"},
 		"spec":     map[string]any{"namespaces": []any{"b", "a", "b"}, "data": map[string]any{"k": "v"}},
-	}}
-	resp, err := Sync(t.Context(), &hooks.SyncRequest{Parent: parent, Children: hooks.GroupedObjects{
+	}
+	resp, err := Sync(t.Context(), &hook.SyncRequest{Parent: parent, Children: hook.GroupedObjects{
 		"ConfigMap.v1": {"a/c": {}, "z/c": {}},
 	}})
 	if err != nil {
@@ -26,7 +25,8 @@ func TestSync(t *testing.T) {
 	}
 	var got []string
 	for _, c := range resp.Children {
-		got = append(got, c.GetNamespace()+"/"+c.GetName())
+		cm := c.(hook.Object)
+		got = append(got, cm.GetNamespace()+"/"+cm.GetName())
 	}
 	if !slices.Equal(got, []string{"a/c", "b/c"}) {
 		t.Errorf("children %v, want one ConfigMap in a and b", got)

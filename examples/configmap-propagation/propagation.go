@@ -8,53 +8,58 @@ package propagation
 import (
 	"context"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
-	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // Controller is the name of the UniversalController in controller.yaml.
 const Controller = "configmap-propagation"
 
-type spec struct {
-	SourceName, SourceNamespace string
-	TargetNamespaces            []string
-}
-
-func specOf(parent *unstructured.Unstructured) spec {
-	s := spec{}
-	s.SourceName, _, _ = unstructured.NestedString(parent.Object, "spec", "sourceName")
-	s.SourceNamespace, _, _ = unstructured.NestedString(parent.Object, "spec", "sourceNamespace")
-	s.TargetNamespaces, _, _ = unstructured.NestedStringSlice(parent.Object, "spec", "targetNamespaces")
-	return s
+// propagation is the parent, as far as the hooks read it.
+type propagation struct {
+	Spec struct {
+		SourceName       string   `json:"sourceName"`
+		SourceNamespace  string   `json:"sourceNamespace"`
+		TargetNamespaces []string `json:"targetNamespaces"`
+	} `json:"spec"`
 }
 
 // Customize asks for the source ConfigMap.
-func Customize(_ context.Context, req *hooks.CustomizeRequest) (*hooks.CustomizeResponse, error) {
-	s := specOf(req.Parent)
-	return &hooks.CustomizeResponse{RelatedResources: []hooks.RelatedResourceRule{{
-		APIVersion: "v1", Resource: "configmaps", Namespace: s.SourceNamespace, Names: []string{s.SourceName},
+func Customize(_ context.Context, req *hook.CustomizeRequest) (*hook.CustomizeResponse, error) {
+	p, err := hook.Decode[propagation](req.Parent)
+	if err != nil {
+		return nil, err
+	}
+	return &hook.CustomizeResponse{RelatedResources: []hook.RelatedResourceRule{{
+		APIVersion: "v1", Resource: "configmaps", Namespace: p.Spec.SourceNamespace, Names: []string{p.Spec.SourceName},
 	}}}, nil
 }
 
 // Sync copies the source's data into a ConfigMap of the same name in every
 // target namespace.
-func Sync(_ context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error) {
-	s := specOf(req.Parent)
+func Sync(_ context.Context, req *hook.SyncRequest) (*hook.SyncResponse, error) {
+	p, err := hook.Decode[propagation](req.Parent)
+	if err != nil {
+		return nil, err
+	}
+	s := p.Spec
 	source := req.Related["ConfigMap.v1"][s.SourceNamespace+"/"+s.SourceName]
 	if source == nil {
-		return &hooks.SyncResponse{Status: map[string]any{"expected": len(s.TargetNamespaces), "actual": 0, "source": "missing"}}, nil
+		return &hook.SyncResponse{Status: map[string]any{"expected": len(s.TargetNamespaces), "actual": 0, "source": "missing"}}, nil
 	}
-	data, _, _ := unstructured.NestedStringMap(source.Object, "data")
-	var children []*unstructured.Unstructured
+	data, _ := source["data"].(map[string]any)
+	if data == nil {
+		data = map[string]any{}
+	}
+	var children []any
 	for _, ns := range s.TargetNamespaces {
-		cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
-		cm.SetNamespace(ns)
-		cm.SetName(s.SourceName)
-		_ = unstructured.SetNestedStringMap(cm.Object, data, "data")
-		children = append(children, cm)
+		children = append(children, hook.Object{
+			"apiVersion": "v1",
+			"kind":       "ConfigMap",
+			"metadata":   map[string]any{"name": s.SourceName, "namespace": ns},
+			"data":       data,
+		})
 	}
-	return &hooks.SyncResponse{
+	return &hook.SyncResponse{
 		Status:   map[string]any{"expected": len(s.TargetNamespaces), "actual": len(req.Children["ConfigMap.v1"])},
 		Children: children,
 	}, nil

@@ -10,11 +10,9 @@ import (
 	_ "embed"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // Controller is the name of the UniversalController in controller.yaml.
@@ -40,7 +38,12 @@ var (
 )
 
 // childGroup is the key of the ConfigMaps in a request's children.
-var childGroup = hooks.GroupKey("ConfigMap", "v1")
+var childGroup = hook.GroupKey("ConfigMap", "v1")
+
+// Fanout is the parent, as far as the hook reads it.
+type Fanout struct {
+	Spec Spec `json:"spec"`
+}
 
 // Spec is the desired state of a Fanout.
 type Spec struct {
@@ -49,18 +52,16 @@ type Spec struct {
 }
 
 // Sync computes a Fanout's ConfigMaps and status.
-func Sync(_ context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error) {
-	var spec Spec
-	raw, _, _ := unstructured.NestedMap(req.Parent.Object, "spec")
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &spec); err != nil {
-		return nil, fmt.Errorf("spec: %w", err)
+func Sync(_ context.Context, req *hook.SyncRequest) (*hook.SyncResponse, error) {
+	f, err := hook.Decode[Fanout](req.Parent)
+	if err != nil {
+		return nil, err
 	}
-	name := req.Parent.GetName()
-	children := make([]*unstructured.Unstructured, 0, spec.Replicas)
-	for i := range int(spec.Replicas) {
-		children = append(children, configMap(name, i, spec.Payload))
+	children := make([]any, 0, f.Spec.Replicas)
+	for i := range int(f.Spec.Replicas) {
+		children = append(children, configMap(req.Parent.GetName(), i, f.Spec.Payload))
 	}
-	return &hooks.SyncResponse{
+	return &hook.SyncResponse{
 		Status:   map[string]any{"children": int64(len(req.Children[childGroup]))},
 		Children: children,
 	}, nil
@@ -69,8 +70,8 @@ func Sync(_ context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error
 // ChildName is the name of a Fanout's i-th ConfigMap.
 func ChildName(fanout string, i int) string { return fmt.Sprintf("%s-%d", fanout, i) }
 
-func configMap(fanout string, i int, payload string) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
+func configMap(fanout string, i int, payload string) hook.Object {
+	return hook.Object{
 		"apiVersion": "v1",
 		"kind":       "ConfigMap",
 		"metadata": map[string]any{
@@ -78,5 +79,5 @@ func configMap(fanout string, i int, payload string) *unstructured.Unstructured 
 			"labels": map[string]any{ParentLabel: fanout},
 		},
 		"data": map[string]any{PayloadKey: payload},
-	}}
+	}
 }

@@ -3,21 +3,21 @@ package fanout
 import (
 	"testing"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	corev1 "k8s.io/api/core/v1"
 
 	"universalcontroller.dev/uc/examples/internal/exampletest"
-	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 func TestSync(t *testing.T) {
-	parent := &unstructured.Unstructured{Object: map[string]any{
+	parent := hook.Object{
 		"apiVersion": "examples.universalcontroller.dev/v1alpha1",
 		"kind":       "Fanout",
 		"metadata":   map[string]any{"name": "f", "namespace": "ns"},
-		"spec":       map[string]any{"replicas": int64(3), "payload": "p"},
-	}}
-	observed := hooks.ObjectMap{"f-0": configMap("f", 0, "old"), "f-7": configMap("f", 7, "old")}
-	resp, err := Sync(t.Context(), &hooks.SyncRequest{Parent: parent, Children: hooks.GroupedObjects{childGroup: observed}})
+		"spec":       map[string]any{"replicas": 3, "payload": "p"},
+	}
+	observed := hook.ObjectMap{"f-0": configMap("f", 0, "old"), "f-7": configMap("f", 7, "old")}
+	resp, err := Sync(t.Context(), &hook.SyncRequest{Parent: parent, Children: hook.GroupedObjects{childGroup: observed}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,9 +28,12 @@ func TestSync(t *testing.T) {
 		t.Fatalf("%d children, want 3", len(resp.Children))
 	}
 	for i, c := range resp.Children {
-		payload, _, _ := unstructured.NestedString(c.Object, "data", PayloadKey)
-		if c.GetName() != ChildName("f", i) || payload != "p" || c.GetLabels()[ParentLabel] != "f" {
-			t.Errorf("children[%d] = %s with payload %q and labels %v", i, c.GetName(), payload, c.GetLabels())
+		cm, err := hook.Decode[corev1.ConfigMap](c.(hook.Object))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cm.Name != ChildName("f", i) || cm.Data[PayloadKey] != "p" || cm.Labels[ParentLabel] != "f" {
+			t.Errorf("children[%d] = %s with payload %q and labels %v", i, cm.Name, cm.Data[PayloadKey], cm.Labels)
 		}
 	}
 }

@@ -17,10 +17,9 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // Controller is the name of the UniversalController in controller.yaml.
@@ -66,24 +65,37 @@ type Hooks struct {
 	RetryAfterSeconds float64
 }
 
+// Registration is the parent, as far as the hooks read it.
+type Registration struct {
+	Spec struct {
+		Value string `json:"value"`
+	} `json:"spec"`
+}
+
 // Sync registers the Registration and records it in its ConfigMap.
-func (h *Hooks) Sync(ctx context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error) {
+func (h *Hooks) Sync(ctx context.Context, req *hook.SyncRequest) (*hook.SyncResponse, error) {
+	r, err := hook.Decode[Registration](req.Parent)
+	if err != nil {
+		return nil, err
+	}
 	key := Key(req.Parent.GetNamespace(), req.Parent.GetName())
-	value, _, _ := unstructured.NestedString(req.Parent.Object, "spec", "value")
-	if err := h.Store.Put(ctx, key, value); err != nil {
+	if err := h.Store.Put(ctx, key, r.Spec.Value); err != nil {
 		return nil, fmt.Errorf("register %s: %w", key, err)
 	}
-	return &hooks.SyncResponse{
+	return &hook.SyncResponse{
 		Status:   map[string]any{"phase": "Registered", "key": key},
-		Children: []*unstructured.Unstructured{record(req.Parent.GetName(), key, value, "Registered")},
+		Children: []any{record(req.Parent.GetName(), key, r.Spec.Value, "Registered")},
 	}, nil
 }
 
 // Finalize removes the registry entry. It says finalized once the registry
 // no longer has it; until then it keeps the ConfigMap, showing the phase.
-func (h *Hooks) Finalize(ctx context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error) {
+func (h *Hooks) Finalize(ctx context.Context, req *hook.SyncRequest) (*hook.SyncResponse, error) {
+	r, err := hook.Decode[Registration](req.Parent)
+	if err != nil {
+		return nil, err
+	}
 	key := Key(req.Parent.GetNamespace(), req.Parent.GetName())
-	value, _, _ := unstructured.NestedString(req.Parent.Object, "spec", "value")
 	if err := h.Store.Delete(ctx, key); err != nil {
 		return nil, fmt.Errorf("unregister %s: %w", key, err)
 	}
@@ -92,22 +104,22 @@ func (h *Hooks) Finalize(ctx context.Context, req *hooks.SyncRequest) (*hooks.Sy
 		return nil, fmt.Errorf("unregister %s: %w", key, err)
 	}
 	if !has {
-		return &hooks.SyncResponse{Status: map[string]any{"phase": "Unregistered", "key": key}, Finalized: true}, nil
+		return &hook.SyncResponse{Status: map[string]any{"phase": "Unregistered", "key": key}, Finalized: true}, nil
 	}
-	return &hooks.SyncResponse{
+	return &hook.SyncResponse{
 		Status:             map[string]any{"phase": "Finalizing", "key": key},
-		Children:           []*unstructured.Unstructured{record(req.Parent.GetName(), key, value, "Finalizing")},
+		Children:           []any{record(req.Parent.GetName(), key, r.Spec.Value, "Finalizing")},
 		ResyncAfterSeconds: h.RetryAfterSeconds,
 	}, nil
 }
 
-func record(parent, key, value, phase string) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
+func record(parent, key, value, phase string) hook.Object {
+	return hook.Object{
 		"apiVersion": "v1",
 		"kind":       "ConfigMap",
 		"metadata":   map[string]any{"name": ChildName(parent)},
 		"data":       map[string]any{"key": key, "value": value, "phase": phase},
-	}}
+	}
 }
 
 // KVStore is a registry in a NATS JetStream key-value bucket.

@@ -4,10 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
 	"universalcontroller.dev/uc/examples/internal/exampletest"
-	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // mapStore is a registry in memory; stuck entries survive a Delete.
@@ -31,12 +29,12 @@ func (m *mapStore) Has(_ context.Context, k string) (bool, error) {
 func TestHooks(t *testing.T) {
 	store := &mapStore{entries: map[string]string{}}
 	h := &Hooks{Store: store, RetryAfterSeconds: 2}
-	req := &hooks.SyncRequest{Parent: &unstructured.Unstructured{Object: map[string]any{
+	req := &hook.SyncRequest{Parent: hook.Object{
 		"metadata": map[string]any{"name": "r", "namespace": "ns"},
 		"spec":     map[string]any{"value": "v"},
-	}}}
+	}}
 	resp, err := h.Sync(t.Context(), req)
-	if err != nil || store.entries["ns.r"] != "v" || len(resp.Children) != 1 || resp.Children[0].GetName() != "r-registration" {
+	if err != nil || store.entries["ns.r"] != "v" || len(resp.Children) != 1 || resp.Children[0].(hook.Object).GetName() != "r-registration" {
 		t.Fatalf("sync: %v, registry %v, reply %+v", err, store.entries, resp)
 	}
 
@@ -45,7 +43,7 @@ func TestHooks(t *testing.T) {
 	if err != nil || resp.Finalized || resp.ResyncAfterSeconds != 2 || len(resp.Children) != 1 {
 		t.Fatalf("finalize with the entry stuck: %v, %+v; want not finalized, the ConfigMap kept, a retry", err, resp)
 	}
-	if phase, _, _ := unstructured.NestedString(resp.Children[0].Object, "data", "phase"); phase != "Finalizing" {
+	if phase := resp.Children[0].(hook.Object)["data"].(map[string]any)["phase"]; phase != "Finalizing" {
 		t.Errorf("phase %q while finalizing", phase)
 	}
 

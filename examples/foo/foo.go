@@ -9,14 +9,18 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 
-	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // Controller is the name of the UniversalController in controller.yaml.
 const Controller = "foo-controller"
+
+// Foo is the parent.
+type Foo struct {
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              FooSpec `json:"spec"`
+}
 
 // FooSpec is the desired state of a Foo.
 type FooSpec struct {
@@ -25,23 +29,22 @@ type FooSpec struct {
 }
 
 // Sync computes the Foo's Deployment and status.
-func Sync(_ context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error) {
-	var spec FooSpec
-	raw, _, _ := unstructured.NestedMap(req.Parent.Object, "spec")
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &spec); err != nil {
-		return nil, err
-	}
-	var available int64
-	if d := req.Children["Deployment.apps/v1"][spec.DeploymentName]; d != nil {
-		available, _, _ = unstructured.NestedInt64(d.Object, "status", "availableReplicas")
-	}
-	deployment, err := runtime.DefaultUnstructuredConverter.ToUnstructured(newDeployment(req.Parent.GetName(), spec))
+func Sync(_ context.Context, req *hook.SyncRequest) (*hook.SyncResponse, error) {
+	foo, err := hook.Decode[Foo](req.Parent)
 	if err != nil {
 		return nil, err
 	}
-	return &hooks.SyncResponse{
+	var available int32
+	if d := req.Children["Deployment.apps/v1"][foo.Spec.DeploymentName]; d != nil {
+		deployment, err := hook.Decode[appsv1.Deployment](d)
+		if err != nil {
+			return nil, err
+		}
+		available = deployment.Status.AvailableReplicas
+	}
+	return &hook.SyncResponse{
 		Status:   map[string]any{"availableReplicas": available},
-		Children: []*unstructured.Unstructured{{Object: deployment}},
+		Children: []any{newDeployment(foo.Name, foo.Spec)},
 	}, nil
 }
 

@@ -1,18 +1,8 @@
-// Serves the CatSet sync hook on uc's bus until SIGINT or SIGTERM. NATS_URL
-// says where the bus is; NATS_USER/NATS_PASSWORD, NATS_TOKEN, NATS_CREDS and
-// NATS_TLS_* how to log in.
-import { authFromEnv, serve } from "./bus.js";
+// Serves the CatSet sync hook on uc's bus until SIGINT or SIGTERM, with the
+// JavaScript SDK (sdk/js). --nats-url or NATS_URL says where the bus is;
+// --nats-user/--nats-password, --nats-token, --nats-creds and --nats-tls-*
+// (or NATS_USER … NATS_TLS_KEY) how to log in.
+import { serve } from "@universalcontroller/worker";
 import { sync } from "./catset.js";
 
-const stop = new AbortController();
-process.once("SIGTERM", () => stop.abort());
-process.once("SIGINT", () => stop.abort());
-
-await serve({
-  servers: process.env.NATS_URL ?? "nats://127.0.0.1:4222",
-  controller: "catset-controller",
-  hook: "sync",
-  handle: sync,
-  signal: stop.signal,
-  auth: authFromEnv(),
-});
+serve("catset-controller", { sync });

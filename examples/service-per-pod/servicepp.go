@@ -12,9 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
-	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // The UniversalDecorators' names in decorators.yaml.
@@ -37,19 +35,28 @@ const (
 //go:embed decorators.yaml
 var Decorators []byte
 
+// statefulSet is the decorated StatefulSet, as far as the hook reads it.
+type statefulSet struct {
+	Spec struct {
+		Replicas int `json:"replicas"`
+	} `json:"spec"`
+}
+
 // SyncServicePerPod attaches one Service per replica to a StatefulSet.
-func SyncServicePerPod(_ context.Context, req *hooks.DecoratorRequest) (*hooks.DecoratorResponse, error) {
-	sts := req.Object
-	annotations := sts.GetAnnotations()
+func SyncServicePerPod(_ context.Context, req *hook.DecoratorRequest) (*hook.DecoratorResponse, error) {
+	sts, err := hook.Decode[statefulSet](req.Object)
+	if err != nil {
+		return nil, err
+	}
+	annotations := req.Object.GetAnnotations()
 	ports, err := servicePorts(annotations[AnnotationPorts])
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", AnnotationPorts, err)
 	}
-	replicas, _, _ := unstructured.NestedInt64(sts.Object, "spec", "replicas")
-	resp := &hooks.DecoratorResponse{Attachments: []*unstructured.Unstructured{}}
-	for i := range replicas {
-		pod := fmt.Sprintf("%s-%d", sts.GetName(), i)
-		resp.Attachments = append(resp.Attachments, &unstructured.Unstructured{Object: map[string]any{
+	resp := &hook.DecoratorResponse{Attachments: []any{}}
+	for i := range sts.Spec.Replicas {
+		pod := fmt.Sprintf("%s-%d", req.Object.GetName(), i)
+		resp.Attachments = append(resp.Attachments, hook.Object{
 			"apiVersion": "v1",
 			"kind":       "Service",
 			"metadata":   map[string]any{"name": pod, "labels": map[string]any{"app": ServicePerPod}},
@@ -57,7 +64,7 @@ func SyncServicePerPod(_ context.Context, req *hooks.DecoratorRequest) (*hooks.D
 				"selector": map[string]any{annotations[AnnotationLabel]: pod},
 				"ports":    ports,
 			},
-		}})
+		})
 	}
 	return resp, nil
 }
@@ -79,17 +86,17 @@ func servicePorts(spec string) ([]any, error) {
 
 // FinalizeServicePerPod deletes a StatefulSet's Services, and lets it go
 // once none is left.
-func FinalizeServicePerPod(_ context.Context, req *hooks.DecoratorRequest) (*hooks.DecoratorResponse, error) {
-	return &hooks.DecoratorResponse{
-		Attachments: []*unstructured.Unstructured{},
-		Finalized:   len(req.Attachments[hooks.GroupKey("Service", "v1")]) == 0,
+func FinalizeServicePerPod(_ context.Context, req *hook.DecoratorRequest) (*hook.DecoratorResponse, error) {
+	return &hook.DecoratorResponse{
+		Attachments: []any{},
+		Finalized:   len(req.Attachments[hook.GroupKey("Service", "v1")]) == 0,
 	}, nil
 }
 
 // SyncPodNameLabel labels a Pod with its name, under the key its
 // annotation names.
-func SyncPodNameLabel(_ context.Context, req *hooks.DecoratorRequest) (*hooks.DecoratorResponse, error) {
+func SyncPodNameLabel(_ context.Context, req *hook.DecoratorRequest) (*hook.DecoratorResponse, error) {
 	pod := req.Object
 	name := pod.GetName()
-	return &hooks.DecoratorResponse{Labels: map[string]*string{pod.GetAnnotations()[AnnotationPodLabel]: &name}}, nil
+	return &hook.DecoratorResponse{Labels: map[string]*string{pod.GetAnnotations()[AnnotationPodLabel]: &name}}, nil
 }

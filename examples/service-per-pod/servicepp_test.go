@@ -5,51 +5,50 @@ import (
 	"reflect"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
-	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
-func statefulSet(replicas int64, ports string) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
+func statefulSetObject(replicas int64, ports string) hook.Object {
+	return hook.Object{
 		"apiVersion": "apps/v1", "kind": "StatefulSet",
 		"metadata": map[string]any{"name": "web", "annotations": map[string]any{AnnotationLabel: "pod-name", AnnotationPorts: ports}},
 		"spec":     map[string]any{"replicas": replicas},
-	}}
+	}
 }
 
 func TestSyncServicePerPod(t *testing.T) {
-	resp, err := SyncServicePerPod(t.Context(), &hooks.DecoratorRequest{Object: statefulSet(2, "80:8080,9090:9090")})
+	resp, err := SyncServicePerPod(t.Context(), &hook.DecoratorRequest{Object: statefulSetObject(2, "80:8080,9090:9090")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(resp.Attachments) != 2 {
 		t.Fatalf("%d attachments, want a Service per replica", len(resp.Attachments))
 	}
-	svc := resp.Attachments[1]
-	sel, _, _ := unstructured.NestedStringMap(svc.Object, "spec", "selector")
-	ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
-	if svc.GetName() != "web-1" || !reflect.DeepEqual(sel, map[string]string{"pod-name": "web-1"}) || len(ports) != 2 ||
+	svc := resp.Attachments[1].(hook.Object)
+	spec := svc["spec"].(map[string]any)
+	sel, ports := spec["selector"], spec["ports"].([]any)
+	if svc.GetName() != "web-1" || !reflect.DeepEqual(sel, map[string]any{"pod-name": "web-1"}) || len(ports) != 2 ||
 		ports[0].(map[string]any)["targetPort"] != int64(8080) {
 		t.Errorf("second Service %s selects %v with ports %v", svc.GetName(), sel, ports)
 	}
-	if _, err := SyncServicePerPod(t.Context(), &hooks.DecoratorRequest{Object: statefulSet(1, "80")}); err == nil {
+	if _, err := SyncServicePerPod(t.Context(), &hook.DecoratorRequest{Object: statefulSetObject(1, "80")}); err == nil {
 		t.Error("ports without a target port were accepted")
 	}
 }
 
 func TestFinalizeServicePerPod(t *testing.T) {
 	for _, tc := range []struct {
-		services  hooks.ObjectMap
+		services  hook.ObjectMap
 		finalized bool
 	}{
-		{hooks.ObjectMap{"web-0": {}}, false},
-		{hooks.ObjectMap{}, true},
+		{hook.ObjectMap{"web-0": {}}, false},
+		{hook.ObjectMap{}, true},
 	} {
-		resp, err := FinalizeServicePerPod(t.Context(), &hooks.DecoratorRequest{Object: statefulSet(1, "80:80"),
-			Attachments: hooks.GroupedObjects{"Service.v1": tc.services}, Finalizing: true})
+		resp, err := FinalizeServicePerPod(t.Context(), &hook.DecoratorRequest{Object: statefulSetObject(1, "80:80"),
+			Attachments: hook.GroupedObjects{"Service.v1": tc.services}, Finalizing: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,9 +59,9 @@ func TestFinalizeServicePerPod(t *testing.T) {
 }
 
 func TestSyncPodNameLabel(t *testing.T) {
-	pod := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod",
-		"metadata": map[string]any{"name": "web-0", "annotations": map[string]any{AnnotationPodLabel: "pod-name"}}}}
-	resp, err := SyncPodNameLabel(t.Context(), &hooks.DecoratorRequest{Object: pod})
+	pod := hook.Object{"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": "web-0", "annotations": map[string]any{AnnotationPodLabel: "pod-name"}}}
+	resp, err := SyncPodNameLabel(t.Context(), &hook.DecoratorRequest{Object: pod})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,11 +30,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // Controller is the name of the UniversalController in controller.yaml.
@@ -126,16 +124,16 @@ func ReplicaName(job string, t ReplicaType, index int) string {
 }
 
 // Sync computes a TFJob's Pods, Services and status.
-func Sync(_ context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error) {
-	var job TFJob
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(req.Parent.Object, &job); err != nil {
-		return nil, fmt.Errorf("decode the TFJob: %w", err)
+func Sync(_ context.Context, req *hook.SyncRequest) (*hook.SyncResponse, error) {
+	job, err := hook.Decode[TFJob](req.Parent)
+	if err != nil {
+		return nil, err
 	}
 	pods := map[string]*corev1.Pod{}
 	for name, obj := range req.Children["Pod.v1"] {
-		var pod corev1.Pod
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &pod); err != nil {
-			return nil, fmt.Errorf("decode pod %s: %w", name, err)
+		pod, err := hook.Decode[corev1.Pod](obj)
+		if err != nil {
+			return nil, err
 		}
 		pods[name] = &pod
 	}
@@ -145,11 +143,11 @@ func Sync(_ context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error
 	if err != nil {
 		return nil, err
 	}
-	out, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&status)
+	out, err := hook.ObjectOf(&status)
 	if err != nil {
-		return nil, fmt.Errorf("encode the status: %w", err)
+		return nil, err
 	}
-	return &hooks.SyncResponse{Status: out, Children: children}, nil
+	return &hook.SyncResponse{Status: out, Children: children}, nil
 }
 
 // replica is one replica of a job and its Pod, if observed.
@@ -219,27 +217,20 @@ func exitCode(pod *corev1.Pod) (int32, bool) {
 // the Pod is being restarted. A finished job creates and restarts no Pod
 // any more, and keeps only the Pods (and their Services) its
 // cleanPodPolicy spares.
-func desired(job *TFJob, replicas []replica, finished bool) ([]*unstructured.Unstructured, error) {
+func desired(job *TFJob, replicas []replica, finished bool) ([]any, error) {
 	cluster := clusterSpec(job)
-	var out []*unstructured.Unstructured
+	var out []any
 	for _, r := range replicas {
 		if finished && (r.pod == nil || cleaned(job.Spec.RunPolicy.CleanPodPolicy, r.phase())) {
 			continue
 		}
-		objs := []runtime.Object{newService(job, r)}
+		out = append(out, newService(job, r))
 		if !r.restart || finished {
 			pod, err := newPod(job, r, cluster)
 			if err != nil {
 				return nil, err
 			}
-			objs = append(objs, pod)
-		}
-		for _, o := range objs {
-			u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
-			if err != nil {
-				return nil, fmt.Errorf("encode %s: %w", ReplicaName(job.Name, r.typ, r.index), err)
-			}
-			out = append(out, &unstructured.Unstructured{Object: u})
+			out = append(out, pod)
 		}
 	}
 	return out, nil

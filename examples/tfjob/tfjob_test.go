@@ -7,12 +7,10 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"universalcontroller.dev/uc/examples/internal/exampletest"
-	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // podState is an observed Pod: its phase and, when it failed, the exit code
@@ -24,20 +22,20 @@ type podState struct {
 
 // request is a sync request for the TFJob "j" with spec, status conditions
 // (type → status) and the observed Pods by name.
-func request(t *testing.T, spec map[string]any, conditions map[string]string, pods map[string]podState) *hooks.SyncRequest {
+func request(t *testing.T, spec map[string]any, conditions map[string]string, pods map[string]podState) *hook.SyncRequest {
 	t.Helper()
 	var conds []any
 	for typ, status := range conditions {
 		conds = append(conds, map[string]any{"type": typ, "status": status, "reason": "TFJob" + typ, "lastTransitionTime": "2024-01-01T00:00:00Z"})
 	}
-	req := &hooks.SyncRequest{
-		Parent: &unstructured.Unstructured{Object: map[string]any{
+	req := &hook.SyncRequest{
+		Parent: hook.Object{
 			"apiVersion": "examples.universalcontroller.dev/v1alpha1", "kind": "TFJob",
 			"metadata": map[string]any{"name": "j", "namespace": "ns"},
 			"spec":     spec,
 			"status":   map[string]any{"conditions": conds},
-		}},
-		Children: hooks.GroupedObjects{"Pod.v1": {}, "Service.v1": {}},
+		},
+		Children: hook.GroupedObjects{"Pod.v1": {}, "Service.v1": {}},
 	}
 	for name, s := range pods {
 		pod := corev1.Pod{Status: corev1.PodStatus{Phase: s.phase}}
@@ -46,11 +44,11 @@ func request(t *testing.T, spec map[string]any, conditions map[string]string, po
 			pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: ContainerName,
 				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: s.exitCode}}}}
 		}
-		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&pod)
+		obj, err := hook.ObjectOf(&pod)
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.Children["Pod.v1"][name] = &unstructured.Unstructured{Object: obj}
+		req.Children["Pod.v1"][name] = obj
 	}
 	return req
 }
@@ -214,8 +212,8 @@ func TestSync(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var status TFJobStatus
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(resp.Status, &status); err != nil {
+			status, err := hook.Decode[TFJobStatus](resp.Status)
+			if err != nil {
 				t.Fatal(err)
 			}
 			byStatus := map[corev1.ConditionStatus][]string{}
@@ -235,7 +233,14 @@ func TestSync(t *testing.T) {
 			}
 			names := map[string][]string{}
 			for _, c := range resp.Children {
-				names[c.GetKind()] = append(names[c.GetKind()], c.GetName())
+				switch c := c.(type) {
+				case *corev1.Pod:
+					names["Pod"] = append(names["Pod"], c.Name)
+				case *corev1.Service:
+					names["Service"] = append(names["Service"], c.Name)
+				default:
+					t.Errorf("a child of type %T", c)
+				}
 			}
 			if !sameSet(names["Pod"], tc.wantPods) || !sameSet(names["Service"], tc.wantServices) {
 				t.Errorf("children: Pods %v, Services %v; want %v, %v", names["Pod"], names["Service"], tc.wantPods, tc.wantServices)
@@ -256,12 +261,9 @@ func TestTFConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range resp.Children {
-		switch c.GetKind() {
-		case "Pod":
-			var pod corev1.Pod
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(c.Object, &pod); err != nil {
-				t.Fatal(err)
-			}
+		switch c := c.(type) {
+		case *corev1.Pod:
+			pod := c
 			if pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
 				t.Errorf("%s: restartPolicy %s, want Never (ExitCode restarts are the hook's)", pod.Name, pod.Spec.RestartPolicy)
 			}
@@ -283,11 +285,8 @@ func TestTFConfig(t *testing.T) {
 			if ReplicaName("j", ReplicaType(map[string]string{"ps": "PS", "worker": "Worker"}[config.Task.Type]), config.Task.Index) != pod.Name {
 				t.Errorf("%s: TF_CONFIG task %+v", pod.Name, config.Task)
 			}
-		case "Service":
-			var svc corev1.Service
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(c.Object, &svc); err != nil {
-				t.Fatal(err)
-			}
+		case *corev1.Service:
+			svc := c
 			if svc.Spec.ClusterIP != corev1.ClusterIPNone || svc.Spec.Selector[LabelReplicaIndex] == "" || svc.Spec.Ports[0].Port != DefaultPort {
 				t.Errorf("%s: %+v", svc.Name, svc.Spec)
 			}

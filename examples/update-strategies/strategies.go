@@ -17,12 +17,11 @@ import (
 	"context"
 	_ "embed"
 	"encoding/base64"
-	"fmt"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // Controller is the name of the UniversalController in controller.yaml.
@@ -47,27 +46,39 @@ func OnDeleteName(parent string) string { return parent + "-ondelete" }
 func RecreateName(parent string) string { return parent + "-recreate" }
 func InPlaceName(parent string) string  { return parent + "-inplace" }
 
+// StrategyDemo is the parent, as far as the hook reads it.
+type StrategyDemo struct {
+	Spec struct {
+		Message string `json:"message"`
+	} `json:"spec"`
+}
+
 // Sync computes a StrategyDemo's children and status.
-func Sync(_ context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error) {
+func Sync(_ context.Context, req *hook.SyncRequest) (*hook.SyncResponse, error) {
 	name := req.Parent.GetName()
-	message, _, err := unstructured.NestedString(req.Parent.Object, "spec", "message")
+	demo, err := hook.Decode[StrategyDemo](req.Parent)
 	if err != nil {
-		return nil, fmt.Errorf("spec.message: %w", err)
+		return nil, err
 	}
-	return &hooks.SyncResponse{
-		Status: map[string]any{"messages": observed(req, name)},
-		Children: []*unstructured.Unstructured{
-			{Object: map[string]any{
+	messages, err := observed(req, name)
+	if err != nil {
+		return nil, err
+	}
+	message := demo.Spec.Message
+	return &hook.SyncResponse{
+		Status: map[string]any{"messages": messages},
+		Children: []any{
+			hook.Object{
 				"apiVersion": "v1", "kind": "ConfigMap",
 				"metadata": map[string]any{"name": OnDeleteName(name)},
 				"data":     map[string]any{"message": message},
-			}},
-			{Object: map[string]any{
+			},
+			hook.Object{
 				"apiVersion": "v1", "kind": "Secret",
 				"metadata": map[string]any{"name": RecreateName(name)},
 				"data":     map[string]any{"message": base64.StdEncoding.EncodeToString([]byte(message))},
-			}},
-			{Object: map[string]any{
+			},
+			hook.Object{
 				"apiVersion": "v1", "kind": "Service",
 				"metadata": map[string]any{
 					"name":        InPlaceName(name),
@@ -77,24 +88,34 @@ func Sync(_ context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error
 					"selector": map[string]any{"app": name},
 					"ports":    []any{map[string]any{"name": "http", "port": int64(80)}},
 				},
-			}},
+			},
 		},
 	}, nil
 }
 
 // observed is the message each child carries, by update strategy.
-func observed(req *hooks.SyncRequest, name string) map[string]any {
+func observed(req *hook.SyncRequest, name string) (map[string]any, error) {
 	out := map[string]any{}
-	if cm := req.Children["ConfigMap.v1"][OnDeleteName(name)]; cm != nil {
-		out["onDelete"], _, _ = unstructured.NestedString(cm.Object, "data", "message")
+	if obj := req.Children["ConfigMap.v1"][OnDeleteName(name)]; obj != nil {
+		cm, err := hook.Decode[corev1.ConfigMap](obj)
+		if err != nil {
+			return nil, err
+		}
+		out["onDelete"] = cm.Data["message"]
 	}
-	if s := req.Children["Secret.v1"][RecreateName(name)]; s != nil {
-		enc, _, _ := unstructured.NestedString(s.Object, "data", "message")
-		dec, _ := base64.StdEncoding.DecodeString(enc)
-		out["recreate"] = string(dec)
+	if obj := req.Children["Secret.v1"][RecreateName(name)]; obj != nil {
+		secret, err := hook.Decode[corev1.Secret](obj)
+		if err != nil {
+			return nil, err
+		}
+		out["recreate"] = string(secret.Data["message"])
 	}
-	if svc := req.Children["Service.v1"][InPlaceName(name)]; svc != nil {
-		out["inPlace"] = svc.GetAnnotations()[AnnotationMessage]
+	if obj := req.Children["Service.v1"][InPlaceName(name)]; obj != nil {
+		svc, err := hook.Decode[corev1.Service](obj)
+		if err != nil {
+			return nil, err
+		}
+		out["inPlace"] = svc.Annotations[AnnotationMessage]
 	}
-	return out
+	return out, nil
 }

@@ -4,22 +4,20 @@ import (
 	"encoding/base64"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
 	"universalcontroller.dev/uc/examples/internal/exampletest"
-	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 func TestSync(t *testing.T) {
-	parent := &unstructured.Unstructured{Object: map[string]any{
+	parent := hook.Object{
 		"apiVersion": "examples.universalcontroller.dev/v1alpha1", "kind": "StrategyDemo",
 		"metadata": map[string]any{"name": "d", "namespace": "ns"},
 		"spec":     map[string]any{"message": "new"},
-	}}
-	oldSecret := &unstructured.Unstructured{Object: map[string]any{"data": map[string]any{"message": base64.StdEncoding.EncodeToString([]byte("old"))}}}
-	req := &hooks.SyncRequest{Parent: parent, Children: hooks.GroupedObjects{
-		"ConfigMap.v1": {"d-ondelete": {Object: map[string]any{"data": map[string]any{"message": "old"}}}},
+	}
+	oldSecret := hook.Object{"data": map[string]any{"message": base64.StdEncoding.EncodeToString([]byte("old"))}}
+	req := &hook.SyncRequest{Parent: parent, Children: hook.GroupedObjects{
+		"ConfigMap.v1": {"d-ondelete": {"data": map[string]any{"message": "old"}}},
 		"Secret.v1":    {"d-recreate": oldSecret},
 		"Service.v1":   {},
 	}}
@@ -34,7 +32,7 @@ func TestSync(t *testing.T) {
 	}
 	kinds := map[string]string{}
 	for _, c := range resp.Children {
-		kinds[c.GetKind()] = c.GetName()
+		kinds[c.(hook.Object).GetKind()] = c.(hook.Object).GetName()
 	}
 	if kinds["ConfigMap"] != "d-ondelete" || kinds["Secret"] != "d-recreate" || kinds["Service"] != "d-inplace" {
 		t.Errorf("children = %v", kinds)

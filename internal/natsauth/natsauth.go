@@ -44,11 +44,6 @@ func HookUser(controller string) string { return "hook-" + controller }
 // name: watcher, dispatcher, applier, or run for all of them).
 func RoleInbox(command string) string { return "_INBOX.uc_" + command }
 
-// HookInbox is the inbox prefix of a controller's hook workers. The
-// controller token cannot hold a dot, so one controller's inboxes are never
-// under another's.
-func HookInbox(controller string) string { return "_INBOX.hook_" + bus.Token(controller) }
-
 // PasswordVariable is the variable the configuration reads a user's
 // password from: UC_NATS_PASSWORD_ and the user name in upper case, every
 // character other than a letter or digit an underscore
@@ -65,6 +60,9 @@ type User struct {
 	About     string // one line: who connects as it
 	Publish   []string
 	Subscribe []string
+	// Responses lets the user answer the requests it receives, on their
+	// reply subjects only (nats-server's allow_responses).
+	Responses bool
 }
 
 // allHooks are the hooks a controller may declare; each has its consumer.
@@ -111,7 +109,7 @@ func HookWorker(controller string) User {
 	u := User{
 		Name:      HookUser(controller),
 		About:     "hook workers of controller " + controller,
-		Subscribe: []string{HookInbox(controller) + ".>"},
+		Subscribe: []string{bus.HookInbox(controller) + ".>"},
 	}
 	for _, h := range allHooks {
 		u.Publish = append(u.Publish, consumerAPI(bus.RequestStream, bus.HookConsumer(controller, h))...)
@@ -137,7 +135,10 @@ func Role(role string, partitions int) (User, error) {
 		// It reads the fences, to publish again a parent whose last
 		// request was lost.
 		u.Publish = append(u.Publish, kvRead(bus.FenceBucket)...)
-		u.Subscribe = append(u.Subscribe, bus.AllResyncs(), bus.AllApplying())
+		u.Subscribe = append(u.Subscribe, bus.AllResyncs(), bus.AllApplying(), bus.AllInspects())
+		// It answers the resync requests of `uc resync` and the questions
+		// of `uc trace`.
+		u.Responses = true
 	case Dispatcher:
 		u.About = "uc dispatcher: creates the streams and the hooks' consumers, serves webhook and destination hooks"
 		for _, s := range streams {
@@ -178,6 +179,45 @@ func Role(role string, partitions int) (User, error) {
 		return User{}, fmt.Errorf("unknown role %q", role)
 	}
 	return u, nil
+}
+
+// The users of uc's commands that look into the pipeline (Inspector) and
+// steer it (Operator), and the inbox prefix both use.
+const (
+	InspectorUser = "uc-inspector"
+	OperatorUser  = "uc-operator"
+	// CLIInbox is the inbox prefix of uc trace, uc dlq and uc resync. The
+	// two users share it: the operator may read all that the inspector
+	// may, so neither reads more through the other's responses.
+	CLIInbox = "_INBOX.uc_cli"
+)
+
+// Inspector is the user of uc trace, uc dlq ls and uc dlq show: it reads
+// the streams' messages and state, the consumers', the fences and the
+// partition holds, and changes nothing.
+func Inspector() User {
+	u := User{Name: InspectorUser, Subscribe: []string{CLIInbox + ".>"},
+		About: "uc trace, uc dlq ls, uc dlq show: read the streams, the consumers, the fences and the partition holds, ask the watcher"}
+	for _, s := range streams {
+		u.Publish = append(u.Publish, streamInfo(s), "$JS.API.STREAM.MSG.GET."+s)
+	}
+	u.Publish = append(u.Publish, "$JS.API.CONSUMER.INFO."+bus.RequestStream+".>", "$JS.API.CONSUMER.INFO."+bus.ReplyStream+".>")
+	u.Publish = append(u.Publish, kvRead(bus.FenceBucket)...)
+	u.Publish = append(u.Publish, kvRead(bus.PartitionsBucket)...)
+	// It asks the watcher what it last published for a parent.
+	u.Publish = append(u.Publish, bus.AllInspects())
+	return u
+}
+
+// Operator is the user of uc dlq replay and uc resync, and of everything
+// the Inspector does: it publishes requests again and deletes the dead
+// letters it replayed, and asks the watcher for syncs.
+func Operator() User {
+	u := Inspector()
+	u.Name = OperatorUser
+	u.About = "uc dlq replay, uc resync, and what uc-inspector does: publish requests again, delete replayed dead letters, ask the watcher for syncs"
+	u.Publish = append(u.Publish, bus.RequestPrefix+".>", "$JS.API.STREAM.MSG.DELETE."+bus.DeadLetterStream, bus.AllResyncs())
+	return u
 }
 
 // Users are the users of the roles and of the hook workers of each
@@ -229,6 +269,9 @@ func Config(users []User) string {
 		fmt.Fprintf(&b, "      {\n        user: %q\n        password: $%s\n        permissions: {\n", u.Name, PasswordVariable(u.Name))
 		writeList(&b, "publish", u.Publish)
 		writeList(&b, "subscribe", u.Subscribe)
+		if u.Responses {
+			b.WriteString("          allow_responses: true\n")
+		}
 		b.WriteString("        }\n      }\n")
 	}
 	b.WriteString("    ]\n  }\n}\n")

@@ -1,9 +1,11 @@
 // Package recovery keeps a uc process up when the work on one item panics.
 // Every worker loop in uc — the watcher syncing a parent, the applier
-// applying one, a hook worker calling its hook — recovers per item, as
+// applying one, the dispatcher delivering to a hook — recovers per item, as
 // Kubernetes controllers do: the panic is logged with the item's key and the
 // stack, counted in Panics, and becomes the item's error, so the item is
-// retried with its loop's backoff and the other items go on.
+// retried with its loop's backoff and the other items go on. (The Go hook
+// SDK, sdk/go, recovers its calls the same way, on its own: a hook worker
+// does not carry uc's metrics.)
 //
 // client-go's utilruntime.HandleCrash re-panics (ReallyCrash, a process-wide
 // setting, also governs client-go's own goroutines), and
@@ -23,7 +25,7 @@ import (
 const (
 	Watcher = "watcher" // syncing a parent, or handling a customize reply
 	Applier = "applier" // applying a parent's replies
-	Hook    = "hook"    // a hook call served by the worker SDK: a bus-native worker's handler, the dispatcher's webhook and destination deliveries
+	Hook    = "hook"    // a hook call of the dispatcher: a webhook or destination delivery (recovered by the Go SDK, counted through its OnPanic)
 )
 
 // Panics counts the panics recovered, by component. uc serves it with its

@@ -86,8 +86,17 @@ func (c *Controller) IsAttachment(obj metav1.Object) bool {
 	return obj.GetAnnotations()[c.Decorator.Annotation] == c.Decorator.Name
 }
 
-// resolveDecorator turns a UniversalDecorator object into a Controller.
+// resolveDecorator turns a UniversalDecorator object into a Controller,
+// its resources resolved through discovery.
 func (r *Registry) resolveDecorator(u *unstructured.Unstructured, name string) (*Controller, error) {
+	return NewDecorator(u, name, r.Resolve, r.statusSubresource)
+}
+
+// NewDecorator turns a UniversalDecorator object (or a DecoratorController,
+// its spec the same field for field) into the Controller named name, its
+// resources resolved with resolve; statusSubresource tells whether a
+// decorated resource has a status subresource.
+func NewDecorator(u *unstructured.Unstructured, name string, resolve ResolveFunc, statusSubresource func(Resource) (bool, error)) (*Controller, error) {
 	var ud v1alpha1.UniversalDecorator
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ud); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", u.GetName(), err)
@@ -99,7 +108,7 @@ func (r *Registry) resolveDecorator(u *unstructured.Unstructured, name string) (
 		Decorator: &Decoration{Name: ud.Name, Annotation: AnnotationDecorator},
 	}
 	for i, rule := range ud.Spec.Resources {
-		d, err := r.resolveDecorated(rule)
+		d, err := resolveDecorated(rule, resolve, statusSubresource)
 		if err != nil {
 			return nil, fmt.Errorf("resources[%d]: %w", i, err)
 		}
@@ -109,7 +118,7 @@ func (r *Registry) resolveDecorator(u *unstructured.Unstructured, name string) (
 		c.Decorator.Resources = append(c.Decorator.Resources, d)
 	}
 	for i, rule := range ud.Spec.Attachments {
-		res, err := r.Resolve(rule.ResourceRule)
+		res, err := resolve(rule.ResourceRule)
 		if err != nil {
 			return nil, fmt.Errorf("attachments[%d]: %w", i, err)
 		}
@@ -125,8 +134,8 @@ func (r *Registry) resolveDecorator(u *unstructured.Unstructured, name string) (
 	return c, nil
 }
 
-func (r *Registry) resolveDecorated(rule v1alpha1.DecoratorResourceRule) (Decorated, error) {
-	res, err := r.Resolve(rule.ResourceRule)
+func resolveDecorated(rule v1alpha1.DecoratorResourceRule, resolve ResolveFunc, statusSubresource func(Resource) (bool, error)) (Decorated, error) {
+	res, err := resolve(rule.ResourceRule)
 	if err != nil {
 		return Decorated{}, err
 	}
@@ -143,7 +152,7 @@ func (r *Registry) resolveDecorated(rule v1alpha1.DecoratorResourceRule) (Decora
 			return Decorated{}, fmt.Errorf("annotationSelector: %w", err)
 		}
 	}
-	if d.StatusSubresource, err = r.statusSubresource(res); err != nil {
+	if d.StatusSubresource, err = statusSubresource(res); err != nil {
 		return Decorated{}, err
 	}
 	return d, nil

@@ -1,12 +1,19 @@
 package registry
 
 import (
+	"log/slog"
+	"slices"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	fakediscovery "k8s.io/client-go/discovery/fake"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	ktesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 )
 
 // TestInformerSetIsShared: one informer per resource type whatever the
@@ -79,5 +86,49 @@ func TestInformersDropManagedFields(t *testing.T) {
 	}
 	if v, _, _ := unstructured.NestedString(u.Object, "data", "k"); v != "v" {
 		t.Errorf("cached object lost its data: %v", u.Object)
+	}
+}
+
+// TestOwnedStaysInTheOwnersNamespace: an object in another namespace that
+// names a namespaced parent as its controller is not the parent's child;
+// a cluster-scoped parent's children are in any namespace.
+func TestOwnedStaysInTheOwnersNamespace(t *testing.T) {
+	cms := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	r := New(dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), &fakediscovery.FakeDiscovery{Fake: &ktesting.Fake{}}, slog.New(slog.DiscardHandler))
+	inf := r.Informer(cms)
+	if err := inf.AddIndexers(cache.Indexers{ownerIndex: indexByController}); err != nil {
+		t.Fatal(err)
+	}
+	child := func(namespace, name string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
+		u.SetNamespace(namespace)
+		u.SetName(name)
+		u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "Parent", Name: "p", UID: "parent-uid", Controller: ptr.To(true)}})
+		return u
+	}
+	for _, u := range []*unstructured.Unstructured{child("team-a", "mine"), child("team-b", "planted")} {
+		if err := inf.GetIndexer().Add(u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		namespace string
+		want      []string
+	}{
+		{"team-a", []string{"team-a/mine"}},
+		{"", []string{"team-a/mine", "team-b/planted"}},
+	} {
+		owned, err := r.Owned(cms, tc.namespace, "parent-uid")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, u := range owned {
+			got = append(got, u.GetNamespace()+"/"+u.GetName())
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("owned in %q: %v, want %v", tc.namespace, got, tc.want)
+		}
 	}
 }

@@ -1,10 +1,13 @@
 package registry
 
 import (
+	"fmt"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"universalcontroller.dev/uc/schemas/bus"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
 // Metacontroller's own API, served with WithMetacontrollerAPI: its
@@ -55,5 +58,33 @@ func metacontroller(resolve resolver) resolver {
 			c.Decorator.Annotation = annotationMetacontrollerDecorator
 		}
 		return c, nil
+	}
+}
+
+// ControllerOf turns a controller object as a file holds it — a
+// UniversalController, a UniversalDecorator, or one of Metacontroller's
+// CompositeControllers and DecoratorControllers — into the Controller uc
+// registers for it, under the name it has on the bus, its resources
+// resolved with resolve; statusSubresource tells whether a decorated
+// resource has a status subresource.
+func ControllerOf(u *unstructured.Unstructured, resolve ResolveFunc, statusSubresource func(Resource) (bool, error)) (*Controller, error) {
+	newController := func(u *unstructured.Unstructured, name string) (*Controller, error) {
+		return NewController(u, name, resolve)
+	}
+	newDecorator := func(u *unstructured.Unstructured, name string) (*Controller, error) {
+		return NewDecorator(u, name, resolve, statusSubresource)
+	}
+	switch gk := u.GroupVersionKind().GroupKind(); gk {
+	case schema.GroupKind{Group: v1alpha1.Group, Kind: "UniversalController"}:
+		return newController(u, u.GetName())
+	case schema.GroupKind{Group: v1alpha1.Group, Kind: "UniversalDecorator"}:
+		return newDecorator(u, bus.DecoratorController(u.GetName()))
+	case schema.GroupKind{Group: CompositeControllerResource.Group, Kind: "CompositeController"}:
+		return metacontroller(newController)(u, bus.CompositeController(u.GetName()))
+	case schema.GroupKind{Group: DecoratorControllerResource.Group, Kind: "DecoratorController"}:
+		return metacontroller(newDecorator)(u, bus.MetacontrollerDecorator(u.GetName()))
+	default:
+		return nil, fmt.Errorf("%s %q is not a controller object: a UniversalController or UniversalDecorator (%s), or a CompositeController or DecoratorController (%s)",
+			gk, u.GetName(), v1alpha1.Resource.GroupVersion(), CompositeControllerResource.GroupVersion())
 	}
 }

@@ -368,19 +368,37 @@ func (r *Registry) set(name string, old, cur *Controller) {
 	}
 }
 
-// resolve turns a UniversalController object into a Controller.
+// resolve turns a UniversalController object into a Controller, its
+// resources resolved through discovery. Its parent resource must have a
+// status subresource.
 func (r *Registry) resolve(u *unstructured.Unstructured, name string) (*Controller, error) {
+	c, err := NewController(u, name, r.Resolve)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.hasStatus(c.Parent); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// ResolveFunc resolves an apiVersion and plural resource name: Registry's
+// Resolve through discovery, or anything that knows the resources without
+// a cluster.
+type ResolveFunc func(v1alpha1.ResourceRule) (Resource, error)
+
+// NewController turns a UniversalController object (or a CompositeController,
+// its spec the same field for field) into the Controller named name, its
+// resources resolved with resolve.
+func NewController(u *unstructured.Unstructured, name string, resolve ResolveFunc) (*Controller, error) {
 	var uc v1alpha1.UniversalController
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &uc); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", u.GetName(), err)
 	}
 	c := &Controller{Name: name, Generation: uc.Generation, Spec: uc.Spec, Object: u, ParentSelector: labels.Everything()}
 	var err error
-	if c.Parent, err = r.Resolve(uc.Spec.ParentResource.ResourceRule); err != nil {
+	if c.Parent, err = resolve(uc.Spec.ParentResource.ResourceRule); err != nil {
 		return nil, fmt.Errorf("parent resource: %w", err)
-	}
-	if err := r.hasStatus(c.Parent); err != nil {
-		return nil, err
 	}
 	if sel := uc.Spec.ParentResource.LabelSelector; sel != nil {
 		if c.ParentSelector, err = metav1.LabelSelectorAsSelector(sel); err != nil {
@@ -388,7 +406,7 @@ func (r *Registry) resolve(u *unstructured.Unstructured, name string) (*Controll
 		}
 	}
 	for _, cr := range uc.Spec.ChildResources {
-		res, err := r.Resolve(cr.ResourceRule)
+		res, err := resolve(cr.ResourceRule)
 		if err != nil {
 			return nil, fmt.Errorf("child resource: %w", err)
 		}
@@ -410,23 +428,35 @@ func (r *Registry) resolve(u *unstructured.Unstructured, name string) (*Controll
 }
 
 // Resolve resolves an apiVersion and plural resource name through
-// discovery, refreshing it once when the resource is not known yet (its CRD
-// may be new).
+// discovery (see ResolveResource).
 func (r *Registry) Resolve(rule v1alpha1.ResourceRule) (Resource, error) {
+	return ResolveResource(r.mapper, rule)
+}
+
+// ResolveResource resolves an apiVersion and plural resource name with
+// mapper, resetting it once when the resource is not known yet (its CRD
+// may be new).
+func ResolveResource(mapper meta.ResettableRESTMapper, rule v1alpha1.ResourceRule) (Resource, error) {
+	res, err := ResolveWith(mapper, rule)
+	if meta.IsNoMatchError(err) {
+		mapper.Reset()
+		res, err = ResolveWith(mapper, rule)
+	}
+	return res, err
+}
+
+// ResolveWith resolves an apiVersion and plural resource name with mapper.
+func ResolveWith(mapper meta.RESTMapper, rule v1alpha1.ResourceRule) (Resource, error) {
 	gv, err := schema.ParseGroupVersion(rule.APIVersion)
 	if err != nil {
 		return Resource{}, fmt.Errorf("apiVersion %q: %w", rule.APIVersion, err)
 	}
 	gvr := gv.WithResource(rule.Resource)
-	gvk, err := r.mapper.KindFor(gvr)
-	if meta.IsNoMatchError(err) {
-		r.mapper.Reset()
-		gvk, err = r.mapper.KindFor(gvr)
-	}
+	gvk, err := mapper.KindFor(gvr)
 	if err != nil {
 		return Resource{}, fmt.Errorf("resolve %s: %w", gvr, err)
 	}
-	mapping, err := r.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
 		return Resource{}, fmt.Errorf("resolve %s: %w", gvk, err)
 	}
@@ -511,26 +541,33 @@ func (r *Registry) Orphans(gvr schema.GroupVersionResource, namespace string) ([
 	if err != nil {
 		return nil, fmt.Errorf("list orphan %s: %w", gvr.Resource, err)
 	}
+	return inNamespace(objs, namespace), nil
+}
+
+// Owned lists the objects of a child resource whose controller is owner, in
+// namespace (the owner's), or in every namespace when namespace is "". An
+// object elsewhere that names a namespaced owner is not its child — the
+// garbage collector does not honour such a reference either — and uc must
+// not act on it: whoever could write it there would steer uc's writes into
+// a namespace the parent has no say in.
+func (r *Registry) Owned(gvr schema.GroupVersionResource, namespace string, owner types.UID) ([]*unstructured.Unstructured, error) {
+	objs, err := r.Informer(gvr).GetIndexer().ByIndex(ownerIndex, string(owner))
+	if err != nil {
+		return nil, fmt.Errorf("list %s owned by %s: %w", gvr.Resource, owner, err)
+	}
+	return inNamespace(objs, namespace), nil
+}
+
+// inNamespace are the objects in namespace, or all of them when namespace
+// is "".
+func inNamespace(objs []any, namespace string) []*unstructured.Unstructured {
 	out := make([]*unstructured.Unstructured, 0, len(objs))
 	for _, o := range objs {
 		if u := o.(*unstructured.Unstructured); namespace == "" || u.GetNamespace() == namespace {
 			out = append(out, u)
 		}
 	}
-	return out, nil
-}
-
-// Owned lists the objects of a child resource whose controller is owner.
-func (r *Registry) Owned(gvr schema.GroupVersionResource, namespace string, owner types.UID) ([]*unstructured.Unstructured, error) {
-	objs, err := r.Informer(gvr).GetIndexer().ByIndex(ownerIndex, string(owner))
-	if err != nil {
-		return nil, fmt.Errorf("list %s owned by %s: %w", gvr.Resource, owner, err)
-	}
-	out := make([]*unstructured.Unstructured, 0, len(objs))
-	for _, o := range objs {
-		out = append(out, o.(*unstructured.Unstructured))
-	}
-	return out, nil
+	return out
 }
 
 // startInformers starts the informers a controller needs and waits until

@@ -25,6 +25,7 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/types"
@@ -111,6 +112,12 @@ func HookConsumer(controller, hook string) string {
 	return "hook_" + Token(controller) + "_" + hook
 }
 
+// HookInbox is the inbox prefix of a controller's hook workers: a NATS
+// user of one controller's hook workers (uc nats-config) receives responses
+// there only. The controller token cannot hold a dot, so one controller's
+// inboxes are never under another's.
+func HookInbox(controller string) string { return "_INBOX.hook_" + Token(controller) }
+
 // Durable consumers of uc's own roles on the reply stream: the appliers take
 // sync and finalize replies, one consumer per partition
 // (ApplierPartitionConsumer), the watcher customize replies.
@@ -129,16 +136,65 @@ func SameMessage(a, b jetstream.Msg) bool {
 	return errA == nil && errB == nil && ma.Sequence.Stream == mb.Sequence.Stream
 }
 
+// ParentSubjects is the filter subject of one parent's messages under
+// prefix (RequestPrefix, ReplyPrefix, DeadLetterPrefix) for hook, or for
+// every hook when hook is "*", in whatever partition: those about its
+// latest revision.
+func ParentSubjects(prefix, controller, hook string, uid types.UID) string {
+	return fmt.Sprintf("%s.%s.%s.*.%s", prefix, Token(controller), hook, uid)
+}
+
+// ControllerSubjects is the filter subject of every message of one
+// controller under prefix, or of every controller when controller is "".
+func ControllerSubjects(prefix, controller string) string {
+	if controller == "" {
+		return prefix + ".>"
+	}
+	return prefix + "." + Token(controller) + ".>"
+}
+
 // ResyncPrefix is the prefix of resync requests: core NATS messages (not
 // JetStream: a restarted watcher resyncs every parent anyway) asking the
-// watcher to sync one parent again after a delay.
+// active watcher to sync one parent again, after a delay or at once, with
+// a new request even when nothing changed. The applier sends one for a
+// reply's resyncAfterSeconds, `uc resync` one per parent it is asked to
+// sync. The body is a Resync; the subject's tokens after the controller are
+// not read. A request with a reply subject is answered with a ResyncAnswer
+// once the parent is queued.
 const ResyncPrefix = "uc.resync"
 
-// ResyncSubject is where the applier asks for one more sync of the parent.
+// ResyncSubject is where a resync request for the parent goes.
 func (a Address) ResyncSubject() string { return a.subject(ResyncPrefix) }
 
 // AllResyncs is the filter subject of every resync request.
 func AllResyncs() string { return ResyncPrefix + ".>" }
+
+// InspectPrefix is the prefix of the questions `uc trace` asks the active
+// watcher about a parent: core NATS requests, body a Resync naming the
+// parent (AfterSeconds unused), answered with a LastPublished. A request
+// leaves the bus once answered; the watcher remembers the last one it
+// published for each parent. As with a resync request, the tokens after
+// the controller are not read.
+const InspectPrefix = "uc.inspect"
+
+// InspectSubject is where to ask the watcher about the parent.
+func (a Address) InspectSubject() string { return a.subject(InspectPrefix) }
+
+// AllInspects is the filter subject of every question to the watcher.
+func AllInspects() string { return InspectPrefix + ".>" }
+
+// LastPublished is the watcher's answer about a parent: the last sync or
+// finalize request it published for it since it became active (ID empty:
+// none), or why it cannot say.
+type LastPublished struct {
+	ID              string    `json:"id,omitempty"`
+	Hook            string    `json:"hook,omitempty"`
+	Generation      int64     `json:"generation,omitempty"`
+	ResourceVersion string    `json:"resourceVersion,omitempty"`
+	Observation     int64     `json:"observation,omitempty"`
+	Published       time.Time `json:"published,omitzero"`
+	Error           string    `json:"error,omitempty"`
+}
 
 // ApplyingPrefix is the prefix of apply notices: core NATS messages from an
 // applier to the watcher, one when it starts applying a parent's replies and
@@ -169,6 +225,14 @@ type Resync struct {
 	Namespace    string  `json:"namespace,omitempty"`
 	Name         string  `json:"name"`
 	AfterSeconds float64 `json:"afterSeconds"`
+}
+
+// ResyncAnswer is the watcher's answer to a resync request that has a reply
+// subject: an empty Error once the parent is queued.
+type ResyncAnswer struct {
+	// Error says why the parent was not queued: its controller is not
+	// registered with this watcher, or the request is not a Resync.
+	Error string `json:"error,omitempty"`
 }
 
 // ControllerOf returns the controller token of a uc subject, with its dots

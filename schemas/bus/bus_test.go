@@ -18,6 +18,10 @@ func TestSubjects(t *testing.T) {
 		a.DeadLetterSubject():                   "uc.dlq.foo_example_com.sync.7.0b5c-11",
 		HookRequests("foo.example.com", "sync"): "uc.req.foo_example_com.sync.>",
 		HookConsumer("foo.example.com", "sync"): "hook_foo_example_com_sync",
+		a.ResyncSubject():                       "uc.resync.foo_example_com.sync.7.0b5c-11",
+		ParentSubjects(RequestPrefix, "foo.example.com", "*", "0b5c-11"): "uc.req.foo_example_com.*.*.0b5c-11",
+		ControllerSubjects(DeadLetterPrefix, "foo.example.com"):          "uc.dlq.foo_example_com.>",
+		ControllerSubjects(DeadLetterPrefix, ""):                         "uc.dlq.>",
 	} {
 		if got != want {
 			t.Errorf("got %q, want %q", got, want)

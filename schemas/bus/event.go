@@ -25,8 +25,25 @@ func ResponseType(hook string) string { return typePrefix + hook + ".response" }
 
 // FailureType is the CloudEvent type published on a reply subject, in place
 // of a reply, when a hook could not be served within the maximum deliveries.
-// Its data is a hooks.Failure. The applier reports it on the parent.
+// Its data is a Failure. The applier reports it on the parent.
 func FailureType(hook string) string { return typePrefix + hook + ".failure" }
+
+// Failure says why a hook could not be served. It travels on the reply
+// subject, as a CloudEvent of type FailureType: once when the first
+// delivery of a request failed and it will be tried again (Retrying), so
+// that the parent says so at once, and after the request reached its
+// maximum deliveries and went to the dead-letter stream.
+type Failure struct {
+	// Reason is a CamelCase word: Timeout, HTTPError, InvalidReply, WorkerError…
+	Reason string `json:"reason"`
+	// Message is for humans: the status code, the timeout, the error.
+	Message string `json:"message"`
+	// Deliveries is how many times the request was tried.
+	Deliveries int `json:"deliveries"`
+	// Retrying says the request will be tried again: the failure is
+	// reported, and a later reply replaces the report.
+	Retrying bool `json:"retrying,omitempty"`
+}
 
 // CloudEvent extension attributes carried by every request and reply. A
 // reply copies them from its request and adds ExtRequestID.
@@ -98,6 +115,12 @@ func (m Meta) Key() string {
 		return m.Name
 	}
 	return m.Namespace + "/" + m.Name
+}
+
+// LogArgs name the parent in a log line: its controller, namespace/name
+// and uid, as slog key-value pairs.
+func (m Meta) LogArgs() []any {
+	return []any{"controller", m.Controller, "parent", m.Key(), "uid", m.ParentUID}
 }
 
 // SetOn writes m into the event's extensions.

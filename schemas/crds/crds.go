@@ -74,6 +74,12 @@ func Install(ctx context.Context, cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
+	return InstallDefinitions(ctx, cfg, crds...)
+}
+
+// InstallDefinitions creates or updates CustomResourceDefinitions, uc's or
+// others' (a test's), and waits until each is Established, as Install.
+func InstallDefinitions(ctx context.Context, cfg *rest.Config, crds ...*apiextensionsv1.CustomResourceDefinition) error {
 	cs, err := clientset.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("crds: %w", err)

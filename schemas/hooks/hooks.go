@@ -73,6 +73,14 @@ type SyncResponse struct {
 	ResyncAfterSeconds float64 `json:"resyncAfterSeconds,omitempty"`
 	// Finalized, in a finalize reply, lets the parent go.
 	Finalized bool `json:"finalized,omitempty"`
+	// Events are recorded on the parent.
+	Events []Event `json:"events,omitempty"`
+	// Conditions are set in the parent's status.conditions, where its
+	// status schema admits conditions. They are the hook's: a reply with a
+	// status replaces the parent's status, and with it the conditions the
+	// reply no longer sends; a reply without one sets its conditions in
+	// the parent's status as it is, and leaves the others there.
+	Conditions []Condition `json:"conditions,omitempty"`
 }
 
 // CustomizeRequest is the request of the customize hook.
@@ -112,29 +120,16 @@ func (r *CustomizeResponse) Validate() error {
 	return nil
 }
 
-// Failure says why a hook could not be served. It travels on the reply
-// subject, as a CloudEvent of type bus.FailureType: once when the first
-// delivery of a request failed and it will be tried again (Retrying), so
-// that the parent says so at once, and after the request reached its
-// maximum deliveries and went to the dead-letter stream.
-type Failure struct {
-	// Reason is a CamelCase word: Timeout, HTTPError, InvalidReply, WorkerError…
-	Reason string `json:"reason"`
-	// Message is for humans: the status code, the timeout, the error.
-	Message string `json:"message"`
-	// Deliveries is how many times the request was tried.
-	Deliveries int `json:"deliveries"`
-	// Retrying says the request will be tried again: the failure is
-	// reported, and a later reply replaces the report.
-	Retrying bool `json:"retrying,omitempty"`
-}
-
 // Validate checks what can be checked of a sync reply without the cluster:
-// resyncAfterSeconds is not negative, and every child has an apiVersion, a
-// kind and a name.
+// resyncAfterSeconds is not negative, every event and condition is one uc
+// can record or set (see validateEvents and validateConditions), and every
+// child has an apiVersion, a kind and a name.
 func (r *SyncResponse) Validate() error {
 	if r.ResyncAfterSeconds < 0 {
 		return fmt.Errorf("resyncAfterSeconds is negative (%g)", r.ResyncAfterSeconds)
+	}
+	if err := append(validateEvents(r.Events), validateConditions(r.Conditions)...).ToAggregate(); err != nil {
+		return err
 	}
 	return validateObjects("children", r.Children)
 }

@@ -19,6 +19,7 @@ import (
 	"universalcontroller.dev/uc/examples/foo"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // tracer makes the spans of the watcher's publish and the worker's call:
@@ -119,11 +120,7 @@ func TestBusRoundTrip(t *testing.T) {
 		answer func(*event.Event) any
 	}{
 		{hooks.Sync, syncRequest(t, "v1", false, deployment), func(e *event.Event) any {
-			var req hooks.SyncRequest
-			if err := e.DataAs(&req); err != nil {
-				t.Fatal(err)
-			}
-			resp, err := foo.Sync(context.Background(), &req)
+			resp, err := hook.Sync(foo.Sync).Handle(context.Background(), e.Data())
 			if err != nil {
 				t.Fatal(err)
 			}

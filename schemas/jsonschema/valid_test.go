@@ -18,6 +18,7 @@ import (
 	"universalcontroller.dev/uc/examples/foo"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // fromYAML reads a manifest and adds what the apiserver would: a UID, a
@@ -118,10 +119,12 @@ func eventData(t *testing.T, v any) []byte {
 func TestGoValuesAreValid(t *testing.T) {
 	parent := fooParent(t)
 	deployment := observedDeployment(t, parent)
-	reply, err := foo.Sync(context.Background(), syncRequest(t, "v1", false, deployment))
+	// The Foo example's reply, through the Go SDK as a worker serves it.
+	served, err := hook.Sync(foo.Sync).Handle(context.Background(), eventData(t, syncRequest(t, "v1", false, deployment)))
 	if err != nil {
 		t.Fatal(err)
 	}
+	reply := served.(*hook.SyncResponse)
 	related := syncRequest(t, "v2", false, deployment)
 	cm := &unstructured.Unstructured{}
 	cm.SetAPIVersion("v1")
@@ -146,11 +149,16 @@ func TestGoValuesAreValid(t *testing.T) {
 		{"sync request, v2 keys and related", bus.RequestType(hooks.Sync), related},
 		{"finalize request", bus.RequestType(hooks.Finalize), syncRequest(t, "v1", true, deployment)},
 		{"foo sync response", bus.ResponseType(hooks.Sync), reply},
-		{"sync response, resync", bus.ResponseType(hooks.Sync), &hooks.SyncResponse{
+		{"sync response, resync", bus.ResponseType(hooks.Sync), &hook.SyncResponse{
 			Status: map[string]any{"phase": "Waiting"}, Children: reply.Children, ResyncAfterSeconds: 2.5}},
 		{"sync response, no children (null)", bus.ResponseType(hooks.Sync), &hooks.SyncResponse{}},
+		{"sync response, events and conditions", bus.ResponseType(hooks.Sync), &hook.SyncResponse{
+			Children: reply.Children,
+			Events:   []hook.Event{{Type: "Warning", Reason: "LowDisk", Message: "95% full"}, {Type: "Normal", Reason: "Scaled"}},
+			Conditions: []hook.Condition{{Type: "Ready", Status: "True", Reason: "AllUp", Message: "3/3"},
+				{Type: "example.com/Degraded", Status: "Unknown", Reason: "Probing"}}}},
 		{"finalize response", bus.ResponseType(hooks.Finalize), &hooks.SyncResponse{Finalized: true}},
-		{"finalize response, children", bus.ResponseType(hooks.Finalize), &hooks.SyncResponse{
+		{"finalize response, children", bus.ResponseType(hooks.Finalize), &hook.SyncResponse{
 			Status: map[string]any{"availableReplicas": 0}, Children: reply.Children, Finalized: false}},
 		{"customize request", bus.RequestType(hooks.Customize), &hooks.CustomizeRequest{
 			Controller: fooController(t), Parent: parent}},

@@ -104,6 +104,8 @@ func failures(err error) []string {
 				f += " " + strings.Join(k.Missing, ",")
 			case *kind.AdditionalProperties:
 				f += " " + strings.Join(k.Properties, ",")
+			case *kind.Not: // its keyword path is empty
+				f += "not"
 			}
 			out = append(out, f)
 		}

@@ -12,9 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/examples/fanout"
 	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // countingHook serves the Fanout hook, counting its calls and remembering
@@ -33,7 +33,7 @@ func newCountingHook() *countingHook {
 func (h *countingHook) Hook() string { return hooks.Sync }
 
 func (h *countingHook) Handle(ctx context.Context, data []byte) (any, error) {
-	var req hooks.SyncRequest
+	var req hook.SyncRequest
 	if err := json.Unmarshal(data, &req); err != nil {
 		return nil, fmt.Errorf("decode request: %w", err)
 	}
@@ -84,13 +84,13 @@ type workers struct {
 	wg     sync.WaitGroup
 }
 
-func serveHook(ctx context.Context, u *ucProcess, h worker.Handler, controllers ...string) *workers {
+func serveHook(ctx context.Context, u *ucProcess, h hook.Handler, controllers ...string) *workers {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &workers{cancel: cancel}
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	for _, c := range controllers {
 		w.wg.Go(func() {
-			err := worker.Serve(ctx, u.js, c, h, worker.WithLogger(quiet))
+			err := hook.Serve(ctx, u.js, c, h, hook.WithLogger(quiet))
 			if err != nil && !errors.Is(err, context.Canceled) {
 				logf("hook worker of %s: %v", c, err)
 			}

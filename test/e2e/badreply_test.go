@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // barHook replies as the parent's spec.mode says: "good" gives one
@@ -98,7 +98,7 @@ func configMapMode(ctx context.Context, ns, name string) (string, string, error)
 func TestBadRepliesAreRejectedWhole(t *testing.T) {
 	ctx := t.Context()
 	go func() {
-		if err := worker.Serve(ctx, env.js, "bar-controller", barHook{}); err != nil && ctx.Err() == nil {
+		if err := hook.Serve(ctx, env.js, "bar-controller", barHook{}); err != nil && ctx.Err() == nil {
 			t.Errorf("bar worker: %v", err)
 		}
 	}()

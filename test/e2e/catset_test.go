@@ -21,9 +21,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"universalcontroller.dev/uc/applier"
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/examples/catset"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // podTracker follows a namespace's Pods: which are available, in which
@@ -210,7 +210,7 @@ func TestExampleCatSet(t *testing.T) {
 	ctx := t.Context()
 	ns := namespace(t)
 	logEventsOnFailure(t, ns)
-	installExample(t, "examples/catset", catset.GVR, catset.Controller, nil, worker.Sync(catset.Sync), worker.Finalize(catset.Finalize))
+	installExample(t, "examples/catset", catset.GVR, catset.Controller, nil, hook.Sync(catset.Sync), hook.Finalize(catset.Finalize))
 	logHookSize(t, "CatSet", "examples/catset")
 	createVolumes(t, ns, 5)
 	tr := trackPods(t, ns)

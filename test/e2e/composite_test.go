@@ -27,8 +27,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 var compositeGVR = schema.GroupVersionResource{Group: "e2e.universalcontroller.dev", Version: "v1", Resource: "composites"}
@@ -67,8 +67,8 @@ func hookSawLatest(ctx context.Context, rec *recorder, ns, name string) error {
 }
 
 // handler serves fn as the hook, recording every call before it runs.
-func (r *recorder) handler(hook string, fn func(context.Context, *hooks.SyncRequest) (any, error)) worker.Handler {
-	return recordingHandler{hook, r, fn}
+func (r *recorder) handler(name string, fn func(context.Context, *hooks.SyncRequest) (any, error)) hook.Handler {
+	return recordingHandler{name, r, fn}
 }
 
 type recordingHandler struct {
@@ -105,14 +105,15 @@ func (r *recorder) of(namespace, name string) []hookCall {
 
 func (r *recorder) count(namespace, name string) int { return len(r.of(namespace, name)) }
 
-// typed adapts a SyncFunc to recorder.handler.
-func typed(fn worker.SyncFunc) func(context.Context, *hooks.SyncRequest) (any, error) {
+// typed adapts an SDK's SyncFunc (an example's hook) to recorder.handler:
+// fn gets the request as the SDK decodes it.
+func typed(fn hook.SyncFunc) func(context.Context, *hooks.SyncRequest) (any, error) {
 	return func(ctx context.Context, req *hooks.SyncRequest) (any, error) {
-		resp, err := fn(ctx, req)
+		data, err := json.Marshal(req)
 		if err != nil {
 			return nil, err
 		}
-		return resp, nil
+		return hook.Sync(fn).Handle(ctx, data)
 	}
 }
 
@@ -122,9 +123,19 @@ func typed(fn worker.SyncFunc) func(context.Context, *hooks.SyncRequest) (any, e
 // the hook's calls.
 func registerComposite(t *testing.T, name string, edit func(spec map[string]any)) *recorder {
 	t.Helper()
-	installCRD(t, "test/e2e/testdata/composite-crd.yaml", compositeGVR)
 	rec := newRecorder()
-	serveHooks(t, name, rec.handler(hooks.Sync, echo))
+	registerCompositeWith(t, name, rec.handler(hooks.Sync, echo), edit)
+	return rec
+}
+
+// registerCompositeWith registers a copy of
+// testdata/composite-controller.yaml named name, for the Composites
+// labelled with that name, changed by edit, and serves its sync hook with
+// sync.
+func registerCompositeWith(t *testing.T, name string, sync hook.Handler, edit func(spec map[string]any)) {
+	t.Helper()
+	installCRD(t, "test/e2e/testdata/composite-crd.yaml", compositeGVR)
+	serveHooks(t, name, sync)
 	registerManifest(t, "test/e2e/testdata/composite-controller.yaml", func(u *unstructured.Unstructured) {
 		u.SetName(name)
 		_ = unstructured.SetNestedField(u.Object, name, "spec", "parentResource", "labelSelector", "matchLabels", controllerLabel)
@@ -134,7 +145,6 @@ func registerComposite(t *testing.T, name string, edit func(spec map[string]any)
 			u.Object["spec"] = spec
 		}
 	})
-	return rec
 }
 
 // echo is the Composites' sync hook: it replies what the parent's spec says.
@@ -615,7 +625,9 @@ func TestCompositeResyncs(t *testing.T) {
 
 // TestCompositeRemovedFieldIsRemoved: a field, label or annotation dropped
 // from the desired child is removed from the cluster object (InPlace), and
-// the child is the same object.
+// the child is the same object — also when the child, created by uc, was
+// updated before without dropping anything (uc moves the fields it created
+// to its server-side apply only when one is dropped).
 func TestCompositeRemovedFieldIsRemoved(t *testing.T) {
 	ctx := t.Context()
 	const ctl = "e2e-removedfield"
@@ -631,6 +643,16 @@ func TestCompositeRemovedFieldIsRemoved(t *testing.T) {
 			err = fmt.Errorf("data %v", c.Data)
 		}
 		first = c
+		return err
+	})
+	changed := cm("c", map[string]any{"app": "c", "extra": "yes"}, map[string]any{"keep": "2", "drop": "2"})
+	_ = unstructured.SetNestedField(changed, map[string]any{"note": "dropped later"}, "metadata", "annotations")
+	patchComposite(t, ns, "p", map[string]any{"spec": map[string]any{"children": []any{changed}}})
+	eventually(t, time.Minute, func() error {
+		c, err := getConfigMap(ctx, ns, "c")
+		if err == nil && c.Data["keep"] != "2" {
+			err = fmt.Errorf("data %v", c.Data)
+		}
 		return err
 	})
 	patchComposite(t, ns, "p", map[string]any{"spec": map[string]any{"children": []any{

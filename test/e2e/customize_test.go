@@ -14,9 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	propagation "universalcontroller.dev/uc/examples/configmap-propagation"
-	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 var propagationGVR = schema.GroupVersionResource{Group: "examples.universalcontroller.dev", Version: "v1", Resource: "configmappropagations"}
@@ -29,17 +28,17 @@ var propagationGVR = schema.GroupVersionResource{Group: "examples.universalcontr
 func TestConfigMapPropagation(t *testing.T) {
 	ctx := t.Context()
 	var customizeCalls atomic.Int32
-	customize := func(ctx context.Context, req *hooks.CustomizeRequest) (*hooks.CustomizeResponse, error) {
+	customize := func(ctx context.Context, req *hook.CustomizeRequest) (*hook.CustomizeResponse, error) {
 		customizeCalls.Add(1)
 		resp, err := propagation.Customize(ctx, req)
 		if req.Parent.GetName() == "bad" {
-			resp.RelatedResources[0].LabelSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}}
+			resp.RelatedResources[0].LabelSelector = &hook.LabelSelector{MatchLabels: map[string]string{"a": "b"}}
 		}
 		return resp, err
 	}
-	for _, h := range []worker.Handler{worker.Customize(customize), worker.Sync(propagation.Sync)} {
+	for _, h := range []hook.Handler{hook.Customize(customize), hook.Sync(propagation.Sync)} {
 		go func() {
-			if err := worker.Serve(ctx, env.js, propagation.Controller, h); err != nil && ctx.Err() == nil {
+			if err := hook.Serve(ctx, env.js, propagation.Controller, h); err != nil && ctx.Err() == nil {
 				t.Errorf("worker: %v", err)
 			}
 		}()

@@ -30,12 +30,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	servicepp "universalcontroller.dev/uc/examples/service-per-pod"
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 var (
@@ -64,8 +64,8 @@ func newDecoratorCalls() *decoratorCalls {
 
 // record wraps fn: every call is recorded, then waits while its object is
 // held, then runs fn.
-func (c *decoratorCalls) record(fn worker.DecoratorFunc) worker.DecoratorFunc {
-	return func(ctx context.Context, req *hooks.DecoratorRequest) (*hooks.DecoratorResponse, error) {
+func (c *decoratorCalls) record(fn hook.DecoratorFunc) hook.DecoratorFunc {
+	return func(ctx context.Context, req *hook.DecoratorRequest) (*hook.DecoratorResponse, error) {
 		call := decoratorCall{finalizing: req.Finalizing, attachments: map[string][]string{}}
 		for group, objs := range req.Attachments {
 			call.attachments[group] = slices.Sorted(maps.Keys(objs))
@@ -119,16 +119,17 @@ func (c *decoratorCalls) sawAttachment(namespace, name, group, key string) error
 
 // echoDecoration is the Decoratees' hook: it replies the object's
 // spec.replies.<decorator name>, as it is.
-func echoDecoration(_ context.Context, req *hooks.DecoratorRequest) (*hooks.DecoratorResponse, error) {
-	reply, _, _ := unstructured.NestedFieldNoCopy(req.Object.Object, "spec", "replies", req.Controller.GetName())
-	b, err := json.Marshal(reply)
+func echoDecoration(_ context.Context, req *hook.DecoratorRequest) (*hook.DecoratorResponse, error) {
+	type decoratee struct {
+		Spec struct {
+			Replies map[string]hook.DecoratorResponse `json:"replies"`
+		} `json:"spec"`
+	}
+	d, err := hook.Decode[decoratee](req.Object)
 	if err != nil {
 		return nil, err
 	}
-	var resp hooks.DecoratorResponse
-	if err := json.Unmarshal(b, &resp); err != nil {
-		return nil, err
-	}
+	resp := d.Spec.Replies[req.Controller.GetName()]
 	return &resp, nil
 }
 
@@ -218,9 +219,9 @@ func TestDecoratorServicePerPod(t *testing.T) {
 	ns := namespace(t)
 	calls := newDecoratorCalls()
 	serveHooks(t, bus.DecoratorController(servicepp.ServicePerPod),
-		worker.DecoratorSync(calls.record(servicepp.SyncServicePerPod)),
-		worker.DecoratorFinalize(calls.record(servicepp.FinalizeServicePerPod)))
-	serveHooks(t, bus.DecoratorController(servicepp.PodNameLabel), worker.DecoratorSync(servicepp.SyncPodNameLabel))
+		hook.DecoratorSync(calls.record(servicepp.SyncServicePerPod)),
+		hook.DecoratorFinalize(calls.record(servicepp.FinalizeServicePerPod)))
+	serveHooks(t, bus.DecoratorController(servicepp.PodNameLabel), hook.DecoratorSync(servicepp.SyncPodNameLabel))
 	registerManifest(t, "examples/service-per-pod/decorators.yaml", nil)
 	for _, name := range []string{servicepp.ServicePerPod, servicepp.PodNameLabel} {
 		eventually(t, time.Minute, func() error { return decoratorReady(ctx, name, "True", "running") })
@@ -315,30 +316,33 @@ func TestDecoratorClusterScopedObject(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	customize := func(context.Context, *hooks.CustomizeRequest) (*hooks.CustomizeResponse, error) {
-		return &hooks.CustomizeResponse{RelatedResources: []hooks.RelatedResourceRule{
+	customize := func(context.Context, *hook.CustomizeRequest) (*hook.CustomizeResponse, error) {
+		return &hook.CustomizeResponse{RelatedResources: []hook.RelatedResourceRule{
 			{APIVersion: "v1", Resource: "configmaps", Namespace: templates, Names: []string{"welcome-template"}}}}, nil
 	}
 	calls := newDecoratorCalls()
-	sync := func(_ context.Context, req *hooks.DecoratorRequest) (*hooks.DecoratorResponse, error) {
+	sync := func(_ context.Context, req *hook.DecoratorRequest) (*hook.DecoratorResponse, error) {
 		ns, welcomed := req.Object.GetName(), "true"
 		// v1, a cluster-scoped object: namespaced objects keyed
 		// namespace/name.
-		template := req.Related[hooks.GroupKey("ConfigMap", "v1")][templates+"/welcome-template"]
+		template := req.Related[hook.GroupKey("ConfigMap", "v1")][templates+"/welcome-template"]
 		if template == nil {
 			return nil, fmt.Errorf("the template is not among the related objects: %v", req.Related)
 		}
-		greeting, _, _ := unstructured.NestedString(template.Object, "data", "greeting")
-		return &hooks.DecoratorResponse{
+		cm, err := hook.Decode[corev1.ConfigMap](template)
+		if err != nil {
+			return nil, err
+		}
+		return &hook.DecoratorResponse{
 			Annotations: map[string]*string{"e2e.universalcontroller.dev/welcomed": &welcomed},
-			Attachments: []*unstructured.Unstructured{{Object: map[string]any{
+			Attachments: []any{hook.Object{
 				"apiVersion": "v1", "kind": "ConfigMap",
 				"metadata": map[string]any{"name": "welcome", "namespace": ns},
-				"data":     map[string]any{"namespace": ns, "greeting": greeting},
-			}}},
+				"data":     map[string]any{"namespace": ns, "greeting": cm.Data["greeting"]},
+			}},
 		}, nil
 	}
-	serveHooks(t, bus.DecoratorController(name), worker.Customize(customize), worker.DecoratorSync(calls.record(sync)))
+	serveHooks(t, bus.DecoratorController(name), hook.Customize(customize), hook.DecoratorSync(calls.record(sync)))
 	registerDecorator(t, name, map[string]any{
 		"resources": []any{map[string]any{"apiVersion": "v1", "resource": "namespaces",
 			"labelSelector": map[string]any{"matchLabels": map[string]any{label: "yes"}}}},
@@ -397,7 +401,7 @@ func TestDecoratorClusterScopedObject(t *testing.T) {
 func TestDecoratorOnCRDs(t *testing.T) {
 	ctx := t.Context()
 	const name, label = "e2e-crd-reader", "e2e.universalcontroller.dev/reader-role"
-	serveHooks(t, bus.DecoratorController(name), worker.DecoratorSync(func(_ context.Context, req *hooks.DecoratorRequest) (*hooks.DecoratorResponse, error) {
+	serveHooks(t, bus.DecoratorController(name), hook.Func(hooks.Sync, func(_ context.Context, req *hooks.DecoratorRequest) (*hooks.DecoratorResponse, error) {
 		group, _, _ := unstructured.NestedString(req.Object.Object, "spec", "group")
 		plural, _, _ := unstructured.NestedString(req.Object.Object, "spec", "names", "plural")
 		role := req.Object.GetName() + "-reader"
@@ -473,7 +477,7 @@ func TestDecoratorHookVersions(t *testing.T) {
 	for _, version := range []string{"v1", "v2"} {
 		name := "e2e-hook-" + version
 		calls[name] = newDecoratorCalls()
-		serveHooks(t, bus.DecoratorController(name), worker.DecoratorSync(calls[name].record(echoDecoration)))
+		serveHooks(t, bus.DecoratorController(name), hook.DecoratorSync(calls[name].record(echoDecoration)))
 		registerDecorator(t, name, map[string]any{
 			"resources":   decorateesOf(label),
 			"attachments": configMapAttachments,
@@ -577,7 +581,7 @@ func TestDecoratorBadInput(t *testing.T) {
 	installCRD(t, "test/e2e/testdata/decoratee-crd.yaml", decorateeGVR)
 	const name, label = "e2e-bad", "e2e.universalcontroller.dev/bad"
 	calls := newDecoratorCalls()
-	serveHooks(t, bus.DecoratorController(name), worker.DecoratorSync(calls.record(echoDecoration)))
+	serveHooks(t, bus.DecoratorController(name), hook.DecoratorSync(calls.record(echoDecoration)))
 	registerDecorator(t, name, map[string]any{
 		"resources":   decorateesOf(label),
 		"attachments": configMapAttachments,
@@ -621,7 +625,7 @@ func TestDecoratorBadInput(t *testing.T) {
 		// does not: the decorator runs for none of them, so a Decoratee
 		// the first resource selects is left alone until the spec is fixed.
 		const partly, partlyLabel = "e2e-partly", "e2e.universalcontroller.dev/partly"
-		serveHooks(t, bus.DecoratorController(partly), worker.DecoratorSync(echoDecoration))
+		serveHooks(t, bus.DecoratorController(partly), hook.DecoratorSync(echoDecoration))
 		nowhere := map[string]any{"apiVersion": "nowhere.e2e.universalcontroller.dev/v1", "resource": "widgets"}
 		createClusterScoped(t, v1alpha1.DecoratorResource, &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "universalcontroller.dev/v1alpha1", "kind": "UniversalDecorator",

@@ -10,10 +10,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // deadLetterReason is the failure reason of the parent's last dead-lettered
@@ -28,7 +28,7 @@ func deadLetterReason(ctx context.Context, controller string, parent *unstructur
 	if err != nil {
 		return "", fmt.Errorf("dead letter of %s: %w", parent.GetName(), err)
 	}
-	return msg.Header.Get(worker.HeaderFailureReason), nil
+	return msg.Header.Get(hook.HeaderFailureReason), nil
 }
 
 // TestDeliveryDeadLetter: a hook that times out, or answers 500, is tried
@@ -43,8 +43,8 @@ func TestDeliveryDeadLetter(t *testing.T) {
 	registerEchoController(t, controller, v1alpha1.Hook{Webhook: &v1alpha1.Webhook{URL: &srv.URL}, Delivery: fastDelivery(time.Second)})
 	ns := namespace(t)
 	for _, tc := range []struct{ mode, reason, want string }{
-		{"hang", worker.ReasonTimeout, "after 3 deliveries: Timeout: no reply within 1s"},
-		{"fail", worker.ReasonHTTPError, `after 3 deliveries: HTTPError: POST ` + srv.URL + `: 500 Internal Server Error: "echo hook is broken"`},
+		{"hang", hook.ReasonTimeout, "after 3 deliveries: Timeout: no reply within 1s"},
+		{"fail", hook.ReasonHTTPError, `after 3 deliveries: HTTPError: POST ` + srv.URL + `: 500 Internal Server Error: "echo hook is broken"`},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			ctx := t.Context()
@@ -58,30 +58,8 @@ func TestDeliveryDeadLetter(t *testing.T) {
 
 			setEcho(t, ns, name, "v2", tc.mode)
 			eventually(t, time.Minute, func() error { return hookFailed(ctx, ns, name, tc.want) })
-			eventually(t, 10*time.Second, func() error {
-				reason, err := deadLetterReason(ctx, controller, echo)
-				if err == nil && reason != tc.reason {
-					err = fmt.Errorf("dead letter reason %q, want %q", reason, tc.reason)
-				}
-				return err
-			})
-			// The deliveries of the dead-lettered request: a call for v1 (a
-			// status event of the last sync) may still come after the spec
-			// changed, and the failure reported on the parent's status at
-			// the first failed call makes a new request.
-			calls := deliveries(h.callsOf(name), tc.mode)
-			if len(calls) < 3 {
-				t.Fatalf("%d calls, want 3 before the dead letter", len(calls))
-			}
-			// Each retry waits the backoff (200ms, then 400ms, less up to
-			// half of it as jitter) after the failed call.
-			for i, least := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond} {
-				gap := calls[i+1].Sub(calls[i])
-				t.Logf("retry %d came %s after the call before", i+1, gap.Round(time.Millisecond))
-				if gap < least {
-					t.Errorf("retry %d came %s after the call before, want at least %s", i+1, gap, least)
-				}
-			}
+			eventually(t, 10*time.Second, func() error { return deadLettered(ctx, controller, echo, tc.reason) })
+			checkRetries(t, h.callsOf(name), tc.mode)
 			if got, err := env.kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{}); err != nil || got.ResourceVersion != cm.ResourceVersion {
 				t.Fatalf("the failing hook changed the child: %v (err %v)", got.Data, err)
 			}
@@ -116,6 +94,38 @@ func TestDeliveryFailureReportedAtOnce(t *testing.T) {
 	})
 	setEcho(t, ns, "flaky", "v3", "")
 	eventually(t, time.Minute, func() error { return echoSynced(ctx, ns, "flaky", controller, "v3") })
+}
+
+// deadLettered checks that the parent's last dead-lettered sync request
+// failed for reason.
+func deadLettered(ctx context.Context, controller string, parent *unstructured.Unstructured, reason string) error {
+	got, err := deadLetterReason(ctx, controller, parent)
+	if err == nil && got != reason {
+		err = fmt.Errorf("dead letter reason %q, want %q", got, reason)
+	}
+	return err
+}
+
+// checkRetries checks that the request in mode that was dead-lettered
+// after fastDelivery's 3 deliveries had them, each retry after the
+// backoff: 200ms, then 400ms, less up to half of it as jitter.
+func checkRetries(t *testing.T, calls []echoCall, mode string) {
+	t.Helper()
+	// The deliveries of the dead-lettered request: a call for the message
+	// before (a status event of the last sync) may still come after the
+	// spec changed, and the failure reported on the parent's status at the
+	// first failed call makes a new request.
+	times := deliveries(calls, mode)
+	if len(times) < 3 {
+		t.Fatalf("%d calls, want 3 before the dead letter", len(times))
+	}
+	for i, least := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond} {
+		gap := times[i+1].Sub(times[i])
+		t.Logf("retry %d came %s after the call before", i+1, gap.Round(time.Millisecond))
+		if gap < least {
+			t.Errorf("retry %d came %s after the call before, want at least %s", i+1, gap, least)
+		}
+	}
 }
 
 // deliveries are the call times of the request in mode that had the most

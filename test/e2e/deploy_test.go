@@ -40,12 +40,12 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/examples/foo"
 	"universalcontroller.dev/uc/internal/natsauth"
+	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/crds"
-	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
+	hook "universalcontroller.dev/uc/sdk/go"
 	"universalcontroller.dev/uc/test/testbed"
 )
 
@@ -94,17 +94,21 @@ func TestDeploy(t *testing.T) {
 // deployManifests are the objects `kubectl kustomize deploy/` prints.
 type deployManifests struct{ objs []*unstructured.Unstructured }
 
-func deployBuild(t *testing.T) *deployManifests {
-	out, err := deployKubectl(t, nil, "kustomize", "deploy")
+func deployBuild(t *testing.T) *deployManifests { return deployBuildDir(t, "deploy") }
+
+// deployBuildDir builds the kustomization in dir (absolute, or relative to
+// the repository).
+func deployBuildDir(t *testing.T, dir string) *deployManifests {
+	out, err := deployKubectl(t, nil, "kustomize", dir)
 	if err != nil {
-		t.Fatalf("kubectl kustomize deploy: %v", err)
+		t.Fatalf("kubectl kustomize %s: %v", dir, err)
 	}
 	objs, err := deployDecode([]byte(out))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(objs) == 0 {
-		t.Fatal("kubectl kustomize deploy printed no objects")
+		t.Fatalf("kubectl kustomize %s printed no objects", dir)
 	}
 	return &deployManifests{objs: objs}
 }
@@ -858,25 +862,25 @@ func deployRoleProcesses(t *testing.T, m *deployManifests) {
 
 	// A hook worker on the manifests' NATS: the Foo example's sync hook, and
 	// a finalize hook that lets go at once.
-	hookUser := worker.Connection{URL: natsURL, User: natsauth.HookUser(deployGadgetUC), Password: hookPassword,
-		InboxPrefix: natsauth.HookInbox(deployGadgetUC)}
+	hookUser := bus.Connection{URL: natsURL, User: natsauth.HookUser(deployGadgetUC), Password: hookPassword,
+		InboxPrefix: bus.HookInbox(deployGadgetUC)}
 	js := jetStreamAs(t, hookUser, "gadget-worker")
 	var finalized sync.Map
 	wctx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
 	var workers sync.WaitGroup
 	t.Cleanup(func() { stopWorkers(); workers.Wait() })
-	for _, h := range []worker.Handler{
-		worker.Sync(foo.Sync),
-		worker.Finalize(func(_ context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error) {
+	for _, h := range []hook.Handler{
+		hook.Sync(foo.Sync),
+		hook.Finalize(func(_ context.Context, req *hook.SyncRequest) (*hook.SyncResponse, error) {
 			finalized.Store(req.Parent.GetName(), true)
-			return &hooks.SyncResponse{Finalized: true}, nil
+			return &hook.SyncResponse{Finalized: true}, nil
 		}),
 	} {
 		workers.Add(1)
 		go func() { // restarted on error, as a worker's Deployment would be
 			defer workers.Done()
 			for {
-				err := worker.Serve(wctx, js, deployGadgetUC, h)
+				err := hook.Serve(wctx, js, deployGadgetUC, h)
 				if wctx.Err() != nil {
 					return
 				}

@@ -18,8 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 var (
@@ -173,7 +173,7 @@ func TestDryRunsOnlyWhereSomethingCouldRefuse(t *testing.T) {
 	ctx := t.Context()
 	installCRD(t, "test/e2e/testdata/crate-crds.yaml", crateGVR)
 	installCRD(t, "test/e2e/testdata/crate-crds.yaml", gizmoGVR)
-	serveHooks(t, "crate-controller", worker.Sync(crateSync))
+	serveHooks(t, "crate-controller", hook.Func(hooks.Sync, crateSync))
 	registerManifest(t, "test/e2e/testdata/crate-controller.yaml", nil)
 	ns := namespace(t)
 	policed := extraNamespace(t, ns+"-policed")

@@ -81,8 +81,10 @@ func runExecExample(t *testing.T, dir, resource, sample, controller, interpreter
 
 // TestExamplePythonWorker: examples/python-worker, a Python hook of a few
 // lines on the standard library, served by `uc worker -- python3 hook.py`:
-// a Website's page and Deployment follow its spec, and its status counts the
-// ready Pods, before and after an edit.
+// a Website's page and Deployment follow its spec, its status counts the
+// ready Pods and its Available condition says they all are, before and
+// after an edit, whose change of replicas the hook tells in a Scaling
+// Event.
 func TestExamplePythonWorker(t *testing.T) {
 	ctx := t.Context()
 	gvr, ns := runExecExample(t, "examples/python-worker", "websites", "website.yaml", "website-controller", "python3", "hook.py")
@@ -109,12 +111,22 @@ func TestExamplePythonWorker(t *testing.T) {
 			if ready, _, _ := unstructured.NestedInt64(site.Object, "status", "readyReplicas"); ready != replicas {
 				return fmt.Errorf("status.readyReplicas %d, want %d", ready, replicas)
 			}
+			if c := condition(site, "Available"); c == nil || c["status"] != "True" || c["message"] != fmt.Sprintf("%d of %d Pods ready", replicas, replicas) {
+				return fmt.Errorf("Available condition %v, want True", c)
+			}
 			return syncedTrue(site)
 		}
 	}
 	eventually(t, 2*time.Minute, converged("Hello from a Python hook", 2))
 	patchParent(t, gvr, ns, "hello", `{"spec":{"message":"Edited","replicas":3}}`)
 	eventually(t, 2*time.Minute, converged("Edited", 3))
+	eventually(t, 30*time.Second, func() error {
+		events, err := hookEvents(ctx, ns, "hello", "Scaling")
+		if err != nil || len(events) != 1 || events[0].Message != "from 2 to 3 Pods" {
+			return fmt.Errorf("the hook's Scaling Events: %v (%v), want one, from 2 to 3 Pods", events, err)
+		}
+		return nil
+	})
 }
 
 // TestExampleShellWorker: examples/shell-worker, a jq program in a shell

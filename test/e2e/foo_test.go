@@ -17,19 +17,24 @@ import (
 	"universalcontroller.dev/uc/examples/foo"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
-// Hook and Handle make countingHook a worker.Handler for the sync hook.
+// Hook and Handle make countingHook a hook.Handler for the sync hook.
 func (h *countingHook) Hook() string { return hooks.Sync }
 
 func (h *countingHook) Handle(ctx context.Context, data []byte) (any, error) {
-	var req hooks.SyncRequest
+	var req hook.SyncRequest
 	if err := json.Unmarshal(data, &req); err != nil {
 		return nil, err
 	}
-	key := req.Parent.GetNamespace() + "/" + req.Parent.GetName()
+	parent, err := hook.Decode[metav1.PartialObjectMetadata](req.Parent)
+	if err != nil {
+		return nil, err
+	}
+	key := parent.Namespace + "/" + parent.Name
 	h.mu.Lock()
-	h.generations[key] = append(h.generations[key], req.Parent.GetGeneration())
+	h.generations[key] = append(h.generations[key], parent.Generation)
 	gate := h.gates[key]
 	h.mu.Unlock()
 	if gate != nil {

@@ -28,10 +28,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
+	hook "universalcontroller.dev/uc/sdk/go"
 	"universalcontroller.dev/uc/test/testbed"
 )
 
@@ -42,11 +42,12 @@ type ucProcess struct {
 	flags                []string
 	natsURL              string
 	natsListen           string
+	metricsAddr          string // where its /metrics is
 	proc                 *testbed.Process
 }
 
-// startUC starts uc run in dir, its NATS server on a free port, with
-// debug logs and flags.
+// startUC starts uc run in dir, its NATS server and its metrics on free
+// ports, with debug logs and flags.
 func startUC(ctx context.Context, bin, kubeconfig, dir string, flags ...string) (*ucProcess, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -55,15 +56,20 @@ func startUC(ctx context.Context, bin, kubeconfig, dir string, flags ...string) 
 	if err != nil {
 		return nil, err
 	}
+	metricsPort, err := testbed.FreePort()
+	if err != nil {
+		return nil, err
+	}
 	u := &ucProcess{bin: bin, kubeconfig: kubeconfig, dir: dir, flags: flags,
-		natsListen: fmt.Sprintf("127.0.0.1:%d", port), natsURL: fmt.Sprintf("nats://127.0.0.1:%d", port)}
+		natsListen: fmt.Sprintf("127.0.0.1:%d", port), natsURL: fmt.Sprintf("nats://127.0.0.1:%d", port),
+		metricsAddr: fmt.Sprintf("127.0.0.1:%d", metricsPort)}
 	return u, u.start(ctx)
 }
 
 func (u *ucProcess) start(ctx context.Context) error {
 	var err error
 	args := append([]string{"run", "--kubeconfig", u.kubeconfig, "--nats-listen", u.natsListen,
-		"--data-dir", filepath.Join(u.dir, "data"), "--log-level", "debug"}, u.flags...)
+		"--data-dir", filepath.Join(u.dir, "data"), "--metrics-addr", u.metricsAddr, "--log-level", "debug"}, u.flags...)
 	u.proc, err = testbed.StartProcess("uc", u.bin, filepath.Join(u.dir, "uc.log"), args...)
 	if err != nil {
 		return err
@@ -287,12 +293,12 @@ func (h *countingHook) hold(key string) (release func()) {
 
 // serveHooks serves the handlers as the controller's hooks, in this
 // process, until the test ends.
-func serveHooks(t *testing.T, controller string, handlers ...worker.Handler) {
+func serveHooks(t *testing.T, controller string, handlers ...hook.Handler) {
 	t.Helper()
 	ctx := t.Context()
 	for _, h := range handlers {
 		go func() {
-			if err := worker.Serve(ctx, env.js, controller, h); err != nil && ctx.Err() == nil {
+			if err := hook.Serve(ctx, env.js, controller, h); err != nil && ctx.Err() == nil {
 				t.Errorf("%s %s worker: %v", controller, h.Hook(), err)
 			}
 		}()
@@ -342,7 +348,7 @@ func registerManifest(t *testing.T, path string, edit func(*unstructured.Unstruc
 
 // runExample installs an example, serving its sync hook in this process,
 // logs its size, and returns a new namespace for its parents.
-func runExample(t *testing.T, title, dir string, gvr schema.GroupVersionResource, controller string, sync worker.SyncFunc) string {
+func runExample(t *testing.T, title, dir string, gvr schema.GroupVersionResource, controller string, sync hook.SyncFunc) string {
 	t.Helper()
 	logHookSize(t, title, dir)
 	installExample(t, dir, gvr, controller, nil, newRecorder().handler(hooks.Sync, typed(sync)))
@@ -353,7 +359,7 @@ func runExample(t *testing.T, title, dir string, gvr schema.GroupVersionResource
 // handlers as its controller's hooks in this process, and registers its
 // controller (dir/controller.yaml), each object changed by edit first (nil:
 // none).
-func installExample(t *testing.T, dir string, gvr schema.GroupVersionResource, controller string, edit func(*unstructured.Unstructured), handlers ...worker.Handler) {
+func installExample(t *testing.T, dir string, gvr schema.GroupVersionResource, controller string, edit func(*unstructured.Unstructured), handlers ...hook.Handler) {
 	t.Helper()
 	installCRD(t, dir+"/crd.yaml", gvr)
 	serveHooks(t, controller, handlers...)
@@ -491,7 +497,7 @@ func (r *changeRecord) conditions(name string) []string {
 
 // jetStreamAs connects to NATS as a worker would, named name, until the test
 // ends.
-func jetStreamAs(t *testing.T, c worker.Connection, name string) jetstream.JetStream {
+func jetStreamAs(t *testing.T, c bus.Connection, name string) jetstream.JetStream {
 	t.Helper()
 	nc, err := c.Connect(name, slog.Default(), nil)
 	if err != nil {

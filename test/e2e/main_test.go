@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/schemas/crds"
+	hook "universalcontroller.dev/uc/sdk/go"
 	"universalcontroller.dev/uc/test/testbed"
 )
 
@@ -110,7 +110,7 @@ func setup(m *testing.M) (int, error) {
 	}
 	env.foo = newCountingHook()
 	go func() {
-		if err := worker.Serve(ctx, env.js, "foo-controller", env.foo, worker.WithLogger(slog.Default())); err != nil && ctx.Err() == nil {
+		if err := hook.Serve(ctx, env.js, "foo-controller", env.foo, hook.WithLogger(slog.Default())); err != nil && ctx.Err() == nil {
 			logf("foo worker: %v", err)
 		}
 	}()

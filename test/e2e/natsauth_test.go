@@ -21,15 +21,16 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
+	"universalcontroller.dev/uc/internal/inspect"
 	"universalcontroller.dev/uc/internal/natsauth"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 	"universalcontroller.dev/uc/test/testbed"
 )
 
-// natsAuthBed is a nats-server configured with the users `uc nats-config`
-// prints, taking only TLS clients with a certificate, and the password of
+// natsAuthBed is a nats-server configured with the users `uc nats-config
+// --cli` prints, taking only TLS clients with a certificate, and the password of
 // every user.
 type natsAuthBed struct {
 	srv       *testbed.NATSServer
@@ -55,7 +56,7 @@ func startNATSAuth(t *testing.T, controllers ...string) *natsAuthBed {
 			ucs = append(ucs, c)
 		}
 	}
-	conf, err := exec.CommandContext(t.Context(), env.uc.bin, "nats-config",
+	conf, err := exec.CommandContext(t.Context(), env.uc.bin, "nats-config", "--cli",
 		"--controllers", strings.Join(ucs, ","), "--decorators", strings.Join(decorators, ",")).Output()
 	if err != nil {
 		t.Fatalf("uc nats-config: %v", err)
@@ -68,7 +69,7 @@ func startNATSAuth(t *testing.T, controllers ...string) *natsAuthBed {
 		b.passwords[m[1]] = hex.EncodeToString(pw)
 		fmt.Fprintf(&vars, "%s: %q\n", natsauth.PasswordVariable(m[1]), b.passwords[m[1]])
 	}
-	if want := 3 + len(controllers); len(b.passwords) != want {
+	if want := 5 + len(controllers); len(b.passwords) != want { // the roles, the commands' two
 		t.Fatalf("uc nats-config declared %d users, want %d:\n%s", len(b.passwords), want, conf)
 	}
 	b.srv, err = testbed.StartNATSWith(t.Context(), filepath.Join(dir, "nats"), testbed.NATSOptions{Config: vars.String() + string(conf), TLS: tlsFiles})
@@ -80,8 +81,8 @@ func startNATSAuth(t *testing.T, controllers ...string) *natsAuthBed {
 }
 
 // conn is how user connects, over TLS with the client certificate.
-func (b *natsAuthBed) conn(user string) worker.Connection {
-	return worker.Connection{URL: b.srv.URL(), User: user, Password: b.passwords[user],
+func (b *natsAuthBed) conn(user string) bus.Connection {
+	return bus.Connection{URL: b.srv.URL(), User: user, Password: b.passwords[user],
 		TLSCA: b.tls.CA, TLSCert: b.tls.ClientCert, TLSKey: b.tls.ClientKey}
 }
 
@@ -107,17 +108,15 @@ func TestNATSLeastPrivilege(t *testing.T) {
 		"--kubeconfig", env.bed.Kubeconfig(), "--nats-url", nb.srv.URL(), "--log-level", "debug",
 		"--nats-tls-ca", nb.tls.CA, "--nats-tls-cert", nb.tls.ClientCert, "--nats-tls-key", nb.tls.ClientKey,
 	}}
-	metricsPort, err := testbed.FreePort()
+	metricsPorts, err := testbed.FreePorts(len(natsauth.Roles))
 	if err != nil {
 		t.Fatal(err)
 	}
+	metrics := map[string]string{}
 	procs := map[string]*roleProcess{}
-	for _, role := range natsauth.Roles {
-		flags := nb.roleFlags(role)
-		if role == natsauth.Watcher {
-			flags = append(flags, "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", metricsPort))
-		}
-		procs[role] = b.start(role, role, flags...)
+	for i, role := range natsauth.Roles {
+		metrics[role] = fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPorts[i])
+		procs[role] = b.start(role, role, append(nb.roleFlags(role), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", metricsPorts[i]))...)
 	}
 	ctx, stop := context.WithCancel(t.Context())
 	var served sync.WaitGroup
@@ -125,7 +124,7 @@ func TestNATSLeastPrivilege(t *testing.T) {
 	var workerErr error
 	go func() {
 		defer served.Done()
-		workerErr = worker.Run(ctx, nb.conn(natsauth.HookUser(widgets)), widgets, []worker.Handler{worker.Sync(widgetSync)})
+		workerErr = hook.Run(ctx, nb.conn(natsauth.HookUser(widgets)), widgets, []hook.Handler{hook.Func(hooks.Sync, widgetSync)})
 	}()
 	t.Cleanup(func() {
 		stop()
@@ -144,8 +143,15 @@ func TestNATSLeastPrivilege(t *testing.T) {
 	t.Logf("%d Widgets converged %s after their creation, every process on its own NATS user over TLS",
 		len(names), time.Since(start).Round(10*time.Millisecond))
 
-	eventually(t, 10*time.Second, expectHTTP(t.Context(), fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort), 200,
+	eventually(t, 10*time.Second, expectHTTP(t.Context(), metrics[natsauth.Watcher], 200,
 		`uc_hook_requests_published_total{controller="widget-controller",hook="sync"}`))
+	// Each role's NATS user may read the stream and consumer infos its
+	// metrics report: none is missing.
+	eventually(t, 10*time.Second, expectHTTP(t.Context(), metrics[natsauth.Dispatcher], 200, "\nuc_bus_info_errors_total 0\n",
+		`uc_stream_messages{stream="UC_DEADLETTER"}`, `uc_consumer_pending_messages{consumer="hook_widget-controller_sync",stream="UC_REQUESTS"}`))
+	eventually(t, 10*time.Second, expectHTTP(t.Context(), metrics[natsauth.Applier], 200, "\nuc_bus_info_errors_total 0\n",
+		`uc_consumer_pending_messages{consumer="applier_`, `uc_applies_total{controller="widget-controller",hook="sync",result="applied"}`))
+	eventually(t, 10*time.Second, expectHTTP(t.Context(), metrics[natsauth.Watcher], 200, "\nuc_bus_info_errors_total 0\n"))
 
 	t.Run("OtherControllersWorker", func(t *testing.T) { natsAuthIntruder(t, nb, widgets, foos) })
 	t.Run("DecoratorsWorker", func(t *testing.T) {
@@ -159,6 +165,7 @@ func TestNATSLeastPrivilege(t *testing.T) {
 		natsAuthIntruder(t, nb, widgets, decorator)
 	})
 	t.Run("ForgedReply", func(t *testing.T) { natsAuthForgedReply(t, nb, b, procs[natsauth.Applier], widgets, foos) })
+	t.Run("InspectorAndOperator", func(t *testing.T) { natsAuthCommands(t, nb, b) })
 
 	// No role nor the Widget worker was refused anything.
 	log, err := os.ReadFile(filepath.Join(nb.srv.Dir(), "nats-server.log"))
@@ -166,7 +173,8 @@ func TestNATSLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(string(log), "\n") {
-		if strings.Contains(line, "Violation") && !strings.Contains(line, "intruder") && !strings.Contains(line, "uc-worker-"+widgets) {
+		if strings.Contains(line, "Violation") && !strings.Contains(line, "intruder") && !strings.Contains(line, "uc-worker-"+widgets) &&
+			!strings.Contains(line, natsauth.InspectorUser) { // natsAuthCommands' resync
 			t.Errorf("the server refused a uc process: %s", line)
 		}
 	}
@@ -178,7 +186,7 @@ func natsAuthIntruder(t *testing.T, nb *natsAuthBed, victim, own string) {
 	ctx := t.Context()
 	refused := make(chan error, 16)
 	c := nb.conn(natsauth.HookUser(own))
-	c.InboxPrefix = natsauth.HookInbox(own)
+	c.InboxPrefix = bus.HookInbox(own)
 	nc, err := c.Connect("intruder", slog.Default(), func(err error) { refused <- err })
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +243,7 @@ func natsAuthIntruder(t *testing.T, nb *natsAuthBed, victim, own string) {
 	_, err = nc.Request(next, []byte(`{"batch":1,"expires":1000000000}`), 2*time.Second)
 	expectRefused("fetch from "+consumer, next, err)
 
-	for _, subject := range []string{bus.RequestPrefix + ".>", "_INBOX.>", natsauth.HookInbox(victim) + ".>"} {
+	for _, subject := range []string{bus.RequestPrefix + ".>", "_INBOX.>", bus.HookInbox(victim) + ".>"} {
 		sub, err := nc.SubscribeSync(subject)
 		if err == nil {
 			_, err = sub.NextMsg(2 * time.Second)
@@ -247,11 +255,11 @@ func natsAuthIntruder(t *testing.T, nb *natsAuthBed, victim, own string) {
 	start := time.Now()
 	runCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	err = worker.Run(runCtx, nb.conn(natsauth.HookUser(own)), victim, []worker.Handler{worker.Sync(widgetSync)}, worker.WithLogger(slog.Default()))
+	err = hook.Run(runCtx, nb.conn(natsauth.HookUser(own)), victim, []hook.Handler{hook.Func(hooks.Sync, widgetSync)}, hook.WithLogger(slog.Default()))
 	if !errors.Is(err, nats.ErrPermissionViolation) || runCtx.Err() != nil {
-		t.Fatalf("worker.Run for %s as %s: %v, want a permissions violation", victim, natsauth.HookUser(own), err)
+		t.Fatalf("hook.Run for %s as %s: %v, want a permissions violation", victim, natsauth.HookUser(own), err)
 	}
-	t.Logf("worker.Run for %s as %s stopped after %s: %v", victim, natsauth.HookUser(own), time.Since(start).Round(time.Millisecond), err)
+	t.Logf("hook.Run for %s as %s stopped after %s: %v", victim, natsauth.HookUser(own), time.Since(start).Round(time.Millisecond), err)
 }
 
 // natsAuthForgedReply has the hook user of controller own publish, on one of
@@ -261,7 +269,7 @@ func natsAuthIntruder(t *testing.T, nb *natsAuthBed, victim, own string) {
 func natsAuthForgedReply(t *testing.T, nb *natsAuthBed, b *rolesOnBus, applier *roleProcess, victim, own string) {
 	ctx := t.Context()
 	c := nb.conn(natsauth.HookUser(own))
-	c.InboxPrefix = natsauth.HookInbox(own)
+	c.InboxPrefix = bus.HookInbox(own)
 	js := jetStreamAs(t, c, "forger")
 	w, err := env.dyn.Resource(widgetGVR).Namespace(b.ns).Get(ctx, "w1", metav1.GetOptions{})
 	if err != nil {
@@ -297,5 +305,46 @@ func natsAuthForgedReply(t *testing.T, nb *natsAuthBed, b *rolesOnBus, applier *
 	})
 	if _, err := env.kube.CoreV1().ConfigMaps(b.ns).Get(ctx, "w1", metav1.GetOptions{}); err != nil {
 		t.Errorf("the forged reply touched the Widget's ConfigMap: %v", err)
+	}
+}
+
+// natsAuthCommands runs uc trace as uc-inspector and uc resync as
+// uc-operator against the roles, each on its own user: the trace reads the
+// bus, and the watcher answers the resync, whose request is applied. The
+// inspector may not ask for a resync.
+func natsAuthCommands(t *testing.T, nb *natsAuthBed, b *rolesOnBus) {
+	ctx := t.Context()
+	as := func(user string, args ...string) []string {
+		return append(args, "-n", b.ns, "--nats-url", nb.srv.URL(), "--nats-user", user, "--nats-password", nb.passwords[user],
+			"--nats-tls-ca", nb.tls.CA, "--nats-tls-cert", nb.tls.ClientCert, "--nats-tls-key", nb.tls.ClientKey)
+	}
+	trace := func() (*inspect.Trace, error) {
+		traces, err := ucJSON[[]*inspect.Trace](ctx, as(natsauth.InspectorUser, "trace", "widget/w1")...)
+		if err == nil && (len(traces) != 1 || traces[0].Verdict.State != inspect.Synced || traces[0].Fence == nil || traces[0].Partition.Holder == "" ||
+			traces[0].Published == nil || traces[0].Published.ID == "") {
+			err = fmt.Errorf("uc trace widget/w1 as %s: %+v, want one trace of it synced, its partition held, the watcher's last request named", natsauth.InspectorUser, traces)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return traces[0], nil
+	}
+	before, err := trace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := ucCLI(ctx, as(natsauth.OperatorUser, "resync", "widget/w1")...)
+	if err != nil || !strings.Contains(out, "queued by the watcher") {
+		t.Fatalf("uc resync widget/w1 as %s: %s (err %v)", natsauth.OperatorUser, out, err)
+	}
+	eventually(t, 30*time.Second, func() error {
+		after, err := trace()
+		if err == nil && after.Fence.Request == before.Fence.Request {
+			err = fmt.Errorf("the fence still names the request %s", after.Fence.Request)
+		}
+		return err
+	})
+	if _, err := ucCLI(ctx, as(natsauth.InspectorUser, "resync", "widget/w1")...); err == nil || !strings.Contains(err.Error(), "Permissions Violation") {
+		t.Fatalf("uc resync as %s: %v, want a permissions violation", natsauth.InspectorUser, err)
 	}
 }

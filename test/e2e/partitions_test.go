@@ -25,7 +25,7 @@ type interval struct {
 	start, end int64
 }
 
-var applyLine = regexp.MustCompile(`msg=apply .*phase=(start|end) .*parentUID=(\S+) at=(\d+)`)
+var applyLine = regexp.MustCompile(`msg=apply .* uid=(\S+) phase=(start|end) at=(\d+)`)
 
 // applies reads the apply intervals a replica logged, across its restarts
 // (its log goes on in the same file). An apply it started but never ended
@@ -47,16 +47,16 @@ func applies(t *testing.T, r *roleProcess, ended func(start int64) int64) map[st
 			continue
 		}
 		at, _ := strconv.ParseInt(m[3], 10, 64)
-		uid := m[2]
+		uid := m[1]
 		start, isOpen := open[uid]
 		switch {
-		case m[1] == "end" && isOpen:
+		case m[2] == "end" && isOpen:
 			out[uid] = append(out[uid], interval{r.name, start, at})
 			delete(open, uid)
-		case m[1] == "start" && isOpen: // the replica was killed meanwhile
+		case m[2] == "start" && isOpen: // the replica was killed meanwhile
 			out[uid] = append(out[uid], interval{r.name, start, ended(start)})
 			open[uid] = at
-		case m[1] == "start":
+		case m[2] == "start":
 			open[uid] = at
 		}
 	}

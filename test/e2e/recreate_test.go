@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/schemas/bus"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // recreateWithin is how soon a deleted child must be back: well within the
@@ -45,7 +45,7 @@ func TestDeletedChildIsRecreatedAtOnce(t *testing.T) {
 	t.Run("decorator", func(t *testing.T) {
 		installCRD(t, "test/e2e/testdata/decoratee-crd.yaml", decorateeGVR)
 		const name, label = "e2e-reattach", "e2e.universalcontroller.dev/reattach"
-		serveHooks(t, bus.DecoratorController(name), worker.DecoratorSync(echoDecoration))
+		serveHooks(t, bus.DecoratorController(name), hook.DecoratorSync(echoDecoration))
 		registerDecorator(t, name, map[string]any{"resources": decorateesOf(label), "attachments": configMapAttachments,
 			"hooks": map[string]any{"sync": map[string]any{"version": "v2"}}})
 		ns := namespace(t)

@@ -13,9 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // TestRelatedV2AcrossNamespaces: as in Metacontroller's configmap-list-v2
@@ -49,7 +49,7 @@ func TestRelatedV2AcrossNamespaces(t *testing.T) {
 		}}
 		return &hooks.SyncResponse{Children: []*unstructured.Unstructured{cm}}, nil
 	}
-	serveHooks(t, controller, worker.Customize(customize), worker.Sync(sync))
+	serveHooks(t, controller, hook.Func(hooks.Customize, customize), hook.Func(hooks.Sync, sync))
 	registerEchoControllerHooks(t, controller, v1alpha1.Hooks{
 		Sync:      v1alpha1.Hook{Version: v1alpha1.HookV2},
 		Customize: &v1alpha1.Hook{Version: v1alpha1.HookV2},

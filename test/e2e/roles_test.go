@@ -18,8 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 	"universalcontroller.dev/uc/test/testbed"
 )
 
@@ -134,7 +134,7 @@ func (b *rolesOnBus) startWorker() {
 	b.stopWorker, b.workerEnded = cancel, make(chan struct{})
 	go func() {
 		defer close(b.workerEnded)
-		_ = worker.Serve(ctx, b.js, "widget-controller", worker.Sync(counted))
+		_ = hook.Serve(ctx, b.js, "widget-controller", hook.Func(hooks.Sync, counted))
 	}()
 }
 
@@ -145,10 +145,11 @@ func (b *rolesOnBus) pauseWorker() {
 	<-b.workerEnded
 }
 
-// start starts one role process named name: `uc <role> <flags…> <args…>`.
+// start starts one role process named name: `uc <role> <flags…> <args…>`,
+// its metrics on a free port unless args say where.
 func (b *rolesOnBus) start(name, role string, args ...string) *roleProcess {
 	b.t.Helper()
-	return b.startBinary(name, env.uc.bin, append(append([]string{role}, b.args...), args...)...)
+	return b.startBinary(name, env.uc.bin, slices.Concat([]string{role, "--metrics-addr", "127.0.0.1:0"}, b.args, args)...)
 }
 
 // startBinary starts bin with args as a process named name, logging to

@@ -17,9 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 // The parent kinds of testdata/statusschema-crds.yaml.
@@ -39,8 +39,8 @@ func statusSchemaGVR(resource string) schema.GroupVersionResource {
 // spec.namespace), and the status status(observed ConfigMaps, spec.mode)
 // makes, in the shape its CRD declares. Mode "bad-kind" adds a Secret, a
 // kind the controllers do not declare.
-func copiesHook(status func(observed int64, mode string) map[string]any) worker.Handler {
-	return worker.Sync(func(_ context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error) {
+func copiesHook(status func(observed int64, mode string) map[string]any) hook.Handler {
+	return hook.Func(hooks.Sync, func(_ context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error) {
 		copies, _, _ := unstructured.NestedInt64(req.Parent.Object, "spec", "copies")
 		mode, _, _ := unstructured.NestedString(req.Parent.Object, "spec", "mode")
 		ns := req.Parent.GetNamespace()

@@ -13,9 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 var grabberGVR = schema.GroupVersionResource{Group: "e2e.universalcontroller.dev", Version: "v1", Resource: "grabbers"}
@@ -99,7 +99,7 @@ func createConfigMap(t *testing.T, ns, name string, lbls map[string]string, owne
 func TestHookCannotTakeOverObjects(t *testing.T) {
 	ctx := t.Context()
 	installCRD(t, "test/e2e/testdata/grabber-crd.yaml", grabberGVR)
-	serveHooks(t, "grabber-controller", worker.Sync(grab))
+	serveHooks(t, "grabber-controller", hook.Func(hooks.Sync, grab))
 	registerManifest(t, "test/e2e/testdata/grabber-controller.yaml", nil)
 	ns := namespace(t)
 

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"universalcontroller.dev/uc/internal/natsauth"
 	"universalcontroller.dev/uc/schemas/bus"
@@ -35,6 +36,7 @@ var allOptions = map[string]any{
 		"auth": map[string]any{"extraUsers": []any{"hook-foo-controller"}},
 		"tls":  map[string]any{"secretName": "nats-client-tls", "clientCert": true},
 	},
+	"metrics": map[string]any{"podMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}}},
 }
 
 // externalNATS is an installation on a NATS of the user's, with the
@@ -187,13 +189,47 @@ func TestValues(t *testing.T) {
 				t.Errorf("nats.conf routes %v, want %v", routes, want)
 			}
 		}},
-		{"no metrics", map[string]any{"metrics": map[string]any{"enabled": false}}, func(t *testing.T, m manifests) {
+		{"no metrics", map[string]any{"metrics": map[string]any{"enabled": false, "podMonitor": map[string]any{"enabled": true}}}, func(t *testing.T, m manifests) {
+			if pm := m.ofKind("PodMonitor"); len(pm) != 0 {
+				t.Errorf("a PodMonitor without metrics: %v", pm)
+			}
 			for _, role := range roles {
 				d := typed[appsv1.Deployment](t, m, "Deployment", "uc-"+role)
 				c := d.Spec.Template.Spec.Containers[0]
-				if _, ok := envOf(c)["UC_METRICS_ADDR"]; ok || len(c.Ports) != 1 || d.Spec.Template.Annotations["prometheus.io/scrape"] != "" {
+				if addr, ok := envOf(c)["UC_METRICS_ADDR"]; !ok || addr != "" || len(c.Ports) != 1 || d.Spec.Template.Annotations["prometheus.io/scrape"] != "" {
 					t.Errorf("uc-%s without metrics: env %v, ports %v, annotations %v", role, c.Env, c.Ports, d.Spec.Template.Annotations)
 				}
+			}
+		}},
+		{"pod monitor", map[string]any{"metrics": map[string]any{"port": 9090, "podMonitor": map[string]any{
+			"enabled": true, "labels": map[string]any{"release": "prometheus"}, "interval": "15s"}}}, func(t *testing.T, m manifests) {
+			pm := m.find("PodMonitor", "uc")
+			if pm == nil {
+				t.Fatal("no PodMonitor uc")
+			}
+			if pm.GetLabels()["release"] != "prometheus" {
+				t.Errorf("PodMonitor labels %v, want release=prometheus among them", pm.GetLabels())
+			}
+			selector, _, _ := unstructured.NestedStringMap(pm.Object, "spec", "selector", "matchLabels")
+			endpoints, _, _ := unstructured.NestedSlice(pm.Object, "spec", "podMetricsEndpoints")
+			if len(endpoints) != 1 || endpoints[0].(map[string]any)["port"] != "metrics" || endpoints[0].(map[string]any)["interval"] != "15s" {
+				t.Errorf("PodMetricsEndpoints %v, want the port metrics every 15s", endpoints)
+			}
+			for _, d := range m.ofKind("Deployment") {
+				pod := typed[appsv1.Deployment](t, m, "Deployment", d.GetName()).Spec.Template
+				if !matches(selector, pod.Labels) {
+					t.Errorf("the PodMonitor (%v) does not select the Pods of %s (%v)", selector, d.GetName(), pod.Labels)
+				}
+				ports := pod.Spec.Containers[0].Ports
+				if !slices.ContainsFunc(ports, func(p corev1.ContainerPort) bool { return p.Name == "metrics" && p.ContainerPort == 9090 }) {
+					t.Errorf("%s has no port metrics on 9090: %v", d.GetName(), ports)
+				}
+			}
+			if matches(selector, typed[appsv1.StatefulSet](t, m, "StatefulSet", "uc-nats").Spec.Template.Labels) {
+				t.Errorf("the PodMonitor selects the NATS servers, which serve no /metrics")
+			}
+			if def := render(t, release, nil).ofKind("PodMonitor"); len(def) != 0 {
+				t.Errorf("a PodMonitor by default: %v", def)
 			}
 		}},
 		{"partitions and hook users", map[string]any{

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,7 +18,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/yaml"
 
+	"universalcontroller.dev/uc/schemas/crds"
 	"universalcontroller.dev/uc/test/testbed"
 )
 
@@ -31,6 +35,18 @@ func TestServerDryRun(t *testing.T) {
 	}
 	dyn, err := dynamic.NewForConfig(bed.RESTConfig())
 	if err != nil {
+		t.Fatal(err)
+	}
+	// The Prometheus Operator's CRD, for the chart's PodMonitor.
+	b, err := os.ReadFile("../e2e/testdata/monitoring.coreos.com_podmonitors.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	podMonitors := new(apiextensionsv1.CustomResourceDefinition)
+	if err := yaml.UnmarshalStrict(b, podMonitors); err != nil {
+		t.Fatal(err)
+	}
+	if err := crds.InstallDefinitions(t.Context(), bed.RESTConfig(), podMonitors); err != nil {
 		t.Fatal(err)
 	}
 	a := &applier{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))}

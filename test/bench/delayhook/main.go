@@ -30,9 +30,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/examples/fanout"
-	"universalcontroller.dev/uc/schemas/hooks"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 func main() {
@@ -46,13 +45,13 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *url, *controller, *listen, &hook{delay: *delay, subject: *subject}, *concurrency, log); err != nil {
+	if err := run(ctx, *url, *controller, *listen, &delayHook{delay: *delay, subject: *subject}, *concurrency, log); err != nil {
 		log.Error("delayhook stopped", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, url, controller, listen string, h *hook, concurrency int, log *slog.Logger) error {
+func run(ctx context.Context, url, controller, listen string, h *delayHook, concurrency int, log *slog.Logger) error {
 	nc, err := nats.Connect(url, nats.MaxReconnects(-1))
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", url, err)
@@ -66,21 +65,21 @@ func run(ctx context.Context, url, controller, listen string, h *hook, concurren
 	if err != nil {
 		return err
 	}
-	err = worker.Serve(ctx, js, controller, worker.Sync(h.sync), worker.WithConcurrency(concurrency), worker.WithLogger(log))
+	err = hook.Serve(ctx, js, controller, hook.Sync(h.sync), hook.WithConcurrency(concurrency), hook.WithLogger(log))
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
 	return err
 }
 
-// hook is the Fanout hook, slowed down and announced.
-type hook struct {
+// delayHook is the Fanout hook, slowed down and announced.
+type delayHook struct {
 	delay   time.Duration
 	subject string
 	nc      *nats.Conn
 }
 
-func (h *hook) sync(ctx context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse, error) {
+func (h *delayHook) sync(ctx context.Context, req *hook.SyncRequest) (*hook.SyncResponse, error) {
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -95,10 +94,10 @@ func (h *hook) sync(ctx context.Context, req *hooks.SyncRequest) (*hooks.SyncRes
 
 // serveHTTP serves the hook as a Metacontroller webhook: the request is the
 // POST's JSON body, the reply the 200 response's, until ctx ends.
-func serveHTTP(ctx context.Context, addr string, h *hook) error {
+func serveHTTP(ctx context.Context, addr string, h *delayHook) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /", func(w http.ResponseWriter, r *http.Request) {
-		var req hooks.SyncRequest
+		var req hook.SyncRequest
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 			http.Error(w, fmt.Sprintf("decode request: %v", err), http.StatusBadRequest)
 			return

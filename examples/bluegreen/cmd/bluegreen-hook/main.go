@@ -3,8 +3,8 @@
 package main
 
 import (
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/examples/bluegreen"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
-func main() { worker.Main(bluegreen.Controller, worker.Sync(bluegreen.Sync)) }
+func main() { hook.Main(bluegreen.Controller, hook.Sync(bluegreen.Sync)) }

@@ -3,10 +3,10 @@
 package main
 
 import (
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/examples/catset"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 func main() {
-	worker.Main(catset.Controller, worker.Sync(catset.Sync), worker.Finalize(catset.Finalize))
+	hook.Main(catset.Controller, hook.Sync(catset.Sync), hook.Finalize(catset.Finalize))
 }

@@ -3,8 +3,8 @@
 package main
 
 import (
-	"universalcontroller.dev/uc/dispatcher/worker"
 	clusterparent "universalcontroller.dev/uc/examples/cluster-parent"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
-func main() { worker.Main(clusterparent.Controller, worker.Sync(clusterparent.Sync)) }
+func main() { hook.Main(clusterparent.Controller, hook.Sync(clusterparent.Sync)) }

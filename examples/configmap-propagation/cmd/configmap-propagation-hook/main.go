@@ -3,10 +3,10 @@
 package main
 
 import (
-	"universalcontroller.dev/uc/dispatcher/worker"
 	propagation "universalcontroller.dev/uc/examples/configmap-propagation"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 func main() {
-	worker.Main(propagation.Controller, worker.Customize(propagation.Customize), worker.Sync(propagation.Sync))
+	hook.Main(propagation.Controller, hook.Customize(propagation.Customize), hook.Sync(propagation.Sync))
 }

@@ -2,8 +2,8 @@
 package main
 
 import (
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/examples/fanout"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
-func main() { worker.Main(fanout.Controller, worker.Sync(fanout.Sync)) }
+func main() { hook.Main(fanout.Controller, hook.Sync(fanout.Sync)) }

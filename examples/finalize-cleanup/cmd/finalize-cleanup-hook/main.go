@@ -14,8 +14,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"universalcontroller.dev/uc/dispatcher/worker"
 	finalizecleanup "universalcontroller.dev/uc/examples/finalize-cleanup"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 func main() {
@@ -47,8 +47,8 @@ func run(ctx context.Context, url string, retry float64, log *slog.Logger) error
 	}
 	h := &finalizecleanup.Hooks{Store: store, RetryAfterSeconds: retry}
 	errs := make(chan error, 2)
-	for _, handler := range []worker.Handler{worker.Sync(h.Sync), worker.Finalize(h.Finalize)} {
-		go func() { errs <- worker.Serve(ctx, js, finalizecleanup.Controller, handler, worker.WithLogger(log)) }()
+	for _, handler := range []hook.Handler{hook.Sync(h.Sync), hook.Finalize(h.Finalize)} {
+		go func() { errs <- hook.Serve(ctx, js, finalizecleanup.Controller, handler, hook.WithLogger(log)) }()
 	}
 	first := <-errs
 	if second := <-errs; first == nil {

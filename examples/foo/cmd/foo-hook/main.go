@@ -2,8 +2,8 @@
 package main
 
 import (
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/examples/foo"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
-func main() { worker.Main(foo.Controller, worker.Sync(foo.Sync)) }
+func main() { hook.Main(foo.Controller, hook.Sync(foo.Sync)) }

@@ -3,11 +3,11 @@
 package main
 
 import (
-	"universalcontroller.dev/uc/dispatcher/worker"
 	servicepp "universalcontroller.dev/uc/examples/service-per-pod"
 	"universalcontroller.dev/uc/schemas/bus"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 func main() {
-	worker.Main(bus.DecoratorController(servicepp.PodNameLabel), worker.DecoratorSync(servicepp.SyncPodNameLabel))
+	hook.Main(bus.DecoratorController(servicepp.PodNameLabel), hook.DecoratorSync(servicepp.SyncPodNameLabel))
 }

@@ -3,12 +3,12 @@
 package main
 
 import (
-	"universalcontroller.dev/uc/dispatcher/worker"
 	servicepp "universalcontroller.dev/uc/examples/service-per-pod"
 	"universalcontroller.dev/uc/schemas/bus"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
 func main() {
-	worker.Main(bus.DecoratorController(servicepp.ServicePerPod),
-		worker.DecoratorSync(servicepp.SyncServicePerPod), worker.DecoratorFinalize(servicepp.FinalizeServicePerPod))
+	hook.Main(bus.DecoratorController(servicepp.ServicePerPod),
+		hook.DecoratorSync(servicepp.SyncServicePerPod), hook.DecoratorFinalize(servicepp.FinalizeServicePerPod))
 }

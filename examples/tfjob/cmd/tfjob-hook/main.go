@@ -2,8 +2,8 @@
 package main
 
 import (
-	"universalcontroller.dev/uc/dispatcher/worker"
 	"universalcontroller.dev/uc/examples/tfjob"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
-func main() { worker.Main(tfjob.Controller, worker.Sync(tfjob.Sync)) }
+func main() { hook.Main(tfjob.Controller, hook.Sync(tfjob.Sync)) }

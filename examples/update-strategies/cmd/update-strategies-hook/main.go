@@ -3,8 +3,8 @@
 package main
 
 import (
-	"universalcontroller.dev/uc/dispatcher/worker"
 	updatestrategies "universalcontroller.dev/uc/examples/update-strategies"
+	hook "universalcontroller.dev/uc/sdk/go"
 )
 
-func main() { worker.Main(updatestrategies.Controller, worker.Sync(updatestrategies.Sync)) }
+func main() { hook.Main(updatestrategies.Controller, hook.Sync(updatestrategies.Sync)) }

@@ -1,0 +1,110 @@
+package applier
+
+import (
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/schemas/bus"
+	"universalcontroller.dev/uc/schemas/hooks"
+)
+
+// Check is what the applier would do with one reply of a controller's
+// sync or finalize hook for a parent, without writing anything (`uc
+// render`): the reply decoded and checked by the applier's rules, and the
+// writes its plan would make against the live children in live.
+//
+// For a controller that rolls its children out, the plan is the one of a
+// parent whose children are all on its latest revision: the rollout that
+// moves them one at a time is not planned.
+func Check(ctl *registry.Controller, parent *unstructured.Unstructured, hook string, reply []byte, maxChildren int, live Cache) (*Checked, error) {
+	resp, err := decodeSync(hook, reply, ctl.Spec.Hooks.Named(hook).StrictReplies(), maxChildren)
+	var actions []action
+	if err == nil {
+		actions, err = plan(ctl, parent, resp, cacheLookup{live})
+	}
+	if err != nil {
+		return nil, rejected(hook, err)
+	}
+	return &Checked{Response: resp, Writes: writes(actions)}, nil
+}
+
+// CheckDecoration is Check for a decorator's reply about an object it
+// decorates; ctl is the decorator's view for the object's resource
+// (registry.Controller.Decorating).
+func CheckDecoration(ctl *registry.Controller, obj *unstructured.Unstructured, hook string, reply []byte, maxChildren int, live Cache) (*CheckedDecoration, error) {
+	resp, actions, err := planDecoration(ctl, obj, hook, reply, maxChildren, cacheLookup{live})
+	if err != nil {
+		return nil, rejected(hook, err)
+	}
+	return &CheckedDecoration{Response: resp, Writes: writes(actions)}, nil
+}
+
+// CheckedDecoration is a decorator's reply the applier would apply.
+type CheckedDecoration struct {
+	// Response is the reply; its attachments are the objects the applier
+	// would write.
+	Response *hooks.DecoratorResponse
+	// Writes are the writes that make the live attachments match it.
+	Writes []Write
+}
+
+func rejected(hook string, err error) *Rejection {
+	reason, problem := invalidReply(hook, err)
+	return &Rejection{Reason: reason, Message: problem.Error()}
+}
+
+func writes(actions []action) []Write {
+	out := make([]Write, 0, len(actions))
+	for _, a := range actions {
+		out = append(out, Write{Verb: string(a.verb), Event: a.event, Child: a.child, Object: a.obj, Adopt: a.adopt})
+	}
+	return out
+}
+
+// Checked is a reply the applier would apply.
+type Checked struct {
+	// Response is the reply; its children are the objects the applier
+	// would write: in the parent's namespace, controlled by the parent,
+	// labelled and annotated as uc applies them.
+	Response *hooks.SyncResponse
+	// Writes are the writes that make the live children match it, in
+	// order.
+	Writes []Write
+}
+
+// Write is one write the applier would make to a child.
+type Write struct {
+	// Verb is create, apply (an update or an adoption), delete (with a
+	// UID precondition) or release (the parent's ownerReference dropped).
+	Verb string
+	// Event is the reason of the Normal Event recorded on the parent:
+	// Created, Updated, Adopted, Recreating (a delete, the child is
+	// created again), Deleted or Released.
+	Event string
+	Child *registry.Child
+	// Object is the object applied or created, or the live object deleted
+	// or released.
+	Object *unstructured.Unstructured
+	// Adopt is set when the write takes over an orphan.
+	Adopt bool
+}
+
+// HookFailed is the rejection of the reply a hook could not give: how the
+// parent reports the failure.
+func HookFailed(hook string, f bus.Failure) *Rejection {
+	reason, problem := failed(hook, f)
+	return &Rejection{Reason: reason, Message: problem.Error()}
+}
+
+// Rejection is a reply the applier would not apply, as the parent reports
+// it: the reason and message of its Warning Event and of its Synced=False
+// condition (a decorated object gets the Event alone).
+type Rejection struct {
+	Reason  string
+	Message string
+	// Decorated tells an object a decorator decorates, which gets the
+	// Event alone.
+	Decorated bool
+}
+
+func (r *Rejection) Error() string { return r.Reason + ": " + r.Message }

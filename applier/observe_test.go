@@ -1,0 +1,55 @@
+package applier
+
+import (
+	"maps"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"universalcontroller.dev/uc/internal/revision"
+	"universalcontroller.dev/uc/schemas/hooks"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
+)
+
+// TestRolloutProgress: after each step of a parent's rollout, its
+// partition counts its children on the latest revision and on older
+// ones, and forgets it once every child is on the latest; the replica
+// reports them by controller, and the parents it knows per partition.
+func TestRolloutProgress(t *testing.T) {
+	parent := testParent()
+	ctl := testController(v1alpha1.ChildUpdateRollingRecreate)
+	isTrue := "True"
+	ctl.Children[0].StatusChecks = []v1alpha1.StatusConditionCheck{{Type: "Ready", Status: &isTrue}}
+	p := &partition{n: 3, fenced: map[types.UID]int64{parent.GetUID(): 1, "other": 1}, rolling: map[types.UID]rolloutProgress{}}
+	a := &Applier{held: map[int]*partition{3: p}}
+	replies := map[string]*hooks.SyncResponse{"h2": wants("c=2", "b=2", "a=2"), "h1": wants("c=1", "b=1", "a=1")}
+	for _, step := range []struct {
+		revs []*revision.Revision
+		live fakeLive
+		want map[string]Rollouts
+	}{{
+		revs: []*revision.Revision{rev("h1", 1, "a", "b", "c")},
+		live: fakeLive{ready("a", "1", true), ready("b", "1", true), ready("c", "1", true)},
+		want: map[string]Rollouts{ctl.Name: {Parents: 1, Latest: 1, Older: 2}},
+	}, {
+		revs: []*revision.Revision{rev("h1", 1, "a", "b"), rev("h2", 2, "c")},
+		live: fakeLive{ready("a", "1", true), ready("b", "1", true), ready("c", "2", false)},
+		want: map[string]Rollouts{ctl.Name: {Parents: 1, Latest: 1, Older: 2}}, // waiting for c
+	}, {
+		revs: []*revision.Revision{rev("h1", 1, "a"), rev("h2", 2, "b", "c")},
+		live: fakeLive{ready("a", "1", true), ready("b", "2", true), ready("c", "2", true)},
+		want: map[string]Rollouts{}, // a moved: done
+	}} {
+		ro, err := planRollout(ctl, parent, map[string]any{"spec": map[string]any{}}, "h2", step.revs, replies, step.live)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.rolled(parent.GetUID(), ctl, ro)
+		if got := a.Rollouts(); !maps.Equal(got, step.want) {
+			t.Errorf("after the step from %v: rollouts %v, want %v", step.revs, got, step.want)
+		}
+	}
+	if got, want := a.PartitionParents(), map[int]int{3: 2}; !maps.Equal(got, want) {
+		t.Errorf("parents per partition %v, want %v", got, want)
+	}
+}

@@ -1,0 +1,117 @@
+package bus
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Connection says how to reach NATS: the servers, the credentials and TLS.
+// uc's roles and the Go SDK's hook.Main fill it from the same flags.
+type Connection struct {
+	URL string
+	// Creds is a credentials file (a user JWT and its NKey seed).
+	Creds string
+	// User and Password, or Token, authenticate with a server configured
+	// with users (see `uc nats-config`).
+	User, Password, Token string
+	// TLSCA is the CA bundle that verifies the server; TLSCert and TLSKey
+	// are a client certificate, for servers that verify clients.
+	TLSCA, TLSCert, TLSKey string
+	// InboxPrefix is where the client receives responses; a server that
+	// gives each user its own inbox prefix refuses any other. hook.Run sets the
+	// controller's (HookInbox) when empty.
+	InboxPrefix string
+}
+
+// RegisterFlags registers the credential and TLS flags: --nats-creds,
+// --nats-user, --nats-password, --nats-token, --nats-tls-ca,
+// --nats-tls-cert, --nats-tls-key. A flag's default is def(its name).
+func (c *Connection) RegisterFlags(fs *flag.FlagSet, def func(name string) string) {
+	for _, f := range []struct {
+		p          *string
+		name, help string
+	}{
+		{&c.Creds, "nats-creds", "NATS credentials file (user JWT and NKey seed)"},
+		{&c.User, "nats-user", "NATS user name"},
+		{&c.Password, "nats-password", "NATS password of --nats-user"},
+		{&c.Token, "nats-token", "NATS authentication token"},
+		{&c.TLSCA, "nats-tls-ca", "CA certificates (PEM) that verify the NATS servers; enables TLS"},
+		{&c.TLSCert, "nats-tls-cert", "client certificate (PEM) for NATS servers that verify clients; needs --nats-tls-key"},
+		{&c.TLSKey, "nats-tls-key", "private key (PEM) of --nats-tls-cert"},
+	} {
+		fs.StringVar(f.p, f.name, def(f.name), f.help)
+	}
+}
+
+// Options are the nats.go options of the credentials and TLS, checked.
+func (c Connection) Options() ([]nats.Option, error) {
+	var opts []nats.Option
+	auths := 0
+	if c.Creds != "" {
+		auths++
+		opts = append(opts, nats.UserCredentials(c.Creds))
+	}
+	if c.User != "" || c.Password != "" {
+		auths++
+		if c.User == "" {
+			return nil, errors.New("--nats-password needs --nats-user")
+		}
+		opts = append(opts, nats.UserInfo(c.User, c.Password))
+	}
+	if c.Token != "" {
+		auths++
+		opts = append(opts, nats.Token(c.Token))
+	}
+	if auths > 1 {
+		return nil, errors.New("give one of --nats-creds, --nats-user or --nats-token")
+	}
+	if c.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(c.TLSCA))
+	}
+	switch {
+	case c.TLSCert != "" && c.TLSKey != "":
+		opts = append(opts, nats.ClientCert(c.TLSCert, c.TLSKey))
+	case c.TLSCert != "" || c.TLSKey != "":
+		return nil, errors.New("--nats-tls-cert and --nats-tls-key go together")
+	}
+	if c.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(c.InboxPrefix))
+	}
+	return opts, nil
+}
+
+// Connect connects to c.URL as name, reconnecting forever. Errors the
+// server reports on the connection (a permissions violation: the user may
+// not use a subject) are logged, and passed to onError if it is not nil.
+func (c Connection) Connect(name string, log *slog.Logger, onError func(error)) (*nats.Conn, error) {
+	if c.URL == "" {
+		return nil, errors.New("no NATS URL")
+	}
+	opts, err := c.Options()
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, nats.Name(name), nats.MaxReconnects(-1),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			attrs := []any{"err", err}
+			if sub != nil {
+				attrs = append(attrs, "subscription", sub.Subject)
+			}
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				attrs = append(attrs, "user", c.User)
+			}
+			log.Error("NATS refused an operation", attrs...)
+			if onError != nil {
+				onError(err)
+			}
+		}))
+	nc, err := nats.Connect(c.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS at %s: %w", c.URL, err)
+	}
+	return nc, nil
+}

@@ -1,0 +1,89 @@
+package hook
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// lightDependencies are the only packages outside the standard library the
+// SDK may depend on: nats.go, the CloudEvents SDK, what they depend on, and
+// uc's bus contract. apimachinery's types package (UID, a string type,
+// with no dependencies of its own) comes with the contract's Meta.
+// OpenTelemetry's API may come for tracing (its SDK and exporters may not:
+// they belong to the hook process's main).
+var lightDependencies = []string{
+	"universalcontroller.dev/uc/sdk/go",
+	"universalcontroller.dev/uc/schemas/bus",
+	"universalcontroller.dev/uc/internal/tracing",
+	"github.com/nats-io/",
+	"github.com/cloudevents/sdk-go/",
+	"github.com/google/uuid",
+	"github.com/json-iterator/go",
+	"github.com/modern-go/",
+	"github.com/klauspost/compress/",
+	"golang.org/x/crypto/",
+	"golang.org/x/sys/",
+	"k8s.io/apimachinery/pkg/types",
+	"go.opentelemetry.io/otel",
+	"go.opentelemetry.io/auto/sdk",
+	"github.com/go-logr/",
+	"github.com/cespare/xxhash/v2",
+}
+
+// heavyDependencies are never light, whatever lightDependencies allows.
+var heavyDependencies = []string{"go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters"}
+
+// TestDependenciesStayLight: a hook built on the SDK carries no Kubernetes
+// client, no knative.dev, no metrics library — nothing but what
+// lightDependencies lists.
+func TestDependenciesStayLight(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 10 {
+		t.Fatalf("go list listed %d packages: %q", len(deps), deps)
+	}
+	for _, dep := range deps {
+		if !allowed(dep) {
+			t.Errorf("the SDK depends on %s", dep)
+		}
+	}
+	t.Logf("%d packages outside the standard library", len(deps))
+}
+
+func allowed(pkg string) bool {
+	for _, heavy := range heavyDependencies {
+		if strings.HasPrefix(pkg, heavy) {
+			return false
+		}
+	}
+	for _, light := range lightDependencies {
+		if pkg == light || (strings.HasSuffix(light, "/") && strings.HasPrefix(pkg, light)) ||
+			strings.HasPrefix(pkg, light+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func TestAllowed(t *testing.T) {
+	for pkg, want := range map[string]bool{
+		"github.com/nats-io/nats.go/jetstream":              true,
+		"k8s.io/apimachinery/pkg/types":                     true,
+		"k8s.io/apimachinery/pkg/typesx":                    false,
+		"k8s.io/apimachinery/pkg/apis/meta/v1":              false,
+		"k8s.io/client-go/rest":                             false,
+		"knative.dev/pkg/apis/duck/v1":                      false,
+		"go.opentelemetry.io/otel/trace":                    true,
+		"go.opentelemetry.io/otel/sdk/trace":                false,
+		"go.opentelemetry.io/otel/exporters/otlp/otlptrace": false,
+		"universalcontroller.dev/uc/schemas/hooks":          false,
+	} {
+		if got := allowed(pkg); got != want {
+			t.Errorf("allowed(%s) = %v, want %v", pkg, got, want)
+		}
+	}
+}
