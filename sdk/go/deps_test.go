@@ -10,8 +10,9 @@ import (
 // SDK may depend on: nats.go, the CloudEvents SDK, what they depend on, and
 // uc's bus contract. apimachinery's types package (UID, a string type,
 // with no dependencies of its own) comes with the contract's Meta.
-// OpenTelemetry's API may come for tracing (its SDK and exporters may not:
-// they belong to the hook process's main).
+// OpenTelemetry's API may come for tracing, with internal/tracing, the
+// spans' helpers uc shares, built on the API alone (OpenTelemetry's SDK and
+// exporters may not: they belong to the hook process's main).
 var lightDependencies = []string{
 	"universalcontroller.dev/uc/sdk/go",
 	"universalcontroller.dev/uc/schemas/bus",
