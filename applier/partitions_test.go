@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"universalcontroller.dev/uc/internal/bustest"
 	"universalcontroller.dev/uc/schemas/bus"
 )
@@ -78,21 +80,29 @@ func TestAssign(t *testing.T) {
 	}
 }
 
+// owning is an applier of partitions partitions on js, with its fence, and
+// its ownership protocol, not yet run.
+func owning(t *testing.T, js jetstream.JetStream, partitions int) (*Applier, *owner) {
+	t.Helper()
+	a := New(nil, nil, js, nil, Options{Partitions: partitions}, slog.Default())
+	var err error
+	if a.fence, err = newKVFence(t.Context(), js, 1); err != nil {
+		t.Fatal(err)
+	}
+	o, err := newOwner(t.Context(), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, o
+}
+
 // TestPartitionsKeepTheirConsumers: the consumer of a partition held, lost
 // with a NATS restart or deleted, is created again and consumed by the next
 // balance, as are the applier's buckets.
 func TestPartitionsKeepTheirConsumers(t *testing.T) {
 	s, js := bustest.RestartableJetStream(t)
 	ctx := t.Context()
-	a := New(nil, nil, js, nil, Options{Partitions: 2}, slog.Default())
-	var err error
-	if a.fence, err = newKVFence(ctx, js, 1); err != nil {
-		t.Fatal(err)
-	}
-	o, err := newOwner(ctx, a)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, o := owning(t, js, 2)
 	o.balance(ctx)
 	names := []string{bus.ApplierPartitionConsumer(0), bus.ApplierPartitionConsumer(1)}
 	if got := a.Consumers(); !slices.Equal(got, names) {
@@ -139,17 +149,8 @@ func TestPartitionsKeepTheirConsumers(t *testing.T) {
 // starts a new hold. A renewal that fails — another replica has the key —
 // ends the hold at once.
 func TestHoldLapses(t *testing.T) {
-	js := bustest.JetStream(t)
 	ctx := t.Context()
-	a := New(nil, nil, js, nil, Options{Partitions: 1}, slog.Default())
-	var err error
-	if a.fence, err = newKVFence(ctx, js, 1); err != nil {
-		t.Fatal(err)
-	}
-	o, err := newOwner(ctx, a)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, o := owning(t, bustest.JetStream(t), 1)
 	held := func() context.Context {
 		t.Helper()
 		p, hold, ok := a.begin(0)
