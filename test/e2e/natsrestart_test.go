@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,17 +77,38 @@ func TestRepublishLostRequest(t *testing.T) {
 	b.start("dispatcher", "dispatcher")
 	first := b.start("watcher", "watcher", "--leader-elect=false")
 	b.start("applier", "applier")
-	b.createWidget("lost", "v1")
+	w := b.createWidget("lost", "v1")
 	eventually(t, time.Minute, b.converged("v1", "lost"))
-
-	b.pauseWorker()
-	w := b.setWidget("lost", "v2")
 	subject := bus.Address{Controller: "widget-controller", Hook: hooks.Sync,
 		Partition: bus.Partition(w.GetUID(), bus.DefaultPartitions), ParentUID: w.GetUID()}.RequestSubject()
 	requests, err := b.js.Stream(ctx, bus.RequestStream)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The new watcher chains its request to the one the fence says was
+	// applied: the lost request has the same predecessor only if nothing
+	// was published after that one (the echo of the parent's status write).
+	fence, err := b.js.KeyValue(ctx, bus.FenceBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := "parent=" + b.ns + "/lost"
+	eventually(t, 30*time.Second, func() error {
+		_, id, _ := strings.Cut(first.lastLine("msg=published", parent), " id=")
+		id, _, _ = strings.Cut(id, " ")
+		e, err := fence.Get(ctx, string(w.GetUID()))
+		if err != nil {
+			return err
+		}
+		f, err := bus.ParseFence(e.Value())
+		if err == nil && f.Request != id {
+			err = fmt.Errorf("the last request published, %q, is not the one applied last, %s", id, f.Request)
+		}
+		return err
+	})
+
+	b.pauseWorker()
+	w = b.setWidget("lost", "v2")
 	eventually(t, 30*time.Second, func() error {
 		msg, err := requests.GetLastMsgForSubject(ctx, subject)
 		if err != nil {
@@ -110,7 +132,6 @@ func TestRepublishLostRequest(t *testing.T) {
 	first.proc.Kill()
 	watcher := b.start("watcher-2", "watcher", "--leader-elect=false")
 	b.startWorker()
-	parent := "parent=" + b.ns + "/lost"
 	eventually(t, time.Minute, func() error {
 		if !watcher.logHas("msg=published", parent, "duplicate=true") {
 			return fmt.Errorf("the new watcher's request for the parent was not dropped as a duplicate")

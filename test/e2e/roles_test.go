@@ -52,13 +52,20 @@ type roleProcess struct {
 
 // logHas tells whether a line of the role's log holds every one of parts.
 func (r *roleProcess) logHas(parts ...string) bool {
+	return r.lastLine(parts...) != ""
+}
+
+// lastLine is the last line of the role's log that holds every one of
+// parts, or "".
+func (r *roleProcess) lastLine(parts ...string) string {
 	b, _ := os.ReadFile(r.log)
+	last := ""
 	for line := range strings.SplitSeq(string(b), "\n") {
 		if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(line, p) }) {
-			return true
+			last = line
 		}
 	}
-	return false
+	return last
 }
 
 // rolesOnBus is a namespace, a work dir and a NATS URL on which tests start
