@@ -962,7 +962,7 @@ func (c cacheLookup) orphans(ch *registry.Child, namespace string, sel labels.Se
 	}
 	var out []*unstructured.Unstructured
 	for _, u := range objs {
-		if u.GetDeletionTimestamp() == nil && sel.Matches(labels.Set(u.GetLabels())) {
+		if registry.Adoptable(sel, u) {
 			out = append(out, u)
 		}
 	}

@@ -62,7 +62,7 @@ func (f fakeLive) owned(c *registry.Child, ns string, owner types.UID) ([]*unstr
 func (f fakeLive) orphans(c *registry.Child, ns string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	for _, o := range f {
-		if metav1.GetControllerOfNoCopy(o) == nil && o.GetKind() == c.GVK.Kind && (ns == "" || o.GetNamespace() == ns) && sel.Matches(labels.Set(o.GetLabels())) {
+		if o.GetKind() == c.GVK.Kind && (ns == "" || o.GetNamespace() == ns) && registry.Adoptable(sel, o) {
 			out = append(out, o)
 		}
 	}

@@ -193,8 +193,8 @@ type Children interface {
 	Orphans(gvr schema.GroupVersionResource, namespace string) ([]*unstructured.Unstructured, error)
 }
 
-// Claim returns, per declared child resource, the parent's children: those
-// it controls that match its selector, and orphans the selector would adopt.
+// Claim returns, per declared child resource, the parent's children: the
+// objects it controls and the orphans it may adopt that registry.Claims.
 // (Controlled children that stop matching are released by the applier.)
 func Claim(children Children, ctl *registry.Controller, parent *unstructured.Unstructured, sel labels.Selector) ([][]*unstructured.Unstructured, error) {
 	claimed := make([][]*unstructured.Unstructured, len(ctl.Children))
@@ -203,17 +203,12 @@ func Claim(children Children, ctl *registry.Controller, parent *unstructured.Uns
 		if err != nil {
 			return nil, err
 		}
-		for _, o := range owned {
-			if sel.Matches(labels.Set(o.GetLabels())) {
-				claimed[i] = append(claimed[i], o)
-			}
-		}
 		orphans, err := children.Orphans(child.GVR, parent.GetNamespace())
 		if err != nil {
 			return nil, err
 		}
-		for _, o := range orphans {
-			if o.GetDeletionTimestamp() == nil && sel.Matches(labels.Set(o.GetLabels())) {
+		for _, o := range slices.Concat(owned, orphans) {
+			if registry.Claims(parent.GetUID(), sel, o) {
 				claimed[i] = append(claimed[i], o)
 			}
 		}

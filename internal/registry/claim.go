@@ -1,0 +1,29 @@
+package registry
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// The claim rule, Metacontroller's: a parent's children are the objects of
+// its child kinds, in its namespace, that it controls and its selector
+// matches, and the orphans it may adopt. The watcher shows a hook the
+// objects its parent claims; the applier adopts a claimed orphan the hook
+// wants and deletes one it does not. Both decide with these two functions.
+
+// Claims tells whether the parent with that UID and selector claims obj as
+// its child: it controls obj and sel matches it, or obj is Adoptable.
+func Claims(parent types.UID, sel labels.Selector, obj *unstructured.Unstructured) bool {
+	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
+		return ref.UID == parent && sel.Matches(labels.Set(obj.GetLabels()))
+	}
+	return Adoptable(sel, obj)
+}
+
+// Adoptable tells whether a parent whose selector is sel may adopt obj: no
+// one controls it, it is not being deleted and sel matches it.
+func Adoptable(sel labels.Selector, obj *unstructured.Unstructured) bool {
+	return metav1.GetControllerOfNoCopy(obj) == nil && obj.GetDeletionTimestamp() == nil && sel.Matches(labels.Set(obj.GetLabels()))
+}
