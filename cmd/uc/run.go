@@ -102,7 +102,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		hookConsumers := topology.NewHookConsumers(js, log)
+		hookConsumers := topology.NewHookConsumers(js, log.With("component", "dispatcher"))
 		reg.Subscribe(func(old, cur *registry.Controller) {
 			name, declared := registry.DeclaredHooks(old, cur)
 			hookConsumers.Declare(name, slices.Collect(maps.Keys(declared)))
@@ -203,7 +203,7 @@ func ensureStreams(ctx context.Context, b onBus, opts topology.Options, js jetst
 		}
 	}
 	return retryUntil(ctx, 5*time.Minute, log, "wait for the dispatcher's streams", func(ctx context.Context) error {
-		for _, s := range b.needs().Streams {
+		for _, s := range b.waitsFor.Streams {
 			if _, err := js.Stream(ctx, s.Name); err != nil {
 				return fmt.Errorf("stream %s: %w", s.Name, err)
 			}

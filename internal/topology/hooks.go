@@ -35,10 +35,10 @@ type HookConsumers struct {
 
 type hookKey struct{ controller, hook string }
 
-// NewHookConsumers makes a HookConsumers that keeps no consumer yet: tell
-// it the controllers' hooks with Declare, and run it.
+// NewHookConsumers makes a HookConsumers that keeps no consumer yet, and
+// logs to log: tell it the controllers' hooks with Declare, and run it.
 func NewHookConsumers(js jetstream.JetStream, log *slog.Logger) *HookConsumers {
-	return &HookConsumers{js: js, log: log.With("component", "topology"), wake: make(chan struct{}, 1),
+	return &HookConsumers{js: js, log: log, wake: make(chan struct{}, 1),
 		hooks: map[hookKey]bool{}, gone: map[hookKey]bool{}}
 }
 
