@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/types"
 
+	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/schemas/bus"
 )
 
@@ -17,20 +18,11 @@ import (
 type kvFence struct{ kv jetstream.KeyValue }
 
 func newKVFence(ctx context.Context, js jetstream.JetStream, replicas int) (*kvFence, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, fenceBucket(replicas))
+	kv, err := topology.EnsureBucket(ctx, js, topology.Fence, topology.Options{Replicas: replicas})
 	if err != nil {
-		return nil, fmt.Errorf("fence bucket: %w", err)
+		return nil, err
 	}
 	return &kvFence{kv}, nil
-}
-
-func fenceBucket(replicas int) jetstream.KeyValueConfig {
-	return jetstream.KeyValueConfig{
-		Bucket:      bus.FenceBucket,
-		Description: "per parent UID: the observation, request and parent generation and resourceVersion of the last hook reply applied",
-		Replicas:    max(replicas, 1),
-		Storage:     jetstream.FileStorage,
-	}
 }
 
 // fenceTimeout bounds each read or write of a fence within an apply's

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,14 +17,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/types"
 
+	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/schemas/bus"
-	"universalcontroller.dev/uc/schemas/hooks"
 )
 
 // Partition ownership. Parents are spread over P partitions (bus.Partition).
-// Every applier replica heartbeats in bus.AppliersBucket; the live replicas
+// Every applier replica heartbeats in topology.Appliers; the live replicas
 // split the partitions by rendezvous hashing with bounded loads (assign), and
-// a replica holds a partition through a key in bus.PartitionsBucket that it
+// a replica holds a partition through a key in topology.Partitions that it
 // created and renews (both buckets expire keys after leaseTTL). A replica
 // consumes, with the partition's own durable consumer, only the partitions it
 // holds. When a replica joins, the owners of the partitions it should get
@@ -36,7 +37,7 @@ import (
 // The lease is short so that a dead replica's partitions move within
 // seconds: renewed every 2 s, a key outlives three missed renewals.
 const (
-	leaseTTL   = 8 * time.Second
+	leaseTTL   = topology.LeaseTTL
 	renewEvery = 2 * time.Second
 	// A replica stops applying a partition it could not renew for this long,
 	// well before its key can expire and another replica take it.
@@ -46,7 +47,7 @@ const (
 // partition is one partition this replica holds.
 type partition struct {
 	n         int
-	consumer  *bus.KeptConsumer
+	consumer  *topology.KeptConsumer
 	rev       uint64 // revision of its key in uc_partitions
 	releasing bool
 	active    sync.WaitGroup // applies in flight
@@ -96,21 +97,14 @@ func newOwner(ctx context.Context, a *Applier) (*owner, error) {
 	}
 	o := &owner{a: a, id: bus.Token(id), lost: make(chan struct{}, 1), holder: bus.NewHolder()}
 	var err error
-	for _, b := range []struct {
-		name string
-		kv   *jetstream.KeyValue
-	}{{bus.AppliersBucket, &o.members}, {bus.PartitionsBucket, &o.owners}} {
-		*b.kv, err = a.js.CreateOrUpdateKeyValue(ctx, ownershipBucket(b.name, a.opts.Replicas))
-		if err != nil {
-			return nil, fmt.Errorf("bucket %s: %w", b.name, err)
-		}
+	opts := topology.Options{Replicas: a.opts.Replicas}
+	if o.members, err = topology.EnsureBucket(ctx, a.js, topology.Appliers, opts); err != nil {
+		return nil, err
+	}
+	if o.owners, err = topology.EnsureBucket(ctx, a.js, topology.Partitions, opts); err != nil {
+		return nil, err
 	}
 	return o, nil
-}
-
-// ownershipBucket is the configuration of a bucket whose keys are leases.
-func ownershipBucket(name string, replicas int) jetstream.KeyValueConfig {
-	return jetstream.KeyValueConfig{Bucket: name, TTL: leaseTTL, Storage: jetstream.FileStorage, Replicas: max(replicas, 1)}
 }
 
 // run balances partitions every renewEvery, and when a consumption reports
@@ -155,24 +149,20 @@ func (o *owner) consumerLost() {
 // keys they held are lost: a replica whose partition key is gone stops
 // consuming the partition when its renewal fails, and takes it again.
 func (o *owner) checkBuckets(ctx context.Context) {
-	for _, cfg := range []jetstream.KeyValueConfig{
-		ownershipBucket(bus.AppliersBucket, o.a.opts.Replicas),
-		ownershipBucket(bus.PartitionsBucket, o.a.opts.Replicas),
-		fenceBucket(o.a.opts.Replicas),
-	} {
-		_, err := o.a.js.KeyValue(ctx, cfg.Bucket)
+	for _, b := range topology.Applier(o.a.opts.Partitions).Creates.Buckets {
+		_, err := o.a.js.KeyValue(ctx, b.Name)
 		if err == nil {
 			continue
 		}
 		if !errors.Is(err, jetstream.ErrBucketNotFound) {
-			o.a.log.Warn("check bucket", "bucket", cfg.Bucket, "err", err)
+			o.a.log.Warn("check bucket", "bucket", b.Name, "err", err)
 			continue
 		}
-		if _, err := o.a.js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
-			o.a.log.Error("create again a bucket that is gone", "bucket", cfg.Bucket, "err", err)
+		if _, err := topology.EnsureBucket(ctx, o.a.js, b, topology.Options{Replicas: o.a.opts.Replicas}); err != nil {
+			o.a.log.Error("create again a bucket that is gone", "bucket", b.Name, "err", err)
 			continue
 		}
-		o.a.log.Warn("bucket was gone; created it again", "bucket", cfg.Bucket)
+		o.a.log.Warn("bucket was gone; created it again", "bucket", b.Name)
 	}
 }
 
@@ -309,17 +299,8 @@ func (o *owner) acquire(ctx context.Context, n int) {
 		}
 		return
 	}
-	consumer, err := bus.KeepConsuming(ctx, o.a.js, bus.ReplyStream, jetstream.ConsumerConfig{
-		Durable:     bus.ApplierPartitionConsumer(n),
-		Description: fmt.Sprintf("appliers, partition %d", n),
-		FilterSubjects: []string{
-			bus.PartitionReplies(hooks.Sync, n), bus.PartitionReplies(hooks.Finalize, n),
-		},
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       bus.AckWait,
-		MaxAckPending: 5000,
-		MemoryStorage: bus.ConsumerStateInMemory,
-	}, func(msg jetstream.Msg) { o.a.receive(o.holder.Hold(msg)) }, o.consumerLost)
+	consumer, err := topology.KeepConsuming(ctx, o.a.js, topology.ApplierConsumer(n),
+		func(msg jetstream.Msg) { o.a.receive(o.holder.Hold(msg)) }, o.consumerLost)
 	if err != nil {
 		o.a.log.Error("consume partition", "partition", n, "err", err)
 		_ = o.owners.Delete(ctx, bus.PartitionKey(n), jetstream.LastRevision(rev))
@@ -352,7 +333,7 @@ func (o *owner) renew(ctx context.Context, p *partition) {
 	case err != nil:
 		o.a.log.Warn("check the partition's consumer", "partition", p.n, "err", err)
 	case recreated:
-		o.a.log.Warn("the partition's consumer was gone or no longer consumed; consuming it again", "partition", p.n, "consumer", p.consumer.Name())
+		o.a.log.Warn("the partition's consumer was gone or no longer consumed; consuming it again", "partition", p.n, "consumer", p.consumer.Consumer().Name())
 	}
 }
 
@@ -386,20 +367,20 @@ func (o *owner) stop(p *partition) {
 
 // Consumers names the consumers of the partitions this replica holds: they
 // must exist for it to be ready.
-func (a *Applier) Consumers() []string {
+func (a *Applier) Consumers() []topology.Consumer {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	names := make([]string, 0, len(a.held))
+	cs := make([]topology.Consumer, 0, len(a.held))
 	for _, p := range a.held {
-		names = append(names, p.consumer.Name())
+		cs = append(cs, p.consumer.Consumer())
 	}
-	slices.Sort(names)
-	return names
+	slices.SortFunc(cs, func(a, b topology.Consumer) int { return strings.Compare(a.Name(), b.Name()) })
+	return cs
 }
 
 // newPartition is partition n, held through revision rev of its key,
 // created or renewed at sent.
-func newPartition(n int, consumer *bus.KeptConsumer, rev uint64, sent time.Time) *partition {
+func newPartition(n int, consumer *topology.KeptConsumer, rev uint64, sent time.Time) *partition {
 	p := &partition{n: n, consumer: consumer, rev: rev, fenced: map[types.UID]int64{}, deferred: map[types.UID]bool{}, rolling: map[types.UID]rolloutProgress{}}
 	p.extend(sent)
 	return p

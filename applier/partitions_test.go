@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"universalcontroller.dev/uc/internal/bustest"
+	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/schemas/bus"
 )
 
@@ -80,6 +81,15 @@ func TestAssign(t *testing.T) {
 	}
 }
 
+// consumerNames are the names of the consumers a needs now.
+func consumerNames(a *Applier) []string {
+	var names []string
+	for _, c := range a.Consumers() {
+		names = append(names, c.Name())
+	}
+	return names
+}
+
 // owning is an applier of partitions partitions on js, with its fence, and
 // its ownership protocol, not yet run.
 func owning(t *testing.T, js jetstream.JetStream, partitions int) (*Applier, *owner) {
@@ -104,8 +114,8 @@ func TestPartitionsKeepTheirConsumers(t *testing.T) {
 	ctx := t.Context()
 	a, o := owning(t, js, 2)
 	o.balance(ctx)
-	names := []string{bus.ApplierPartitionConsumer(0), bus.ApplierPartitionConsumer(1)}
-	if got := a.Consumers(); !slices.Equal(got, names) {
+	names := []string{topology.ApplierConsumer(0).Name(), topology.ApplierConsumer(1).Name()}
+	if got := consumerNames(a); !slices.Equal(got, names) {
 		t.Fatalf("consumers %v, want %v", got, names)
 	}
 	missing := func() []string {
@@ -115,9 +125,9 @@ func TestPartitionsKeepTheirConsumers(t *testing.T) {
 				out = append(out, n)
 			}
 		}
-		for _, b := range bus.ApplierBuckets {
-			if _, err := js.KeyValue(ctx, b); err != nil {
-				out = append(out, b)
+		for _, b := range topology.Applier(2).Creates.Buckets {
+			if _, err := js.KeyValue(ctx, b.Name); err != nil {
+				out = append(out, b.Name)
 			}
 		}
 		return out
@@ -137,7 +147,7 @@ func TestPartitionsKeepTheirConsumers(t *testing.T) {
 	if m := missing(); len(m) > 0 {
 		t.Errorf("missing after a balance: %v", m)
 	}
-	if got := a.Consumers(); !slices.Equal(got, names) {
+	if got := consumerNames(a); !slices.Equal(got, names) {
 		t.Errorf("consumers %v, want %v", got, names)
 	}
 }

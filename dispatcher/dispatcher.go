@@ -1,3 +1,10 @@
+// Package dispatcher does one job: it delivers hook requests to the hooks
+// that are not on the bus — HTTP webhooks (a url, or a service and path) and
+// Knative Addressables (a duckv1.Destination) — as CloudEvents over HTTP,
+// and publishes their replies. It serves each such hook as a bus-native
+// worker would, with the Go SDK (sdk/go, package hook), so both keep the
+// same delivery promises. The streams and the hooks' consumers it reads are
+// internal/topology's, which the dispatcher role also runs.
 package dispatcher
 
 import (
@@ -20,6 +27,7 @@ import (
 
 	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 	hook "universalcontroller.dev/uc/sdk/go"
 )
@@ -107,10 +115,10 @@ func (d *Dispatcher) destinationChanged(controller types.NamespacedName) {
 }
 
 func (d *Dispatcher) onController(old, cur *registry.Controller) {
-	name, specs := declaredHooks(old, cur)
+	name, specs := registry.DeclaredHooks(old, cur)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, hook := range allHooks {
+	for _, hook := range hooks.All {
 		key := hookKey{name, hook}
 		spec := specs[hook]
 		prev := d.served[key]

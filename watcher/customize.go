@@ -18,6 +18,7 @@ import (
 
 	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
@@ -138,14 +139,8 @@ const retryDelay = 2 * time.Second
 // ctx, held by holder meanwhile (the ack wait is the bus's short one, so
 // that a reply a dead watcher held comes back within seconds). onLost hears
 // that the consumer may be gone.
-func (w *Watcher) consumeCustomizeReplies(ctx, attempt context.Context, holder *bus.Holder, onLost func()) (*bus.KeptConsumer, error) {
-	return bus.KeepConsuming(attempt, w.js, bus.ReplyStream, jetstream.ConsumerConfig{
-		Durable:       bus.WatcherConsumer,
-		Description:   "watcher: customize replies",
-		FilterSubject: bus.HookReplies(hooks.Customize),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       bus.AckWait,
-	}, func(msg jetstream.Msg) {
+func (w *Watcher) consumeCustomizeReplies(ctx, attempt context.Context, holder *bus.Holder, onLost func()) (*topology.KeptConsumer, error) {
+	return topology.KeepConsuming(attempt, w.js, topology.WatcherConsumer, func(msg jetstream.Msg) {
 		msg = holder.Hold(msg)
 		if err := w.customizeReplyWithin(ctx, msg); err != nil {
 			w.log.Error("customize reply", "subject", msg.Subject(), "err", err)

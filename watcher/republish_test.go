@@ -14,9 +14,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/dispatcher"
 	"universalcontroller.dev/uc/internal/bustest"
 	"universalcontroller.dev/uc/internal/natsauth"
+	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/schemas/bus"
 )
 
@@ -137,7 +137,7 @@ func TestRepublishAsWatcherUser(t *testing.T) {
 	as := func(role string) jetstream.JetStream {
 		return bustest.Connect(t, ns.ClientURL(), nats.UserInfo(natsauth.RoleUser(role), "pw"), nats.CustomInboxPrefix(natsauth.RoleInbox(role)))
 	}
-	if err := dispatcher.EnsureStreams(ctx, as(natsauth.Dispatcher), dispatcher.TopologyOptions{}); err != nil {
+	if err := topology.EnsureStreams(ctx, as(natsauth.Dispatcher), topology.Streams, topology.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := as(natsauth.Applier).CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bus.FenceBucket}); err != nil {

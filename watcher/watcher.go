@@ -31,6 +31,7 @@ import (
 
 	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -154,7 +155,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	defer func() { _ = inspects.Unsubscribe() }()
 	// A NATS cluster electing its leaders drops requests: retry, each
 	// attempt bounded.
-	var customize *bus.KeptConsumer
+	var customize *topology.KeptConsumer
 	holder := bus.NewHolder()
 	go holder.Run(ctx, bus.ProgressEvery)
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(poll context.Context) (bool, error) {
@@ -185,11 +186,11 @@ func (w *Watcher) Run(ctx context.Context) error {
 
 // Consumers names the consumers the watcher needs while it runs (a standby
 // needs none).
-func (w *Watcher) Consumers() []string {
+func (w *Watcher) Consumers() []topology.Consumer {
 	if !w.consuming.Load() {
 		return nil
 	}
-	return []string{bus.WatcherConsumer}
+	return []topology.Consumer{topology.WatcherConsumer}
 }
 
 // onResync queues the parent of a resync request (see bus.ResyncPrefix),

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/schemas/bus"
 )
 
@@ -20,8 +21,8 @@ import (
 // of the scrape and counted in uc_bus_info_errors_total.
 type busCollector struct {
 	js        jetstream.JetStream
-	streams   []string // reported, with the dead letters, when not empty
-	consumers []neededConsumers
+	streams   []topology.Stream // reported, with the dead letters, when not empty
+	consumers []func() []topology.Consumer
 	errors    prometheus.Counter
 	log       *slog.Logger
 }
@@ -41,7 +42,7 @@ var (
 		"Messages a consumer delivered that are not acknowledged yet: requests in a hook call, replies waiting for or in an apply.", []string{"stream", "consumer"}, nil)
 )
 
-func newBusCollector(js jetstream.JetStream, streams []string, consumers []neededConsumers, log *slog.Logger) *busCollector {
+func newBusCollector(js jetstream.JetStream, streams []topology.Stream, consumers []func() []topology.Consumer, log *slog.Logger) *busCollector {
 	return &busCollector{js: js, streams: streams, consumers: consumers, log: log,
 		errors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "uc_bus_info_errors_total",
@@ -61,11 +62,11 @@ func (c *busCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), busInfoTimeout)
 	defer cancel()
 	for _, s := range c.streams {
-		c.collect(ctx, s, func() error { return c.collectStream(ctx, ch, s) })
+		c.collect(ctx, s.Name, func() error { return c.collectStream(ctx, ch, s.Name) })
 	}
 	for _, needed := range c.consumers {
-		for _, name := range needed.names() {
-			c.collect(ctx, name, func() error { return c.collectConsumer(ctx, ch, needed.stream, name) })
+		for _, cons := range needed() {
+			c.collect(ctx, cons.Name(), func() error { return c.collectConsumer(ctx, ch, cons.Stream, cons.Name()) })
 		}
 	}
 	c.errors.Collect(ch)

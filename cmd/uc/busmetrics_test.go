@@ -9,8 +9,8 @@ import (
 	"github.com/nats-io/nats.go"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/dispatcher"
 	"universalcontroller.dev/uc/internal/bustest"
+	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/schemas/bus"
 )
 
@@ -22,7 +22,8 @@ func TestBusMetrics(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	js := bustest.JetStream(t)
-	if _, err := js.CreateOrUpdateConsumer(ctx, bus.RequestStream, dispatcher.HookConsumerConfig("foo.example.com", "sync")); err != nil {
+	hook := topology.HookConsumer("foo.example.com", "sync")
+	if _, err := js.CreateOrUpdateConsumer(ctx, hook.Stream, hook.Config); err != nil {
 		t.Fatal(err)
 	}
 	publish := func(subject string) {
@@ -50,9 +51,9 @@ func TestBusMetrics(t *testing.T) {
 	}
 
 	m := newMetrics()
-	m.reg.MustRegister(newBusCollector(js, allStreams, []neededConsumers{
-		{bus.RequestStream, func() []string { return []string{bus.HookConsumer("foo.example.com", "sync")} }},
-		{bus.ReplyStream, func() []string { return []string{"applier_9"} }}, // not there
+	m.reg.MustRegister(newBusCollector(js, topology.Streams, []func() []topology.Consumer{
+		func() []topology.Consumer { return []topology.Consumer{hook} },
+		func() []topology.Consumer { return []topology.Consumer{topology.ApplierConsumer(9)} }, // not there
 	}, slog.Default()))
 	expectMetrics(t, scrape(t, m),
 		`uc_stream_messages{stream="UC_REQUESTS"} 3`,

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -31,7 +33,7 @@ import (
 	"universalcontroller.dev/uc/internal/natsauth"
 	"universalcontroller.dev/uc/internal/preflight"
 	"universalcontroller.dev/uc/internal/registry"
-	"universalcontroller.dev/uc/schemas/bus"
+	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/watcher"
 )
 
@@ -94,16 +96,20 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	reg := registry.New(watchDyn, kube.Discovery(), log, regOpts...)
 
 	var runners []func(context.Context) error
-	var consumers []neededConsumers
+	var onBus onBus
 	if cfg.roles.dispatcher {
 		tp, err := tracers.provider(ctx, "dispatcher")
 		if err != nil {
 			return err
 		}
-		topology := dispatcher.NewTopology(js, reg, log)
+		hookConsumers := topology.NewHookConsumers(js, log.With("component", "dispatcher"))
+		reg.Subscribe(func(old, cur *registry.Controller) {
+			name, declared := registry.DeclaredHooks(old, cur)
+			hookConsumers.Declare(name, slices.Collect(maps.Keys(declared)))
+		})
 		d := dispatcher.New(js, reg, kube, watchDyn, dispatcher.Options{MaxReplyBytes: cfg.maxReplyBytes, Calls: m, TracerProvider: tp}, log)
-		runners = append(runners, topology.Run, d.Run)
-		consumers = append(consumers, neededConsumers{bus.RequestStream, topology.Consumers})
+		runners = append(runners, hookConsumers.Run, d.Run)
+		onBus.add(topology.Dispatcher(), hookConsumers.Consumers)
 	}
 	if cfg.roles.watcher {
 		tp, err := tracers.provider(ctx, "watcher")
@@ -111,7 +117,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 			return err
 		}
 		w := watcher.New(reg, js, watcher.Options{Partitions: cfg.partitions, Workers: cfg.watcherWorkers, TracerProvider: tp}, log)
-		consumers = append(consumers, neededConsumers{bus.ReplyStream, w.Consumers})
+		onBus.add(topology.Watcher(), w.Consumers)
 		if cfg.leaderElect {
 			runners = append(runners, leaderElected(kube, cfg.leaseNamespace, cfg.leaseName, log, w.Run))
 		} else {
@@ -142,19 +148,16 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 			TracerProvider: tp}, log)
 		m.reg.MustRegister(applierCollector{a})
 		runners = append(runners, checks.Run, a.Run)
-		consumers = append(consumers, neededConsumers{bus.ReplyStream, a.Consumers})
+		onBus.add(topology.Applier(cfg.partitions), a.Consumers)
 	}
 	runners = append(runners, func(ctx context.Context) error { reg.Run(ctx); return nil })
-	var ownStreams []string // the dispatcher reports on the streams it owns
-	if cfg.roles.dispatcher {
-		ownStreams = allStreams
-	}
-	m.reg.MustRegister(newBusCollector(js, ownStreams, consumers, log))
+	// The dispatcher reports on the streams it creates.
+	m.reg.MustRegister(newBusCollector(js, onBus.creates.Streams, onBus.consumers, log))
 
 	// Probes and metrics answer from the start: /readyz says what the
 	// roles still wait for.
 	servers := []func(context.Context) error{func(ctx context.Context) error {
-		if err := ensureStreams(ctx, cfg, js, log); err != nil {
+		if err := ensureStreams(ctx, onBus, topology.Options{Replicas: cfg.replicas}, js, log); err != nil {
 			return err
 		}
 		v := readVersion()
@@ -162,7 +165,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		return runAll(ctx, runners)
 	}}
 	if cfg.healthAddr != "" {
-		servers = append(servers, serveHealth(cfg.healthAddr, readyChecks(cfg, nc, js, reg, consumers), log))
+		servers = append(servers, serveHealth(cfg.healthAddr, readyChecks(nc, js, reg, onBus), log))
 	}
 	if cfg.metricsAddr != "" {
 		servers = append(servers, serveMetrics(cfg.metricsAddr, m, cfg.profiling, log))
@@ -170,45 +173,49 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	return runAll(ctx, servers)
 }
 
-// ensureStreams creates the bus streams when this process runs the
-// dispatcher, which owns them, and otherwise waits until the streams the
-// roles use exist: the other roles' NATS users may not create them. A NATS
-// cluster that is still electing its leaders answers with timeouts: wait
-// for it rather than exit.
-func ensureStreams(ctx context.Context, cfg config, js jetstream.JetStream, log *slog.Logger) error {
-	if cfg.roles.dispatcher {
-		return retryUntil(ctx, 2*time.Minute, log, "create the streams", func(ctx context.Context) error {
-			return dispatcher.EnsureStreams(ctx, js, dispatcher.TopologyOptions{Replicas: cfg.replicas})
+// onBus is what the process's roles do on the bus, as their
+// topology.Role declares it, and the consumers each needs now.
+type onBus struct {
+	creates, waitsFor topology.Resources
+	consumers         []func() []topology.Consumer
+}
+
+func (b *onBus) add(r topology.Role, consumers func() []topology.Consumer) {
+	b.creates = topology.Union(b.creates, r.Creates)
+	b.waitsFor = topology.Union(b.waitsFor, r.WaitsFor)
+	b.consumers = append(b.consumers, consumers)
+}
+
+// needs are the streams and buckets the roles create or wait for.
+func (b onBus) needs() topology.Resources { return topology.Union(b.creates, b.waitsFor) }
+
+// ensureStreams creates the streams the process's roles create (the
+// dispatcher's), and waits until those they wait for exist: the other
+// roles' NATS users may not create them. A NATS cluster that is still
+// electing its leaders answers with timeouts: wait for it rather than exit.
+func ensureStreams(ctx context.Context, b onBus, opts topology.Options, js jetstream.JetStream, log *slog.Logger) error {
+	if len(b.creates.Streams) > 0 {
+		err := retryUntil(ctx, 2*time.Minute, log, "create the streams", func(ctx context.Context) error {
+			return topology.EnsureStreams(ctx, js, b.creates.Streams, opts)
 		})
-	}
-	streams := []string{bus.ReplyStream}
-	if cfg.roles.watcher {
-		streams = append(streams, bus.RequestStream)
+		if err != nil {
+			return err
+		}
 	}
 	return retryUntil(ctx, 5*time.Minute, log, "wait for the dispatcher's streams", func(ctx context.Context) error {
-		for _, s := range streams {
-			if _, err := js.Stream(ctx, s); err != nil {
-				return fmt.Errorf("stream %s: %w", s, err)
+		for _, s := range b.waitsFor.Streams {
+			if _, err := js.Stream(ctx, s.Name); err != nil {
+				return fmt.Errorf("stream %s: %w", s.Name, err)
 			}
 		}
 		return nil
 	})
 }
 
-// allStreams are the bus's streams, which the dispatcher owns.
-var allStreams = []string{bus.RequestStream, bus.ReplyStream, bus.DeadLetterStream}
-
-// neededConsumers are the durable consumers of a stream that a role needs
-// now.
-type neededConsumers struct {
-	stream string
-	names  func() []string
-}
-
 // readyChecks are what /readyz requires: the NATS connection is up, the
 // registry's caches are filled, and the streams, buckets and consumers the
 // process's roles use exist. The roles create again what is lost.
-func readyChecks(cfg config, nc *nats.Conn, js jetstream.JetStream, reg *registry.Registry, consumers []neededConsumers) []readyCheck {
+func readyChecks(nc *nats.Conn, js jetstream.JetStream, reg *registry.Registry, b onBus) []readyCheck {
 	checks := []readyCheck{{"nats", func(context.Context) error {
 		if !nc.IsConnected() {
 			return fmt.Errorf("not connected: %s", nc.Status())
@@ -220,39 +227,34 @@ func readyChecks(cfg config, nc *nats.Conn, js jetstream.JetStream, reg *registr
 		}
 		return nil
 	}}}
-	exist := func(what string, names func() []string, get func(context.Context, string) error) readyCheck {
-		return readyCheck{what, func(ctx context.Context) error {
-			for _, n := range names() {
-				if err := get(ctx, n); err != nil {
-					return fmt.Errorf("%s: %w", n, err)
+	needs := b.needs()
+	checks = append(checks, readyCheck{"streams", func(ctx context.Context) error {
+		for _, s := range needs.Streams {
+			if _, err := js.Stream(ctx, s.Name); err != nil {
+				return fmt.Errorf("%s: %w", s.Name, err)
+			}
+		}
+		return nil
+	}})
+	if len(needs.Buckets) > 0 {
+		checks = append(checks, readyCheck{"buckets", func(ctx context.Context) error {
+			for _, bucket := range needs.Buckets {
+				if _, err := js.KeyValue(ctx, bucket.Name); err != nil {
+					return fmt.Errorf("%s: %w", bucket.Name, err)
 				}
 			}
 			return nil
-		}}
+		}})
 	}
-	always := func(names ...string) func() []string { return func() []string { return names } }
-	stream := func(ctx context.Context, name string) error { _, err := js.Stream(ctx, name); return err }
-	var streams []string
-	switch {
-	case cfg.roles.dispatcher:
-		streams = allStreams
-	case cfg.roles.watcher:
-		streams = []string{bus.RequestStream, bus.ReplyStream}
-	default:
-		streams = []string{bus.ReplyStream}
-	}
-	checks = append(checks, exist("streams", always(streams...), stream))
-	if cfg.roles.applier {
-		checks = append(checks, exist("buckets", always(bus.ApplierBuckets...), func(ctx context.Context, name string) error {
-			_, err := js.KeyValue(ctx, name)
-			return err
-		}))
-	}
-	for _, c := range consumers {
-		checks = append(checks, exist("consumers", c.names, func(ctx context.Context, name string) error {
-			_, err := js.Consumer(ctx, c.stream, name)
-			return err
-		}))
+	for _, consumers := range b.consumers {
+		checks = append(checks, readyCheck{"consumers", func(ctx context.Context) error {
+			for _, c := range consumers() {
+				if _, err := js.Consumer(ctx, c.Stream, c.Name()); err != nil {
+					return fmt.Errorf("%s: %w", c.Name(), err)
+				}
+			}
+			return nil
+		}})
 	}
 	return checks
 }

@@ -6,10 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"universalcontroller.dev/uc/internal/bustest"
-	"universalcontroller.dev/uc/schemas/bus"
+	"universalcontroller.dev/uc/internal/topology"
 )
 
 // TestKubeClientTimeouts: the Kubernetes clients give up on a request after
@@ -43,9 +41,10 @@ current-context: c
 func TestReadyConsumers(t *testing.T) {
 	js := bustest.JetStream(t)
 	ctx := t.Context()
-	needed := []string{bus.ApplierPartitionConsumer(3)}
-	checks := readyChecks(config{roles: roleSet{applier: true}}, js.Conn(), js, nil,
-		[]neededConsumers{{bus.ReplyStream, func() []string { return needed }}})
+	needed := topology.ApplierConsumer(3)
+	var b onBus
+	b.add(topology.Applier(4), func() []topology.Consumer { return []topology.Consumer{needed} })
+	checks := readyChecks(js.Conn(), js, nil, b)
 	consumers := func() error {
 		for _, c := range checks {
 			if c.name == "consumers" {
@@ -55,10 +54,10 @@ func TestReadyConsumers(t *testing.T) {
 		t.Fatal("no consumers check")
 		return nil
 	}
-	if err := consumers(); err == nil || !strings.Contains(err.Error(), needed[0]) {
+	if err := consumers(); err == nil || !strings.Contains(err.Error(), needed.Name()) {
 		t.Fatalf("the check passed or does not name the missing consumer: %v", err)
 	}
-	if _, err := js.CreateOrUpdateConsumer(ctx, bus.ReplyStream, jetstream.ConsumerConfig{Durable: needed[0], AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+	if _, err := js.CreateOrUpdateConsumer(ctx, needed.Stream, needed.Config); err != nil {
 		t.Fatal(err)
 	}
 	if err := consumers(); err != nil {

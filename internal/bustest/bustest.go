@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"universalcontroller.dev/uc/dispatcher"
+	"universalcontroller.dev/uc/internal/topology"
 )
 
 // JetStream runs an embedded JetStream server with uc's streams (in memory)
@@ -94,7 +94,7 @@ func Connect(t testing.TB, url string, opts ...nats.Option) jetstream.JetStream 
 
 func withStreams(t testing.TB, js jetstream.JetStream, storage jetstream.StorageType) jetstream.JetStream {
 	t.Helper()
-	if err := dispatcher.EnsureStreams(t.Context(), js, dispatcher.TopologyOptions{Storage: storage}); err != nil {
+	if err := topology.EnsureStreams(t.Context(), js, topology.Streams, topology.Options{Storage: storage}); err != nil {
 		t.Fatal(err)
 	}
 	return js

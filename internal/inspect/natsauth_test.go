@@ -15,9 +15,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"universalcontroller.dev/uc/dispatcher"
 	"universalcontroller.dev/uc/internal/bustest"
 	"universalcontroller.dev/uc/internal/natsauth"
+	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -91,10 +91,10 @@ func TestPermissions(t *testing.T) {
 	url := authServer(t)
 	// The bus as the roles and a hook worker make it.
 	d := connectAs(t, url, natsauth.RoleUser(natsauth.Dispatcher), natsauth.RoleInbox(natsauth.Dispatcher))
-	if err := dispatcher.EnsureStreams(ctx, d.js, dispatcher.TopologyOptions{Storage: jetstream.MemoryStorage}); err != nil {
+	if err := topology.EnsureStreams(ctx, d.js, topology.Streams, topology.Options{Storage: jetstream.MemoryStorage}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bus.EnsureConsumer(ctx, d.js, bus.RequestStream, dispatcher.HookConsumerConfig(testController, hooks.Sync)); err != nil {
+	if _, err := topology.EnsureConsumer(ctx, d.js, topology.HookConsumer(testController, hooks.Sync)); err != nil {
 		t.Fatal(err)
 	}
 	a := connectAs(t, url, natsauth.RoleUser(natsauth.Applier), natsauth.RoleInbox(natsauth.Applier))

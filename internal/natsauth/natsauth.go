@@ -1,7 +1,9 @@
 // Package natsauth is uc's least privilege on NATS: one user per role
-// (watcher, dispatcher, applier) and one per controller's hook workers, the
-// subjects each may publish and subscribe to, the inbox prefix each uses,
-// and a nats-server configuration that declares them (Config).
+// (watcher, dispatcher, applier), one per controller's hook workers and the
+// users of uc's inspector and operator commands, the subjects each may
+// publish and subscribe to, the inbox prefix each uses, and a nats-server
+// configuration that declares them (Config). A user may do exactly what
+// its internal/topology Role does (permissions.go).
 //
 // JetStream is driven through subjects ($JS.API.*, $JS.ACK.*, $KV.*), so
 // subject permissions decide which streams, consumers and buckets a user
@@ -19,8 +21,8 @@ import (
 	"sort"
 	"strings"
 
+	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/schemas/bus"
-	"universalcontroller.dev/uc/schemas/hooks"
 )
 
 // Roles of uc that connect to NATS, and the user each connects as.
@@ -65,120 +67,32 @@ type User struct {
 	Responses bool
 }
 
-// allHooks are the hooks a controller may declare; each has its consumer.
-var allHooks = []string{hooks.Sync, hooks.Finalize, hooks.Customize}
-
-// streams uc creates.
-var streams = []string{bus.RequestStream, bus.ReplyStream, bus.DeadLetterStream}
-
-// consumerAPI is what a client bound to an existing durable consumer uses:
-// its info, and pulling from it.
-func consumerAPI(stream, consumer string) []string {
-	return []string{
-		"$JS.API.CONSUMER.INFO." + stream + "." + consumer,
-		"$JS.API.CONSUMER.MSG.NEXT." + stream + "." + consumer,
-		"$JS.ACK." + stream + "." + consumer + ".>",
-	}
-}
-
-// ownConsumerAPI adds creating (or updating) the durable consumer, with or
-// without a filter subject in the API subject.
-func ownConsumerAPI(stream, consumer string) []string {
-	return append(consumerAPI(stream, consumer),
-		"$JS.API.CONSUMER.CREATE."+stream+"."+consumer,
-		"$JS.API.CONSUMER.CREATE."+stream+"."+consumer+".>",
-		"$JS.API.CONSUMER.DURABLE.CREATE."+stream+"."+consumer,
-	)
-}
-
-// kvRead is opening a key-value bucket and reading its keys.
-func kvRead(bucket string) []string {
-	s := "KV_" + bucket
-	return []string{streamInfo(s), "$JS.API.DIRECT.GET." + s + ".>", "$JS.API.STREAM.MSG.GET." + s}
-}
-
-// streamInfo is reading a stream's configuration and state.
-func streamInfo(stream string) string { return "$JS.API.STREAM.INFO." + stream }
-
 // HookWorker is the user of one controller's hook workers: it pulls the
 // controller's requests from the hooks' consumers and publishes replies and
 // dead letters of that controller only. It cannot create, change or delete
 // streams or consumers, nor read another controller's requests.
 func HookWorker(controller string) User {
-	tok := bus.Token(controller)
-	u := User{
-		Name:      HookUser(controller),
-		About:     "hook workers of controller " + controller,
-		Subscribe: []string{bus.HookInbox(controller) + ".>"},
-	}
-	for _, h := range allHooks {
-		u.Publish = append(u.Publish, consumerAPI(bus.RequestStream, bus.HookConsumer(controller, h))...)
-	}
-	u.Publish = append(u.Publish, bus.ReplyPrefix+"."+tok+".>", bus.DeadLetterPrefix+"."+tok+".>")
-	return u
+	return userOf(HookUser(controller), bus.HookInbox(controller), topology.HookWorkers(controller))
 }
 
 // Role is the user of a uc role. partitions is the installation's
 // --partitions: the applier may use the consumers of those partitions only.
 func Role(role string, partitions int) (User, error) {
-	u := User{Name: RoleUser(role), Subscribe: []string{RoleInbox(role) + ".>"}}
+	var r topology.Role
 	switch role {
 	case Watcher:
-		u.About = "uc watcher: publishes hook requests, reads customize replies, resync requests, apply notices and fences"
-		u.Publish = append([]string{
-			bus.RequestPrefix + ".>",
-			// Failures it finds itself (a bad customize reply, a parent
-			// without a selector) go to the applier as replies.
-			bus.ReplyPrefix + ".>",
-			streamInfo(bus.RequestStream), streamInfo(bus.ReplyStream),
-		}, ownConsumerAPI(bus.ReplyStream, bus.WatcherConsumer)...)
-		// It reads the fences, to publish again a parent whose last
-		// request was lost.
-		u.Publish = append(u.Publish, kvRead(bus.FenceBucket)...)
-		u.Subscribe = append(u.Subscribe, bus.AllResyncs(), bus.AllApplying(), bus.AllInspects())
-		// It answers the resync requests of `uc resync` and the questions
-		// of `uc trace`.
-		u.Responses = true
+		r = topology.Watcher()
 	case Dispatcher:
-		u.About = "uc dispatcher: creates the streams and the hooks' consumers, serves webhook and destination hooks"
-		for _, s := range streams {
-			u.Publish = append(u.Publish, streamInfo(s), "$JS.API.STREAM.CREATE."+s, "$JS.API.STREAM.UPDATE."+s)
-		}
-		u.Publish = append(u.Publish,
-			"$JS.API.CONSUMER.CREATE."+bus.RequestStream+".>",
-			"$JS.API.CONSUMER.DURABLE.CREATE."+bus.RequestStream+".>",
-			"$JS.API.CONSUMER.DELETE."+bus.RequestStream+".>",
-			"$JS.API.CONSUMER.INFO."+bus.RequestStream+".>",
-			"$JS.API.CONSUMER.MSG.NEXT."+bus.RequestStream+".>",
-			"$JS.ACK."+bus.RequestStream+".>",
-			bus.ReplyPrefix+".>",
-			bus.DeadLetterPrefix+".>",
-		)
+		r = topology.Dispatcher()
 	case Applier:
 		if partitions < 1 {
 			return User{}, fmt.Errorf("partitions must be at least 1, not %d", partitions)
 		}
-		u.About = fmt.Sprintf("uc applier: applies the replies of partitions 0-%d, keeps its buckets, asks for resyncs, announces applies", partitions-1)
-		// Creating a bucket reads the account's JetStream limits first.
-		u.Publish = []string{"$JS.API.INFO", streamInfo(bus.ReplyStream), bus.AllResyncs(), bus.AllApplying()}
-		for _, b := range bus.ApplierBuckets {
-			s := "KV_" + b
-			u.Publish = append(u.Publish, kvRead(b)...)
-			u.Publish = append(u.Publish,
-				"$JS.API.STREAM.CREATE."+s, "$JS.API.STREAM.UPDATE."+s,
-				"$KV."+b+".>",
-				// Listing keys runs an ordered consumer, acknowledging flow
-				// control on $JS.FC.
-				"$JS.API.CONSUMER.CREATE."+s+".>", "$JS.API.CONSUMER.DELETE."+s+".>", "$JS.FC."+s+".>",
-			)
-		}
-		for n := range partitions {
-			u.Publish = append(u.Publish, ownConsumerAPI(bus.ReplyStream, bus.ApplierPartitionConsumer(n))...)
-		}
+		r = topology.Applier(partitions)
 	default:
 		return User{}, fmt.Errorf("unknown role %q", role)
 	}
-	return u, nil
+	return userOf(RoleUser(role), RoleInbox(role), r), nil
 }
 
 // The users of uc's commands that look into the pipeline (Inspector) and
@@ -195,30 +109,12 @@ const (
 // Inspector is the user of uc trace, uc dlq ls and uc dlq show: it reads
 // the streams' messages and state, the consumers', the fences and the
 // partition holds, and changes nothing.
-func Inspector() User {
-	u := User{Name: InspectorUser, Subscribe: []string{CLIInbox + ".>"},
-		About: "uc trace, uc dlq ls, uc dlq show: read the streams, the consumers, the fences and the partition holds, ask the watcher"}
-	for _, s := range streams {
-		u.Publish = append(u.Publish, streamInfo(s), "$JS.API.STREAM.MSG.GET."+s)
-	}
-	u.Publish = append(u.Publish, "$JS.API.CONSUMER.INFO."+bus.RequestStream+".>", "$JS.API.CONSUMER.INFO."+bus.ReplyStream+".>")
-	u.Publish = append(u.Publish, kvRead(bus.FenceBucket)...)
-	u.Publish = append(u.Publish, kvRead(bus.PartitionsBucket)...)
-	// It asks the watcher what it last published for a parent.
-	u.Publish = append(u.Publish, bus.AllInspects())
-	return u
-}
+func Inspector() User { return userOf(InspectorUser, CLIInbox, topology.Inspector()) }
 
 // Operator is the user of uc dlq replay and uc resync, and of everything
 // the Inspector does: it publishes requests again and deletes the dead
 // letters it replayed, and asks the watcher for syncs.
-func Operator() User {
-	u := Inspector()
-	u.Name = OperatorUser
-	u.About = "uc dlq replay, uc resync, and what uc-inspector does: publish requests again, delete replayed dead letters, ask the watcher for syncs"
-	u.Publish = append(u.Publish, bus.RequestPrefix+".>", "$JS.API.STREAM.MSG.DELETE."+bus.DeadLetterStream, bus.AllResyncs())
-	return u
-}
+func Operator() User { return userOf(OperatorUser, CLIInbox, topology.Operator()) }
 
 // Users are the users of the roles and of the hook workers of each
 // controller. Two controllers whose users would read the same password

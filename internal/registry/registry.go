@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"universalcontroller.dev/uc/schemas/bus"
+	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
@@ -110,6 +111,21 @@ func (c *Controller) HookVersion(hook string) string {
 // Listener hears about controllers being registered, changed and removed.
 // old is nil for a new controller, cur is nil for a removed one.
 type Listener func(old, cur *Controller)
+
+// DeclaredHooks names the controller of a Listener's change and the hooks
+// it declares now, by name: none once it is removed.
+func DeclaredHooks(old, cur *Controller) (string, map[string]*v1alpha1.Hook) {
+	if cur == nil {
+		return old.Name, nil
+	}
+	declared := map[string]*v1alpha1.Hook{}
+	for _, name := range hooks.All {
+		if h := cur.Spec.Hooks.Named(name); h != nil {
+			declared[name] = h
+		}
+	}
+	return cur.Name, declared
+}
 
 // Registry tracks UniversalController objects. Run it, then read controllers
 // with Get and objects with Lister.

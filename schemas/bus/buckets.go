@@ -18,10 +18,6 @@ const (
 	PartitionsBucket = "uc_partitions"
 )
 
-// ApplierBuckets are the applier's key-value buckets: membership, partition
-// holds, per-parent fence.
-var ApplierBuckets = []string{AppliersBucket, PartitionsBucket, FenceBucket}
-
 // PartitionKey is the key of partition n in PartitionsBucket.
 func PartitionKey(n int) string { return "p" + strconv.Itoa(n) }
 

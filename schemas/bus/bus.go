@@ -1,7 +1,10 @@
-// Package bus names everything on the NATS JetStream bus once: the streams,
-// the subjects, the consumer names, the CloudEvent types and extension
-// attributes, and how a CloudEvent is carried in a NATS message (binary mode:
-// ce-* headers, JSON data).
+// Package bus is the public contract of the NATS JetStream bus: the names
+// of the streams, of the hook consumers and of the buckets, the subjects,
+// the CloudEvent types and extension attributes, how a CloudEvent is
+// carried in a NATS message (binary mode: ce-* headers, JSON data), and the
+// formats of what hooks and tools read (fences, partition keys). How the
+// streams, consumers and buckets are configured, and which of uc's roles
+// creates, reads and writes each, is internal/topology's.
 //
 // Subjects put the controller and hook first, then the partition, then the
 // parent's UID:
@@ -19,11 +22,8 @@
 package bus
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
-	"strconv"
 	"strings"
 	"time"
 
@@ -117,17 +117,6 @@ func HookConsumer(controller, hook string) string {
 // there only. The controller token cannot hold a dot, so one controller's
 // inboxes are never under another's.
 func HookInbox(controller string) string { return "_INBOX.hook_" + Token(controller) }
-
-// Durable consumers of uc's own roles on the reply stream: the appliers take
-// sync and finalize replies, one consumer per partition
-// (ApplierPartitionConsumer), the watcher customize replies.
-const (
-	ApplierConsumer = "applier"
-	WatcherConsumer = "watcher"
-)
-
-// ApplierPartitionConsumer is the appliers' consumer of partition n.
-func ApplierPartitionConsumer(n int) string { return ApplierConsumer + "_" + strconv.Itoa(n) }
 
 // SameMessage tells a redelivery of a message from another message.
 func SameMessage(a, b jetstream.Msg) bool {
@@ -249,35 +238,4 @@ func ControllerOf(subject string) (string, bool) {
 // partition, of every controller.
 func PartitionReplies(hook string, partition int) string {
 	return fmt.Sprintf("%s.*.%s.%d.>", ReplyPrefix, hook, partition)
-}
-
-// ConsumerStateInMemory: the bus's consumers keep their state (what was
-// delivered and acknowledged) in memory, not in files. Their streams are
-// work queues: a message leaves the stream when it is acknowledged, so a
-// consumer whose state is lost with its server starts again from the
-// messages still in the stream — every one not yet acknowledged, each
-// delivered again, and applying is idempotent. A server restarted on its
-// files comes back without these consumers: every role checks the ones it
-// needs and creates them again (KeptConsumer, dispatcher.Topology). With
-// file state, the server writes each consumer's state up to 10 times a
-// second: 40–90 % more CPU per reply with 32 partition consumers
-// (BenchmarkConsumerState), a tenth of uc's CPU in the benchmark's create
-// phase.
-const ConsumerStateInMemory = true
-
-// EnsureConsumer creates a durable consumer of stream, or updates it to
-// cfg. A consumer the server cannot update in place — its state storage,
-// made by an older uc — is deleted and created again: its stream is a work
-// queue, so what it had not acknowledged stays and is delivered again.
-func EnsureConsumer(ctx context.Context, js jetstream.JetStream, stream string, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
-	c, err := js.CreateOrUpdateConsumer(ctx, stream, cfg)
-	var apiErr *jetstream.APIError
-	if err == nil || !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.JSErrCodeConsumerCreate ||
-		!strings.Contains(apiErr.Description, "can not be updated") {
-		return c, err
-	}
-	if err := js.DeleteConsumer(ctx, stream, cfg.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return nil, fmt.Errorf("replace consumer %s (%s): %w", cfg.Durable, apiErr.Description, err)
-	}
-	return js.CreateOrUpdateConsumer(ctx, stream, cfg)
 }

@@ -18,6 +18,9 @@ const (
 	Customize = "customize"
 )
 
+// All are the hooks a controller may declare.
+var All = []string{Sync, Finalize, Customize}
+
 // ObjectMap holds the objects of one kind, keyed by name, or by
 // "namespace/name" where the hook version asks for it (see ObjectKey).
 type ObjectMap map[string]*unstructured.Unstructured

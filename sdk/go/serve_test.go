@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"universalcontroller.dev/uc/dispatcher"
 	"universalcontroller.dev/uc/internal/bustest"
+	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	hook "universalcontroller.dev/uc/sdk/go"
@@ -28,9 +28,9 @@ import (
 func startJetStream(t *testing.T, ackWait time.Duration) jetstream.JetStream {
 	t.Helper()
 	js := bustest.JetStream(t)
-	cfg := dispatcher.HookConsumerConfig("c", hooks.Sync)
-	cfg.AckWait = ackWait
-	if _, err := js.CreateOrUpdateConsumer(t.Context(), bus.RequestStream, cfg); err != nil {
+	c := topology.HookConsumer("c", hooks.Sync)
+	c.Config.AckWait = ackWait
+	if _, err := js.CreateOrUpdateConsumer(t.Context(), c.Stream, c.Config); err != nil {
 		t.Fatal(err)
 	}
 	return js
@@ -264,7 +264,7 @@ func TestServeAfterConsumerLoss(t *testing.T) {
 			s, js := bustest.RestartableJetStream(t)
 			createConsumer := func() {
 				err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-					_, err := bus.EnsureConsumer(ctx, js, bus.RequestStream, dispatcher.HookConsumerConfig("c", hooks.Sync))
+					_, err := topology.EnsureConsumer(ctx, js, topology.HookConsumer("c", hooks.Sync))
 					return err == nil, nil
 				})
 				if err != nil {

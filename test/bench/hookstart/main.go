@@ -30,8 +30,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/dispatcher"
 	"universalcontroller.dev/uc/examples/foo"
+	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/test/testbed"
@@ -72,10 +72,10 @@ func run(ctx context.Context, runs int, bins []string) error {
 	if err != nil {
 		return err
 	}
-	if err := dispatcher.EnsureStreams(ctx, js, dispatcher.TopologyOptions{}); err != nil {
+	if err := topology.EnsureStreams(ctx, js, topology.Streams, topology.Options{}); err != nil {
 		return err
 	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, bus.RequestStream, dispatcher.HookConsumerConfig(foo.Controller, hooks.Sync))
+	cons, err := topology.EnsureConsumer(ctx, js, topology.HookConsumer(foo.Controller, hooks.Sync))
 	if err != nil {
 		return err
 	}

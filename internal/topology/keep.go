@@ -1,4 +1,4 @@
-package bus
+package topology
 
 import (
 	"context"
@@ -9,29 +9,16 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"universalcontroller.dev/uc/schemas/bus"
 )
-
-// CheckEvery is how often a role checks that the consumers and buckets it
-// depends on exist. A NATS server restarted on its files has lost every
-// consumer whose state was in memory; no client hears of it.
-const CheckEvery = 5 * time.Second
-
-// ConsumerLost tells whether an error reported while consuming says the
-// consumer may be gone: deleted (the server ends the pulls), not found, or
-// silent — pulls without heartbeats, as after a NATS restart that lost it.
-// Check the consumer then.
-func ConsumerLost(err error) bool {
-	return errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
-		errors.Is(err, jetstream.ErrNoHeartbeat)
-}
 
 // KeptConsumer is a durable consumer that a role creates and consumes
 // itself, and creates again when it is lost: Keep does, or call Check every
-// CheckEvery and whenever the onLost callback fires.
+// bus.CheckEvery and whenever the onLost callback fires.
 type KeptConsumer struct {
 	js      jetstream.JetStream
-	stream  string
-	cfg     jetstream.ConsumerConfig
+	c       Consumer
 	handler jetstream.MessageHandler
 	onLost  func()
 	lost    chan struct{} // the consumption reported the consumer lost
@@ -41,29 +28,28 @@ type KeptConsumer struct {
 	stopped bool
 }
 
-// KeepConsuming creates the durable consumer cfg.Durable of stream (see
-// EnsureConsumer) and consumes it with handler. onLost, if not nil and
-// which must not block, is called when the consumption reports the
-// consumer may be gone.
-func KeepConsuming(ctx context.Context, js jetstream.JetStream, stream string, cfg jetstream.ConsumerConfig, handler jetstream.MessageHandler, onLost func()) (*KeptConsumer, error) {
-	k := &KeptConsumer{js: js, stream: stream, cfg: cfg, handler: handler, onLost: onLost, lost: make(chan struct{}, 1)}
+// KeepConsuming creates the durable consumer c (see EnsureConsumer) and
+// consumes it with handler. onLost, if not nil and which must not block, is
+// called when the consumption reports the consumer may be gone.
+func KeepConsuming(ctx context.Context, js jetstream.JetStream, c Consumer, handler jetstream.MessageHandler, onLost func()) (*KeptConsumer, error) {
+	k := &KeptConsumer{js: js, c: c, handler: handler, onLost: onLost, lost: make(chan struct{}, 1)}
 	if err := k.create(ctx); err != nil {
 		return nil, err
 	}
 	return k, nil
 }
 
-// Name is the consumer's durable name.
-func (k *KeptConsumer) Name() string { return k.cfg.Durable }
+// Consumer is the consumer kept.
+func (k *KeptConsumer) Consumer() Consumer { return k.c }
 
 // create creates the consumer, or updates it, and consumes it anew.
 func (k *KeptConsumer) create(ctx context.Context) error {
-	cons, err := EnsureConsumer(ctx, k.js, k.stream, k.cfg)
+	cons, err := EnsureConsumer(ctx, k.js, k.c)
 	if err != nil {
-		return fmt.Errorf("consumer %s: %w", k.cfg.Durable, err)
+		return fmt.Errorf("consumer %s: %w", k.c.Name(), err)
 	}
 	cc, err := cons.Consume(k.handler, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		if !ConsumerLost(err) {
+		if !bus.ConsumerLost(err) {
 			return
 		}
 		select {
@@ -75,7 +61,7 @@ func (k *KeptConsumer) create(ctx context.Context) error {
 		}
 	}))
 	if err != nil {
-		return fmt.Errorf("consume %s: %w", k.cfg.Durable, err)
+		return fmt.Errorf("consume %s: %w", k.c.Name(), err)
 	}
 	k.mu.Lock()
 	old := k.cc
@@ -95,21 +81,21 @@ func (k *KeptConsumer) create(ctx context.Context) error {
 // gone is created again, a consumption the server ended is started again.
 // It tells whether it had to.
 func (k *KeptConsumer) Check(ctx context.Context) (bool, error) {
-	_, err := k.js.Consumer(ctx, k.stream, k.cfg.Durable)
+	_, err := k.js.Consumer(ctx, k.c.Stream, k.c.Name())
 	switch {
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
 	case err != nil:
-		return false, fmt.Errorf("consumer %s: %w", k.cfg.Durable, err)
+		return false, fmt.Errorf("consumer %s: %w", k.c.Name(), err)
 	case !k.ended():
 		return false, nil
 	}
 	return true, k.create(ctx)
 }
 
-// Keep checks the consumer every CheckEvery, and at once when the
+// Keep checks the consumer every bus.CheckEvery, and at once when the
 // consumption reports it lost, until ctx ends.
 func (k *KeptConsumer) Keep(ctx context.Context, log *slog.Logger) {
-	tick := time.NewTicker(CheckEvery)
+	tick := time.NewTicker(bus.CheckEvery)
 	defer tick.Stop()
 	for {
 		select {
@@ -121,9 +107,9 @@ func (k *KeptConsumer) Keep(ctx context.Context, log *slog.Logger) {
 		recreated, err := k.Check(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:
-			log.Warn("check consumer", "consumer", k.cfg.Durable, "err", err)
+			log.Warn("check consumer", "consumer", k.c.Name(), "err", err)
 		case recreated:
-			log.Warn("consumer was gone or no longer consumed; consuming it again", "consumer", k.cfg.Durable)
+			log.Warn("consumer was gone or no longer consumed; consuming it again", "consumer", k.c.Name())
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package bus_test
+package topology_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"universalcontroller.dev/uc/internal/bustest"
+	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/schemas/bus"
 )
 
@@ -33,10 +34,10 @@ func TestKeptConsumer(t *testing.T) {
 			ctx := t.Context()
 			got := make(chan string, 10)
 			lost := make(chan struct{}, 1)
-			k, err := bus.KeepConsuming(ctx, js, bus.ReplyStream, jetstream.ConsumerConfig{
+			k, err := topology.KeepConsuming(ctx, js, topology.Consumer{Stream: bus.ReplyStream, Config: jetstream.ConsumerConfig{
 				Durable: "kept", FilterSubject: bus.ReplyPrefix + ".c.>", AckPolicy: jetstream.AckExplicitPolicy,
 				MemoryStorage: tt.inMemory,
-			}, func(msg jetstream.Msg) {
+			}}, func(msg jetstream.Msg) {
 				_ = msg.DoubleAck(ctx) // acknowledged before the test goes on
 				got <- string(msg.Data())
 			}, func() {

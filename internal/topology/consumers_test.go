@@ -1,4 +1,4 @@
-package bus_test
+package topology_test
 
 import (
 	"testing"
@@ -6,6 +6,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"universalcontroller.dev/uc/internal/bustest"
+	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/schemas/bus"
 )
 
@@ -24,11 +25,11 @@ func TestEnsureConsumerReplacesFileState(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfg.MemoryStorage = bus.ConsumerStateInMemory
+	cfg.MemoryStorage = topology.ConsumerStateInMemory
 	if _, err := js.CreateOrUpdateConsumer(ctx, bus.RequestStream, cfg); err == nil {
 		t.Fatal("the server updated the consumer's storage in place; EnsureConsumer need not replace it")
 	}
-	c, err := bus.EnsureConsumer(ctx, js, bus.RequestStream, cfg)
+	c, err := topology.EnsureConsumer(ctx, js, topology.Consumer{Stream: bus.RequestStream, Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package dispatcher_test
+package topology_test
 
 import (
 	"context"
@@ -11,30 +11,31 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"universalcontroller.dev/uc/dispatcher"
 	"universalcontroller.dev/uc/internal/bustest"
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/schemas/bus"
-	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
-// registrations hands the topology's listener to the test.
-type registrations struct{ listener registry.Listener }
+// consumerNames are the consumers' names.
+func consumerNames(cs []topology.Consumer) []string {
+	var ns []string
+	for _, c := range cs {
+		ns = append(ns, c.Name())
+	}
+	return ns
+}
 
-func (r *registrations) Subscribe(l registry.Listener) { r.listener = l }
-
-// TestTopologyKeepsHookConsumers: the hook consumers of a registered
-// controller are created, created again after a NATS restart lost them (or
-// someone deleted them), and deleted with their hook or the controller.
-func TestTopologyKeepsHookConsumers(t *testing.T) {
+// TestHookConsumersKept: the hook consumers of a registered controller are
+// created, created again after a NATS restart lost them (or someone
+// deleted them), and deleted with their hook or the controller.
+func TestHookConsumersKept(t *testing.T) {
 	s, js := bustest.RestartableJetStream(t)
-	reg := &registrations{}
-	topology := dispatcher.NewTopology(js, reg, slog.Default())
-	go func() { _ = topology.Run(t.Context()) }()
-	ctl := &registry.Controller{Name: "a.example.com", Spec: v1alpha1.UniversalControllerSpec{Hooks: v1alpha1.ControllerHooks{Hooks: v1alpha1.Hooks{Finalize: &v1alpha1.Hook{}}}}}
-	reg.listener(nil, ctl)
-	names := []string{bus.HookConsumer(ctl.Name, "finalize"), bus.HookConsumer(ctl.Name, "sync")}
-	if got := topology.Consumers(); !slices.Equal(got, names) {
+	kept := topology.NewHookConsumers(js, slog.Default())
+	go func() { _ = kept.Run(t.Context()) }()
+	const ctl = "a.example.com"
+	kept.Declare(ctl, []string{"sync", "finalize"})
+	names := []string{bus.HookConsumer(ctl, "finalize"), bus.HookConsumer(ctl, "sync")}
+	if got := consumerNames(kept.Consumers()); !slices.Equal(got, names) {
 		t.Fatalf("consumers %v, want %v", got, names)
 	}
 	// exist waits until the consumers exist, made after since, or until
@@ -73,18 +74,17 @@ func TestTopologyKeepsHookConsumers(t *testing.T) {
 	}
 	exist(true, deleted)
 
-	synced := &registry.Controller{Name: ctl.Name, Generation: 2} // the finalize hook dropped
-	reg.listener(ctl, synced)
-	if got, want := topology.Consumers(), names[1:]; !slices.Equal(got, want) {
+	kept.Declare(ctl, []string{"sync"}) // the finalize hook dropped
+	if got, want := consumerNames(kept.Consumers()), names[1:]; !slices.Equal(got, want) {
 		t.Fatalf("consumers %v, want %v", got, want)
 	}
 	names = names[:1]
 	exist(false, time.Time{})
 
-	names = []string{bus.HookConsumer(ctl.Name, "sync")}
-	reg.listener(synced, nil)
+	names = []string{bus.HookConsumer(ctl, "sync")}
+	kept.Declare(ctl, nil) // removed
 	exist(false, time.Time{})
-	if got := topology.Consumers(); len(got) != 0 {
+	if got := kept.Consumers(); len(got) != 0 {
 		t.Errorf("consumers of a removed controller: %v", got)
 	}
 }

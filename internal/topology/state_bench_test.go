@@ -1,4 +1,4 @@
-package bus_test
+package topology_test
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"universalcontroller.dev/uc/internal/bustest"
+	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/schemas/bus"
 )
 
@@ -21,7 +22,7 @@ import (
 // (client and embedded server) per reply and per second of the run (a
 // consumer with its state in files writes it up to 10 times a second).
 //
-//	go test -run - -bench ConsumerState -benchtime 3000x ./schemas/bus
+//	go test -run - -bench ConsumerState -benchtime 3000x ./internal/topology
 func BenchmarkConsumerState(b *testing.B) {
 	const partitions, perSecond = 32, 300
 	for _, inMemory := range []bool{true, false} {
@@ -31,10 +32,9 @@ func BenchmarkConsumerState(b *testing.B) {
 			var acked atomic.Int64
 			all := make(chan struct{})
 			for n := range partitions {
-				cons, err := js.CreateOrUpdateConsumer(ctx, bus.ReplyStream, jetstream.ConsumerConfig{
-					Durable: bus.ApplierPartitionConsumer(n), FilterSubject: bus.PartitionReplies("sync", n),
-					AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 5000, MemoryStorage: inMemory,
-				})
+				c := topology.ApplierConsumer(n)
+				c.Config.MemoryStorage = inMemory
+				cons, err := js.CreateOrUpdateConsumer(ctx, c.Stream, c.Config)
 				if err != nil {
 					b.Fatal(err)
 				}
