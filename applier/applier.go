@@ -42,6 +42,7 @@ import (
 	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/internal/tracing"
+	"universalcontroller.dev/uc/internal/workloop"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
@@ -148,12 +149,7 @@ func (a *Applier) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("create the applier's buckets: %w", err)
 	}
-	for range a.opts.Workers {
-		go func() {
-			for a.processNext(ctx) {
-			}
-		}()
-	}
+	a.worker().Run(ctx, a.queue, a.opts.Workers)
 	a.log.Info("applying replies", "replica", own.id)
 	own.run(ctx)
 	return nil
@@ -201,51 +197,38 @@ func (a *Applier) receive(msg jetstream.Msg) {
 	}
 }
 
-func (a *Applier) processNext(ctx context.Context) bool {
-	uid, quit := a.queue.Get()
-	if quit {
-		return false
+// worker is the applier's worker loop: it applies one parent's replies at
+// a time.
+func (a *Applier) worker() workloop.Loop[types.UID] {
+	return workloop.Loop[types.UID]{
+		Component: recovery.Applier,
+		Timeout:   applyTimeout,
+		Sync:      a.applyNext,
+		Failed: func(uid types.UID, err error) {
+			meta := a.pendingMeta(uid)
+			if !errors.Is(err, errNotRegisteredYet) {
+				a.log.Error("apply failed; will retry", append(meta.LogArgs(), "failures", a.queue.NumRequeues(uid)+1, "err", err)...)
+				a.observer().Failed(meta)
+			} else if _, said := a.waiting.LoadOrStore(meta.Controller, true); !said {
+				// Not a failure: this replica's registry catches up with the
+				// controller soon (after a restart, with every parent at once).
+				a.log.Debug("replies wait for the controller to be registered here", "controller", meta.Controller)
+			}
+		},
+		Log:     a.log,
+		LogArgs: func(uid types.UID) []any { return a.pendingMeta(uid).LogArgs() },
 	}
-	defer a.queue.Done(uid)
+}
+
+// pendingMeta is the meta of the replies waiting for the parent with that
+// apply key, or only the key when none wait.
+func (a *Applier) pendingMeta(uid types.UID) bus.Meta {
 	a.mu.Lock()
-	b := a.pending[uid]
-	if b != nil && b.complete() {
-		delete(a.pending, uid)
-	} else {
-		b = nil
+	defer a.mu.Unlock()
+	if b := a.pending[uid]; b != nil {
+		return b.meta
 	}
-	a.mu.Unlock()
-	if b == nil {
-		return true
-	}
-	part, hold, ok := a.begin(b.meta.Partition)
-	if !ok {
-		b.each(nak) // the partition moved to another replica
-		return true
-	}
-	defer part.active.Done()
-	log := a.log.With(b.meta.LogArgs()...)
-	log.Debug("apply", "phase", "start", "at", time.Now().UnixNano())
-	a.announce(b.meta, false)
-	err := a.applyWithin(ctx, hold, part, b)
-	a.announce(b.meta, true)
-	log.Debug("apply", "phase", "end", "at", time.Now().UnixNano())
-	if err != nil {
-		if !errors.Is(err, errNotRegisteredYet) {
-			log.Error("apply failed; will retry", "failures", a.queue.NumRequeues(uid)+1, "err", err)
-			a.observer().Failed(b.meta)
-		} else if _, said := a.waiting.LoadOrStore(b.meta.Controller, true); !said {
-			// Not a failure: this replica's registry catches up with the
-			// controller soon (after a restart, with every parent at once).
-			a.log.Debug("replies wait for the controller to be registered here", "controller", b.meta.Controller)
-		}
-		a.retry(uid, b)
-		return true
-	}
-	a.queue.Forget(uid)
-	a.failing.forget(uid)
-	b.each(ack)
-	return true
+	return bus.Meta{Address: bus.Address{ParentUID: uid}}
 }
 
 // applyTimeout bounds one apply: a hung apiserver call must not hold a
@@ -255,19 +238,58 @@ func (a *Applier) processNext(ctx context.Context) bool {
 // even of a reply with thousands of children. A failed apply is retried.
 const applyTimeout = 2 * time.Minute
 
-// applyWithin applies a batch within applyTimeout, in a span that continues
-// the trace of its reply, and while this replica holds the batch's
-// partition: once the hold ends, another replica may apply the parent, and
-// this apply stops before its next write. A panic fails the apply, and the
-// batch is retried like any failed one.
-func (a *Applier) applyWithin(ctx, hold context.Context, part *partition, b *batch) (err error) {
+// applyNext applies the replies waiting for the parent with that apply key,
+// once they are complete, while this replica holds the parent's partition:
+// once the hold ends, another replica may apply the parent, and this apply
+// stops before its next write. Replies that were not applied — an error, a
+// panic — are put back for the retry.
+func (a *Applier) applyNext(ctx context.Context, uid types.UID) error {
+	a.mu.Lock()
+	b := a.pending[uid]
+	if b != nil && b.complete() {
+		delete(a.pending, uid)
+	} else {
+		b = nil
+	}
+	a.mu.Unlock()
+	if b == nil {
+		return nil
+	}
+	part, hold, ok := a.begin(b.meta.Partition)
+	if !ok {
+		b.each(nak) // the partition moved to another replica
+		return nil
+	}
+	defer part.active.Done()
+	applied := false
+	defer func() {
+		if !applied {
+			a.putBack(uid, b)
+		}
+	}()
+	log := a.log.With(b.meta.LogArgs()...)
+	log.Debug("apply", "phase", "start", "at", time.Now().UnixNano())
+	a.announce(b.meta, false)
+	defer func() {
+		a.announce(b.meta, true)
+		log.Debug("apply", "phase", "end", "at", time.Now().UnixNano())
+	}()
+	if err := a.applyHeld(ctx, hold, part, b); err != nil {
+		return err
+	}
+	applied = true
+	a.failing.forget(uid)
+	b.each(ack)
+	return nil
+}
+
+// applyHeld applies a batch in a span that continues the trace of its
+// reply, while this replica holds the batch's partition.
+func (a *Applier) applyHeld(ctx, hold context.Context, part *partition, b *batch) (err error) {
 	ctx, span := a.traceApply(ctx, b)
 	defer func() { tracing.End(span, err) }()
-	defer recovery.Recover(&err, recovery.Applier, a.log, b.meta.LogArgs()...)
 	ctx, cancel := whileHeld(ctx, hold)
 	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, applyTimeout)
-	defer cancelTimeout()
 	if err := a.apply(ctx, part, b); err != nil {
 		if cause := context.Cause(ctx); errors.Is(cause, errHoldLost) {
 			return fmt.Errorf("%w (%w)", err, cause)
@@ -281,8 +303,8 @@ func (a *Applier) applyWithin(ctx, hold context.Context, part *partition, b *bat
 // registered before this replica did: it waits.
 var errNotRegisteredYet = errors.New("not registered here yet")
 
-// retry puts a failed batch back unless newer replies arrived meanwhile.
-func (a *Applier) retry(uid types.UID, b *batch) {
+// putBack puts a failed batch back unless newer replies arrived meanwhile.
+func (a *Applier) putBack(uid types.UID, b *batch) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	newer := a.pending[uid]
@@ -299,7 +321,6 @@ func (a *Applier) retry(uid types.UID, b *batch) {
 		// complete, keep it.
 		a.pending[uid] = b
 	}
-	a.queue.AddRateLimited(uid)
 }
 
 // apply makes the cluster match the replies of one observation of a parent.

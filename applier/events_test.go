@@ -136,7 +136,7 @@ func TestReportFailing(t *testing.T) {
 			for i, s := range tc.steps {
 				m.Generation = s.generation
 				synced = nil
-				// As processNext does.
+				// As the worker loop does.
 				if s.err == nil {
 					a.queue.Forget(m.ApplyKey())
 					a.failing.forget(m.ApplyKey())

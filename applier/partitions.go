@@ -57,7 +57,7 @@ type partition struct {
 	renewed time.Time
 	// hold ends when this replica may no longer apply the partition: its
 	// key was not renewed for staleAfter (expiry), or a renewal failed. An
-	// apply in flight then stops (applyWithin), as another replica may
+	// apply in flight then stops (applyHeld), as another replica may
 	// take the partition once the key expires. A renewal after a lapse
 	// starts a new hold.
 	hold   context.Context

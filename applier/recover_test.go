@@ -62,7 +62,7 @@ func TestApplyPanicIsRetried(t *testing.T) {
 	a, msgs := queuedApplier(t, nil, &logs, "p", "q")
 	before := testutil.ToFloat64(recovery.Panics.WithLabelValues(recovery.Applier))
 	for range 3 { // p, q, then p or q again after its backoff
-		if !a.processNext(t.Context()) {
+		if !a.worker().Next(t.Context(), a.queue) {
 			t.Fatal("the worker loop stopped")
 		}
 	}
@@ -91,7 +91,7 @@ func TestApplyWaitsQuietlyForTheRegistry(t *testing.T) {
 	reg := registry.New(fakedynamic.NewSimpleDynamicClient(runtime.NewScheme()), &fakediscovery.FakeDiscovery{Fake: &ktesting.Fake{}}, slog.Default())
 	a, msgs := queuedApplier(t, reg, &logs, "p", "q", "r")
 	for range 4 {
-		if !a.processNext(t.Context()) {
+		if !a.worker().Next(t.Context(), a.queue) {
 			t.Fatal("the worker loop stopped")
 		}
 	}

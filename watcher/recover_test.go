@@ -45,7 +45,7 @@ func TestSyncPanicIsRetried(t *testing.T) {
 	w.queue.Add(p)
 	w.queue.Add(parentKey{Controller: "c", Namespace: "ns", Name: "q"})
 	for range 4 {
-		if !w.processNext(t.Context()) {
+		if !w.worker().Next(t.Context(), w.queue) {
 			t.Fatal("the worker loop stopped")
 		}
 	}

@@ -33,6 +33,7 @@ import (
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/internal/tracing"
+	"universalcontroller.dev/uc/internal/workloop"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
@@ -173,12 +174,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	defer customize.Stop()
 	w.consuming.Store(true)
 	defer w.consuming.Store(false)
-	for range w.opts.Workers {
-		go func() {
-			for w.processNext(ctx) {
-			}
-		}()
-	}
+	w.worker().Run(ctx, w.queue, w.opts.Workers)
 	go w.republish.run(ctx)
 	customize.Keep(ctx, w.log)
 	return nil
@@ -299,24 +295,23 @@ func (w *Watcher) heldBack(key parentKey) bool {
 	return true
 }
 
-func (w *Watcher) processNext(ctx context.Context) bool {
-	key, quit := w.queue.Get()
-	if quit {
-		return false
-	}
-	defer w.queue.Done(key)
-	if err := w.syncWithin(ctx, key); err != nil {
-		if errors.Is(err, errCacheBehind) {
-			// Not a failure: the cache catches up within moments.
-			w.log.Debug("sync parent later", "controller", key.Controller, "parent", key.String(), "err", err)
-		} else {
+// worker is the watcher's worker loop: it syncs one parent at a time.
+func (w *Watcher) worker() workloop.Loop[parentKey] {
+	return workloop.Loop[parentKey]{
+		Component: recovery.Watcher,
+		Timeout:   itemTimeout,
+		Sync:      w.syncTraced,
+		Failed: func(key parentKey, err error) {
+			if errors.Is(err, errCacheBehind) {
+				// Not a failure: the cache catches up within moments.
+				w.log.Debug("sync parent later", "controller", key.Controller, "parent", key.String(), "err", err)
+				return
+			}
 			w.log.Error("sync parent", "controller", key.Controller, "parent", key.String(), "err", err)
-		}
-		w.queue.AddRateLimited(key)
-		return true
+		},
+		Log:     w.log,
+		LogArgs: func(key parentKey) []any { return []any{"controller", key.Controller, "parent", key.String()} },
 	}
-	w.queue.Forget(key)
-	return true
 }
 
 // itemTimeout bounds the handling of one item: a parent's sync, a customize
@@ -335,18 +330,13 @@ const itemTimeout = 2 * time.Minute
 // worker so waiting, the watcher would stall.
 const busTimeout = 5 * time.Second
 
-// syncWithin syncs a parent within itemTimeout, in a span that starts the
-// trace of the change. A panic fails the sync, and the parent is retried
-// like any failed one.
-func (w *Watcher) syncWithin(ctx context.Context, key parentKey) (err error) {
+// syncTraced syncs a parent in a span that starts the trace of the change.
+func (w *Watcher) syncTraced(ctx context.Context, key parentKey) (err error) {
 	ctx, span := w.tracer.Start(ctx, "sync")
 	tracing.SetAttributes(span, func() []attribute.KeyValue {
 		return []attribute.KeyValue{tracing.KeyController.String(key.Controller), tracing.KeyParent.String(key.String()), attribute.Bool("uc.resync", key.Resync)}
 	})
 	defer func() { tracing.End(span, err) }()
-	defer recovery.Recover(&err, recovery.Watcher, w.log, "controller", key.Controller, "parent", key.String())
-	ctx, cancel := context.WithTimeout(ctx, itemTimeout)
-	defer cancel()
 	return w.sync(ctx, key)
 }
 

@@ -1,11 +1,12 @@
 // Package recovery keeps a uc process up when the work on one item panics.
-// Every worker loop in uc — the watcher syncing a parent, the applier
-// applying one, the dispatcher delivering to a hook — recovers per item, as
-// Kubernetes controllers do: the panic is logged with the item's key and the
-// stack, counted in Panics, and becomes the item's error, so the item is
-// retried with its loop's backoff and the other items go on. (The Go hook
-// SDK, sdk/go, recovers its calls the same way, on its own: a hook worker
-// does not carry uc's metrics.)
+// Every worker loop in uc — the registry registering a controller, the
+// watcher syncing a parent, the applier applying one (the three loops of
+// internal/workloop), the dispatcher delivering to a hook — recovers per
+// item, as Kubernetes controllers do: the panic is logged with the item's
+// key and the stack, counted in Panics, and becomes the item's error, so
+// the item is retried with its loop's backoff and the other items go on.
+// (The Go hook SDK, sdk/go, recovers its calls the same way, on its own: a
+// hook worker does not carry uc's metrics.)
 //
 // client-go's utilruntime.HandleCrash re-panics (ReallyCrash, a process-wide
 // setting, also governs client-go's own goroutines), and
@@ -23,9 +24,10 @@ import (
 
 // The components whose panics Panics counts.
 const (
-	Watcher = "watcher" // syncing a parent, or handling a customize reply
-	Applier = "applier" // applying a parent's replies
-	Hook    = "hook"    // a hook call of the dispatcher: a webhook or destination delivery (recovered by the Go SDK, counted through its OnPanic)
+	Registry = "registry" // registering a controller
+	Watcher  = "watcher"  // syncing a parent, or handling a customize reply
+	Applier  = "applier"  // applying a parent's replies
+	Hook     = "hook"     // a hook call of the dispatcher: a webhook or destination delivery (recovered by the Go SDK, counted through its OnPanic)
 )
 
 // Panics counts the panics recovered, by component. uc serves it with its

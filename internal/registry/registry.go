@@ -31,6 +31,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
+	"universalcontroller.dev/uc/internal/recovery"
+	"universalcontroller.dev/uc/internal/workloop"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -305,28 +307,24 @@ func (r *Registry) Run(ctx context.Context) {
 	// Parents' status schemas before their controllers, so that their
 	// first status is written against them.
 	r.schemas.run(ctx, 30*time.Second)
-	go func() {
-		for r.processNext(ctx) {
-		}
-	}()
+	workloop.Loop[string]{
+		Component: recovery.Registry,
+		Timeout:   syncTimeout,
+		Sync:      r.sync,
+		Failed: func(name string, err error) {
+			r.log.Error("register controller", "controller", name, "err", err)
+		},
+		Log:     r.log,
+		LogArgs: func(name string) []any { return []any{"controller", name} },
+	}.Run(ctx, r.queue, 1)
 	go r.reportFailures(ctx)
 	<-ctx.Done()
 }
 
-func (r *Registry) processNext(ctx context.Context) bool {
-	name, quit := r.queue.Get()
-	if quit {
-		return false
-	}
-	defer r.queue.Done(name)
-	if err := r.sync(ctx, name); err != nil {
-		r.log.Error("register controller", "controller", name, "err", err)
-		r.queue.AddRateLimited(name)
-		return true
-	}
-	r.queue.Forget(name)
-	return true
-}
+// syncTimeout bounds the registration of one controller: its informers
+// sync within a minute (see Watch), or the registration fails and is
+// retried.
+const syncTimeout = 2 * time.Minute
 
 // sync makes the registered controller of that name match its object.
 func (r *Registry) sync(ctx context.Context, name string) error {

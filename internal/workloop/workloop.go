@@ -1,0 +1,80 @@
+// Package workloop runs uc's worker loops: the registry registering
+// controllers, the watcher syncing parents and the applier applying their
+// replies each take keys from a client-go rate-limited workqueue and handle
+// one at a time per worker, as Kubernetes' sample-controller does. This
+// package is that loop, written once: it bounds each item's handling with
+// a deadline, recovers a panic as the item's error (recovery.Recover), and
+// requeues a failed item with the queue's backoff or forgets the failures
+// of one that succeeded.
+package workloop
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+
+	"universalcontroller.dev/uc/internal/recovery"
+)
+
+// Loop is how a queue's items are handled.
+type Loop[T comparable] struct {
+	// Component counts the loop's panics in recovery.Panics and names the
+	// loop in its logs (recovery.Watcher, recovery.Applier, …).
+	Component string
+	// Timeout bounds the handling of one item: a hung call fails the item,
+	// which is retried, instead of taking a worker forever.
+	Timeout time.Duration
+	// Sync handles one item; it must be idempotent. An error (a panic
+	// included) requeues the item with the queue's backoff.
+	Sync func(ctx context.Context, item T) error
+	// Failed, if set, is told of each failure before the item is requeued
+	// (to log it with what the loop knows of the item); Log logs it
+	// otherwise.
+	Failed func(item T, err error)
+	// Log logs panics and, without Failed, failures.
+	Log *slog.Logger
+	// LogArgs are the slog key-value pairs that name an item in logs.
+	LogArgs func(item T) []any
+}
+
+// Run runs workers goroutines over queue, each handling one item at a time,
+// until queue shuts down; it returns at once.
+func (l Loop[T]) Run(ctx context.Context, queue workqueue.TypedRateLimitingInterface[T], workers int) {
+	for range workers {
+		go func() {
+			for l.Next(ctx, queue) {
+			}
+		}()
+	}
+}
+
+// Next handles the queue's next item, waiting for one; it returns false
+// once the queue shuts down.
+func (l Loop[T]) Next(ctx context.Context, queue workqueue.TypedRateLimitingInterface[T]) bool {
+	item, quit := queue.Get()
+	if quit {
+		return false
+	}
+	defer queue.Done(item)
+	if err := l.handle(ctx, item); err != nil {
+		if l.Failed != nil {
+			l.Failed(item, err)
+		} else {
+			l.Log.Error("failed; will retry", append(l.LogArgs(item), "component", l.Component, "failures", queue.NumRequeues(item)+1, "err", err)...)
+		}
+		queue.AddRateLimited(item)
+		return true
+	}
+	queue.Forget(item)
+	return true
+}
+
+// handle syncs one item within the loop's Timeout; a panic is its error.
+func (l Loop[T]) handle(ctx context.Context, item T) (err error) {
+	defer recovery.Recover(&err, l.Component, l.Log, l.LogArgs(item)...)
+	ctx, cancel := context.WithTimeout(ctx, l.Timeout)
+	defer cancel()
+	return l.Sync(ctx, item)
+}
