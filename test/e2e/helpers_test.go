@@ -18,10 +18,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
@@ -136,6 +139,27 @@ func eventually(t *testing.T, timeout time.Duration, check func() error) {
 		t.Fatal(err)
 	}
 	t.Logf("condition met after %s", time.Since(start).Round(time.Millisecond))
+}
+
+// consistently fails t if check fails at any time during d.
+func consistently(t *testing.T, d time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if err := check(); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		case <-tick.C:
+		}
+	}
 }
 
 // applyFile applies every object of a YAML file with server-side apply.
@@ -509,4 +533,41 @@ func jetStreamAs(t *testing.T, c bus.Connection, name string) jetstream.JetStrea
 		t.Fatal(err)
 	}
 	return js
+}
+
+// cm is a desired ConfigMap child, as a hook returns it.
+func cm(name string, labels map[string]any, data map[string]any) map[string]any {
+	meta := map[string]any{"name": name}
+	if labels != nil {
+		meta["labels"] = labels
+	}
+	obj := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta}
+	if data != nil {
+		obj["data"] = data
+	}
+	return obj
+}
+
+// getConfigMap gets a ConfigMap.
+func getConfigMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {
+	return env.kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+// controlledBy checks obj's controller is the object of that UID.
+func controlledBy(obj metav1.Object, uid types.UID) error {
+	if ref := metav1.GetControllerOf(obj); ref == nil || ref.UID != uid {
+		return fmt.Errorf("%s is controlled by %v, want %s", obj.GetName(), ref, uid)
+	}
+	return nil
+}
+
+// gone checks an object no longer exists.
+func gone(err error, what string) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err == nil {
+		return fmt.Errorf("%s still exists", what)
+	}
+	return err
 }
