@@ -35,6 +35,7 @@ import (
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/test/manifests"
 	"universalcontroller.dev/uc/test/testbed"
 )
 
@@ -164,7 +165,7 @@ func consistently(t *testing.T, d time.Duration, check func() error) {
 
 // applyFile applies every object of a YAML file with server-side apply.
 func applyFile(ctx context.Context, path string) error {
-	objs, err := manifestObjects(path)
+	objs, err := manifests.Read(path)
 	if err != nil {
 		return err
 	}
@@ -177,26 +178,11 @@ func applyFile(ctx context.Context, path string) error {
 	return nil
 }
 
-// manifestObjects decodes the objects of a YAML (or JSON) file, leaving
-// out empty documents, as deployDecode does those `kubectl kustomize`
-// prints.
-func manifestObjects(path string) ([]*unstructured.Unstructured, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	objs, err := deployDecode(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return objs, nil
-}
-
 // manifestObject is the one object of a YAML file (path below the
 // repository's root).
 func manifestObject(t *testing.T, path string) *unstructured.Unstructured {
 	t.Helper()
-	objs, err := manifestObjects(filepath.Join(env.root, path))
+	objs, err := manifests.Read(filepath.Join(env.root, path))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +334,7 @@ func installCRD(t *testing.T, path string, gvr schema.GroupVersionResource) {
 // them when the test ends.
 func registerManifest(t *testing.T, path string, edit func(*unstructured.Unstructured)) {
 	t.Helper()
-	objs, err := manifestObjects(filepath.Join(env.root, path))
+	objs, err := manifests.Read(filepath.Join(env.root, path))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -136,7 +136,10 @@ func TestMissingPermission(t *testing.T) {
 		_ = env.kube.RbacV1().ClusterRoles().Delete(bg, name, metav1.DeleteOptions{})
 		_ = env.dyn.Resource(v1alpha1.Resource).Delete(bg, name, metav1.DeleteOptions{})
 	})
-	kubeconfig := deployServiceAccountKubeconfig(t, ns, sa.Name, filepath.Join(t.TempDir(), "kubeconfig"))
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := env.bed.ServiceAccountKubeconfig(ctx, ns, sa.Name, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
 
 	srv, err := testbed.StartNATS(ctx, filepath.Join(t.TempDir(), "nats"), 0)
 	if err != nil {
