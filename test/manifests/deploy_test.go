@@ -342,7 +342,7 @@ func TestRBACPattern(t *testing.T) {
 		{"examples/foo/controller.yaml", "deploy/examples/foo-controller-rbac.yaml"},
 		{"test/e2e/testdata/deploy-gadget-controller.yaml", "test/e2e/testdata/deploy-gadget-rbac.yaml"},
 	} {
-		t.Run(tc.rbac, func(t *testing.T) {
+		t.Run(filepath.Base(tc.rbac), func(t *testing.T) {
 			b, err := os.ReadFile(filepath.Join(repoRoot, tc.controller))
 			if err != nil {
 				t.Fatal(err)
