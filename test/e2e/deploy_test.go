@@ -212,13 +212,17 @@ func deployLeastPrivilege(t *testing.T) {
 		{role: "applier", verb: "patch", group: uc, resource: "universaldecorators"},
 		{role: "watcher", verb: "patch", group: uc, resource: "universaldecorators", sub: "status"},
 	}
-	deployAwaitAccess(t, time.Minute, base...)
-	deployCheckAccess(t, []deployAccess{
-		{role: "applier", verb: "patch", group: apps, resource: "deployments", namespace: ns},
-		{role: "applier", verb: "list", group: apps, resource: "deployments"},
-		{role: "watcher", verb: "list", group: sample, resource: "foos"},
-		{role: "dispatcher", verb: "list", group: apps, resource: "deployments"},
-	})
+	if !t.Run("the RBAC of deploy alone", func(t *testing.T) {
+		deployAwaitAccess(t, time.Minute, base...)
+		deployCheckAccess(t, []deployAccess{
+			{role: "applier", verb: "patch", group: apps, resource: "deployments", namespace: ns},
+			{role: "applier", verb: "list", group: apps, resource: "deployments"},
+			{role: "watcher", verb: "list", group: sample, resource: "foos"},
+			{role: "dispatcher", verb: "list", group: apps, resource: "deployments"},
+		})
+	}) {
+		return
+	}
 
 	t.Cleanup(func() {
 		_, _ = deployKubectl(t, nil, "delete", "--ignore-not-found", "-f", "deploy/examples/foo-controller-rbac.yaml")
@@ -226,77 +230,79 @@ func deployLeastPrivilege(t *testing.T) {
 	if _, err := deployKubectl(t, nil, "apply", "-f", "deploy/examples/foo-controller-rbac.yaml"); err != nil {
 		t.Fatal(err)
 	}
-	deployAwaitAccess(t, time.Minute, deployAccess{role: "applier", verb: "patch", group: apps, resource: "deployments", namespace: ns, want: true})
+	t.Run("with the Foo example's RBAC", func(t *testing.T) {
+		deployAwaitAccess(t, time.Minute, deployAccess{role: "applier", verb: "patch", group: apps, resource: "deployments", namespace: ns, want: true})
 
-	deployCheckAccess(t, append(base, []deployAccess{
-		// The watcher reads: UniversalControllers, the Foo controller's
-		// kinds, namespaces; and holds its Lease, in uc-system only.
-		{role: "watcher", verb: "list", group: sample, resource: "foos", want: true},
-		{role: "watcher", verb: "watch", group: apps, resource: "deployments", want: true},
-		{role: "watcher", verb: "list", resource: "namespaces", want: true},
-		{role: "watcher", verb: "create", group: coord, resource: "leases", namespace: manifests.Namespace, want: true},
-		{role: "watcher", verb: "update", group: coord, resource: "leases", namespace: manifests.Namespace, name: "uc-watcher", want: true},
-		{role: "watcher", verb: "update", group: coord, resource: "leases", namespace: manifests.Namespace, name: "someone-elses"},
-		{role: "watcher", verb: "update", group: coord, resource: "leases", namespace: "kube-system", name: "uc-watcher"},
-		// ... and writes nothing.
-		{role: "watcher", verb: "create", group: apps, resource: "deployments", namespace: ns},
-		{role: "watcher", verb: "patch", group: apps, resource: "deployments", namespace: ns},
-		{role: "watcher", verb: "delete", group: apps, resource: "deployments", namespace: ns},
-		{role: "watcher", verb: "patch", group: sample, resource: "foos", sub: "status", namespace: ns},
-		{role: "watcher", verb: "patch", group: sample, resource: "foos", namespace: ns},
-		{role: "watcher", verb: "create", resource: "events", namespace: ns},
-		{role: "watcher", verb: "patch", group: uc, resource: "universalcontrollers", sub: "status"},
-		{role: "watcher", verb: "create", group: uc, resource: "universalcontrollers"},
-		{role: "watcher", verb: "get", resource: "secrets", namespace: ns},
-		{role: "watcher", verb: "list", resource: "secrets"},
-		{role: "watcher", verb: "list", resource: "configmaps"},
-		{role: "watcher", verb: "create", group: "rbac.authorization.k8s.io", resource: "rolebindings", namespace: ns},
+		deployCheckAccess(t, append(base, []deployAccess{
+			// The watcher reads: UniversalControllers, the Foo controller's
+			// kinds, namespaces; and holds its Lease, in uc-system only.
+			{role: "watcher", verb: "list", group: sample, resource: "foos", want: true},
+			{role: "watcher", verb: "watch", group: apps, resource: "deployments", want: true},
+			{role: "watcher", verb: "list", resource: "namespaces", want: true},
+			{role: "watcher", verb: "create", group: coord, resource: "leases", namespace: manifests.Namespace, want: true},
+			{role: "watcher", verb: "update", group: coord, resource: "leases", namespace: manifests.Namespace, name: "uc-watcher", want: true},
+			{role: "watcher", verb: "update", group: coord, resource: "leases", namespace: manifests.Namespace, name: "someone-elses"},
+			{role: "watcher", verb: "update", group: coord, resource: "leases", namespace: "kube-system", name: "uc-watcher"},
+			// ... and writes nothing.
+			{role: "watcher", verb: "create", group: apps, resource: "deployments", namespace: ns},
+			{role: "watcher", verb: "patch", group: apps, resource: "deployments", namespace: ns},
+			{role: "watcher", verb: "delete", group: apps, resource: "deployments", namespace: ns},
+			{role: "watcher", verb: "patch", group: sample, resource: "foos", sub: "status", namespace: ns},
+			{role: "watcher", verb: "patch", group: sample, resource: "foos", namespace: ns},
+			{role: "watcher", verb: "create", resource: "events", namespace: ns},
+			{role: "watcher", verb: "patch", group: uc, resource: "universalcontrollers", sub: "status"},
+			{role: "watcher", verb: "create", group: uc, resource: "universalcontrollers"},
+			{role: "watcher", verb: "get", resource: "secrets", namespace: ns},
+			{role: "watcher", verb: "list", resource: "secrets"},
+			{role: "watcher", verb: "list", resource: "configmaps"},
+			{role: "watcher", verb: "create", group: "rbac.authorization.k8s.io", resource: "rolebindings", namespace: ns},
 
-		// The applier writes the declared children, the parent's status
-		// and finalizers, and Events.
-		{role: "applier", verb: "create", group: apps, resource: "deployments", namespace: ns, want: true},
-		{role: "applier", verb: "patch", group: apps, resource: "deployments", namespace: ns, want: true},
-		{role: "applier", verb: "delete", group: apps, resource: "deployments", namespace: ns, want: true},
-		{role: "applier", verb: "list", group: apps, resource: "deployments", want: true},
-		{role: "applier", verb: "get", group: sample, resource: "foos", namespace: ns, want: true},
-		{role: "applier", verb: "patch", group: sample, resource: "foos", sub: "status", namespace: ns, want: true},
-		{role: "applier", verb: "patch", group: sample, resource: "foos", namespace: ns, want: true},
-		{role: "applier", verb: "update", group: sample, resource: "foos", sub: "finalizers", namespace: ns, want: true},
-		// ... and nothing else: not the parent's life, no undeclared kind,
-		// no secrets, not uc's own objects, no RBAC.
-		{role: "applier", verb: "create", group: sample, resource: "foos", namespace: ns},
-		{role: "applier", verb: "delete", group: sample, resource: "foos", namespace: ns},
-		{role: "applier", verb: "create", resource: "configmaps", namespace: ns},
-		{role: "applier", verb: "create", resource: "pods", namespace: ns},
-		{role: "applier", verb: "patch", group: apps, resource: "statefulsets", namespace: ns},
-		{role: "applier", verb: "get", resource: "secrets", namespace: ns},
-		{role: "applier", verb: "list", resource: "secrets"},
-		{role: "applier", verb: "create", resource: "secrets", namespace: ns},
-		{role: "applier", verb: "patch", group: uc, resource: "universalcontrollers"},
-		{role: "applier", verb: "patch", group: uc, resource: "universalcontrollers", sub: "status"},
-		{role: "applier", verb: "update", group: coord, resource: "leases", namespace: manifests.Namespace, name: "uc-watcher"},
-		{role: "applier", verb: "create", group: "rbac.authorization.k8s.io", resource: "clusterrolebindings"},
-		{role: "applier", verb: "impersonate", resource: "serviceaccounts", namespace: manifests.Namespace},
+			// The applier writes the declared children, the parent's status
+			// and finalizers, and Events.
+			{role: "applier", verb: "create", group: apps, resource: "deployments", namespace: ns, want: true},
+			{role: "applier", verb: "patch", group: apps, resource: "deployments", namespace: ns, want: true},
+			{role: "applier", verb: "delete", group: apps, resource: "deployments", namespace: ns, want: true},
+			{role: "applier", verb: "list", group: apps, resource: "deployments", want: true},
+			{role: "applier", verb: "get", group: sample, resource: "foos", namespace: ns, want: true},
+			{role: "applier", verb: "patch", group: sample, resource: "foos", sub: "status", namespace: ns, want: true},
+			{role: "applier", verb: "patch", group: sample, resource: "foos", namespace: ns, want: true},
+			{role: "applier", verb: "update", group: sample, resource: "foos", sub: "finalizers", namespace: ns, want: true},
+			// ... and nothing else: not the parent's life, no undeclared kind,
+			// no secrets, not uc's own objects, no RBAC.
+			{role: "applier", verb: "create", group: sample, resource: "foos", namespace: ns},
+			{role: "applier", verb: "delete", group: sample, resource: "foos", namespace: ns},
+			{role: "applier", verb: "create", resource: "configmaps", namespace: ns},
+			{role: "applier", verb: "create", resource: "pods", namespace: ns},
+			{role: "applier", verb: "patch", group: apps, resource: "statefulsets", namespace: ns},
+			{role: "applier", verb: "get", resource: "secrets", namespace: ns},
+			{role: "applier", verb: "list", resource: "secrets"},
+			{role: "applier", verb: "create", resource: "secrets", namespace: ns},
+			{role: "applier", verb: "patch", group: uc, resource: "universalcontrollers"},
+			{role: "applier", verb: "patch", group: uc, resource: "universalcontrollers", sub: "status"},
+			{role: "applier", verb: "update", group: coord, resource: "leases", namespace: manifests.Namespace, name: "uc-watcher"},
+			{role: "applier", verb: "create", group: "rbac.authorization.k8s.io", resource: "clusterrolebindings"},
+			{role: "applier", verb: "impersonate", resource: "serviceaccounts", namespace: manifests.Namespace},
 
-		// The dispatcher reports on UniversalControllers, reads webhook
-		// credentials by name, watches Services for destinations.
-		{role: "dispatcher", verb: "get", resource: "secrets", namespace: ns, want: true},
-		{role: "dispatcher", verb: "get", resource: "configmaps", namespace: ns, want: true},
-		{role: "dispatcher", verb: "watch", resource: "services", want: true},
-		{role: "dispatcher", verb: "create", resource: "events", namespace: "default", want: true},
-		// ... and writes nothing else, and cannot enumerate credentials.
-		{role: "dispatcher", verb: "list", resource: "secrets"},
-		{role: "dispatcher", verb: "watch", resource: "secrets", namespace: ns},
-		{role: "dispatcher", verb: "create", resource: "secrets", namespace: ns},
-		{role: "dispatcher", verb: "update", group: uc, resource: "universalcontrollers"},
-		{role: "dispatcher", verb: "delete", group: uc, resource: "universalcontrollers"},
-		{role: "dispatcher", verb: "create", group: apps, resource: "deployments", namespace: ns},
-		{role: "dispatcher", verb: "patch", group: sample, resource: "foos", sub: "status", namespace: ns},
-		{role: "dispatcher", verb: "patch", group: sample, resource: "foos", namespace: ns},
-		{role: "dispatcher", verb: "update", group: coord, resource: "leases", namespace: manifests.Namespace, name: "uc-watcher"},
-		{role: "dispatcher", verb: "bind", group: "rbac.authorization.k8s.io", resource: "clusterroles"},
-		{role: "dispatcher", verb: "escalate", group: "rbac.authorization.k8s.io", resource: "clusterroles"},
-	}...))
+			// The dispatcher reports on UniversalControllers, reads webhook
+			// credentials by name, watches Services for destinations.
+			{role: "dispatcher", verb: "get", resource: "secrets", namespace: ns, want: true},
+			{role: "dispatcher", verb: "get", resource: "configmaps", namespace: ns, want: true},
+			{role: "dispatcher", verb: "watch", resource: "services", want: true},
+			{role: "dispatcher", verb: "create", resource: "events", namespace: "default", want: true},
+			// ... and writes nothing else, and cannot enumerate credentials.
+			{role: "dispatcher", verb: "list", resource: "secrets"},
+			{role: "dispatcher", verb: "watch", resource: "secrets", namespace: ns},
+			{role: "dispatcher", verb: "create", resource: "secrets", namespace: ns},
+			{role: "dispatcher", verb: "update", group: uc, resource: "universalcontrollers"},
+			{role: "dispatcher", verb: "delete", group: uc, resource: "universalcontrollers"},
+			{role: "dispatcher", verb: "create", group: apps, resource: "deployments", namespace: ns},
+			{role: "dispatcher", verb: "patch", group: sample, resource: "foos", sub: "status", namespace: ns},
+			{role: "dispatcher", verb: "patch", group: sample, resource: "foos", namespace: ns},
+			{role: "dispatcher", verb: "update", group: coord, resource: "leases", namespace: manifests.Namespace, name: "uc-watcher"},
+			{role: "dispatcher", verb: "bind", group: "rbac.authorization.k8s.io", resource: "clusterroles"},
+			{role: "dispatcher", verb: "escalate", group: "rbac.authorization.k8s.io", resource: "clusterroles"},
+		}...))
+	})
 }
 
 // deployRoleProcesses runs every role of deploy/ as processes, with the
@@ -366,38 +372,44 @@ func deployRoleProcesses(t *testing.T, m manifests.Set) {
 		}
 		return nil
 	}
-	// Every probe of every process answers 200.
-	eventually(t, time.Minute, func() error {
-		if err := running(); err != nil {
-			return err
-		}
-		for _, p := range procs {
-			if err := p.Ready(ctx); err != nil {
+	if !t.Run("every probe of every process answers 200", func(t *testing.T) {
+		eventually(t, time.Minute, func() error {
+			if err := running(); err != nil {
 				return err
 			}
-		}
-		return nil
-	})
-	// One watcher leads, holding the Lease in uc-system.
-	eventually(t, 30*time.Second, func() error {
-		if err := running(); err != nil {
-			return err
-		}
-		lease, err := env.kube.CoordinationV1().Leases(manifests.Namespace).Get(ctx, "uc-watcher", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		var leaders []string
-		for _, p := range procs {
-			if strings.Contains(p.Log(), "leading: this watcher is active") {
-				leaders = append(leaders, p.Name())
+			for _, p := range procs {
+				if err := p.Ready(ctx); err != nil {
+					return err
+				}
 			}
-		}
-		if len(leaders) != 1 || lease.Spec.HolderIdentity == nil {
-			return fmt.Errorf("leading watchers %q, lease holder %v", leaders, lease.Spec.HolderIdentity)
-		}
-		return nil
-	})
+			return nil
+		})
+	}) {
+		return
+	}
+	if !t.Run("one watcher leads, holding the Lease in uc-system", func(t *testing.T) {
+		eventually(t, 30*time.Second, func() error {
+			if err := running(); err != nil {
+				return err
+			}
+			lease, err := env.kube.CoordinationV1().Leases(manifests.Namespace).Get(ctx, "uc-watcher", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			var leaders []string
+			for _, p := range procs {
+				if strings.Contains(p.Log(), "leading: this watcher is active") {
+					leaders = append(leaders, p.Name())
+				}
+			}
+			if len(leaders) != 1 || lease.Spec.HolderIdentity == nil {
+				return fmt.Errorf("leading watchers %q, lease holder %v", leaders, lease.Spec.HolderIdentity)
+			}
+			return nil
+		})
+	}) {
+		return
+	}
 
 	// A hook worker on the manifests' NATS: the Foo example's sync hook, and
 	// a finalize hook that lets go at once.
@@ -456,65 +468,75 @@ func deployRoleProcesses(t *testing.T, m manifests.Set) {
 			_, _ = env.dyn.Resource(deployGadgetGVR).Namespace(ns).Update(context.Background(), g, metav1.UpdateOptions{})
 		}
 	})
-	finalizer := "universalcontroller.dev/" + deployGadgetUC
-	eventually(t, 2*time.Minute, func() error {
-		if err := running(); err != nil {
-			return err
-		}
-		d, err := env.kube.AppsV1().Deployments(ns).Get(ctx, "g1-web", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if ref := metav1.GetControllerOf(d); ref == nil || ref.UID != created.GetUID() {
-			return fmt.Errorf("deployment g1-web is controlled by %v, not the Gadget", ref)
-		}
-		g, err := env.dyn.Resource(deployGadgetGVR).Namespace(ns).Get(ctx, "g1", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if !slices.Contains(g.GetFinalizers(), finalizer) {
-			return fmt.Errorf("gadget finalizers %q lack %s", g.GetFinalizers(), finalizer)
-		}
-		if n, _, _ := unstructured.NestedInt64(g.Object, "status", "availableReplicas"); n != 2 {
-			return fmt.Errorf("gadget status.availableReplicas %d, want 2 (deployment: %d available)", n, d.Status.AvailableReplicas)
-		}
-		return nil
-	})
-
-	if err := env.dyn.Resource(deployGadgetGVR).Namespace(ns).Delete(ctx, "g1", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// An applier that restarted takes its partitions back within ~30 s.
-	eventually(t, 2*time.Minute, func() error {
-		if err := running(); err != nil {
-			return err
-		}
-		_, err := env.dyn.Resource(deployGadgetGVR).Namespace(ns).Get(ctx, "g1", metav1.GetOptions{})
-		if !apierrors.IsNotFound(err) {
-			return fmt.Errorf("gadget g1 not gone yet (%v)", err)
-		}
-		return nil
-	})
-	if _, ok := finalized.Load("g1"); !ok {
-		t.Error("gadget g1 went away without its finalize hook")
+	if !t.Run("a Gadget gets its Deployment, uc's finalizer and its status", func(t *testing.T) {
+		finalizer := "universalcontroller.dev/" + deployGadgetUC
+		eventually(t, 2*time.Minute, func() error {
+			if err := running(); err != nil {
+				return err
+			}
+			d, err := env.kube.AppsV1().Deployments(ns).Get(ctx, "g1-web", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if ref := metav1.GetControllerOf(d); ref == nil || ref.UID != created.GetUID() {
+				return fmt.Errorf("deployment g1-web is controlled by %v, not the Gadget", ref)
+			}
+			g, err := env.dyn.Resource(deployGadgetGVR).Namespace(ns).Get(ctx, "g1", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if !slices.Contains(g.GetFinalizers(), finalizer) {
+				return fmt.Errorf("gadget finalizers %q lack %s", g.GetFinalizers(), finalizer)
+			}
+			if n, _, _ := unstructured.NestedInt64(g.Object, "status", "availableReplicas"); n != 2 {
+				return fmt.Errorf("gadget status.availableReplicas %d, want 2 (deployment: %d available)", n, d.Status.AvailableReplicas)
+			}
+			return nil
+		})
+	}) {
+		return
 	}
 
-	// Nothing a role did on the Gadget controller's kinds, nor on NATS, was
-	// refused.
-	for _, p := range procs {
-		if p.Restarts() > 0 {
-			t.Logf("%s was restarted %d times", p.Name(), p.Restarts())
+	if !t.Run("a deleted Gadget is finalized", func(t *testing.T) {
+		if err := env.dyn.Resource(deployGadgetGVR).Namespace(ns).Delete(ctx, "g1", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
 		}
-		for _, line := range strings.Split(p.Log(), "\n") {
-			l := strings.ToLower(line)
-			if strings.Contains(l, "forbidden") && (strings.Contains(l, "gadget") || strings.Contains(l, "deployments")) {
-				t.Errorf("%s: %s", p.Name(), line)
+		// An applier that restarted takes its partitions back within ~30 s.
+		eventually(t, 2*time.Minute, func() error {
+			if err := running(); err != nil {
+				return err
 			}
-			if strings.Contains(line, "NATS refused") { // its NATS user lacks a permission
-				t.Errorf("%s: %s", p.Name(), line)
+			_, err := env.dyn.Resource(deployGadgetGVR).Namespace(ns).Get(ctx, "g1", metav1.GetOptions{})
+			if !apierrors.IsNotFound(err) {
+				return fmt.Errorf("gadget g1 not gone yet (%v)", err)
 			}
+			return nil
+		})
+		if _, ok := finalized.Load("g1"); !ok {
+			t.Error("gadget g1 went away without its finalize hook")
 		}
+	}) {
+		return
 	}
+
+	t.Run("no role was refused anything", func(t *testing.T) {
+		// Nothing a role did on the Gadget controller's kinds, nor on NATS, was
+		// refused.
+		for _, p := range procs {
+			if p.Restarts() > 0 {
+				t.Logf("%s was restarted %d times", p.Name(), p.Restarts())
+			}
+			for _, line := range strings.Split(p.Log(), "\n") {
+				l := strings.ToLower(line)
+				if strings.Contains(l, "forbidden") && (strings.Contains(l, "gadget") || strings.Contains(l, "deployments")) {
+					t.Errorf("%s: %s", p.Name(), line)
+				}
+				if strings.Contains(line, "NATS refused") { // its NATS user lacks a permission
+					t.Errorf("%s: %s", p.Name(), line)
+				}
+			}
+		}
+	})
 }
 
 // deployReadOthers gives the roles read access, by the documented pattern,
