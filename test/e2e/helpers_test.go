@@ -271,13 +271,13 @@ func createClusterScoped(t *testing.T, gvr schema.GroupVersionResource, obj *uns
 // countingHook serves the Foo example's sync hook, counts calls per parent,
 // and can hold the calls of one parent until released.
 type countingHook struct {
+	gates
 	mu          sync.Mutex
 	generations map[string][]int64 // by namespace/name: the parent generation each call saw
-	gates       map[string]chan struct{}
 }
 
 func newCountingHook() *countingHook {
-	return &countingHook{generations: map[string][]int64{}, gates: map[string]chan struct{}{}}
+	return &countingHook{generations: map[string][]int64{}}
 }
 
 // seen lists the parent generation each call for key saw, in call order.
@@ -287,18 +287,45 @@ func (h *countingHook) seen(key string) []int64 {
 	return slices.Clone(h.generations[key])
 }
 
-// hold makes calls for key wait until the returned release is called.
-func (h *countingHook) hold(key string) (release func()) {
+// gates hold a hook's calls for chosen keys (namespace/name of the
+// object a call is about) until released. The zero value holds nothing.
+type gates struct {
+	lock sync.Mutex
+	held map[string]chan struct{}
+}
+
+// hold makes the calls for key wait until the returned release is called.
+func (g *gates) hold(key string) (release func()) {
 	gate := make(chan struct{})
-	h.mu.Lock()
-	h.gates[key] = gate
-	h.mu.Unlock()
+	g.lock.Lock()
+	if g.held == nil {
+		g.held = map[string]chan struct{}{}
+	}
+	g.held[key] = gate
+	g.lock.Unlock()
 	return sync.OnceFunc(func() {
-		h.mu.Lock()
-		delete(h.gates, key)
-		h.mu.Unlock()
+		g.lock.Lock()
+		delete(g.held, key)
+		g.lock.Unlock()
 		close(gate)
 	})
+}
+
+// wait returns once the calls for key are not held, or with ctx's error
+// when it ends first.
+func (g *gates) wait(ctx context.Context, key string) error {
+	g.lock.Lock()
+	gate := g.held[key]
+	g.lock.Unlock()
+	if gate == nil {
+		return nil
+	}
+	select {
+	case <-gate:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // serveHooks serves the handlers as the controller's hooks, in this
