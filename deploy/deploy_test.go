@@ -1,6 +1,7 @@
 // Package deploy holds the manifests that install uc on a cluster (see
 // README.md). This test keeps deploy/crds a faithful copy of schemas/crds;
-// test/e2e/deploy_test.go validates the manifests on a real API server.
+// test/manifests checks what the manifests hold, and
+// test/e2e/deploy_test.go validates them on a real API server.
 package deploy
 
 import (

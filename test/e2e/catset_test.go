@@ -221,99 +221,110 @@ func TestExampleCatSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	const v1, v2 = "nginx:1.27", "nginx:1.28"
-	eventually(t, 2*time.Minute, func() error { return tr.ready(v1, "web-0", "web-1", "web-2") })
-	if got := tr.order(v1); !slices.Equal(got, []string{"web-0", "web-1", "web-2"}) {
-		t.Errorf("pods came up in the order %v, want web-0, web-1, web-2", got)
-	}
-
-	t.Log("scale 3 → 4 → 2")
-	scaleCatSet(t, ns, 4)
-	eventually(t, time.Minute, func() error { return tr.ready(v1, "web-0", "web-1", "web-2", "web-3") })
-	claims, err := pvcUIDs(ctx, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr.expect("web-0", "web-1")
-	scaleCatSet(t, ns, 2)
-	eventually(t, time.Minute, func() error { return tr.ready(v1, "web-0", "web-1") })
-	if deleted, _ := tr.snapshot(); !slices.Equal(deleted, []string{"web-3", "web-2"}) {
-		t.Errorf("scale-down deleted %v, want web-3 then web-2", deleted)
-	}
-	kept, err := pvcUIDs(ctx, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(claims) != 4 || !maps.Equal(kept, claims) {
-		t.Errorf("claims after the scale-down %v, want the 4 claims of before %v", kept, claims)
-	}
-	scaleCatSet(t, ns, 3)
-	eventually(t, time.Minute, func() error { return tr.ready(v1, "web-0", "web-1", "web-2") })
-	eventually(t, 30*time.Second, func() error { return catsetUpdated(ctx, ns, "OnLatestRevision") })
-
-	t.Log("roll out a new pod template; kill uc after the first pod is deleted")
-	killed := make(chan struct{})
-	var once sync.Once
-	tr.mu.Lock()
-	tr.onDelete = func(string) { once.Do(func() { close(killed) }) }
-	tr.mu.Unlock()
-	tr.expect("web-0", "web-1", "web-2")
-	patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"containers":[{"name":"nginx","image":%q,"ports":[{"containerPort":80,"name":"web"}],"volumeMounts":[{"name":"www","mountPath":"/usr/share/nginx/html"}]}]}}}}`, v2)
-	if _, err := env.dyn.Resource(catset.GVR).Namespace(ns).Patch(ctx, "web", "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-killed:
-	case <-time.After(time.Minute):
-		t.Fatal("no pod was deleted within a minute of the template change")
-	}
-	env.uc.kill()
-	t.Log("uc killed mid-rollout")
-	if err := env.uc.start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 3*time.Minute, func() error { return tr.ready(v2, "web-0", "web-1", "web-2") })
-	eventually(t, 30*time.Second, func() error { return catsetUpdated(ctx, ns, "OnLatestRevision") })
-	deleted, unavailable := tr.snapshot()
-	t.Logf("rollout: pods deleted in the order %v; at most %d of 3 unavailable at once; pods with %s appeared in the order %v", deleted, unavailable, v2, tr.order(v2))
-	if unavailable > 1 {
-		t.Errorf("%d pods were unavailable at once during the rollout, want at most 1", unavailable)
-	}
-	if !slices.Equal(deleted, []string{"web-2", "web-1", "web-0"}) {
-		t.Errorf("the rollout deleted %v, want each pod once, highest ordinal first", deleted)
-	}
-	revs, err := env.dyn.Resource(v1alpha1.RevisionResource).Namespace(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(revs.Items) != 1 {
-		t.Errorf("%d ControllerRevisions after the rollout, want 1 (the unused one collected)", len(revs.Items))
-	}
-
-	t.Log("delete the CatSet: the finalize hook scales it to zero first")
-	tr.expect()
-	if err := env.dyn.Resource(catset.GVR).Namespace(ns).Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 2*time.Minute, func() error {
-		if _, err := env.dyn.Resource(catset.GVR).Namespace(ns).Get(ctx, "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("the CatSet is still there (err %v)", err)
+	if !t.Run("pods come up in order", func(t *testing.T) {
+		eventually(t, 2*time.Minute, func() error { return tr.ready(v1, "web-0", "web-1", "web-2") })
+		if got := tr.order(v1); !slices.Equal(got, []string{"web-0", "web-1", "web-2"}) {
+			t.Errorf("pods came up in the order %v, want web-0, web-1, web-2", got)
 		}
-		return nil
-	})
-	if deleted, _ := tr.snapshot(); !slices.Equal(deleted, []string{"web-2", "web-1", "web-0"}) {
-		t.Errorf("finalizing deleted %v, want web-2, web-1, web-0", deleted)
+	}) {
+		return
 	}
-	// The garbage collector takes the claims and the revisions.
-	eventually(t, 2*time.Minute, func() error {
-		pvcs, err := pvcUIDs(ctx, ns)
-		if err != nil || len(pvcs) > 0 {
-			return fmt.Errorf("claims left: %v (err %v)", pvcs, err)
+
+	if !t.Run("scale 3 → 4 → 2 → 3, keeping the claims", func(t *testing.T) {
+		scaleCatSet(t, ns, 4)
+		eventually(t, time.Minute, func() error { return tr.ready(v1, "web-0", "web-1", "web-2", "web-3") })
+		claims, err := pvcUIDs(ctx, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.expect("web-0", "web-1")
+		scaleCatSet(t, ns, 2)
+		eventually(t, time.Minute, func() error { return tr.ready(v1, "web-0", "web-1") })
+		if deleted, _ := tr.snapshot(); !slices.Equal(deleted, []string{"web-3", "web-2"}) {
+			t.Errorf("scale-down deleted %v, want web-3 then web-2", deleted)
+		}
+		kept, err := pvcUIDs(ctx, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(claims) != 4 || !maps.Equal(kept, claims) {
+			t.Errorf("claims after the scale-down %v, want the 4 claims of before %v", kept, claims)
+		}
+		scaleCatSet(t, ns, 3)
+		eventually(t, time.Minute, func() error { return tr.ready(v1, "web-0", "web-1", "web-2") })
+		eventually(t, 30*time.Second, func() error { return catsetUpdated(ctx, ns, "OnLatestRevision") })
+	}) {
+		return
+	}
+
+	if !t.Run("roll out a new pod template, uc killed after the first pod is deleted", func(t *testing.T) {
+		killed := make(chan struct{})
+		var once sync.Once
+		tr.mu.Lock()
+		tr.onDelete = func(string) { once.Do(func() { close(killed) }) }
+		tr.mu.Unlock()
+		tr.expect("web-0", "web-1", "web-2")
+		patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"containers":[{"name":"nginx","image":%q,"ports":[{"containerPort":80,"name":"web"}],"volumeMounts":[{"name":"www","mountPath":"/usr/share/nginx/html"}]}]}}}}`, v2)
+		if _, err := env.dyn.Resource(catset.GVR).Namespace(ns).Patch(ctx, "web", "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-killed:
+		case <-time.After(time.Minute):
+			t.Fatal("no pod was deleted within a minute of the template change")
+		}
+		env.uc.kill()
+		t.Log("uc killed mid-rollout")
+		if err := env.uc.start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 3*time.Minute, func() error { return tr.ready(v2, "web-0", "web-1", "web-2") })
+		eventually(t, 30*time.Second, func() error { return catsetUpdated(ctx, ns, "OnLatestRevision") })
+		deleted, unavailable := tr.snapshot()
+		t.Logf("rollout: pods deleted in the order %v; at most %d of 3 unavailable at once; pods with %s appeared in the order %v", deleted, unavailable, v2, tr.order(v2))
+		if unavailable > 1 {
+			t.Errorf("%d pods were unavailable at once during the rollout, want at most 1", unavailable)
+		}
+		if !slices.Equal(deleted, []string{"web-2", "web-1", "web-0"}) {
+			t.Errorf("the rollout deleted %v, want each pod once, highest ordinal first", deleted)
 		}
 		revs, err := env.dyn.Resource(v1alpha1.RevisionResource).Namespace(ns).List(ctx, metav1.ListOptions{})
-		if err != nil || len(revs.Items) > 0 {
-			return fmt.Errorf("revisions left: %d (err %v)", len(revs.Items), err)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return nil
+		if len(revs.Items) != 1 {
+			t.Errorf("%d ControllerRevisions after the rollout, want 1 (the unused one collected)", len(revs.Items))
+		}
+	}) {
+		return
+	}
+
+	t.Run("delete: the finalize hook scales it to zero first", func(t *testing.T) {
+		tr.expect()
+		if err := env.dyn.Resource(catset.GVR).Namespace(ns).Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 2*time.Minute, func() error {
+			if _, err := env.dyn.Resource(catset.GVR).Namespace(ns).Get(ctx, "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("the CatSet is still there (err %v)", err)
+			}
+			return nil
+		})
+		if deleted, _ := tr.snapshot(); !slices.Equal(deleted, []string{"web-2", "web-1", "web-0"}) {
+			t.Errorf("finalizing deleted %v, want web-2, web-1, web-0", deleted)
+		}
+		// The garbage collector takes the claims and the revisions.
+		eventually(t, 2*time.Minute, func() error {
+			pvcs, err := pvcUIDs(ctx, ns)
+			if err != nil || len(pvcs) > 0 {
+				return fmt.Errorf("claims left: %v (err %v)", pvcs, err)
+			}
+			revs, err := env.dyn.Resource(v1alpha1.RevisionResource).Namespace(ns).List(ctx, metav1.ListOptions{})
+			if err != nil || len(revs.Items) > 0 {
+				return fmt.Errorf("revisions left: %d (err %v)", len(revs.Items), err)
+			}
+			return nil
+		})
 	})
 }
 

@@ -53,13 +53,13 @@ type decoratorCall struct {
 // decoratorCalls records a decorator's hook calls per object
 // (namespace/name), and can hold the calls of one object until released.
 type decoratorCalls struct {
+	gates
 	mu    sync.Mutex
 	calls map[string][]decoratorCall
-	gates map[string]chan struct{}
 }
 
 func newDecoratorCalls() *decoratorCalls {
-	return &decoratorCalls{calls: map[string][]decoratorCall{}, gates: map[string]chan struct{}{}}
+	return &decoratorCalls{calls: map[string][]decoratorCall{}}
 }
 
 // record wraps fn: every call is recorded, then waits while its object is
@@ -73,32 +73,12 @@ func (c *decoratorCalls) record(fn hook.DecoratorFunc) hook.DecoratorFunc {
 		key := req.Object.GetNamespace() + "/" + req.Object.GetName()
 		c.mu.Lock()
 		c.calls[key] = append(c.calls[key], call)
-		gate := c.gates[key]
 		c.mu.Unlock()
-		if gate != nil {
-			select {
-			case <-gate:
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
+		if err := c.wait(ctx, key); err != nil {
+			return nil, err
 		}
 		return fn(ctx, req)
 	}
-}
-
-// hold makes the calls for the object wait until release is called.
-func (c *decoratorCalls) hold(namespace, name string) (release func()) {
-	key := namespace + "/" + name
-	gate := make(chan struct{})
-	c.mu.Lock()
-	c.gates[key] = gate
-	c.mu.Unlock()
-	return sync.OnceFunc(func() {
-		c.mu.Lock()
-		delete(c.gates, key)
-		c.mu.Unlock()
-		close(gate)
-	})
 }
 
 func (c *decoratorCalls) of(namespace, name string) []decoratorCall {
@@ -737,7 +717,7 @@ func TestDecoratorBadInput(t *testing.T) {
 	// attaches <obj>-att, holds its hook call, deletes it once the hook has
 	// the call, and returns it and the release of the call.
 	deletedMidSync := func(t *testing.T, obj string) (*unstructured.Unstructured, func()) {
-		release := calls.hold(ns, obj)
+		release := calls.hold(ns + "/" + obj)
 		t.Cleanup(release)
 		created := createDecoratee(t, ns, obj, selected, map[string]any{name: map[string]any{
 			"labels":      map[string]any{"written": "yes"},

@@ -376,28 +376,7 @@ func TestExampleFinalizeCleanup(t *testing.T) {
 		}
 		return nil
 	}
-	eventually(t, time.Minute, func() error {
-		p, err := regs.Get(ctx, "web", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if !slices.Contains(p.GetFinalizers(), finalizecleanup.Finalizer) {
-			return fmt.Errorf("finalizers %v, want %s", p.GetFinalizers(), finalizecleanup.Finalizer)
-		}
-		if v, err := entry(); err != nil || v != "one" {
-			return fmt.Errorf("registry entry %q (err %v)", v, err)
-		}
-		if err := record("Registered", "one"); err != nil {
-			return err
-		}
-		return syncedTrue(p)
-	})
-
-	// The registry is slow to let go: the parent is kept, finalizing.
-	store.hold(true)
-	if err := regs.Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	// finalizeCalls are the finalize hook's calls for the Registration.
 	finalizeCalls := func() []hookCall {
 		var out []hookCall
 		for _, c := range rec.of(ns, "web") {
@@ -407,59 +386,96 @@ func TestExampleFinalizeCleanup(t *testing.T) {
 		}
 		return out
 	}
-	eventually(t, time.Minute, func() error {
-		if len(finalizeCalls()) == 0 {
-			return fmt.Errorf("no finalize call")
-		}
-		// The ConfigMap, still managed, says so: the reply was applied.
-		return record("Finalizing", "one")
-	})
-	p, err := regs.Get(ctx, "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("the parent went while its finalize hook had not said finalized: %v", err)
-	}
-	if p.GetDeletionTimestamp() == nil || !slices.Contains(p.GetFinalizers(), finalizecleanup.Finalizer) {
-		t.Fatalf("deletionTimestamp %v, finalizers %v", p.GetDeletionTimestamp(), p.GetFinalizers())
-	}
-	if v, err := entry(); err != nil || v != "one" {
-		t.Fatalf("registry entry %q (err %v) while held", v, err)
-	}
-	for _, c := range finalizeCalls() {
-		if !c.finalizing {
-			t.Errorf("a finalize request says finalizing: false")
-		}
+	if !t.Run("registered, with its finalizer", func(t *testing.T) {
+		eventually(t, time.Minute, func() error {
+			p, err := regs.Get(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if !slices.Contains(p.GetFinalizers(), finalizecleanup.Finalizer) {
+				return fmt.Errorf("finalizers %v, want %s", p.GetFinalizers(), finalizecleanup.Finalizer)
+			}
+			if v, err := entry(); err != nil || v != "one" {
+				return fmt.Errorf("registry entry %q (err %v)", v, err)
+			}
+			if err := record("Registered", "one"); err != nil {
+				return err
+			}
+			return syncedTrue(p)
+		})
+	}) {
+		return
 	}
 
-	// A change while finalizing calls the hook again, and the children
-	// follow it.
-	n := len(finalizeCalls())
-	if _, err := regs.Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"value":"two"}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, time.Minute, func() error {
-		calls := finalizeCalls()
-		if len(calls) <= n || calls[len(calls)-1].generation <= p.GetGeneration() {
-			return fmt.Errorf("no finalize call saw the change (%d calls)", len(calls))
+	var p *unstructured.Unstructured // the parent, finalizing
+	if !t.Run("kept, finalizing, while the registry is slow to let go", func(t *testing.T) {
+		store.hold(true)
+		if err := regs.Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
 		}
-		return record("Finalizing", "two")
-	})
-	t.Logf("finalize calls: %d before the change, %d after", n, len(finalizeCalls()))
+		eventually(t, time.Minute, func() error {
+			if len(finalizeCalls()) == 0 {
+				return fmt.Errorf("no finalize call")
+			}
+			// The ConfigMap, still managed, says so: the reply was applied.
+			return record("Finalizing", "one")
+		})
+		var err error
+		p, err = regs.Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the parent went while its finalize hook had not said finalized: %v", err)
+		}
+		if p.GetDeletionTimestamp() == nil || !slices.Contains(p.GetFinalizers(), finalizecleanup.Finalizer) {
+			t.Fatalf("deletionTimestamp %v, finalizers %v", p.GetDeletionTimestamp(), p.GetFinalizers())
+		}
+		if v, err := entry(); err != nil || v != "one" {
+			t.Fatalf("registry entry %q (err %v) while held", v, err)
+		}
+		for _, c := range finalizeCalls() {
+			if !c.finalizing {
+				t.Errorf("a finalize request says finalizing: false")
+			}
+		}
+	}) {
+		return
+	}
 
-	// The registry lets go; the next change finalizes the parent.
-	store.hold(false)
-	if _, err := regs.Patch(ctx, "web", types.MergePatchType, []byte(`{"metadata":{"annotations":{"poke":"1"}}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
+	if !t.Run("a change while finalizing calls the hook again", func(t *testing.T) {
+		// A change while finalizing calls the hook again, and the children
+		// follow it.
+		n := len(finalizeCalls())
+		if _, err := regs.Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"value":"two"}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, time.Minute, func() error {
+			calls := finalizeCalls()
+			if len(calls) <= n || calls[len(calls)-1].generation <= p.GetGeneration() {
+				return fmt.Errorf("no finalize call saw the change (%d calls)", len(calls))
+			}
+			return record("Finalizing", "two")
+		})
+		t.Logf("finalize calls: %d before the change, %d after", n, len(finalizeCalls()))
+	}) {
+		return
 	}
-	eventually(t, time.Minute, func() error {
-		_, err := regs.Get(ctx, "web", metav1.GetOptions{})
-		return gone(err, "the Registration")
+
+	t.Run("the registry lets go: the Registration and its ConfigMap go", func(t *testing.T) {
+		// The registry lets go; the next change finalizes the parent.
+		store.hold(false)
+		if _, err := regs.Patch(ctx, "web", types.MergePatchType, []byte(`{"metadata":{"annotations":{"poke":"1"}}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, time.Minute, func() error {
+			_, err := regs.Get(ctx, "web", metav1.GetOptions{})
+			return gone(err, "the Registration")
+		})
+		if _, err := entry(); err == nil {
+			t.Errorf("the registry entry outlived its Registration")
+		}
+		eventually(t, time.Minute, func() error {
+			_, err := getConfigMap(ctx, ns, finalizecleanup.ChildName("web"))
+			return gone(err, "the Registration's ConfigMap")
+		})
+		t.Logf("%d hook calls in all (%d finalize)", rec.count(ns, "web"), len(finalizeCalls()))
 	})
-	if _, err := entry(); err == nil {
-		t.Errorf("the registry entry outlived its Registration")
-	}
-	eventually(t, time.Minute, func() error {
-		_, err := getConfigMap(ctx, ns, finalizecleanup.ChildName("web"))
-		return gone(err, "the Registration's ConfigMap")
-	})
-	t.Logf("%d hook calls in all (%d finalize)", rec.count(ns, "web"), len(finalizeCalls()))
 }

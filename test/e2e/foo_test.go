@@ -35,10 +35,9 @@ func (h *countingHook) Handle(ctx context.Context, data []byte) (any, error) {
 	key := parent.Namespace + "/" + parent.Name
 	h.mu.Lock()
 	h.generations[key] = append(h.generations[key], parent.Generation)
-	gate := h.gates[key]
 	h.mu.Unlock()
-	if gate != nil {
-		<-gate
+	if err := h.wait(ctx, key); err != nil {
+		return nil, err
 	}
 	return foo.Sync(ctx, &req)
 }

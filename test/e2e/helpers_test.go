@@ -18,10 +18,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
@@ -32,6 +35,7 @@ import (
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/test/manifests"
 	"universalcontroller.dev/uc/test/testbed"
 )
 
@@ -138,9 +142,30 @@ func eventually(t *testing.T, timeout time.Duration, check func() error) {
 	t.Logf("condition met after %s", time.Since(start).Round(time.Millisecond))
 }
 
+// consistently fails t if check fails at any time during d.
+func consistently(t *testing.T, d time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if err := check(); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		case <-tick.C:
+		}
+	}
+}
+
 // applyFile applies every object of a YAML file with server-side apply.
 func applyFile(ctx context.Context, path string) error {
-	objs, err := manifestObjects(path)
+	objs, err := manifests.Read(path)
 	if err != nil {
 		return err
 	}
@@ -153,26 +178,11 @@ func applyFile(ctx context.Context, path string) error {
 	return nil
 }
 
-// manifestObjects decodes the objects of a YAML (or JSON) file, leaving
-// out empty documents, as deployDecode does those `kubectl kustomize`
-// prints.
-func manifestObjects(path string) ([]*unstructured.Unstructured, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	objs, err := deployDecode(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return objs, nil
-}
-
 // manifestObject is the one object of a YAML file (path below the
 // repository's root).
 func manifestObject(t *testing.T, path string) *unstructured.Unstructured {
 	t.Helper()
-	objs, err := manifestObjects(filepath.Join(env.root, path))
+	objs, err := manifests.Read(filepath.Join(env.root, path))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,13 +271,13 @@ func createClusterScoped(t *testing.T, gvr schema.GroupVersionResource, obj *uns
 // countingHook serves the Foo example's sync hook, counts calls per parent,
 // and can hold the calls of one parent until released.
 type countingHook struct {
+	gates
 	mu          sync.Mutex
 	generations map[string][]int64 // by namespace/name: the parent generation each call saw
-	gates       map[string]chan struct{}
 }
 
 func newCountingHook() *countingHook {
-	return &countingHook{generations: map[string][]int64{}, gates: map[string]chan struct{}{}}
+	return &countingHook{generations: map[string][]int64{}}
 }
 
 // seen lists the parent generation each call for key saw, in call order.
@@ -277,18 +287,45 @@ func (h *countingHook) seen(key string) []int64 {
 	return slices.Clone(h.generations[key])
 }
 
-// hold makes calls for key wait until the returned release is called.
-func (h *countingHook) hold(key string) (release func()) {
+// gates hold a hook's calls for chosen keys (namespace/name of the
+// object a call is about) until released. The zero value holds nothing.
+type gates struct {
+	lock sync.Mutex
+	held map[string]chan struct{}
+}
+
+// hold makes the calls for key wait until the returned release is called.
+func (g *gates) hold(key string) (release func()) {
 	gate := make(chan struct{})
-	h.mu.Lock()
-	h.gates[key] = gate
-	h.mu.Unlock()
+	g.lock.Lock()
+	if g.held == nil {
+		g.held = map[string]chan struct{}{}
+	}
+	g.held[key] = gate
+	g.lock.Unlock()
 	return sync.OnceFunc(func() {
-		h.mu.Lock()
-		delete(h.gates, key)
-		h.mu.Unlock()
+		g.lock.Lock()
+		delete(g.held, key)
+		g.lock.Unlock()
 		close(gate)
 	})
+}
+
+// wait returns once the calls for key are not held, or with ctx's error
+// when it ends first.
+func (g *gates) wait(ctx context.Context, key string) error {
+	g.lock.Lock()
+	gate := g.held[key]
+	g.lock.Unlock()
+	if gate == nil {
+		return nil
+	}
+	select {
+	case <-gate:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // serveHooks serves the handlers as the controller's hooks, in this
@@ -324,7 +361,7 @@ func installCRD(t *testing.T, path string, gvr schema.GroupVersionResource) {
 // them when the test ends.
 func registerManifest(t *testing.T, path string, edit func(*unstructured.Unstructured)) {
 	t.Helper()
-	objs, err := manifestObjects(filepath.Join(env.root, path))
+	objs, err := manifests.Read(filepath.Join(env.root, path))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -509,4 +546,41 @@ func jetStreamAs(t *testing.T, c bus.Connection, name string) jetstream.JetStrea
 		t.Fatal(err)
 	}
 	return js
+}
+
+// cm is a desired ConfigMap child, as a hook returns it.
+func cm(name string, labels map[string]any, data map[string]any) map[string]any {
+	meta := map[string]any{"name": name}
+	if labels != nil {
+		meta["labels"] = labels
+	}
+	obj := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta}
+	if data != nil {
+		obj["data"] = data
+	}
+	return obj
+}
+
+// getConfigMap gets a ConfigMap.
+func getConfigMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {
+	return env.kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+// controlledBy checks obj's controller is the object of that UID.
+func controlledBy(obj metav1.Object, uid types.UID) error {
+	if ref := metav1.GetControllerOf(obj); ref == nil || ref.UID != uid {
+		return fmt.Errorf("%s is controlled by %v, want %s", obj.GetName(), ref, uid)
+	}
+	return nil
+}
+
+// gone checks an object no longer exists.
+func gone(err error, what string) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err == nil {
+		return fmt.Errorf("%s still exists", what)
+	}
+	return err
 }

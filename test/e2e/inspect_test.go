@@ -228,110 +228,128 @@ func TestInspectDeadLetters(t *testing.T) {
 	moved := createEchoComposite(t, ns, "moved-on", controller, "1")
 
 	var dead, old *inspect.DeadLetter
-	eventually(t, time.Minute, func() error {
-		var err error
-		if dead, err = deadLetterOf(ctx, controller, "stuck"); err != nil {
-			return err
-		}
-		old, err = deadLetterOf(ctx, controller, "moved-on")
-		return err
-	})
-	if dead.Reason != hook.ReasonWorkerError || !strings.Contains(dead.Message, "the hook is broken") || dead.Request.Generation != 1 || dead.Request.ParentUID != string(stuck.GetUID()) {
-		t.Fatalf("the dead letter of stuck: %+v, request %+v", dead, dead.Request)
-	}
-	text := mustUC(t, "dlq", "ls", "--controller", controller)
-	t.Logf("uc dlq ls --controller %s:\n%s", controller, text)
-	if !slices.ContainsFunc(strings.Split(text, "\n"), func(line string) bool {
-		return strings.HasPrefix(line, fmt.Sprintf("  %d ", dead.ID)) && strings.Contains(line, ns+"/stuck")
-	}) {
-		t.Errorf("uc dlq ls does not list dead letter %d of %s/stuck", dead.ID, ns)
-	}
-	shown, err := ucJSON[*inspect.DeadLetter](ctx, "dlq", "show", fmt.Sprint(dead.ID))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var body hooks.SyncRequest
-	if err := json.Unmarshal(shown.Data, &body); err != nil || body.Parent.GetName() != "stuck" {
-		t.Fatalf("uc dlq show %d: a request body for %v (err %v), want stuck's", dead.ID, body.Parent, err)
-	}
-
-	tr, err := traceOf(ctx, ns, "stuck")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text = mustUC(t, "trace", "composite/stuck", "-n", ns)
-	t.Logf("uc trace composite/stuck -n %s:\n%s", ns, text)
-	if tr.Verdict.State != inspect.DeadLettered || !strings.Contains(tr.Verdict.Hint, fmt.Sprintf("uc dlq replay %d", dead.ID)) ||
-		!slices.ContainsFunc(tr.DeadLetters, func(d *inspect.DeadLetter) bool { return d.ID == dead.ID }) || tr.Fence != nil {
-		t.Fatalf("uc trace of stuck: verdict %+v, dead letters %d, fence %+v; want it dead-lettered, naming the replay", tr.Verdict, len(tr.DeadLetters), tr.Fence)
-	}
-	if tr.Published == nil || tr.Published.ID != dead.Request.ID || tr.Published.Generation != 1 {
-		t.Errorf("uc trace of stuck: the watcher's last request %+v (%s), want the dead-lettered %s", tr.Published, tr.WatcherProblem, dead.Request.ID)
-	}
-	if !strings.Contains(text, "dead-lettered") || !strings.Contains(text, fmt.Sprintf("uc dlq replay %d", dead.ID)) {
-		t.Errorf("uc trace's text does not say stuck is dead-lettered")
-	}
-
-	h.broken.Store(false)
-	setEchoComposite(t, ns, "moved-on", "2")
-	eventually(t, time.Minute, func() error { return echoCompositeHolds(ctx, ns, "moved-on", "2") })
-
-	start := time.Now()
-	replayed, err := ucJSON[[]inspect.Replayed](ctx, "dlq", "replay", fmt.Sprint(dead.ID))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(replayed) != 1 || replayed[0].Request == "" {
-		t.Fatalf("uc dlq replay %d: %+v", dead.ID, replayed)
-	}
-	eventually(t, 20*time.Second, func() error { return echoCompositeHolds(ctx, ns, "stuck", "1") })
-	t.Logf("stuck converged %s after uc dlq replay", time.Since(start).Round(time.Millisecond))
-	if c, ok := h.answered(replayed[0].Request); !ok || c.parent != "stuck" {
-		t.Fatalf("the hook did not answer the replayed request %s: %+v", replayed[0].Request, h.callsOf("stuck"))
-	}
-	if _, err := deadLetterOf(ctx, controller, "stuck"); err == nil {
-		t.Errorf("the replayed dead letter is still listed")
-	}
-	eventually(t, 20*time.Second, func() error {
-		tr, err := traceOf(ctx, ns, "stuck")
-		if err == nil && tr.Verdict.State != inspect.Synced {
-			err = fmt.Errorf("uc trace of stuck says %+v", tr.Verdict)
-		}
-		return err
-	})
-
-	// moved-on's dead letter is of generation 1; generation 2 was applied.
-	tr, err = traceOf(ctx, ns, "moved-on")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if i := slices.IndexFunc(tr.DeadLetters, func(d *inspect.DeadLetter) bool { return d.ID == old.ID }); i < 0 || !tr.DeadLetters[i].Superseded {
-		t.Fatalf("uc trace of moved-on does not show its dead letter %d superseded: %+v", old.ID, tr.DeadLetters)
-	}
-	replayed, err = ucJSON[[]inspect.Replayed](ctx, "dlq", "replay", fmt.Sprint(old.ID))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(replayed) != 1 || replayed[0].Request == "" || !strings.Contains(replayed[0].Note, "superseded") {
-		t.Fatalf("uc dlq replay %d of a superseded dead letter: %+v", old.ID, replayed)
-	}
-	// The hook answers the old request, its reply reaches the applier and
-	// is dropped.
-	eventually(t, 20*time.Second, func() error {
-		c, ok := h.answered(replayed[0].Request)
-		if !ok || c.generation != 1 {
-			return fmt.Errorf("the hook has not answered the replayed request of generation 1 (%+v)", c)
-		}
-		for _, at := range []struct{ stream, prefix string }{{bus.RequestStream, bus.RequestPrefix}, {bus.ReplyStream, bus.ReplyPrefix}} {
-			if waiting, err := onTheBus(ctx, at.stream, at.prefix, controller, moved.GetUID()); err != nil || waiting {
-				return fmt.Errorf("moved-on still has a message in %s (err %v)", at.stream, err)
+	if !t.Run("both requests dead-lettered", func(t *testing.T) {
+		eventually(t, time.Minute, func() error {
+			var err error
+			if dead, err = deadLetterOf(ctx, controller, "stuck"); err != nil {
+				return err
 			}
+			old, err = deadLetterOf(ctx, controller, "moved-on")
+			return err
+		})
+		if dead.Reason != hook.ReasonWorkerError || !strings.Contains(dead.Message, "the hook is broken") || dead.Request.Generation != 1 || dead.Request.ParentUID != string(stuck.GetUID()) {
+			t.Fatalf("the dead letter of stuck: %+v, request %+v", dead, dead.Request)
 		}
-		return nil
-	})
-	if err := echoCompositeHolds(ctx, ns, "moved-on", "2"); err != nil {
-		t.Fatalf("replaying an old request rolled moved-on back: %v", err)
+	}) {
+		return
 	}
+	if !t.Run("uc dlq ls and show list the dead letter", func(t *testing.T) {
+		text := mustUC(t, "dlq", "ls", "--controller", controller)
+		t.Logf("uc dlq ls --controller %s:\n%s", controller, text)
+		if !slices.ContainsFunc(strings.Split(text, "\n"), func(line string) bool {
+			return strings.HasPrefix(line, fmt.Sprintf("  %d ", dead.ID)) && strings.Contains(line, ns+"/stuck")
+		}) {
+			t.Errorf("uc dlq ls does not list dead letter %d of %s/stuck", dead.ID, ns)
+		}
+		shown, err := ucJSON[*inspect.DeadLetter](ctx, "dlq", "show", fmt.Sprint(dead.ID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body hooks.SyncRequest
+		if err := json.Unmarshal(shown.Data, &body); err != nil || body.Parent.GetName() != "stuck" {
+			t.Fatalf("uc dlq show %d: a request body for %v (err %v), want stuck's", dead.ID, body.Parent, err)
+		}
+	}) {
+		return
+	}
+
+	if !t.Run("uc trace says to replay it", func(t *testing.T) {
+		tr, err := traceOf(ctx, ns, "stuck")
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := mustUC(t, "trace", "composite/stuck", "-n", ns)
+		t.Logf("uc trace composite/stuck -n %s:\n%s", ns, text)
+		if tr.Verdict.State != inspect.DeadLettered || !strings.Contains(tr.Verdict.Hint, fmt.Sprintf("uc dlq replay %d", dead.ID)) ||
+			!slices.ContainsFunc(tr.DeadLetters, func(d *inspect.DeadLetter) bool { return d.ID == dead.ID }) || tr.Fence != nil {
+			t.Fatalf("uc trace of stuck: verdict %+v, dead letters %d, fence %+v; want it dead-lettered, naming the replay", tr.Verdict, len(tr.DeadLetters), tr.Fence)
+		}
+		if tr.Published == nil || tr.Published.ID != dead.Request.ID || tr.Published.Generation != 1 {
+			t.Errorf("uc trace of stuck: the watcher's last request %+v (%s), want the dead-lettered %s", tr.Published, tr.WatcherProblem, dead.Request.ID)
+		}
+		if !strings.Contains(text, "dead-lettered") || !strings.Contains(text, fmt.Sprintf("uc dlq replay %d", dead.ID)) {
+			t.Errorf("uc trace's text does not say stuck is dead-lettered")
+		}
+	}) {
+		return
+	}
+
+	if !t.Run("uc dlq replay converges the parent once the hook is fixed", func(t *testing.T) {
+		h.broken.Store(false)
+		setEchoComposite(t, ns, "moved-on", "2")
+		eventually(t, time.Minute, func() error { return echoCompositeHolds(ctx, ns, "moved-on", "2") })
+
+		start := time.Now()
+		replayed, err := ucJSON[[]inspect.Replayed](ctx, "dlq", "replay", fmt.Sprint(dead.ID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(replayed) != 1 || replayed[0].Request == "" {
+			t.Fatalf("uc dlq replay %d: %+v", dead.ID, replayed)
+		}
+		eventually(t, 20*time.Second, func() error { return echoCompositeHolds(ctx, ns, "stuck", "1") })
+		t.Logf("stuck converged %s after uc dlq replay", time.Since(start).Round(time.Millisecond))
+		if c, ok := h.answered(replayed[0].Request); !ok || c.parent != "stuck" {
+			t.Fatalf("the hook did not answer the replayed request %s: %+v", replayed[0].Request, h.callsOf("stuck"))
+		}
+		if _, err := deadLetterOf(ctx, controller, "stuck"); err == nil {
+			t.Errorf("the replayed dead letter is still listed")
+		}
+		eventually(t, 20*time.Second, func() error {
+			tr, err := traceOf(ctx, ns, "stuck")
+			if err == nil && tr.Verdict.State != inspect.Synced {
+				err = fmt.Errorf("uc trace of stuck says %+v", tr.Verdict)
+			}
+			return err
+		})
+	}) {
+		return
+	}
+
+	t.Run("a replayed superseded dead letter rolls nothing back", func(t *testing.T) {
+		// moved-on's dead letter is of generation 1; generation 2 was applied.
+		tr, err := traceOf(ctx, ns, "moved-on")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := slices.IndexFunc(tr.DeadLetters, func(d *inspect.DeadLetter) bool { return d.ID == old.ID }); i < 0 || !tr.DeadLetters[i].Superseded {
+			t.Fatalf("uc trace of moved-on does not show its dead letter %d superseded: %+v", old.ID, tr.DeadLetters)
+		}
+		replayed, err := ucJSON[[]inspect.Replayed](ctx, "dlq", "replay", fmt.Sprint(old.ID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(replayed) != 1 || replayed[0].Request == "" || !strings.Contains(replayed[0].Note, "superseded") {
+			t.Fatalf("uc dlq replay %d of a superseded dead letter: %+v", old.ID, replayed)
+		}
+		// The hook answers the old request, its reply reaches the applier and
+		// is dropped.
+		eventually(t, 20*time.Second, func() error {
+			c, ok := h.answered(replayed[0].Request)
+			if !ok || c.generation != 1 {
+				return fmt.Errorf("the hook has not answered the replayed request of generation 1 (%+v)", c)
+			}
+			for _, at := range []struct{ stream, prefix string }{{bus.RequestStream, bus.RequestPrefix}, {bus.ReplyStream, bus.ReplyPrefix}} {
+				if waiting, err := onTheBus(ctx, at.stream, at.prefix, controller, moved.GetUID()); err != nil || waiting {
+					return fmt.Errorf("moved-on still has a message in %s (err %v)", at.stream, err)
+				}
+			}
+			return nil
+		})
+		if err := echoCompositeHolds(ctx, ns, "moved-on", "2"); err != nil {
+			t.Fatalf("replaying an old request rolled moved-on back: %v", err)
+		}
+	})
 }
 
 // TestInspectResync: uc resync calls the hook again for a parent that did

@@ -136,72 +136,82 @@ func TestMetacontrollerCompositeControllerAdoptsWithoutRecreating(t *testing.T) 
 		},
 	}})
 
-	// The parent converges: the hook's status, Metacontroller's finalizer
-	// alone, the same children.
-	eventually(t, time.Minute, func() error {
-		p, err := env.dyn.Resource(migratedGVR).Namespace(ns).Get(ctx, "p", metav1.GetOptions{})
-		if err != nil {
-			return err
+	if !t.Run("adopt the children without re-creating them", func(t *testing.T) {
+		// The parent converges: the hook's status, Metacontroller's finalizer
+		// alone, the same children.
+		eventually(t, time.Minute, func() error {
+			p, err := env.dyn.Resource(migratedGVR).Namespace(ns).Get(ctx, "p", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if copies, _, _ := unstructured.NestedInt64(p.Object, "status", "copies"); copies != 2 {
+				return fmt.Errorf("status %v: want the hook's copies: 2", p.Object["status"])
+			}
+			if f := p.GetFinalizers(); !slices.Equal(f, []string{finalizer}) {
+				return fmt.Errorf("finalizers %v: want Metacontroller's alone", f)
+			}
+			return nil
+		})
+		recreated := 0
+		for childName, uid := range uids {
+			gvr := configMapGVR
+			if childName == "p" {
+				gvr = secretGVR
+			}
+			cm, err := env.dyn.Resource(gvr).Namespace(ns).Get(ctx, childName, metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("child %s: %v", childName, err)
+			}
+			if cm.GetUID() != uid {
+				recreated++
+			}
 		}
-		if copies, _, _ := unstructured.NestedInt64(p.Object, "status", "copies"); copies != 2 {
-			return fmt.Errorf("status %v: want the hook's copies: 2", p.Object["status"])
+		t.Logf("children re-created: %d of %d", recreated, len(uids))
+		if recreated != 0 {
+			t.Errorf("%d children re-created: want 0", recreated)
 		}
-		if f := p.GetFinalizers(); !slices.Equal(f, []string{finalizer}) {
-			return fmt.Errorf("finalizers %v: want Metacontroller's alone", f)
-		}
-		return nil
-	})
-	recreated := 0
-	for childName, uid := range uids {
-		gvr := configMapGVR
-		if childName == "p" {
-			gvr = secretGVR
-		}
-		cm, err := env.dyn.Resource(gvr).Namespace(ns).Get(ctx, childName, metav1.GetOptions{})
-		if err != nil {
-			t.Fatalf("child %s: %v", childName, err)
-		}
-		if cm.GetUID() != uid {
-			recreated++
-		}
-	}
-	t.Logf("children re-created: %d of %d", recreated, len(uids))
-	if recreated != 0 {
-		t.Errorf("%d children re-created: want 0", recreated)
+	}) {
+		return
 	}
 
-	// A change of the hook's desired state still reaches the children: a
-	// third copy is created next to the adopted ones, and the Secret
-	// updated in place loses the note Metacontroller wrote, which the hook
-	// no longer desires: uc took Metacontroller's fields over.
-	if _, err := env.dyn.Resource(migratedGVR).Namespace(ns).Patch(ctx, "p", types.MergePatchType, []byte(`{"spec":{"copies":3,"version":"2","note":null}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
+	if !t.Run("a new desired state reaches the children", func(t *testing.T) {
+		// A change of the hook's desired state still reaches the children: a
+		// third copy is created next to the adopted ones, and the Secret
+		// updated in place loses the note Metacontroller wrote, which the hook
+		// no longer desires: uc took Metacontroller's fields over.
+		if _, err := env.dyn.Resource(migratedGVR).Namespace(ns).Patch(ctx, "p", types.MergePatchType, []byte(`{"spec":{"copies":3,"version":"2","note":null}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, time.Minute, func() error {
+			if _, err := env.dyn.Resource(configMapGVR).Namespace(ns).Get(ctx, "p-2", metav1.GetOptions{}); err != nil {
+				return err
+			}
+			s, err := env.dyn.Resource(secretGVR).Namespace(ns).Get(ctx, "p", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if data, _, _ := unstructured.NestedStringMap(s.Object, "data"); len(data) != 1 || data["version"] != "Mg==" {
+				return fmt.Errorf("secret data %v: want version 2 alone", data)
+			}
+			return nil
+		})
+	}) {
+		return
 	}
-	eventually(t, time.Minute, func() error {
-		if _, err := env.dyn.Resource(configMapGVR).Namespace(ns).Get(ctx, "p-2", metav1.GetOptions{}); err != nil {
-			return err
-		}
-		s, err := env.dyn.Resource(secretGVR).Namespace(ns).Get(ctx, "p", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if data, _, _ := unstructured.NestedStringMap(s.Object, "data"); len(data) != 1 || data["version"] != "Mg==" {
-			return fmt.Errorf("secret data %v: want version 2 alone", data)
-		}
-		return nil
-	})
 
-	// Deleting the parent runs the finalize hook, which lets
-	// Metacontroller's finalizer go.
-	if err := env.dyn.Resource(migratedGVR).Namespace(ns).Delete(ctx, "p", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, time.Minute, func() error {
-		p, err := env.dyn.Resource(migratedGVR).Namespace(ns).Get(ctx, "p", metav1.GetOptions{})
-		if err == nil {
-			return fmt.Errorf("parent still there, finalizers %v", p.GetFinalizers())
+	t.Run("the finalize hook lets Metacontroller's finalizer go", func(t *testing.T) {
+		// Deleting the parent runs the finalize hook, which lets
+		// Metacontroller's finalizer go.
+		if err := env.dyn.Resource(migratedGVR).Namespace(ns).Delete(ctx, "p", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
 		}
-		return nil
+		eventually(t, time.Minute, func() error {
+			p, err := env.dyn.Resource(migratedGVR).Namespace(ns).Get(ctx, "p", metav1.GetOptions{})
+			if err == nil {
+				return fmt.Errorf("parent still there, finalizers %v", p.GetFinalizers())
+			}
+			return nil
+		})
 	})
 }
 
@@ -271,50 +281,56 @@ func TestMetacontrollerDecoratorControllerAdoptsWithoutRecreating(t *testing.T) 
 		},
 	}})
 
-	// The hook's reply is applied whole: its new label is there.
-	eventually(t, time.Minute, func() error {
+	if !t.Run("adopt the attachment without re-creating it", func(t *testing.T) {
+		// The hook's reply is applied whole: its new label is there.
+		eventually(t, time.Minute, func() error {
+			o, err := env.dyn.Resource(configMapGVR).Namespace(ns).Get(ctx, obj.GetName(), metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if o.GetLabels()["synced"] != "yes" {
+				return fmt.Errorf("labels %v: want the hook's synced=yes", o.GetLabels())
+			}
+			return nil
+		})
+		cur, err := env.dyn.Resource(secretGVR).Namespace(ns).Get(ctx, att.GetName(), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cur.GetUID() != att.GetUID() {
+			t.Errorf("attachment re-created (UID %s, was %s)", cur.GetUID(), att.GetUID())
+		}
 		o, err := env.dyn.Resource(configMapGVR).Namespace(ns).Get(ctx, obj.GetName(), metav1.GetOptions{})
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
-		if o.GetLabels()["synced"] != "yes" {
-			return fmt.Errorf("labels %v: want the hook's synced=yes", o.GetLabels())
+		if f := o.GetFinalizers(); !slices.Equal(f, []string{finalizer}) {
+			t.Errorf("finalizers %v: want Metacontroller's alone", f)
 		}
-		return nil
-	})
-	cur, err := env.dyn.Resource(secretGVR).Namespace(ns).Get(ctx, att.GetName(), metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cur.GetUID() != att.GetUID() {
-		t.Errorf("attachment re-created (UID %s, was %s)", cur.GetUID(), att.GetUID())
-	}
-	o, err := env.dyn.Resource(configMapGVR).Namespace(ns).Get(ctx, obj.GetName(), metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f := o.GetFinalizers(); !slices.Equal(f, []string{finalizer}) {
-		t.Errorf("finalizers %v: want Metacontroller's alone", f)
+	}) {
+		return
 	}
 
-	// Opting out finalizes: the attachment goes, and Metacontroller's
-	// finalizer with it.
-	if _, err := env.dyn.Resource(configMapGVR).Namespace(ns).Patch(ctx, obj.GetName(), types.MergePatchType,
-		[]byte(`{"metadata":{"annotations":{"e2e.universalcontroller.dev/decorate":null}}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, time.Minute, func() error {
-		o, err := env.dyn.Resource(configMapGVR).Namespace(ns).Get(ctx, obj.GetName(), metav1.GetOptions{})
-		if err != nil {
-			return err
+	t.Run("opting out finalizes", func(t *testing.T) {
+		// Opting out finalizes: the attachment goes, and Metacontroller's
+		// finalizer with it.
+		if _, err := env.dyn.Resource(configMapGVR).Namespace(ns).Patch(ctx, obj.GetName(), types.MergePatchType,
+			[]byte(`{"metadata":{"annotations":{"e2e.universalcontroller.dev/decorate":null}}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
 		}
-		if f := o.GetFinalizers(); len(f) > 0 {
-			return fmt.Errorf("finalizers %v", f)
-		}
-		if _, err := env.dyn.Resource(secretGVR).Namespace(ns).Get(ctx, att.GetName(), metav1.GetOptions{}); err == nil {
-			return fmt.Errorf("attachment still there")
-		}
-		return nil
+		eventually(t, time.Minute, func() error {
+			o, err := env.dyn.Resource(configMapGVR).Namespace(ns).Get(ctx, obj.GetName(), metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if f := o.GetFinalizers(); len(f) > 0 {
+				return fmt.Errorf("finalizers %v", f)
+			}
+			if _, err := env.dyn.Resource(secretGVR).Namespace(ns).Get(ctx, att.GetName(), metav1.GetOptions{}); err == nil {
+				return fmt.Errorf("attachment still there")
+			}
+			return nil
+		})
 	})
 }
 
@@ -472,45 +488,51 @@ func TestMetacontrollerRollingUpdateContinues(t *testing.T) {
 		},
 	}})
 
-	var after map[string]string
-	eventually(t, 2*time.Minute, func() (err error) {
-		after, err = rolledOut(ctx, ns, "v2", "a", "b", "c")
-		return err
-	})
-	if after["a"] != before["a"] {
-		t.Errorf("pod a, on the new spec already, was re-created: %s → %s", before["a"], after["a"])
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	t.Logf("pods moved in the order %v; pods created %v", moved, created)
-	if !slices.Equal(moved, []string{"b", "c"}) {
-		t.Errorf("pods moved in the order %v, want b, c", moved)
-	}
-	slices.Sort(created)
-	if !slices.Equal(created, []string{"b", "c"}) {
-		t.Errorf("pods created %v, want b and c once each (a stays as Metacontroller left it)", created)
-	}
-	for _, v := range violations {
-		t.Error(v)
+	if !t.Run("uc moves b, then c, and re-creates no other Pod", func(t *testing.T) {
+		var after map[string]string
+		eventually(t, 2*time.Minute, func() (err error) {
+			after, err = rolledOut(ctx, ns, "v2", "a", "b", "c")
+			return err
+		})
+		if after["a"] != before["a"] {
+			t.Errorf("pod a, on the new spec already, was re-created: %s → %s", before["a"], after["a"])
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		t.Logf("pods moved in the order %v; pods created %v", moved, created)
+		if !slices.Equal(moved, []string{"b", "c"}) {
+			t.Errorf("pods moved in the order %v, want b, c", moved)
+		}
+		slices.Sort(created)
+		if !slices.Equal(created, []string{"b", "c"}) {
+			t.Errorf("pods created %v, want b and c once each (a stays as Metacontroller left it)", created)
+		}
+		for _, v := range violations {
+			t.Error(v)
+		}
+	}) {
+		return
 	}
 
-	// One record of the rollout: uc's, every Pod on the latest revision;
-	// Metacontroller's are gone.
-	eventually(t, 30*time.Second, func() error {
-		theirs, err := env.dyn.Resource(mcRevisionGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		if len(theirs.Items) != 0 {
-			return fmt.Errorf("%d of Metacontroller's revisions left", len(theirs.Items))
-		}
-		ours, err := revisionNames(ctx, ns)
-		if err != nil {
-			return err
-		}
-		if len(ours) != 1 || !slices.Equal(slices.Collect(maps.Values(ours))[0], []string{"a", "b", "c"}) {
-			return fmt.Errorf("uc's revisions %v, want the latest with a, b, c", ours)
-		}
-		return nil
+	t.Run("Metacontroller's revisions give way to uc's", func(t *testing.T) {
+		// One record of the rollout: uc's, every Pod on the latest revision;
+		// Metacontroller's are gone.
+		eventually(t, 30*time.Second, func() error {
+			theirs, err := env.dyn.Resource(mcRevisionGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			if len(theirs.Items) != 0 {
+				return fmt.Errorf("%d of Metacontroller's revisions left", len(theirs.Items))
+			}
+			ours, err := revisionNames(ctx, ns)
+			if err != nil {
+				return err
+			}
+			if len(ours) != 1 || !slices.Equal(slices.Collect(maps.Values(ours))[0], []string{"a", "b", "c"}) {
+				return fmt.Errorf("uc's revisions %v, want the latest with a, b, c", ours)
+			}
+			return nil
+		})
 	})
 }

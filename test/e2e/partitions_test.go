@@ -136,63 +136,78 @@ func TestAppliersNeverOverlap(t *testing.T) {
 			return nil
 		}
 	}
-	eventually(t, time.Minute, acquired(appliers[0]))
-	for _, name := range []string{"applier-2", "applier-3"} {
-		r := b.start(name, "applier")
-		appliers = append(appliers, r)
-		eventually(t, time.Minute, acquired(r))
-	}
-	appliers[0].proc.Kill()
-	killedAt := time.Now().UnixNano()
-	t.Log("applier-1 killed")
-	// Let the survivors take over applier-1's partitions under load.
-	eventually(t, time.Minute, func() error {
-		for _, r := range appliers[1:] {
-			if !r.logHas("partition acquired") {
-				return fmt.Errorf("%s holds nothing", r.name)
-			}
+	if !t.Run("each replica added takes partitions", func(t *testing.T) {
+		eventually(t, time.Minute, acquired(appliers[0]))
+		for _, name := range []string{"applier-2", "applier-3"} {
+			r := b.start(name, "applier")
+			appliers = append(appliers, r)
+			eventually(t, time.Minute, acquired(r))
 		}
-		return nil
-	})
-	close(stop)
-	wg.Wait()
-	var names []string
-	for _, n := range uids {
-		names = append(names, n)
+	}) {
+		return
 	}
-	eventually(t, 2*time.Minute, b.converged(strconv.Itoa(round), names...))
+	var killedAt int64 // when applier-1 was killed, in Unix nanoseconds
+	if !t.Run("the survivors take over a killed replica's partitions", func(t *testing.T) {
+		appliers[0].proc.Kill()
+		killedAt = time.Now().UnixNano()
+		t.Log("applier-1 killed")
+		// Let the survivors take over applier-1's partitions under load.
+		eventually(t, time.Minute, func() error {
+			for _, r := range appliers[1:] {
+				if !r.logHas("partition acquired") {
+					return fmt.Errorf("%s holds nothing", r.name)
+				}
+			}
+			return nil
+		})
+	}) {
+		return
+	}
+	if !t.Run("every parent converges", func(t *testing.T) {
+		close(stop)
+		wg.Wait()
+		var names []string
+		for _, n := range uids {
+			names = append(names, n)
+		}
+		eventually(t, 2*time.Minute, b.converged(strconv.Itoa(round), names...))
+	}) {
+		return
+	}
 
-	now := time.Now().UnixNano()
-	all := map[string][]interval{}
-	perReplica := map[string]map[string]bool{}
-	for i, r := range appliers {
-		until := now
-		if i == 0 {
-			until = killedAt
-		}
-		for uid, ivs := range applies(t, r, func(int64) int64 { return until }) {
-			if _, ours := uids[types.UID(uid)]; !ours {
-				continue
+	t.Run("no two applies of one parent at once", func(t *testing.T) {
+		now := time.Now().UnixNano()
+		all := map[string][]interval{}
+		perReplica := map[string]map[string]bool{}
+		for i, r := range appliers {
+			until := now
+			if i == 0 {
+				until = killedAt
 			}
-			all[uid] = append(all[uid], ivs...)
-			if perReplica[r.name] == nil {
-				perReplica[r.name] = map[string]bool{}
+			for uid, ivs := range applies(t, r, func(int64) int64 { return until }) {
+				if _, ours := uids[types.UID(uid)]; !ours {
+					continue
+				}
+				all[uid] = append(all[uid], ivs...)
+				if perReplica[r.name] == nil {
+					perReplica[r.name] = map[string]bool{}
+				}
+				perReplica[r.name][uid] = true
 			}
-			perReplica[r.name][uid] = true
 		}
-	}
-	total := 0
-	for uid, ivs := range all {
-		total += len(ivs)
-		for _, o := range overlaps(ivs) {
-			t.Errorf("parent %s: %s", uids[types.UID(uid)], o)
+		total := 0
+		for uid, ivs := range all {
+			total += len(ivs)
+			for _, o := range overlaps(ivs) {
+				t.Errorf("parent %s: %s", uids[types.UID(uid)], o)
+			}
 		}
-	}
-	for _, r := range appliers {
-		t.Logf("%s applied %d of the %d parents", r.name, len(perReplica[r.name]), parents)
-	}
-	t.Logf("%d applies of %d parents over %d rounds of changes, no overlap found", total, parents, round)
-	if total < parents*2 {
-		t.Fatalf("only %d applies recorded: the logs do not show the applies", total)
-	}
+		for _, r := range appliers {
+			t.Logf("%s applied %d of the %d parents", r.name, len(perReplica[r.name]), parents)
+		}
+		t.Logf("%d applies of %d parents over %d rounds of changes, no overlap found", total, parents, round)
+		if total < parents*2 {
+			t.Fatalf("only %d applies recorded: the logs do not show the applies", total)
+		}
+	})
 }

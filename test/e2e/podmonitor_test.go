@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
+	"universalcontroller.dev/uc/test/manifests"
 )
 
 var podMonitorGVR = schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: "podmonitors"}
@@ -33,8 +34,11 @@ func TestPodMonitorComponent(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m := deployBuildDir(t, overlay)
-	monitors := m.ofKind("PodMonitor")
+	m, err := manifests.Kustomize(t.Context(), overlay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	monitors := m.OfKind("PodMonitor")
 	if len(monitors) != 1 {
 		t.Fatalf("%d PodMonitors, want 1", len(monitors))
 	}
@@ -45,12 +49,12 @@ func TestPodMonitorComponent(t *testing.T) {
 	if len(endpoints) != 1 || endpoints[0].(map[string]any)["port"] != "metrics" {
 		t.Fatalf("podMetricsEndpoints %v, want the port metrics", endpoints)
 	}
-	deployments := m.ofKind("Deployment")
+	deployments := m.OfKind("Deployment")
 	if len(deployments) != 3 {
 		t.Fatalf("%d Deployments, want uc's 3", len(deployments))
 	}
 	for _, d := range deployments {
-		pod := deployTyped[appsv1.Deployment](t, m, "Deployment", d.GetNamespace(), d.GetName()).Spec.Template
+		pod := manifests.Typed[appsv1.Deployment](t, m.In(d.GetNamespace()), "Deployment", d.GetName()).Spec.Template
 		if pm.GetNamespace() != d.GetNamespace() || !selector.Matches(labels.Set(pod.Labels)) { // it looks in its own namespace
 			t.Errorf("the PodMonitor (%s, %v) does not select the Pods of %s/%s (%v)", pm.GetNamespace(), matchLabels, d.GetNamespace(), d.GetName(), pod.Labels)
 		}
@@ -58,8 +62,8 @@ func TestPodMonitorComponent(t *testing.T) {
 			t.Errorf("%s has no port metrics", d.GetName())
 		}
 	}
-	for _, sts := range m.ofKind("StatefulSet") {
-		if selector.Matches(labels.Set(deployTyped[appsv1.StatefulSet](t, m, "StatefulSet", sts.GetNamespace(), sts.GetName()).Spec.Template.Labels)) {
+	for _, sts := range m.OfKind("StatefulSet") {
+		if selector.Matches(labels.Set(manifests.Typed[appsv1.StatefulSet](t, m.In(sts.GetNamespace()), "StatefulSet", sts.GetName()).Spec.Template.Labels)) {
 			t.Errorf("the PodMonitor selects the Pods of StatefulSet %s", sts.GetName())
 		}
 	}

@@ -136,7 +136,10 @@ func TestMissingPermission(t *testing.T) {
 		_ = env.kube.RbacV1().ClusterRoles().Delete(bg, name, metav1.DeleteOptions{})
 		_ = env.dyn.Resource(v1alpha1.Resource).Delete(bg, name, metav1.DeleteOptions{})
 	})
-	kubeconfig := deployServiceAccountKubeconfig(t, ns, sa.Name, filepath.Join(t.TempDir(), "kubeconfig"))
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := env.bed.ServiceAccountKubeconfig(ctx, ns, sa.Name, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
 
 	srv, err := testbed.StartNATS(ctx, filepath.Join(t.TempDir(), "nats"), 0)
 	if err != nil {
@@ -153,67 +156,72 @@ func TestMissingPermission(t *testing.T) {
 		return nil
 	})
 
-	// Namespaces own Secrets; the selector matches no namespace, so the
-	// test bed's own uc (which may list Secrets) has nothing to do.
-	ctl := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": v1alpha1.Group + "/" + v1alpha1.Version, "kind": "UniversalController",
-		"metadata": map[string]any{"name": name},
-		"spec": map[string]any{
-			"parentResource": map[string]any{"apiVersion": "v1", "resource": "namespaces",
-				"labelSelector": map[string]any{"matchLabels": map[string]any{"e2e.universalcontroller.dev/" + name: "none"}}},
-			"childResources": []any{map[string]any{"apiVersion": "v1", "resource": "secrets"}},
-			"hooks":          map[string]any{"sync": map[string]any{}},
-		},
-	}}
-	created := time.Now()
-	if _, err := env.dyn.Resource(v1alpha1.Resource).Create(ctx, ctl, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	const want = "cannot list secrets in the cluster: forbidden (uc's ServiceAccount needs list and watch on secrets)"
-	eventually(t, 30*time.Second, func() error {
-		evs, err := env.kube.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
-		if err != nil {
-			return err
+	if !t.Run("the missing permission is reported within seconds", func(t *testing.T) {
+		// Namespaces own Secrets; the selector matches no namespace, so the
+		// test bed's own uc (which may list Secrets) has nothing to do.
+		ctl := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": v1alpha1.Group + "/" + v1alpha1.Version, "kind": "UniversalController",
+			"metadata": map[string]any{"name": name},
+			"spec": map[string]any{
+				"parentResource": map[string]any{"apiVersion": "v1", "resource": "namespaces",
+					"labelSelector": map[string]any{"matchLabels": map[string]any{"e2e.universalcontroller.dev/" + name: "none"}}},
+				"childResources": []any{map[string]any{"apiVersion": "v1", "resource": "secrets"}},
+				"hooks":          map[string]any{"sync": map[string]any{}},
+			},
+		}}
+		created := time.Now()
+		if _, err := env.dyn.Resource(v1alpha1.Resource).Create(ctx, ctl, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
 		}
-		if !slices.ContainsFunc(evs.Items, func(e corev1.Event) bool {
-			return e.Type == corev1.EventTypeWarning && e.Reason == "CannotRun" && strings.Contains(e.Message, want)
-		}) {
-			return fmt.Errorf("no Warning Event CannotRun naming the permission (%d Events)", len(evs.Items))
+		const want = "cannot list secrets in the cluster: forbidden (uc's ServiceAccount needs list and watch on secrets)"
+		eventually(t, 30*time.Second, func() error {
+			evs, err := env.kube.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+			if err != nil {
+				return err
+			}
+			if !slices.ContainsFunc(evs.Items, func(e corev1.Event) bool {
+				return e.Type == corev1.EventTypeWarning && e.Reason == "CannotRun" && strings.Contains(e.Message, want)
+			}) {
+				return fmt.Errorf("no Warning Event CannotRun naming the permission (%d Events)", len(evs.Items))
+			}
+			u, err := env.dyn.Resource(v1alpha1.Resource).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			var uc v1alpha1.UniversalController
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &uc); err != nil {
+				return err
+			}
+			c := meta.FindStatusCondition(uc.Status.Conditions, "Ready")
+			if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, want) {
+				return fmt.Errorf("Ready condition %+v does not name the permission", c)
+			}
+			t.Logf("Ready=False: %s", c.Message)
+			return nil
+		})
+		if took := time.Since(created); took > 20*time.Second {
+			t.Errorf("the missing permission was reported %s after the controller's creation; want seconds", took)
+		} else {
+			t.Logf("the missing permission was reported %s after the controller's creation", took.Round(10*time.Millisecond))
 		}
-		u, err := env.dyn.Resource(v1alpha1.Resource).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		var uc v1alpha1.UniversalController
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &uc); err != nil {
-			return err
-		}
-		c := meta.FindStatusCondition(uc.Status.Conditions, "Ready")
-		if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, want) {
-			return fmt.Errorf("Ready condition %+v does not name the permission", c)
-		}
-		t.Logf("Ready=False: %s", c.Message)
-		return nil
-	})
-	if took := time.Since(created); took > 20*time.Second {
-		t.Errorf("the missing permission was reported %s after the controller's creation; want seconds", took)
-	} else {
-		t.Logf("the missing permission was reported %s after the controller's creation", took.Round(10*time.Millisecond))
+	}) {
+		return
 	}
 
-	// Given the permission, the controller starts within seconds.
-	role.Rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}})
-	if _, err := env.kube.RbacV1().ClusterRoles().Update(ctx, role, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	granted := time.Now()
-	eventually(t, 30*time.Second, func() error {
-		if !d.logHas(`msg="controller registered" component=registry controller=` + name) {
-			return fmt.Errorf("the dispatcher has not registered %s", name)
+	t.Run("given the permission, the controller starts within seconds", func(t *testing.T) {
+		role.Rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}})
+		if _, err := env.kube.RbacV1().ClusterRoles().Update(ctx, role, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
 		}
-		return nil
+		granted := time.Now()
+		eventually(t, 30*time.Second, func() error {
+			if !d.logHas(`msg="controller registered" component=registry controller=` + name) {
+				return fmt.Errorf("the dispatcher has not registered %s", name)
+			}
+			return nil
+		})
+		t.Logf("the controller started %s after its permission was granted", time.Since(granted).Round(10*time.Millisecond))
 	})
-	t.Logf("the controller started %s after its permission was granted", time.Since(granted).Round(10*time.Millisecond))
 }
 
 // readAllBut allows get, list and watch on every listable kind of the test

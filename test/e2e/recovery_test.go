@@ -22,10 +22,10 @@ const recoveryParents = 100
 // recoveryFault is one process killed while the Fanouts are updated.
 type recoveryFault struct {
 	what   string
-	victim func() *roleProcess
+	victim func(t *testing.T) *roleProcess
 	// replace restarts the victim, unless the fault leaves it dead, and
 	// returns a check that passes once its replacement is ready.
-	replace func(victim *roleProcess) func() error
+	replace func(t *testing.T, victim *roleProcess) func() error
 }
 
 // TestRecoveryAfterKill runs uc's roles as separate processes on an external
@@ -56,7 +56,7 @@ func TestRecoveryAfterKill(t *testing.T) {
 	names := createFanouts(t, roles.ns, recoveryParents)
 	eventually(t, 3*time.Minute, func() error { return chaosConverged(parents, children, names) })
 
-	restartUntilReady := func(victim *roleProcess) func() error {
+	restartUntilReady := func(t *testing.T, victim *roleProcess) func() error {
 		roles.restart(victim)
 		return expectHTTP(t.Context(), roles.readyz[victim], http.StatusOK)
 	}
@@ -64,14 +64,14 @@ func TestRecoveryAfterKill(t *testing.T) {
 		// The time an update wave takes to converge without a fault, to
 		// read the others against.
 		what:    "nothing",
-		victim:  func() *roleProcess { return nil },
-		replace: func(*roleProcess) func() error { return func() error { return nil } },
+		victim:  func(*testing.T) *roleProcess { return nil },
+		replace: func(*testing.T, *roleProcess) func() error { return func() error { return nil } },
 	}, {
 		what:   "the active watcher",
-		victim: func() *roleProcess { return activeWatcher(t, roles.ns, roles.watchers) },
+		victim: func(t *testing.T) *roleProcess { return activeWatcher(t, roles.ns, roles.watchers) },
 		// Its replacement is the first watcher to take the lease: the
 		// standby, or the victim restarted.
-		replace: func(victim *roleProcess) func() error {
+		replace: func(t *testing.T, victim *roleProcess) func() error {
 			leads := func() int { return len(linesWith(t, "leading: this watcher is active", roles.watchers)) }
 			led := leads()
 			roles.restart(victim)
@@ -84,12 +84,12 @@ func TestRecoveryAfterKill(t *testing.T) {
 		},
 	}, {
 		what:    "an applier",
-		victim:  func() *roleProcess { return roles.appliers[0] },
+		victim:  func(*testing.T) *roleProcess { return roles.appliers[0] },
 		replace: restartUntilReady,
 	}, {
 		what:   "a hook worker",
-		victim: func() *roleProcess { return roles.hooks[0] },
-		replace: func(victim *roleProcess) func() error {
+		victim: func(*testing.T) *roleProcess { return roles.hooks[0] },
+		replace: func(t *testing.T, victim *roleProcess) func() error {
 			serves := func() int { return len(linesWith(t, "msg=serving", []*roleProcess{victim})) }
 			served := serves()
 			roles.restart(victim)
@@ -102,41 +102,45 @@ func TestRecoveryAfterKill(t *testing.T) {
 		},
 	}, {
 		what:    "the dispatcher",
-		victim:  func() *roleProcess { return roles.dispatcher },
+		victim:  func(*testing.T) *roleProcess { return roles.dispatcher },
 		replace: restartUntilReady,
 	}, {
 		what:   "an applier, not restarted",
-		victim: func() *roleProcess { return roles.appliers[1] },
+		victim: func(*testing.T) *roleProcess { return roles.appliers[1] },
 		// The other replicas replace it: measured from the kill.
-		replace: func(*roleProcess) func() error { return func() error { return nil } },
+		replace: func(*testing.T, *roleProcess) func() error { return func() error { return nil } },
 	}}
 
 	var report []string
 	for i, f := range faults {
-		payload := fmt.Sprintf("v%d", i+2)
-		victim := f.victim()
-		half, updated := make(chan struct{}), make(chan struct{})
-		go func() {
-			defer close(updated)
-			updateAll(t, roles.ns, names, payload, half)
-		}()
-		<-half
-		before := acks.counts()
-		if victim != nil {
-			victim.proc.Kill()
+		if !t.Run("kill "+f.what, func(t *testing.T) {
+			payload := fmt.Sprintf("v%d", i+2)
+			victim := f.victim(t)
+			half, updated := make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(updated)
+				updateAll(t, roles.ns, names, payload, half)
+			}()
+			<-half
+			before := acks.counts()
+			if victim != nil {
+				victim.proc.Kill()
+			}
+			killed := time.Now()
+			eventually(t, 2*time.Minute, f.replace(t, victim))
+			ready := time.Now()
+			<-updated
+			eventually(t, 3*time.Minute, func() error { return chaosConverged(parents, children, names) })
+			converged := time.Now()
+			during := acks.counts().since(before)
+			line := fmt.Sprintf("%-26s | %5.1f s | %5.1f s | %5.1f s | %4d | %5d | %5d", f.what,
+				ready.Sub(killed).Seconds(), converged.Sub(ready).Seconds(), converged.Sub(killed).Seconds(),
+				during.again, during.settled, during.progress)
+			t.Logf("killed %s halfway through updating %d Fanouts to %s: %s", f.what, recoveryParents, payload, line)
+			report = append(report, line)
+		}) {
+			return
 		}
-		killed := time.Now()
-		eventually(t, 2*time.Minute, f.replace(victim))
-		ready := time.Now()
-		<-updated
-		eventually(t, 3*time.Minute, func() error { return chaosConverged(parents, children, names) })
-		converged := time.Now()
-		during := acks.counts().since(before)
-		line := fmt.Sprintf("%-26s | %5.1f s | %5.1f s | %5.1f s | %4d | %5d | %5d", f.what,
-			ready.Sub(killed).Seconds(), converged.Sub(ready).Seconds(), converged.Sub(killed).Seconds(),
-			during.again, during.settled, during.progress)
-		t.Logf("killed %s halfway through updating %d Fanouts to %s: %s", f.what, recoveryParents, payload, line)
-		report = append(report, line)
 	}
 	t.Logf("recovery after a SIGKILL, %d Fanouts updated, each kill halfway through:\n"+
 		"%-26s | kill to replacement ready | ready to all converged | kill to all converged | settled on a redelivery | settled | in-progress acks\n%s",

@@ -262,47 +262,53 @@ func TestRollingInPlace(t *testing.T) {
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
 
-	createComposite(t, ns, "p", ctl, map[string]any{"selector": selectApp("inplace"), "children": children("v1")})
-	eventually(t, time.Minute, func() error {
-		if r, err := updatedReason(ctx, ns, "p"); err != nil || r != applier.ReasonOnLatestRevision {
-			return fmt.Errorf("Updated reason %q (err %v)", r, err)
-		}
-		return nil
-	})
-	uids := map[string]string{}
-	for _, name := range []string{"d1", "d2", "d3"} {
-		d, err := env.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		uids[name] = string(d.UID)
-	}
-	patchComposite(t, ns, "p", map[string]any{"spec": map[string]any{"children": children("v2")}})
-	eventually(t, 2*time.Minute, func() error {
+	uids := map[string]string{} // the Deployments' before the update
+	if !t.Run("created on the latest revision", func(t *testing.T) {
+		createComposite(t, ns, "p", ctl, map[string]any{"selector": selectApp("inplace"), "children": children("v1")})
+		eventually(t, time.Minute, func() error {
+			if r, err := updatedReason(ctx, ns, "p"); err != nil || r != applier.ReasonOnLatestRevision {
+				return fmt.Errorf("Updated reason %q (err %v)", r, err)
+			}
+			return nil
+		})
 		for _, name := range []string{"d1", "d2", "d3"} {
 			d, err := env.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
-				return err
+				t.Fatal(err)
 			}
-			if d.Spec.Template.Spec.Containers[0].Image != "v2" || !settled(d) {
-				return fmt.Errorf("deployment %s not updated and settled yet", name)
-			}
-			if string(d.UID) != uids[name] {
-				t.Errorf("deployment %s was recreated, want an update in place", name)
-			}
+			uids[name] = string(d.UID)
 		}
-		if r, err := updatedReason(ctx, ns, "p"); err != nil || r != applier.ReasonOnLatestRevision {
-			return fmt.Errorf("Updated reason %q (err %v)", r, err)
+	}) {
+		return
+	}
+	t.Run("updated in place, one at a time", func(t *testing.T) {
+		patchComposite(t, ns, "p", map[string]any{"spec": map[string]any{"children": children("v2")}})
+		eventually(t, 2*time.Minute, func() error {
+			for _, name := range []string{"d1", "d2", "d3"} {
+				d, err := env.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				if d.Spec.Template.Spec.Containers[0].Image != "v2" || !settled(d) {
+					return fmt.Errorf("deployment %s not updated and settled yet", name)
+				}
+				if string(d.UID) != uids[name] {
+					t.Errorf("deployment %s was recreated, want an update in place", name)
+				}
+			}
+			if r, err := updatedReason(ctx, ns, "p"); err != nil || r != applier.ReasonOnLatestRevision {
+				return fmt.Errorf("Updated reason %q (err %v)", r, err)
+			}
+			return nil
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		t.Logf("deployments updated in the order %v", order)
+		if !slices.Equal(order, []string{"d1", "d2", "d3"}) {
+			t.Errorf("deployments updated in the order %v, want d1, d2, d3", order)
 		}
-		return nil
+		for _, v := range violations {
+			t.Error(v)
+		}
 	})
-	mu.Lock()
-	defer mu.Unlock()
-	t.Logf("deployments updated in the order %v", order)
-	if !slices.Equal(order, []string{"d1", "d2", "d3"}) {
-		t.Errorf("deployments updated in the order %v, want d1, d2, d3", order)
-	}
-	for _, v := range violations {
-		t.Error(v)
-	}
 }

@@ -55,122 +55,136 @@ func TestHooksSpeakBack(t *testing.T) {
 		return env.dyn.Resource(echoGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 	}
 
-	// The Event and the condition, beside uc's Synced.
-	var ready map[string]any
-	eventually(t, time.Minute, func() error {
-		if err := echoSynced(ctx, ns, name, "exec", "hello"); err != nil {
-			return err
+	var ready map[string]any // the Ready condition the hook set first
+	if !t.Run("the Event and the condition, beside uc's Synced", func(t *testing.T) {
+		eventually(t, time.Minute, func() error {
+			if err := echoSynced(ctx, ns, name, "exec", "hello"); err != nil {
+				return err
+			}
+			e, err := echo()
+			if err != nil {
+				return err
+			}
+			ready = condition(e, "Ready")
+			if ready == nil || ready["status"] != "True" || ready["reason"] != "MessageUp" || ready["message"] != "the message is 'hello'" ||
+				ready["observedGeneration"] != e.GetGeneration() || ready["lastTransitionTime"] == nil {
+				return fmt.Errorf("Ready condition %v, want True/MessageUp at generation %d", ready, e.GetGeneration())
+			}
+			if synced := condition(e, "Synced"); synced["reason"] != "Applied" {
+				return fmt.Errorf("Synced condition %v, want uc's", synced)
+			}
+			events, err := hookEvents(ctx, ns, name, "LowDisk")
+			if err != nil || len(events) != 1 || events[0].Type != corev1.EventTypeWarning || events[0].Message != "the disk of talker is 95% full" {
+				return fmt.Errorf("the hook's LowDisk Events: %v (%v), want one Warning", events, err)
+			}
+			return nil
+		})
+	}) {
+		return
+	}
+
+	if !t.Run("a flood of identical Warnings is one Event", func(t *testing.T) {
+		setEcho(t, ns, name, "hello", "flood")
+		var flooded *unstructured.Unstructured
+		eventually(t, time.Minute, func() error {
+			e, err := echo()
+			if err != nil {
+				return err
+			}
+			if c := condition(e, "Ready"); c["observedGeneration"] != e.GetGeneration() {
+				return fmt.Errorf("Ready condition %v, not yet at generation %d", c, e.GetGeneration())
+			}
+			flooded = e
+			return nil
+		})
+		floodCalls := func() int {
+			b, _ := os.ReadFile(filepath.Join(calls, name))
+			return strings.Count(string(b), "\n")
 		}
+		floodEvent := func() error {
+			events, err := hookEvents(ctx, ns, name, "Flood")
+			switch {
+			case err != nil:
+				return err
+			case len(events) != 1:
+				return fmt.Errorf("%d Flood Events, want them counted on one", len(events))
+			case events[0].Count != 25:
+				return fmt.Errorf("the Flood Event's count is %d, want the burst of 25", events[0].Count)
+			}
+			return nil
+		}
+		eventually(t, time.Minute, func() error {
+			if n := floodCalls(); n < 4 {
+				return fmt.Errorf("%d flooding replies, want 4 (64 Events asked for)", n)
+			}
+			return floodEvent()
+		})
+		consistently(t, 2*time.Second, floodEvent)
 		e, err := echo()
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
-		ready = condition(e, "Ready")
-		if ready == nil || ready["status"] != "True" || ready["reason"] != "MessageUp" || ready["message"] != "the message is 'hello'" ||
-			ready["observedGeneration"] != e.GetGeneration() || ready["lastTransitionTime"] == nil {
-			return fmt.Errorf("Ready condition %v, want True/MessageUp at generation %d", ready, e.GetGeneration())
+		if e.GetResourceVersion() != flooded.GetResourceVersion() {
+			t.Errorf("the replies that repeat the condition wrote the Echo: resourceVersion %s → %s", flooded.GetResourceVersion(), e.GetResourceVersion())
 		}
-		if synced := condition(e, "Synced"); synced["reason"] != "Applied" {
-			return fmt.Errorf("Synced condition %v, want uc's", synced)
+		if c := condition(e, "Ready"); c["lastTransitionTime"] != ready["lastTransitionTime"] {
+			t.Errorf("Ready's lastTransitionTime moved from %v to %v without a change of status", ready["lastTransitionTime"], c["lastTransitionTime"])
 		}
-		events, err := hookEvents(ctx, ns, name, "LowDisk")
-		if err != nil || len(events) != 1 || events[0].Type != corev1.EventTypeWarning || events[0].Message != "the disk of talker is 95% full" {
-			return fmt.Errorf("the hook's LowDisk Events: %v (%v), want one Warning", events, err)
-		}
-		return nil
-	})
+		t.Logf("%d flooding replies asked for %d Events: one Event, count 25", floodCalls(), 16*floodCalls())
+	}) {
+		return
+	}
 
-	// A flood of identical Warnings.
-	setEcho(t, ns, name, "hello", "flood")
-	var flooded *unstructured.Unstructured
-	eventually(t, time.Minute, func() error {
-		e, err := echo()
-		if err != nil {
-			return err
-		}
-		if c := condition(e, "Ready"); c["observedGeneration"] != e.GetGeneration() {
-			return fmt.Errorf("Ready condition %v, not yet at generation %d", c, e.GetGeneration())
-		}
-		flooded = e
-		return nil
-	})
-	floodCalls := func() int {
-		b, _ := os.ReadFile(filepath.Join(calls, name))
-		return strings.Count(string(b), "\n")
+	if !t.Run("a change of status moves lastTransitionTime", func(t *testing.T) {
+		// A change of status moves lastTransitionTime (at least a second later:
+		// the flood took longer than that).
+		setEcho(t, ns, name, "down", "")
+		eventually(t, time.Minute, func() error {
+			if err := echoSynced(ctx, ns, name, "exec", "down"); err != nil {
+				return err
+			}
+			e, err := echo()
+			if err != nil {
+				return err
+			}
+			c := condition(e, "Ready")
+			if c["status"] != "False" || c["reason"] != "MessageDown" {
+				return fmt.Errorf("Ready condition %v, want False/MessageDown", c)
+			}
+			before, _ := time.Parse(time.RFC3339, fmt.Sprint(ready["lastTransitionTime"]))
+			if after, err := time.Parse(time.RFC3339, fmt.Sprint(c["lastTransitionTime"])); err != nil || !after.After(before) {
+				return fmt.Errorf("Ready's lastTransitionTime %v, want after %v", c["lastTransitionTime"], ready["lastTransitionTime"])
+			}
+			return nil
+		})
+	}) {
+		return
 	}
-	floodEvent := func() error {
-		events, err := hookEvents(ctx, ns, name, "Flood")
-		switch {
-		case err != nil:
-			return err
-		case len(events) != 1:
-			return fmt.Errorf("%d Flood Events, want them counted on one", len(events))
-		case events[0].Count != 25:
-			return fmt.Errorf("the Flood Event's count is %d, want the burst of 25", events[0].Count)
-		}
-		return nil
-	}
-	eventually(t, time.Minute, func() error {
-		if n := floodCalls(); n < 4 {
-			return fmt.Errorf("%d flooding replies, want 4 (64 Events asked for)", n)
-		}
-		return floodEvent()
-	})
-	consistently(t, 2*time.Second, floodEvent)
-	e, err := echo()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.GetResourceVersion() != flooded.GetResourceVersion() {
-		t.Errorf("the replies that repeat the condition wrote the Echo: resourceVersion %s → %s", flooded.GetResourceVersion(), e.GetResourceVersion())
-	}
-	if c := condition(e, "Ready"); c["lastTransitionTime"] != ready["lastTransitionTime"] {
-		t.Errorf("Ready's lastTransitionTime moved from %v to %v without a change of status", ready["lastTransitionTime"], c["lastTransitionTime"])
-	}
-	t.Logf("%d flooding replies asked for %d Events: one Event, count 25", floodCalls(), 16*floodCalls())
 
-	// A change of status moves lastTransitionTime (at least a second later:
-	// the flood took longer than that).
-	setEcho(t, ns, name, "down", "")
-	eventually(t, time.Minute, func() error {
-		if err := echoSynced(ctx, ns, name, "exec", "down"); err != nil {
-			return err
-		}
-		e, err := echo()
-		if err != nil {
-			return err
-		}
-		c := condition(e, "Ready")
-		if c["status"] != "False" || c["reason"] != "MessageDown" {
-			return fmt.Errorf("Ready condition %v, want False/MessageDown", c)
-		}
-		before, _ := time.Parse(time.RFC3339, fmt.Sprint(ready["lastTransitionTime"]))
-		if after, err := time.Parse(time.RFC3339, fmt.Sprint(c["lastTransitionTime"])); err != nil || !after.After(before) {
-			return fmt.Errorf("Ready's lastTransitionTime %v, want after %v", c["lastTransitionTime"], ready["lastTransitionTime"])
-		}
-		return nil
-	})
+	if !t.Run("uc's Synced is not the hook's", func(t *testing.T) {
+		setEcho(t, ns, name, "down", "steal")
+		eventually(t, time.Minute, func() error {
+			return syncFailed(ctx, echoGVR, ns, name, "InvalidHookReply", "conditions[1].type: Forbidden: Synced is uc's own condition")
+		})
+	}) {
+		return
+	}
 
-	// uc's Synced is not the hook's.
-	setEcho(t, ns, name, "down", "steal")
-	eventually(t, time.Minute, func() error {
-		return syncFailed(ctx, echoGVR, ns, name, "InvalidHookReply", "conditions[1].type: Forbidden: Synced is uc's own condition")
-	})
-
-	// A reply with a status and without the condition drops it.
-	setEcho(t, ns, name, "bye", "quiet")
-	eventually(t, time.Minute, func() error {
-		if err := echoSynced(ctx, ns, name, "exec", "bye"); err != nil {
-			return err
-		}
-		e, err := echo()
-		if err != nil {
-			return err
-		}
-		if c := condition(e, "Ready"); c != nil {
-			return fmt.Errorf("Ready condition %v, want it gone", c)
-		}
-		return nil
+	t.Run("a reply with a status and without the condition drops it", func(t *testing.T) {
+		setEcho(t, ns, name, "bye", "quiet")
+		eventually(t, time.Minute, func() error {
+			if err := echoSynced(ctx, ns, name, "exec", "bye"); err != nil {
+				return err
+			}
+			e, err := echo()
+			if err != nil {
+				return err
+			}
+			if c := condition(e, "Ready"); c != nil {
+				return fmt.Errorf("Ready condition %v, want it gone", c)
+			}
+			return nil
+		})
 	})
 }
 

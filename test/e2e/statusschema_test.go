@@ -20,6 +20,7 @@ import (
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/test/manifests"
 )
 
 // The parent kinds of testdata/statusschema-crds.yaml.
@@ -197,7 +198,7 @@ func TestStatusSchemas(t *testing.T) {
 func widenPipelineConditions(t *testing.T) {
 	t.Helper()
 	path := filepath.Join(env.root, "test/e2e/testdata/statusschema-crds.yaml")
-	objs, err := manifestObjects(path)
+	objs, err := manifests.Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}

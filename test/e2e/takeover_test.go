@@ -131,72 +131,91 @@ func TestHookCannotTakeOverObjects(t *testing.T) {
 		{"one-sibling", []string{"shared"}, shared, `"shared": an object of that name exists and is already controlled by Grabber first-owner`},
 		{"many-sibling", []string{"mine-5", "shared"}, shared, `"shared": an object of that name exists and is already controlled by Grabber first-owner`},
 	} {
-		createGrabber(t, ns, tc.parent, tc.targets...)
-		eventually(t, time.Minute, func() error {
-			return syncFailed(ctx, grabberGVR, ns, tc.parent, "InvalidHookReply", tc.want)
-		})
-		assertUntouched(t, tc.victim)
-		for _, name := range tc.targets {
-			if strings.HasPrefix(name, "mine-") {
-				if _, err := env.kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
-					t.Errorf("%s: ConfigMap %s of a rejected reply was created", tc.parent, name)
+		if !t.Run("reject "+tc.parent, func(t *testing.T) {
+			createGrabber(t, ns, tc.parent, tc.targets...)
+			eventually(t, time.Minute, func() error {
+				return syncFailed(ctx, grabberGVR, ns, tc.parent, "InvalidHookReply", tc.want)
+			})
+			assertUntouched(t, tc.victim)
+			for _, name := range tc.targets {
+				if strings.HasPrefix(name, "mine-") {
+					if _, err := env.kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+						t.Errorf("%s: ConfigMap %s of a rejected reply was created", tc.parent, name)
+					}
 				}
 			}
+		}) {
+			return
 		}
 	}
 
-	// An object created by someone else after the parent's last sync: the
-	// parent asks for it in its next reply.
-	createGrabber(t, ns, "latecomer")
-	eventually(t, time.Minute, func() error { return grabbed(ctx, ns, "latecomer", 0) })
-	late := createConfigMap(t, ns, "late", map[string]string{"app": "late"}, nil)
-	patchGrabber(t, ns, "latecomer", `{"targets":["late"]}`)
-	eventually(t, time.Minute, func() error {
-		return syncFailed(ctx, grabberGVR, ns, "latecomer", "InvalidHookReply", `"late": an object of that name exists, is controlled by no one`)
-	})
-	assertUntouched(t, late)
-
-	// An orphan the parent's selector matches is adopted.
-	adopter := createGrabber(t, ns, "adopter")
-	eventually(t, time.Minute, func() error { return grabbed(ctx, ns, "adopter", 0) })
-	createConfigMap(t, ns, "stray", map[string]string{registry.LabelControllerUID: string(adopter.GetUID())}, nil)
-	patchGrabber(t, ns, "adopter", `{"targets":["stray"]}`)
-	eventually(t, time.Minute, func() error {
-		cm, err := env.kube.CoreV1().ConfigMaps(ns).Get(ctx, "stray", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if ref := metav1.GetControllerOf(cm); ref == nil || ref.UID != adopter.GetUID() || cm.Data["grabbed-by"] != "adopter" {
-			return fmt.Errorf("stray not adopted: owners %v, data %v", cm.OwnerReferences, cm.Data)
-		}
-		return nil
-	})
-
-	// A field of a child uc created (a plain create) and then dropped from
-	// the desired object is removed.
-	createGrabber(t, ns, "dropper", "dropped")
-	patchGrabber(t, ns, "dropper", `{"extra":"x"}`)
-	eventually(t, time.Minute, func() error {
-		return dataIs(ctx, ns, "dropped", map[string]string{"grabbed-by": "dropper", "extra": "x"})
-	})
-	patchGrabber(t, ns, "dropper", `{"extra":null}`)
-	eventually(t, time.Minute, func() error { return dataIs(ctx, ns, "dropped", map[string]string{"grabbed-by": "dropper"}) })
-	patchGrabber(t, ns, "dropper", `{"extra":"y"}`)
-	eventually(t, time.Minute, func() error {
-		return dataIs(ctx, ns, "dropped", map[string]string{"grabbed-by": "dropper", "extra": "y"})
-	})
-	patchGrabber(t, ns, "dropper", `{"extra":null}`)
-	eventually(t, time.Minute, func() error { return dataIs(ctx, ns, "dropped", map[string]string{"grabbed-by": "dropper"}) })
-
-	// Deleting the rejected parents leaves the objects they named: none of
-	// them ever got a parent's ownerReference.
-	for _, p := range []string{"one-unowned", "many-unowned", "latecomer"} {
-		if err := env.dyn.Resource(grabberGVR).Namespace(ns).Delete(ctx, p, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
+	var late *corev1.ConfigMap // created after the latecomer's last sync
+	if !t.Run("a latecomer's object is not taken over", func(t *testing.T) {
+		// An object created by someone else after the parent's last sync: the
+		// parent asks for it in its next reply.
+		createGrabber(t, ns, "latecomer")
+		eventually(t, time.Minute, func() error { return grabbed(ctx, ns, "latecomer", 0) })
+		late = createConfigMap(t, ns, "late", map[string]string{"app": "late"}, nil)
+		patchGrabber(t, ns, "latecomer", `{"targets":["late"]}`)
+		eventually(t, time.Minute, func() error {
+			return syncFailed(ctx, grabberGVR, ns, "latecomer", "InvalidHookReply", `"late": an object of that name exists, is controlled by no one`)
+		})
+		assertUntouched(t, late)
+	}) {
+		return
 	}
-	assertUntouched(t, victim)
-	assertUntouched(t, late)
+
+	if !t.Run("an orphan the selector matches is adopted", func(t *testing.T) {
+		// An orphan the parent's selector matches is adopted.
+		adopter := createGrabber(t, ns, "adopter")
+		eventually(t, time.Minute, func() error { return grabbed(ctx, ns, "adopter", 0) })
+		createConfigMap(t, ns, "stray", map[string]string{registry.LabelControllerUID: string(adopter.GetUID())}, nil)
+		patchGrabber(t, ns, "adopter", `{"targets":["stray"]}`)
+		eventually(t, time.Minute, func() error {
+			cm, err := env.kube.CoreV1().ConfigMaps(ns).Get(ctx, "stray", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if ref := metav1.GetControllerOf(cm); ref == nil || ref.UID != adopter.GetUID() || cm.Data["grabbed-by"] != "adopter" {
+				return fmt.Errorf("stray not adopted: owners %v, data %v", cm.OwnerReferences, cm.Data)
+			}
+			return nil
+		})
+	}) {
+		return
+	}
+
+	if !t.Run("a field dropped from a child uc created is removed", func(t *testing.T) {
+		// A field of a child uc created (a plain create) and then dropped from
+		// the desired object is removed.
+		createGrabber(t, ns, "dropper", "dropped")
+		patchGrabber(t, ns, "dropper", `{"extra":"x"}`)
+		eventually(t, time.Minute, func() error {
+			return dataIs(ctx, ns, "dropped", map[string]string{"grabbed-by": "dropper", "extra": "x"})
+		})
+		patchGrabber(t, ns, "dropper", `{"extra":null}`)
+		eventually(t, time.Minute, func() error { return dataIs(ctx, ns, "dropped", map[string]string{"grabbed-by": "dropper"}) })
+		patchGrabber(t, ns, "dropper", `{"extra":"y"}`)
+		eventually(t, time.Minute, func() error {
+			return dataIs(ctx, ns, "dropped", map[string]string{"grabbed-by": "dropper", "extra": "y"})
+		})
+		patchGrabber(t, ns, "dropper", `{"extra":null}`)
+		eventually(t, time.Minute, func() error { return dataIs(ctx, ns, "dropped", map[string]string{"grabbed-by": "dropper"}) })
+	}) {
+		return
+	}
+
+	t.Run("deleting the rejected parents leaves the objects they named", func(t *testing.T) {
+		// Deleting the rejected parents leaves the objects they named: none of
+		// them ever got a parent's ownerReference.
+		for _, p := range []string{"one-unowned", "many-unowned", "latecomer"} {
+			if err := env.dyn.Resource(grabberGVR).Namespace(ns).Delete(ctx, p, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		assertUntouched(t, victim)
+		assertUntouched(t, late)
+	})
 }
 
 // assertUntouched fails unless the ConfigMap has its resourceVersion of

@@ -293,93 +293,109 @@ func restartAndFail(t *testing.T, ns string, jobs *changeRecord) {
 		}
 		return jobPods(ctx, ns, "restart")
 	}
-	var before map[string]corev1.Pod
-	eventually(t, time.Minute, func() (err error) { before, err = running(); return err })
-	svcsBefore, err := jobServices(ctx, ns, "restart")
-	if err != nil {
-		t.Fatal(err)
+	var before, afterRestart map[string]corev1.Pod
+	var svcsBefore map[string]corev1.Service
+	if !t.Run("running", func(t *testing.T) {
+		eventually(t, time.Minute, func() (err error) { before, err = running(); return err })
+		var err error
+		svcsBefore, err = jobServices(ctx, ns, "restart")
+		if err != nil {
+			t.Fatal(err)
+		}
+	}) {
+		return
 	}
 
-	// Killed by a signal: retryable. A new Pod, the same Service.
-	failPod(t, ns, "restart-worker-1", 137)
-	eventually(t, time.Minute, func() error {
-		now, err := running()
+	if !t.Run("a worker killed by a signal is restarted", func(t *testing.T) {
+		// Killed by a signal: retryable. A new Pod, the same Service.
+		failPod(t, ns, "restart-worker-1", 137)
+		eventually(t, time.Minute, func() error {
+			now, err := running()
+			if err != nil {
+				return err
+			}
+			if now["restart-worker-1"].UID == before["restart-worker-1"].UID {
+				return fmt.Errorf("restart-worker-1 was not recreated")
+			}
+			return nil
+		})
+		if seen := jobs.conditions("restart"); !slices.Contains(seen, "Restarting=True") {
+			t.Errorf("the job was never seen Restarting: %v", seen)
+		}
+		svcsAfter, err := jobServices(ctx, ns, "restart")
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
-		if now["restart-worker-1"].UID == before["restart-worker-1"].UID {
-			return fmt.Errorf("restart-worker-1 was not recreated")
+		if svcsAfter["restart-worker-1"].UID != svcsBefore["restart-worker-1"].UID {
+			t.Errorf("the restarted worker's Service was recreated")
 		}
-		return nil
-	})
-	if seen := jobs.conditions("restart"); !slices.Contains(seen, "Restarting=True") {
-		t.Errorf("the job was never seen Restarting: %v", seen)
-	}
-	svcsAfter, err := jobServices(ctx, ns, "restart")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if svcsAfter["restart-worker-1"].UID != svcsBefore["restart-worker-1"].UID {
-		t.Errorf("the restarted worker's Service was recreated")
-	}
-	afterRestart, _ := jobPods(ctx, ns, "restart")
-	if afterRestart["restart-worker-0"].UID != before["restart-worker-0"].UID || afterRestart["restart-ps-0"].UID != before["restart-ps-0"].UID {
-		t.Errorf("other Pods than the failed one were recreated")
+		afterRestart, _ = jobPods(ctx, ns, "restart")
+		if afterRestart["restart-worker-0"].UID != before["restart-worker-0"].UID || afterRestart["restart-ps-0"].UID != before["restart-ps-0"].UID {
+			t.Errorf("other Pods than the failed one were recreated")
+		}
+	}) {
+		return
 	}
 
-	// A new worker port: every Pod's TF_CONFIG changes, so every Pod is
-	// recreated; the workers' Services are updated in place.
-	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"tfReplicaSpecs": map[string]any{"Worker": map[string]any{
-		"template": map[string]any{"spec": map[string]any{"containers": []any{tfContainer(2223)}}}}}}})
-	if _, err := env.dyn.Resource(tfjob.GVR).Namespace(ns).Patch(ctx, "restart", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var svcs map[string]corev1.Service
-	eventually(t, time.Minute, func() error {
-		now, err := running()
-		if err != nil {
-			return err
+	if !t.Run("a new worker port recreates the Pods and updates the Services in place", func(t *testing.T) {
+		// A new worker port: every Pod's TF_CONFIG changes, so every Pod is
+		// recreated; the workers' Services are updated in place.
+		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"tfReplicaSpecs": map[string]any{"Worker": map[string]any{
+			"template": map[string]any{"spec": map[string]any{"containers": []any{tfContainer(2223)}}}}}}})
+		if _, err := env.dyn.Resource(tfjob.GVR).Namespace(ns).Patch(ctx, "restart", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
 		}
-		for name, p := range now {
-			if p.UID == afterRestart[name].UID {
-				return fmt.Errorf("%s was not recreated", name)
+		var svcs map[string]corev1.Service
+		eventually(t, time.Minute, func() error {
+			now, err := running()
+			if err != nil {
+				return err
+			}
+			for name, p := range now {
+				if p.UID == afterRestart[name].UID {
+					return fmt.Errorf("%s was not recreated", name)
+				}
+			}
+			if svcs, err = jobServices(ctx, ns, "restart"); err != nil {
+				return err
+			}
+			for _, name := range []string{"restart-worker-0", "restart-worker-1"} {
+				if svcs[name].Spec.Ports[0].Port != 2223 {
+					return fmt.Errorf("service %s has port %d", name, svcs[name].Spec.Ports[0].Port)
+				}
+			}
+			return tfConfigs(ctx, ns, "restart", map[string][]string{
+				"ps": {"restart-ps-0." + ns + ".svc:2222"}, "worker": {"restart-worker-0." + ns + ".svc:2223", "restart-worker-1." + ns + ".svc:2223"}})
+		})
+
+		for name, s := range svcs {
+			if s.UID != svcsBefore[name].UID {
+				t.Errorf("InPlace: service %s was recreated", name)
 			}
 		}
-		if svcs, err = jobServices(ctx, ns, "restart"); err != nil {
-			return err
-		}
-		for _, name := range []string{"restart-worker-0", "restart-worker-1"} {
-			if svcs[name].Spec.Ports[0].Port != 2223 {
-				return fmt.Errorf("service %s has port %d", name, svcs[name].Spec.Ports[0].Port)
-			}
-		}
-		return tfConfigs(ctx, ns, "restart", map[string][]string{
-			"ps": {"restart-ps-0." + ns + ".svc:2222"}, "worker": {"restart-worker-0." + ns + ".svc:2223", "restart-worker-1." + ns + ".svc:2223"}})
-	})
-
-	for name, s := range svcs {
-		if s.UID != svcsBefore[name].UID {
-			t.Errorf("InPlace: service %s was recreated", name)
-		}
+	}) {
+		return
 	}
 
-	// Exit code 1: a permanent error fails the job; the Pods still running
-	// are cleaned up, the failed one is kept.
-	failPod(t, ns, "restart-worker-0", 1)
-	eventually(t, time.Minute, func() error {
-		job, err := getTFJob(ctx, ns, "restart")
-		if err != nil {
-			return err
-		}
-		if err := conditionsAre(job, map[string]corev1.ConditionStatus{tfjob.Failed: "True", tfjob.Running: "False"}); err != nil {
-			return err
-		}
-		if job.Status.CompletionTime == nil || job.Status.ReplicaStatuses[tfjob.Worker].Failed != 1 {
-			return fmt.Errorf("completionTime %v, workers %+v", job.Status.CompletionTime, job.Status.ReplicaStatuses[tfjob.Worker])
-		}
-		return podsAre(ctx, ns, "restart", map[string]corev1.PodPhase{"restart-worker-0": corev1.PodFailed})
+	t.Run("exit code 1 fails the job", func(t *testing.T) {
+		// Exit code 1: a permanent error fails the job; the Pods still running
+		// are cleaned up, the failed one is kept.
+		failPod(t, ns, "restart-worker-0", 1)
+		eventually(t, time.Minute, func() error {
+			job, err := getTFJob(ctx, ns, "restart")
+			if err != nil {
+				return err
+			}
+			if err := conditionsAre(job, map[string]corev1.ConditionStatus{tfjob.Failed: "True", tfjob.Running: "False"}); err != nil {
+				return err
+			}
+			if job.Status.CompletionTime == nil || job.Status.ReplicaStatuses[tfjob.Worker].Failed != 1 {
+				return fmt.Errorf("completionTime %v, workers %+v", job.Status.CompletionTime, job.Status.ReplicaStatuses[tfjob.Worker])
+			}
+			return podsAre(ctx, ns, "restart", map[string]corev1.PodPhase{"restart-worker-0": corev1.PodFailed})
+		})
+		t.Logf("conditions seen: %v", jobs.conditions("restart"))
 	})
-	t.Logf("conditions seen: %v", jobs.conditions("restart"))
 }
 
 // failPod writes a Pod's status as a kubelet would when its tensorflow

@@ -3,9 +3,7 @@ package helmchart
 import (
 	"fmt"
 	"maps"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -20,6 +18,7 @@ import (
 
 	"universalcontroller.dev/uc/internal/natsauth"
 	"universalcontroller.dev/uc/schemas/bus"
+	"universalcontroller.dev/uc/test/manifests"
 )
 
 // allOptions turns every optional setting of the chart on.
@@ -78,32 +77,32 @@ func TestValues(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		vals  map[string]any
-		check func(*testing.T, manifests)
+		check func(*testing.T, manifests.Set)
 	}{
-		{"external NATS", externalNATS, func(t *testing.T, m manifests) {
+		{"external NATS", externalNATS, func(t *testing.T, m manifests.Set) {
 			for _, kind := range []string{"StatefulSet", "Service", "PodDisruptionBudget"} {
-				for _, o := range m.ofKind(kind) {
+				for _, o := range m.OfKind(kind) {
 					if strings.Contains(o.GetName(), "nats") {
 						t.Errorf("with an external NATS, the chart makes %s %s", kind, o.GetName())
 					}
 				}
 			}
-			if m.find("ConfigMap", "uc-nats-config") != nil || len(m.ofKind("Secret")) != 0 {
+			if m.Find("ConfigMap", "uc-nats-config") != nil || len(m.OfKind("Secret")) != 0 {
 				t.Error("with an external NATS and a Secret of the user's, the chart makes NATS configuration or a Secret")
 			}
-			config := typed[corev1.ConfigMap](t, m, "ConfigMap", "uc-config").Data
+			config := manifests.Typed[corev1.ConfigMap](t, m, "ConfigMap", "uc-config").Data
 			if config["UC_NATS_URL"] != "nats://nats-0.nats.nats:4222,nats://nats-1.nats.nats:4222" || config["UC_STREAM_REPLICAS"] != "1" {
 				t.Errorf("uc-config: %v; want the external URL and 1 stream replica", config)
 			}
-			for _, role := range roles {
+			for _, role := range manifests.Roles {
 				ref := container(t, m, "uc-"+role).Env[1].ValueFrom.SecretKeyRef
 				if want := natsauth.PasswordVariable(natsauth.RoleUser(role)); ref.Name != "my-nats-passwords" || ref.Key != want {
 					t.Errorf("uc-%s takes its password from %s/%s; want my-nats-passwords/%s", role, ref.Name, ref.Key, want)
 				}
 			}
 		}},
-		{"all options", allOptions, func(t *testing.T, m manifests) {
-			config := typed[corev1.ConfigMap](t, m, "ConfigMap", "uc-config").Data
+		{"all options", allOptions, func(t *testing.T, m manifests.Set) {
+			config := manifests.Typed[corev1.ConfigMap](t, m, "ConfigMap", "uc-config").Data
 			for k, v := range map[string]string{
 				"UC_CONTROLLER_SELECTOR":      "team=payments",
 				"UC_METACONTROLLER_API":       "true",
@@ -113,31 +112,31 @@ func TestValues(t *testing.T) {
 					t.Errorf("uc-config %s=%q, want %q", k, config[k], v)
 				}
 			}
-			for _, role := range roles {
-				cr := typed[rbacv1.ClusterRole](t, m, "ClusterRole", "uc-"+role+"-metacontroller-api")
+			for _, role := range manifests.Roles {
+				cr := manifests.Typed[rbacv1.ClusterRole](t, m, "ClusterRole", "uc-"+role+"-metacontroller-api")
 				if cr.Labels["universalcontroller.dev/aggregate-to-"+role] != "true" || !slices.Equal(cr.Rules[0].Resources, []string{"compositecontrollers", "decoratorcontrollers"}) {
 					t.Errorf("ClusterRole %s: labels %v, rules %v; want Metacontroller's objects aggregated into uc-%s", cr.Name, cr.Labels, cr.Rules, role)
 				}
-				pod := typed[appsv1.Deployment](t, m, "Deployment", "uc-"+role).Spec.Template.Spec
+				pod := manifests.Typed[appsv1.Deployment](t, m, "Deployment", "uc-"+role).Spec.Template.Spec
 				if pod.ImagePullSecrets[0].Name != "registry" || pod.NodeSelector["kubernetes.io/os"] != "linux" || pod.Tolerations[0].Key != "uc" {
 					t.Errorf("uc-%s: pull secrets %v, node selector %v, tolerations %v; want the values'", role, pod.ImagePullSecrets, pod.NodeSelector, pod.Tolerations)
 				}
 			}
-			lease := typed[rbacv1.Role](t, m, "Role", "uc-watcher-leader-election").Rules[1].ResourceNames
+			lease := manifests.Typed[rbacv1.Role](t, m, "Role", "uc-watcher-leader-election").Rules[1].ResourceNames
 			if env := envOf(container(t, m, "uc-watcher")); env["UC_LEADER_ELECT_NAME"] != "payments-watcher" || !slices.Equal(lease, []string{"payments-watcher"}) {
 				t.Errorf("the watcher elects with Lease %q, its Role allows %q; want payments-watcher", env["UC_LEADER_ELECT_NAME"], lease)
 			}
-			if d := typed[appsv1.Deployment](t, m, "Deployment", "uc-dispatcher"); *d.Spec.Replicas != 2 || len(d.Spec.Template.Spec.TopologySpreadConstraints) != 1 {
+			if d := manifests.Typed[appsv1.Deployment](t, m, "Deployment", "uc-dispatcher"); *d.Spec.Replicas != 2 || len(d.Spec.Template.Spec.TopologySpreadConstraints) != 1 {
 				t.Errorf("uc-dispatcher: %d replicas, spread %v; want 2, over the nodes", *d.Spec.Replicas, d.Spec.Template.Spec.TopologySpreadConstraints)
 			}
-			credentials := typed[rbacv1.ClusterRole](t, m, "ClusterRole", "uc-dispatcher-webhook-credentials")
+			credentials := manifests.Typed[rbacv1.ClusterRole](t, m, "ClusterRole", "uc-dispatcher-webhook-credentials")
 			if _, ok := credentials.Labels["universalcontroller.dev/aggregate-to-dispatcher"]; ok {
 				t.Error("with webhookCredentialNamespaces, the webhook credentials are still aggregated into the dispatcher's ClusterRole")
 			}
 			var bound []string
-			for _, o := range m.ofKind("RoleBinding") {
+			for _, o := range m.OfKind("RoleBinding") {
 				if o.GetName() == "uc-dispatcher-webhook-credentials" {
-					b := typed[rbacv1.RoleBinding](t, manifests{o}, "RoleBinding", o.GetName())
+					b := manifests.Typed[rbacv1.RoleBinding](t, manifests.Set{o}, "RoleBinding", o.GetName())
 					if b.RoleRef.Name == credentials.Name && b.Subjects[0].Name == "uc-dispatcher" && b.Subjects[0].Namespace == namespace {
 						bound = append(bound, b.Namespace)
 					}
@@ -146,11 +145,11 @@ func TestValues(t *testing.T) {
 			if !slices.Equal(bound, []string{"hooks", "more-hooks"}) {
 				t.Errorf("the webhook credentials are bound to uc-dispatcher in %q; want hooks, more-hooks", bound)
 			}
-			secret := typed[corev1.Secret](t, m, "Secret", "uc-nats-passwords")
+			secret := manifests.Typed[corev1.Secret](t, m, "Secret", "uc-nats-passwords")
 			if _, ok := secret.Data[natsauth.PasswordVariable("hook-foo-controller")]; !ok {
 				t.Errorf("the NATS passwords lack the extra user's: %v", slices.Sorted(maps.Keys(secret.Data)))
 			}
-			for _, role := range roles {
+			for _, role := range manifests.Roles {
 				c := container(t, m, "uc-"+role)
 				env := envOf(c)
 				mounted := map[string]bool{}
@@ -169,14 +168,14 @@ func TestValues(t *testing.T) {
 		{"replicas", map[string]any{
 			"watcher": map[string]any{"replicas": 3}, "dispatcher": map[string]any{"replicas": 2}, "applier": map[string]any{"replicas": 5},
 			"nats": map[string]any{"server": map[string]any{"replicas": 5}},
-		}, func(t *testing.T, m manifests) {
+		}, func(t *testing.T, m manifests.Set) {
 			for role, want := range map[string]int32{"watcher": 3, "dispatcher": 2, "applier": 5} {
-				if got := *typed[appsv1.Deployment](t, m, "Deployment", "uc-"+role).Spec.Replicas; got != want {
+				if got := *manifests.Typed[appsv1.Deployment](t, m, "Deployment", "uc-"+role).Spec.Replicas; got != want {
 					t.Errorf("uc-%s: %d replicas, want %d", role, got, want)
 				}
 			}
-			sts := typed[appsv1.StatefulSet](t, m, "StatefulSet", "uc-nats")
-			pdb := typed[policyv1.PodDisruptionBudget](t, m, "PodDisruptionBudget", "uc-nats")
+			sts := manifests.Typed[appsv1.StatefulSet](t, m, "StatefulSet", "uc-nats")
+			pdb := manifests.Typed[policyv1.PodDisruptionBudget](t, m, "PodDisruptionBudget", "uc-nats")
 			if *sts.Spec.Replicas != 5 || pdb.Spec.MaxUnavailable.IntValue() != 2 {
 				t.Errorf("NATS: %d servers, %v may be down; want 5, 2 (a majority up)", *sts.Spec.Replicas, pdb.Spec.MaxUnavailable)
 			}
@@ -189,12 +188,12 @@ func TestValues(t *testing.T) {
 				t.Errorf("nats.conf routes %v, want %v", routes, want)
 			}
 		}},
-		{"no metrics", map[string]any{"metrics": map[string]any{"enabled": false, "podMonitor": map[string]any{"enabled": true}}}, func(t *testing.T, m manifests) {
-			if pm := m.ofKind("PodMonitor"); len(pm) != 0 {
+		{"no metrics", map[string]any{"metrics": map[string]any{"enabled": false, "podMonitor": map[string]any{"enabled": true}}}, func(t *testing.T, m manifests.Set) {
+			if pm := m.OfKind("PodMonitor"); len(pm) != 0 {
 				t.Errorf("a PodMonitor without metrics: %v", pm)
 			}
-			for _, role := range roles {
-				d := typed[appsv1.Deployment](t, m, "Deployment", "uc-"+role)
+			for _, role := range manifests.Roles {
+				d := manifests.Typed[appsv1.Deployment](t, m, "Deployment", "uc-"+role)
 				c := d.Spec.Template.Spec.Containers[0]
 				if addr, ok := envOf(c)["UC_METRICS_ADDR"]; !ok || addr != "" || len(c.Ports) != 1 || d.Spec.Template.Annotations["prometheus.io/scrape"] != "" {
 					t.Errorf("uc-%s without metrics: env %v, ports %v, annotations %v", role, c.Env, c.Ports, d.Spec.Template.Annotations)
@@ -202,8 +201,8 @@ func TestValues(t *testing.T) {
 			}
 		}},
 		{"pod monitor", map[string]any{"metrics": map[string]any{"port": 9090, "podMonitor": map[string]any{
-			"enabled": true, "labels": map[string]any{"release": "prometheus"}, "interval": "15s"}}}, func(t *testing.T, m manifests) {
-			pm := m.find("PodMonitor", "uc")
+			"enabled": true, "labels": map[string]any{"release": "prometheus"}, "interval": "15s"}}}, func(t *testing.T, m manifests.Set) {
+			pm := m.Find("PodMonitor", "uc")
 			if pm == nil {
 				t.Fatal("no PodMonitor uc")
 			}
@@ -215,8 +214,8 @@ func TestValues(t *testing.T) {
 			if len(endpoints) != 1 || endpoints[0].(map[string]any)["port"] != "metrics" || endpoints[0].(map[string]any)["interval"] != "15s" {
 				t.Errorf("PodMetricsEndpoints %v, want the port metrics every 15s", endpoints)
 			}
-			for _, d := range m.ofKind("Deployment") {
-				pod := typed[appsv1.Deployment](t, m, "Deployment", d.GetName()).Spec.Template
+			for _, d := range m.OfKind("Deployment") {
+				pod := manifests.Typed[appsv1.Deployment](t, m, "Deployment", d.GetName()).Spec.Template
 				if !matches(selector, pod.Labels) {
 					t.Errorf("the PodMonitor (%v) does not select the Pods of %s (%v)", selector, d.GetName(), pod.Labels)
 				}
@@ -225,10 +224,10 @@ func TestValues(t *testing.T) {
 					t.Errorf("%s has no port metrics on 9090: %v", d.GetName(), ports)
 				}
 			}
-			if matches(selector, typed[appsv1.StatefulSet](t, m, "StatefulSet", "uc-nats").Spec.Template.Labels) {
+			if matches(selector, manifests.Typed[appsv1.StatefulSet](t, m, "StatefulSet", "uc-nats").Spec.Template.Labels) {
 				t.Errorf("the PodMonitor selects the NATS servers, which serve no /metrics")
 			}
-			if def := render(t, release, nil).ofKind("PodMonitor"); len(def) != 0 {
+			if def := render(t, release, nil).OfKind("PodMonitor"); len(def) != 0 {
 				t.Errorf("a PodMonitor by default: %v", def)
 			}
 		}},
@@ -238,8 +237,8 @@ func TestValues(t *testing.T) {
 				"conf":       authConf(t, 64, "foo.controller"),
 				"extraUsers": []any{natsauth.HookUser("foo.controller")},
 			}},
-		}, func(t *testing.T, m manifests) {
-			if got := typed[corev1.ConfigMap](t, m, "ConfigMap", "uc-config").Data["UC_PARTITIONS"]; got != "64" {
+		}, func(t *testing.T, m manifests.Set) {
+			if got := manifests.Typed[corev1.ConfigMap](t, m, "ConfigMap", "uc-config").Data["UC_PARTITIONS"]; got != "64" {
 				t.Errorf("UC_PARTITIONS=%s, want 64", got)
 			}
 			// The servers start: every password auth.conf reads is in the Secret.
@@ -275,13 +274,13 @@ func TestReleasesApart(t *testing.T) {
 		if !strings.HasPrefix(o.GetName(), "payments-uc-") {
 			t.Errorf("release payments: %s %s is not named after it", o.GetKind(), o.GetName())
 		}
-		if a.find(o.GetKind(), o.GetName()) != nil {
+		if a.Find(o.GetKind(), o.GetName()) != nil {
 			t.Errorf("releases uc and payments both have %s %s", o.GetKind(), o.GetName())
 		}
 	}
-	for _, role := range roles {
-		sa := typed[appsv1.Deployment](t, b, "Deployment", "payments-uc-"+role).Spec.Selector.MatchLabels
-		pod := typed[appsv1.Deployment](t, a, "Deployment", "uc-"+role).Spec.Template.Labels
+	for _, role := range manifests.Roles {
+		sa := manifests.Typed[appsv1.Deployment](t, b, "Deployment", "payments-uc-"+role).Spec.Selector.MatchLabels
+		pod := manifests.Typed[appsv1.Deployment](t, a, "Deployment", "uc-"+role).Spec.Template.Labels
 		if matches(sa, pod) {
 			t.Errorf("release payments' %s selects release uc's Pods (%v)", role, sa)
 		}
@@ -289,7 +288,7 @@ func TestReleasesApart(t *testing.T) {
 	if env := envOf(container(t, b, "payments-uc-watcher")); env["UC_LEADER_ELECT_NAME"] != "payments-uc-watcher" {
 		t.Errorf("release payments' watchers elect with Lease %s; want their own", env["UC_LEADER_ELECT_NAME"])
 	}
-	if got := typed[corev1.ConfigMap](t, b, "ConfigMap", "payments-uc-config").Data["UC_NATS_URL"]; got != "nats://payments-uc-nats:4222" {
+	if got := manifests.Typed[corev1.ConfigMap](t, b, "ConfigMap", "payments-uc-config").Data["UC_NATS_URL"]; got != "nats://payments-uc-nats:4222" {
 		t.Errorf("release payments connects to %s; want its own NATS", got)
 	}
 }
@@ -297,26 +296,20 @@ func TestReleasesApart(t *testing.T) {
 // TestEnvIsFlags: every UC_* variable the chart gives a role, with every
 // option on, is a flag of `uc <role>`.
 func TestEnvIsFlags(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "uc")
-	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "./cmd/uc")
-	build.Dir = repoRoot
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/uc: %v\n%s", err, out)
-	}
+	bin := manifests.BuildUC(t)
 	m := render(t, release, allOptions)
-	config := typed[corev1.ConfigMap](t, m, "ConfigMap", "uc-config").Data
-	for _, role := range roles {
-		help, _ := exec.CommandContext(t.Context(), bin, role, "-h").CombinedOutput()
+	config := manifests.Typed[corev1.ConfigMap](t, m, "ConfigMap", "uc-config").Data
+	for _, role := range manifests.Roles {
+		flags, err := manifests.RoleFlags(t.Context(), bin, role)
+		if err != nil {
+			t.Fatal(err)
+		}
 		vars := envOf(container(t, m, "uc-"+role))
 		for k, v := range config {
 			vars[k] = v
 		}
 		for k := range vars {
-			if !strings.HasPrefix(k, "UC_") {
-				continue
-			}
-			flag := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(k, "UC_"), "_", "-"))
-			if !regexp.MustCompile(`(?m)^\s+(?:-\w, )?--?` + regexp.QuoteMeta(flag) + `(?:\s|$)`).Match(help) {
+			if flag, ok := manifests.FlagOf(k); ok && !flags[flag] {
 				t.Errorf("the chart sets %s for uc %s, which has no flag --%s", k, role, flag)
 			}
 		}
@@ -324,9 +317,9 @@ func TestEnvIsFlags(t *testing.T) {
 }
 
 // container is the uc container of a role's Deployment.
-func container(t *testing.T, m manifests, deployment string) corev1.Container {
+func container(t *testing.T, m manifests.Set, deployment string) corev1.Container {
 	t.Helper()
-	d := typed[appsv1.Deployment](t, m, "Deployment", deployment)
+	d := manifests.Typed[appsv1.Deployment](t, m, "Deployment", deployment)
 	if len(d.Spec.Template.Spec.Containers) != 1 {
 		t.Fatalf("%s has no single container", deployment)
 	}
@@ -365,27 +358,9 @@ func authConf(t *testing.T, partitions int, controllers ...string) string {
 	return natsauth.Config(users)
 }
 
-// natsConfOf parses the NATS servers' configuration as they would: the
-// ConfigMap they mount, with the environment of the Secret they get.
-func natsConfOf(t *testing.T, m manifests) map[string]any {
+// natsConfOf parses the configuration of the chart's NATS servers, the
+// StatefulSet uc-nats, as they would.
+func natsConfOf(t *testing.T, m manifests.Set) map[string]any {
 	t.Helper()
-	sts := typed[appsv1.StatefulSet](t, m, "StatefulSet", "uc-nats")
-	pod := sts.Spec.Template.Spec
-	env := map[string]string{}
-	for _, from := range pod.Containers[0].EnvFrom {
-		for k, v := range typed[corev1.Secret](t, m, "Secret", from.SecretRef.Name).Data {
-			env[k] = string(v)
-		}
-	}
-	for _, v := range pod.Volumes {
-		if v.ConfigMap != nil {
-			data := map[string]any{}
-			for k, s := range typed[corev1.ConfigMap](t, m, "ConfigMap", v.ConfigMap.Name).Data {
-				data[k] = s
-			}
-			return parseNATSConf(t, data, env)
-		}
-	}
-	t.Fatal("the NATS servers mount no ConfigMap")
-	return nil
+	return manifests.StatefulSetNATSConf(t, m, manifests.Typed[appsv1.StatefulSet](t, m, "StatefulSet", "uc-nats"))
 }

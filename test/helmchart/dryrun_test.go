@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"universalcontroller.dev/uc/schemas/crds"
+	"universalcontroller.dev/uc/test/manifests"
 	"universalcontroller.dev/uc/test/testbed"
 )
 
@@ -70,13 +71,11 @@ func TestServerDryRun(t *testing.T) {
 	}
 
 	// The dry run validates: a field the API does not know fails it.
-	bad := render(t, release, nil).find("Deployment", "uc-applier")
-	containers, _, _ := unstructured.NestedSlice(bad.Object, "spec", "template", "spec", "containers")
-	containers[0].(map[string]any)["livenesProbe"] = map[string]any{}
-	if err := unstructured.SetNestedSlice(bad.Object, containers, "spec", "template", "spec", "containers"); err != nil {
+	bad, err := manifests.WithMisspeltField(render(t, release, nil).Find("Deployment", "uc-applier"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.dryRun(t.Context(), bad); err == nil || !strings.Contains(err.Error(), "livenesProbe") {
+	if err := a.dryRun(t.Context(), bad); err == nil || !strings.Contains(err.Error(), manifests.MisspeltField) {
 		t.Errorf("a misspelt field passed the dry run (err %v)", err)
 	}
 }

@@ -2,15 +2,13 @@ package helmchart
 
 import (
 	"maps"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	natsconf "github.com/nats-io/nats-server/v2/conf"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"universalcontroller.dev/uc/test/manifests"
 )
 
 // TestDefaultsMatchKustomize renders the chart with its defaults, released
@@ -34,7 +32,10 @@ import (
 //     differ; its routes name the renamed objects).
 func TestDefaultsMatchKustomize(t *testing.T) {
 	chart := render(t, release, nil)
-	kust := kustomize(t)
+	kust, err := manifests.Kustomize(t.Context(), repoRoot+"/deploy")
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	rename := kustomizeNames(kust)
 	var want []*unstructured.Unstructured
@@ -64,7 +65,7 @@ func TestDefaultsMatchKustomize(t *testing.T) {
 		stripHelm(o.Object)
 	}
 	for _, w := range want {
-		got := chart.find(w.GetKind(), w.GetName())
+		got := chart.Find(w.GetKind(), w.GetName())
 		if got == nil {
 			t.Errorf("the chart has no %s %s", w.GetKind(), w.GetName())
 			continue
@@ -80,7 +81,7 @@ func TestDefaultsMatchKustomize(t *testing.T) {
 		}
 	}
 	for _, o := range chart {
-		if manifests(want).find(o.GetKind(), o.GetName()) == nil {
+		if manifests.Set(want).Find(o.GetKind(), o.GetName()) == nil {
 			t.Errorf("the chart has %s %s, the kustomize install does not", o.GetKind(), o.GetName())
 		}
 	}
@@ -100,7 +101,7 @@ var kustomizeHash = regexp.MustCompile(`^(.+)-[a-z0-9]{10}$`)
 // kustomizeNames maps the names the kustomize install's objects refer to
 // onto the chart's: generated names lose their hash, NATS objects gain
 // the prefix, and so does the NATS URL.
-func kustomizeNames(kust manifests) map[string]string {
+func kustomizeNames(kust manifests.Set) map[string]string {
 	rename := map[string]string{"nats://nats:4222": "nats://uc-nats:4222"}
 	maps.Copy(rename, natsNames)
 	delete(rename, "nats") // also a label value and a container name; renamed as an object name only
@@ -189,48 +190,35 @@ func compareNATSConf(t *testing.T, kust, chart *unstructured.Unstructured) {
 	if _, ok := kd["nats.conf"]; !ok {
 		return
 	}
-	want := parseNATSConf(t, kd, anyPasswords(kd))
+	want := manifests.NATSConf(t, files(kd), anyPasswords(kd))
 	cluster, _ := want["cluster"].(map[string]any)
 	routes, _ := cluster["routes"].([]any)
 	for i, r := range routes {
 		s, _ := r.(string)
 		routes[i] = strings.NewReplacer("//nats-", "//uc-nats-", ".nats-headless:", ".uc-nats-headless:").Replace(s)
 	}
-	if diff := cmp.Diff(want, parseNATSConf(t, cd, anyPasswords(cd))); diff != "" {
+	if diff := cmp.Diff(want, manifests.NATSConf(t, files(cd), anyPasswords(cd))); diff != "" {
 		t.Errorf("nats.conf of ConfigMap %s differs from the kustomize install's (-kustomize +chart):\n%s", chart.GetName(), diff)
 	}
 	delete(kd, "nats.conf")
 	delete(cd, "nats.conf")
 }
 
-// parseNATSConf parses the nats.conf of a ConfigMap's data, with the files
-// it includes, in the environment env.
-func parseNATSConf(t *testing.T, data map[string]any, env map[string]string) map[string]any {
-	t.Helper()
-	dir := t.TempDir()
+// files is a ConfigMap's data, as the files of its volume.
+func files(data map[string]any) map[string]string {
+	out := map[string]string{}
 	for name, text := range data {
-		s, _ := text.(string)
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		out[name], _ = text.(string)
 	}
-	for k, v := range env {
-		t.Setenv(k, v)
-	}
-	conf, err := natsconf.ParseFile(filepath.Join(dir, "nats.conf"))
-	if err != nil {
-		t.Fatalf("nats.conf: %v", err)
-	}
-	return conf
+	return out
 }
 
 // anyPasswords sets every password variable of the users of a ConfigMap's
 // data.
 func anyPasswords(data map[string]any) map[string]string {
 	env := map[string]string{}
-	for _, text := range data {
-		s, _ := text.(string)
-		for _, v := range passwordVariable.FindAllStringSubmatch(s, -1) {
+	for _, text := range files(data) {
+		for _, v := range passwordVariable.FindAllStringSubmatch(text, -1) {
 			env[v[1]] = "secret-" + v[1]
 		}
 	}

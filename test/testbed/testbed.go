@@ -3,7 +3,9 @@
 // kube-apiserver, kube-controller-manager and kube-scheduler as separate
 // processes, plus kwok, which simulates one node (NodeName) whose pods become
 // Ready without running containers. It also runs standalone NATS servers
-// (StartNATS) that tests can kill and restart.
+// (StartNATS) that tests can kill and restart, and a workload's containers
+// as local processes with what a kubelet would give them (StartContainer,
+// ContainerEnv, MountVolumes), since kwok runs none.
 //
 // The binaries come from a cache that hack/testbed-bins.sh fills
 // ($UC_TESTBED_DIR, default ~/.cache/uc-testbed); when something is missing

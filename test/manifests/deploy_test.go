@@ -1,0 +1,402 @@
+package manifests
+
+// The checks of deploy/, the manifests of `kubectl apply -k deploy/`, that
+// need no cluster: what they hold, and that the RBAC of a controller
+// follows the documented pattern. test/e2e's TestDeploy checks the rest
+// on the test bed.
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"universalcontroller.dev/uc/internal/natsauth"
+	"universalcontroller.dev/uc/schemas/crds"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
+	"universalcontroller.dev/uc/test/testbed"
+)
+
+// The image deploy/ runs, and each role's replicas.
+const deployImage = "ghcr.io/universalcontroller/uc:latest"
+
+var deployReplicas = map[string]int32{"watcher": 2, "dispatcher": 1, "applier": 3}
+
+// deploy is what `kubectl kustomize deploy` prints, built once.
+var deploy = sync.OnceValues(func() (Set, error) {
+	return Kustomize(context.Background(), filepath.Join(repoRoot, "deploy"))
+})
+
+func deployManifests(t *testing.T) Set {
+	t.Helper()
+	m, err := deploy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestDeployObjects: deploy/ has its Namespace and everything namespaced
+// is in it, and its CRDs are schemas/crds'.
+func TestDeployObjects(t *testing.T) {
+	m := deployManifests(t)
+	if m.In("").Find("Namespace", Namespace) == nil {
+		t.Errorf("no Namespace %s", Namespace)
+	}
+	for _, o := range m {
+		if o.GetNamespace() != "" && o.GetNamespace() != Namespace {
+			t.Errorf("%s %s is in namespace %s, not %s", o.GetKind(), o.GetName(), o.GetNamespace(), Namespace)
+		}
+	}
+
+	// The CRDs are schemas/crds' (deploy/deploy_test.go checks the copy
+	// byte for byte; this checks what kustomize makes of it).
+	want, err := crds.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(m.OfKind("CustomResourceDefinition")); got != len(want) {
+		t.Errorf("%d CustomResourceDefinitions, schemas/crds has %d", got, len(want))
+	}
+	for _, crd := range want {
+		got := Typed[apiextensionsv1.CustomResourceDefinition](t, m.In(""), "CustomResourceDefinition", crd.Name)
+		if !equality.Semantic.DeepEqual(got.Spec, crd.Spec) {
+			t.Errorf("CustomResourceDefinition %s differs from schemas/crds; run: go test ./deploy -run TestCRDs -update", crd.Name)
+		}
+	}
+}
+
+// TestDeployRoles: each role is a Deployment of the image's entrypoint,
+// with its replicas, its own ServiceAccount bound to an aggregated
+// ClusterRole, variables that are flags of the role, probes and ports on
+// uc's addresses, its own NATS user and resources.
+func TestDeployRoles(t *testing.T) {
+	m := deployManifests(t)
+	ns := m.In(Namespace)
+	uc := BuildUC(t)
+	passwords, err := ns.Secret(Namespace, passwordsSecret(t, m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, role := range Roles {
+		name := "uc-" + role
+		d := Typed[appsv1.Deployment](t, ns, "Deployment", name)
+		if d.Spec.Replicas == nil || *d.Spec.Replicas != deployReplicas[role] {
+			t.Errorf("Deployment %s: replicas %v, want %d", name, d.Spec.Replicas, deployReplicas[role])
+		}
+		pod := d.Spec.Template.Spec
+		if pod.ServiceAccountName != name || ns.Find("ServiceAccount", name) == nil {
+			t.Errorf("Deployment %s runs as ServiceAccount %q; want its own, %s, in deploy/", name, pod.ServiceAccountName, name)
+		}
+		checkBinding(t, m, role)
+		if len(pod.Containers) != 1 {
+			t.Fatalf("Deployment %s: %d containers, want 1", name, len(pod.Containers))
+		}
+		c := pod.Containers[0]
+		if c.Image != deployImage {
+			t.Errorf("%s: image %s, want %s", name, c.Image, deployImage)
+		}
+		if len(c.Command) != 0 || len(c.Args) == 0 || c.Args[0] != role {
+			t.Errorf("%s: command %q args %q; want the image's entrypoint with args [%s ...]", name, c.Command, c.Args, role)
+		}
+		vars, err := testbed.ContainerEnv(m, testbed.Pod{Namespace: d.Namespace, Name: name + "-0", Spec: pod}, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		flags, err := RoleFlags(t.Context(), uc, role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range unknownFlags(vars, flags) {
+			flag, _ := FlagOf(v)
+			t.Errorf("%s sets %s, but uc %s has no flag --%s", name, v, role, flag)
+		}
+		checkPorts(t, name, c, vars)
+		if user := natsauth.RoleUser(role); vars["UC_NATS_USER"] != user || vars["UC_NATS_PASSWORD"] != string(passwords.Data[natsauth.PasswordVariable(user)]) {
+			t.Errorf("%s: connects to NATS as %q; want its own user %s, with the password the NATS servers have", name, vars["UC_NATS_USER"], user)
+		}
+		if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+			t.Errorf("%s: resources %v; want cpu and memory requests and a memory limit", name, c.Resources)
+		}
+	}
+}
+
+// unknownFlags are the UC_ variables of vars that name no flag of flags,
+// sorted.
+func unknownFlags(vars map[string]string, flags map[string]bool) []string {
+	var unknown []string
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
+		if flag, ok := FlagOf(k); ok && !flags[flag] {
+			unknown = append(unknown, k)
+		}
+	}
+	return unknown
+}
+
+// passwordsSecret is the name kustomize gave the Secret of the NATS users'
+// passwords, uc-nats-passwords.
+func passwordsSecret(t *testing.T, m Set) string {
+	t.Helper()
+	for _, o := range m.OfKind("Secret") {
+		if strings.HasPrefix(o.GetName(), "uc-nats-passwords") {
+			return o.GetName()
+		}
+	}
+	t.Fatal("deploy/ has no Secret uc-nats-passwords")
+	return ""
+}
+
+// configMapName is the name kustomize gave the uc-config ConfigMap (with
+// its content hash), found through the watcher's envFrom.
+func configMapName(t *testing.T, m Set) string {
+	t.Helper()
+	d := Typed[appsv1.Deployment](t, m.In(Namespace), "Deployment", "uc-watcher")
+	for _, c := range d.Spec.Template.Spec.Containers {
+		for _, from := range c.EnvFrom {
+			if from.ConfigMapRef != nil && strings.HasPrefix(from.ConfigMapRef.Name, "uc-config") {
+				return from.ConfigMapRef.Name
+			}
+		}
+	}
+	t.Fatal("the watcher takes no uc-config ConfigMap")
+	return ""
+}
+
+// checkBinding checks that a ClusterRoleBinding binds the role's
+// ServiceAccount to an aggregated ClusterRole selecting
+// universalcontroller.dev/aggregate-to-<role>, and that deploy/ holds a
+// base ClusterRole with that label.
+func checkBinding(t *testing.T, m Set, role string) {
+	t.Helper()
+	sa, label := "uc-"+role, AggregateLabel+role
+	var bound []string
+	for _, u := range m.OfKind("ClusterRoleBinding") {
+		b := Typed[rbacv1.ClusterRoleBinding](t, m.In(""), "ClusterRoleBinding", u.GetName())
+		if slices.ContainsFunc(b.Subjects, func(s rbacv1.Subject) bool {
+			return s.Kind == "ServiceAccount" && s.Name == sa && s.Namespace == Namespace
+		}) {
+			bound = append(bound, b.RoleRef.Name)
+		}
+	}
+	if len(bound) != 1 {
+		t.Errorf("ServiceAccount %s is bound to ClusterRoles %q; want exactly one, aggregated", sa, bound)
+		return
+	}
+	cr := Typed[rbacv1.ClusterRole](t, m.In(""), "ClusterRole", bound[0])
+	if cr.AggregationRule == nil || !slices.ContainsFunc(cr.AggregationRule.ClusterRoleSelectors, func(s metav1.LabelSelector) bool {
+		return s.MatchLabels[label] == "true"
+	}) {
+		t.Errorf("ClusterRole %s does not aggregate ClusterRoles labelled %s", cr.Name, label)
+	}
+	if len(cr.Rules) != 0 {
+		t.Errorf("ClusterRole %s is aggregated; its rules belong in ClusterRoles labelled %s", cr.Name, label)
+	}
+	if !slices.ContainsFunc(m.OfKind("ClusterRole"), func(u *unstructured.Unstructured) bool { return u.GetLabels()[label] == "true" }) {
+		t.Errorf("no ClusterRole labelled %s in deploy/", label)
+	}
+}
+
+// checkPorts checks that the probes ask uc's health address, and that the
+// named ports are the addresses uc listens on.
+func checkPorts(t *testing.T, name string, c corev1.Container, vars map[string]string) {
+	t.Helper()
+	ports := map[string]int32{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	for portName, variable := range map[string]string{"health": "UC_HEALTH_ADDR", "metrics": "UC_METRICS_ADDR"} {
+		_, port, err := net.SplitHostPort(vars[variable])
+		if err != nil || port != strconv.Itoa(int(ports[portName])) {
+			t.Errorf("%s: %s=%q, container port %q is %d; want the same port", name, variable, vars[variable], portName, ports[portName])
+		}
+	}
+	for kind, p := range map[string]*corev1.Probe{"startup": c.StartupProbe, "liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+		if p == nil || p.HTTPGet == nil {
+			t.Errorf("%s: no %s probe over HTTP", name, kind)
+			continue
+		}
+		if p.HTTPGet.Port.String() != "health" {
+			t.Errorf("%s: %s probe on port %s, want health", name, kind, p.HTTPGet.Port.String())
+		}
+	}
+	if c.ReadinessProbe != nil && c.ReadinessProbe.HTTPGet != nil && c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+		t.Errorf("%s: readiness probe on %s, want /readyz", name, c.ReadinessProbe.HTTPGet.Path)
+	}
+	if c.LivenessProbe != nil && c.LivenessProbe.HTTPGet != nil && c.LivenessProbe.HTTPGet.Path != "/healthz" {
+		t.Errorf("%s: liveness probe on %s, want /healthz", name, c.LivenessProbe.HTTPGet.Path)
+	}
+}
+
+// TestDeployNATS: the uc-config URL names the client Service of a 3-node
+// StatefulSet, the streams are replicated on all three, and nats.conf
+// matches the StatefulSet.
+func TestDeployNATS(t *testing.T) {
+	m := deployManifests(t)
+	ns := m.In(Namespace)
+	cfg, err := ns.ConfigMap(Namespace, configMapName(t, m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sts := Typed[appsv1.StatefulSet](t, ns, "StatefulSet", "nats")
+	if sts.Spec.Replicas == nil || *sts.Spec.Replicas != 3 {
+		t.Errorf("StatefulSet nats: replicas %v, want 3", sts.Spec.Replicas)
+	}
+	if got := cfg.Data["UC_STREAM_REPLICAS"]; got != "3" {
+		t.Errorf("UC_STREAM_REPLICAS is %q, want 3, the NATS servers", got)
+	}
+	if len(sts.Spec.VolumeClaimTemplates) != 1 {
+		t.Errorf("StatefulSet nats: %d volume claim templates, want 1 for JetStream's files", len(sts.Spec.VolumeClaimTemplates))
+	}
+	headless := Typed[corev1.Service](t, ns, "Service", sts.Spec.ServiceName)
+	if headless.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Errorf("Service %s of the StatefulSet is not headless", headless.Name)
+	}
+	u, err := url.Parse(cfg.Data["UC_NATS_URL"])
+	if err != nil {
+		t.Fatalf("UC_NATS_URL: %v", err)
+	}
+	client := Typed[corev1.Service](t, ns, "Service", u.Hostname())
+	if !slices.ContainsFunc(client.Spec.Ports, func(p corev1.ServicePort) bool { return strconv.Itoa(int(p.Port)) == u.Port() }) {
+		t.Errorf("Service %s has no port %s (UC_NATS_URL %s)", client.Name, u.Port(), u)
+	}
+	for k, v := range client.Spec.Selector {
+		if sts.Spec.Template.Labels[k] != v {
+			t.Errorf("Service %s selects %s=%s, which the NATS pods lack", client.Name, k, v)
+		}
+	}
+	checkNATSConf(t, m, sts)
+}
+
+// checkNATSConf checks nats.conf against the StatefulSet: its ports are
+// the container's, and its routes name every server through the headless
+// Service.
+func checkNATSConf(t *testing.T, m Set, sts *appsv1.StatefulSet) {
+	t.Helper()
+	conf := StatefulSetNATSConf(t, m, sts)
+	c := sts.Spec.Template.Spec.Containers[0]
+	ports := map[string]int64{}
+	for _, p := range c.Ports {
+		ports[p.Name] = int64(p.ContainerPort)
+	}
+	cluster, _ := conf["cluster"].(map[string]any)
+	for name, got := range map[string]any{"client": conf["port"], "monitor": conf["http_port"], "cluster": cluster["port"]} {
+		if got != ports[name] {
+			t.Errorf("nats.conf: the %s port is %v, the container's is %d", name, got, ports[name])
+		}
+	}
+	var want []string
+	for i := range *sts.Spec.Replicas {
+		want = append(want, fmt.Sprintf("nats://%s-%d.%s:%d", sts.Name, i, sts.Spec.ServiceName, ports["cluster"]))
+	}
+	var routes []string
+	if rs, ok := cluster["routes"].([]any); ok {
+		for _, r := range rs {
+			routes = append(routes, fmt.Sprint(r))
+		}
+	}
+	if !slices.Equal(routes, want) {
+		t.Errorf("nats.conf: routes %q, want %q", routes, want)
+	}
+	if _, ok := conf["jetstream"].(map[string]any); !ok {
+		t.Error("nats.conf does not enable JetStream")
+	}
+	// Every role has its user, with a password from the Secret.
+	account, _ := conf["accounts"].(map[string]any)[natsauth.Account].(map[string]any)
+	users := map[string]string{}
+	list, _ := account["users"].([]any)
+	for _, u := range list {
+		u, _ := u.(map[string]any)
+		name, _ := u["user"].(string)
+		users[name], _ = u["password"].(string)
+	}
+	for _, role := range Roles {
+		if pw := users[natsauth.RoleUser(role)]; pw == "" {
+			t.Errorf("nats.conf: no user %s with a password (users: %v)", natsauth.RoleUser(role), slices.Sorted(maps.Keys(users)))
+		}
+	}
+}
+
+// TestRBACPattern: the RBAC of the Foo example (deploy/examples/), and of
+// the Gadget controller TestDeploy runs, grant per aggregation label
+// exactly what ControllerRBAC, the documented pattern, gives their
+// UniversalControllers.
+func TestRBACPattern(t *testing.T) {
+	for _, tc := range []struct{ controller, rbac string }{
+		{"examples/foo/controller.yaml", "deploy/examples/foo-controller-rbac.yaml"},
+		{"test/e2e/testdata/deploy-gadget-controller.yaml", "test/e2e/testdata/deploy-gadget-rbac.yaml"},
+	} {
+		t.Run(filepath.Base(tc.rbac), func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join(repoRoot, tc.controller))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ctl v1alpha1.UniversalController
+			if err := yaml.Unmarshal(b, &ctl); err != nil {
+				t.Fatalf("%s: %v", tc.controller, err)
+			}
+			objs, err := Read(filepath.Join(repoRoot, tc.rbac))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var file []rbacv1.ClusterRole
+			for _, o := range objs {
+				cr, err := As[rbacv1.ClusterRole](o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				file = append(file, *cr)
+			}
+			got, want := rulesByRole(file), rulesByRole(ControllerRBAC(&ctl, true))
+			if !equality.Semantic.DeepEqual(got, want) {
+				t.Errorf("%s grants, per aggregation label,\n%v\nbut the pattern for %s is\n%v", tc.rbac, got, tc.controller, want)
+			}
+		})
+	}
+}
+
+// rulesByRole flattens the rules of the ClusterRoles into sorted "group
+// resource verb" entries, by the aggregation label that carries them.
+func rulesByRole(roles []rbacv1.ClusterRole) map[string][]string {
+	sets := map[string][]string{}
+	for _, cr := range roles {
+		for k, v := range cr.Labels {
+			if !strings.HasPrefix(k, AggregateLabel) || v != "true" {
+				continue
+			}
+			if _, ok := sets[k]; !ok {
+				sets[k] = nil
+			}
+			for _, r := range cr.Rules {
+				for _, g := range r.APIGroups {
+					for _, res := range r.Resources {
+						for _, verb := range r.Verbs {
+							sets[k] = append(sets[k], g+" "+res+" "+verb)
+						}
+					}
+				}
+			}
+		}
+	}
+	for k, s := range sets {
+		slices.Sort(s)
+		sets[k] = slices.Compact(s)
+	}
+	return sets
+}
