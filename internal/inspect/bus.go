@@ -185,11 +185,12 @@ func (b *Bus) consumer(ctx context.Context, stream, name string) (*Consumer, err
 
 // lastPublished asks the active watcher what it last published for the
 // parent of controller: an answer with no ID when nothing since it became
-// active.
-func (b *Bus) lastPublished(ctx context.Context, controller string, parent *unstructured.Unstructured) (*bus.LastPublished, error) {
+// active; with request, the request itself too.
+func (b *Bus) lastPublished(ctx context.Context, controller string, parent *unstructured.Unstructured, request bool) (*bus.LastPublished, error) {
 	addr := bus.Address{Controller: controller, Hook: hooks.Sync, ParentUID: parent.GetUID()}
+	q := bus.Question{Namespace: parent.GetNamespace(), Name: parent.GetName(), Request: request}
 	var answer bus.LastPublished
-	if err := askWatcher(ctx, b.js.Conn(), addr.InspectSubject(), parent, &answer); err != nil {
+	if err := askWatcher(ctx, b.js.Conn(), addr.InspectSubject(), q, &answer); err != nil {
 		return nil, err
 	}
 	if answer.Error != "" {

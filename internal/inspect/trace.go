@@ -152,7 +152,7 @@ func trace(ctx context.Context, c *Cluster, b *Bus, ctl *registry.Controller, pa
 	if tr.Fence, err = b.fence(ctx, key); err != nil {
 		return nil, err
 	}
-	if tr.Published, err = b.lastPublished(ctx, ctl.Name, parent); err != nil {
+	if tr.Published, err = b.lastPublished(ctx, ctl.Name, parent, false); err != nil {
 		tr.WatcherProblem = err.Error()
 	}
 	for _, name := range []string{hooks.Sync, hooks.Finalize, hooks.Customize} {
