@@ -60,6 +60,15 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts TopologyOpt
 		Subjects:    []string{bus.DeadLetterPrefix + ".>"},
 		Retention:   jetstream.LimitsPolicy,
 		MaxAge:      7 * 24 * time.Hour,
+	}, {
+		Name:        bus.PlanStream,
+		Description: "the last plan of each parent of a dry-run controller",
+		Subjects:    []string{bus.PlanPrefix + ".>"},
+		Retention:   jetstream.LimitsPolicy,
+		// The last plan per parent is all uc trace shows.
+		MaxMsgsPerSubject: 1,
+		Discard:           jetstream.DiscardOld,
+		MaxAge:            bus.PlanMaxAge,
 	}}
 	for _, cfg := range streams {
 		cfg.Replicas = opts.Replicas

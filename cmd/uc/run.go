@@ -196,7 +196,7 @@ func ensureStreams(ctx context.Context, cfg config, js jetstream.JetStream, log 
 }
 
 // allStreams are the bus's streams, which the dispatcher owns.
-var allStreams = []string{bus.RequestStream, bus.ReplyStream, bus.DeadLetterStream}
+var allStreams = []string{bus.RequestStream, bus.ReplyStream, bus.DeadLetterStream, bus.PlanStream}
 
 // neededConsumers are the durable consumers of a stream that a role needs
 // now.

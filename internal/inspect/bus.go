@@ -90,6 +90,24 @@ func (b *Bus) message(ctx context.Context, stream string, seq uint64) (*jetstrea
 	return raw, nil
 }
 
+// plans reads the parent's last plan of each hook that has one.
+func (b *Bus) plans(ctx context.Context, controller string, uid types.UID, hooks ...string) ([]*Message, error) {
+	var out []*Message
+	for _, hook := range hooks {
+		m, err := b.last(ctx, bus.PlanStream, bus.ParentSubjects(bus.PlanPrefix, controller, hook, uid))
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, nil // a dispatcher older than plans made the streams
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m != nil {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
 // Fence is what the fence bucket says of a parent: the last reply applied.
 type Fence struct {
 	Observation     int64  `json:"observation"`

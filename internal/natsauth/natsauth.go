@@ -69,7 +69,7 @@ type User struct {
 var allHooks = []string{hooks.Sync, hooks.Finalize, hooks.Customize}
 
 // streams uc creates.
-var streams = []string{bus.RequestStream, bus.ReplyStream, bus.DeadLetterStream}
+var streams = []string{bus.RequestStream, bus.ReplyStream, bus.DeadLetterStream, bus.PlanStream}
 
 // consumerAPI is what a client bound to an existing durable consumer uses:
 // its info, and pulling from it.
@@ -158,9 +158,9 @@ func Role(role string, partitions int) (User, error) {
 		if partitions < 1 {
 			return User{}, fmt.Errorf("partitions must be at least 1, not %d", partitions)
 		}
-		u.About = fmt.Sprintf("uc applier: applies the replies of partitions 0-%d, keeps its buckets, asks for resyncs, announces applies", partitions-1)
+		u.About = fmt.Sprintf("uc applier: applies the replies of partitions 0-%d, keeps its buckets, asks for resyncs, announces applies, publishes dry-run plans", partitions-1)
 		// Creating a bucket reads the account's JetStream limits first.
-		u.Publish = []string{"$JS.API.INFO", streamInfo(bus.ReplyStream), bus.AllResyncs(), bus.AllApplying()}
+		u.Publish = []string{"$JS.API.INFO", streamInfo(bus.ReplyStream), bus.AllResyncs(), bus.AllApplying(), bus.PlanPrefix + ".>"}
 		for _, b := range bus.ApplierBuckets {
 			s := "KV_" + b
 			u.Publish = append(u.Publish, kvRead(b)...)

@@ -5,10 +5,11 @@
 //	sync-response.json       dev.universalcontroller.sync.response, dev.universalcontroller.finalize.response
 //	customize-request.json   dev.universalcontroller.customize.request
 //	customize-response.json  dev.universalcontroller.customize.response
+//	plan.json                dev.universalcontroller.plan
 //
 // The documents are written by hand and checked in; they describe the JSON of
-// the Go types in package hooks, and this package's tests validate real
-// values of those types against them. Hook authors in other languages can
+// the Go types in package hooks (and bus.Plan), and this package's tests
+// validate real values of those types against them. Hook authors in other languages can
 // use the files directly; docs/bus.md describes the rest of the wire
 // contract.
 //
@@ -35,6 +36,7 @@ const (
 	syncResponseFile      = "sync-response.json"
 	customizeRequestFile  = "customize-request.json"
 	customizeResponseFile = "customize-response.json"
+	planFile              = "plan.json"
 )
 
 //go:embed *.json
@@ -48,6 +50,7 @@ var byType = map[string]string{
 	bus.ResponseType(hooks.Finalize):  syncResponseFile,
 	bus.RequestType(hooks.Customize):  customizeRequestFile,
 	bus.ResponseType(hooks.Customize): customizeResponseFile,
+	bus.PlanType:                      planFile,
 }
 
 // For returns the JSON Schema of the data of CloudEvents of type ceType, or

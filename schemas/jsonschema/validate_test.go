@@ -14,6 +14,8 @@ import (
 
 	sjs "github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+
+	"universalcontroller.dev/uc/schemas/bus"
 )
 
 // The validator lives in the tests only: uc's components never validate
@@ -142,8 +144,8 @@ func TestDocuments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(names) != 4 {
-		t.Errorf("embedded documents %v, want 4", names)
+	if len(names) != 5 {
+		t.Errorf("embedded documents %v, want 5", names)
 	}
 	for _, name := range names {
 		b, _ := files.ReadFile(name)
@@ -182,12 +184,12 @@ func TestFor(t *testing.T) {
 		if !ok || !json.Valid(b) {
 			t.Errorf("For(%q) = %d bytes, %v", typ, len(b), ok)
 		}
-		if !strings.HasSuffix(typ, ".request") && !strings.HasSuffix(typ, ".response") {
-			t.Errorf("type %q is neither a request nor a response", typ)
+		if !strings.HasSuffix(typ, ".request") && !strings.HasSuffix(typ, ".response") && typ != bus.PlanType {
+			t.Errorf("type %q is neither a request, a response nor a plan", typ)
 		}
 	}
-	if len(Types()) != 6 {
-		t.Errorf("Types() = %v, want a request and a response type for each of 3 hooks", Types())
+	if len(Types()) != 7 {
+		t.Errorf("Types() = %v, want a request and a response type for each of 3 hooks, and the plan", Types())
 	}
 	for _, typ := range []string{"", "dev.universalcontroller.sync", "dev.universalcontroller.other.request"} {
 		if _, ok := For(typ); ok {
