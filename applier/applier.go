@@ -399,14 +399,19 @@ func (a *Applier) applyTo(ctx context.Context, part *partition, ctl *registry.Co
 	conditions := []metav1.Condition{syncedCondition(m.Generation)}
 	if ro != nil {
 		actions = ro.keepOnly(actions)
+		conditions = append(conditions, ro.condition(m.Generation))
+	}
+	conditions = append(conditions, hooks.MetaConditions(resp.Conditions, m.Generation, metav1.Time{})...)
+	if ctl.DryRun() {
+		return a.dryRun(ctx, part, ctl, parent, m, resp, actions, conditions)
+	}
+	if ro != nil {
 		// The rollout's progress is saved before any child is touched.
 		if err := a.saveRevisions(ctx, ro); err != nil {
 			return err
 		}
 		part.rolled(m.ApplyKey(), ctl, ro)
-		conditions = append(conditions, ro.condition(m.Generation))
 	}
-	conditions = append(conditions, hooks.MetaConditions(resp.Conditions, m.Generation, metav1.Time{})...)
 	changed, err := a.execute(ctx, ctl, parent, actions)
 	if err != nil {
 		if reason, problem := classify(m.Hook, err); problem != nil {
@@ -562,6 +567,9 @@ func invalidReply(hook string, err error) (string, error) {
 func (a *Applier) reject(ctx context.Context, log *slog.Logger, ctl *registry.Controller, parent *unstructured.Unstructured, m bus.Meta, reason string, problem error) error {
 	log.Error("reply rejected", "reason", reason, "err", problem)
 	a.observer().Rejected(m, reason)
+	if ctl.DryRun() {
+		return a.rejectDryRun(ctx, m, reason, problem)
+	}
 	a.warn(ctl, parent, reason, problem.Error())
 	if err := a.writeStatus(ctx, ctl, parent, nil, m.Generation, failedCondition(m.Generation, reason, problem.Error())); err != nil {
 		return err
@@ -596,8 +604,8 @@ const reportAfterFailures = 3
 // Synced=True.
 func (a *Applier) reportFailing(ctx context.Context, log *slog.Logger, ctl *registry.Controller, parent *unstructured.Unstructured, m bus.Meta, err error) {
 	key := m.ApplyKey()
-	if a.queue.NumRequeues(key)+1 < reportAfterFailures {
-		return
+	if a.queue.NumRequeues(key)+1 < reportAfterFailures || ctl.DryRun() {
+		return // a dry-run controller's parents are not written to, not even to say so
 	}
 	message := fmt.Sprintf("the apply keeps failing; uc retries it with backoff: %v", err)
 	newError, newGeneration := a.failing.report(key, message, m.Generation)
@@ -793,11 +801,19 @@ const (
 // child) and shows on the parent's Synced condition; their Events took a
 // sixth of the apiserver's CPU in the bench's update of 1000 parents.
 func (a *Applier) recordWrites(parent *unstructured.Unstructured, done []action) {
+	if reason, message, ok := writesEvent(done); ok {
+		a.events.Event(parent, "Normal", reason, message)
+	}
+}
+
+// writesEvent is the reason and message of the Event recordWrites records
+// for the writes done; ok is false when it records none.
+func writesEvent(done []action) (reason, message string, ok bool) {
 	done = slices.DeleteFunc(slices.Clone(done), func(act action) bool { return act.event == eventUpdated })
 	if len(done) == 0 {
-		return
+		return "", "", false
 	}
-	reason := done[0].event
+	reason = done[0].event
 	var msg strings.Builder
 	for i, act := range done {
 		if act.event != reason {
@@ -812,7 +828,7 @@ func (a *Applier) recordWrites(parent *unstructured.Unstructured, done []action)
 		}
 		fmt.Fprintf(&msg, "%s %s %s", act.event, act.child.GVK.Kind, objectKey(act.obj))
 	}
-	a.events.Event(parent, "Normal", reason, msg.String())
+	return reason, msg.String(), true
 }
 
 // maxEventMessage bounds the part of an Event message that names children.

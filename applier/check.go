@@ -1,6 +1,7 @@
 package applier
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"universalcontroller.dev/uc/internal/registry"
@@ -25,7 +26,11 @@ func Check(ctl *registry.Controller, parent *unstructured.Unstructured, hook str
 	if err != nil {
 		return nil, rejected(hook, err)
 	}
-	return &Checked{Response: resp, Writes: writes(actions)}, nil
+	m := bus.Meta{Address: bus.Address{Controller: ctl.Name, Hook: hook, ParentUID: parent.GetUID()},
+		Namespace: parent.GetNamespace(), Name: parent.GetName(), Generation: parent.GetGeneration(), ResourceVersion: parent.GetResourceVersion()}
+	conditions := append([]metav1.Condition{syncedCondition(m.Generation)}, hooks.MetaConditions(resp.Conditions, m.Generation, metav1.Time{})...)
+	plan := describe(ctl, parent, m, resp, actions, conditions, &registry.StatusSchema{}, live)
+	return &Checked{Response: resp, Writes: writes(actions), Plan: plan}, nil
 }
 
 // CheckDecoration is Check for a decorator's reply about an object it
@@ -70,6 +75,9 @@ type Checked struct {
 	// Writes are the writes that make the live children match it, in
 	// order.
 	Writes []Write
+	// Plan is the plan a dry-run controller's applier would publish for
+	// it, the status as an unknown schema admits it.
+	Plan *bus.Plan
 }
 
 // Write is one write the applier would make to a child.

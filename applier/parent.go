@@ -49,18 +49,18 @@ func releasePatch(child *unstructured.Unstructured, ctl *registry.Controller) []
 // uc served its CompositeController), a finalizer another field manager
 // also owns would stay if uc merely stopped applying it.
 func (a *Applier) setFinalizer(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, want bool) error {
-	i := slices.Index(parent.GetFinalizers(), ctl.Finalizer())
-	if want == (i >= 0) || want && parent.GetDeletionTimestamp() != nil {
+	change := finalizerChange(ctl, parent, want)
+	if change == "" {
 		return nil
 	}
 	res := a.dyn.Resource(ctl.Parent.GVR).Namespace(parent.GetNamespace())
 	var err error
-	if want {
+	if change == "add" {
 		obj := parentConfig(parent)
 		obj.Object["metadata"].(map[string]any)["finalizers"] = []any{ctl.Finalizer()}
 		_, err = res.Apply(ctx, parent.GetName(), obj, metav1.ApplyOptions{FieldManager: FieldManager(ctl.Name) + "/finalizer", Force: true})
 	} else {
-		path := fmt.Sprintf("/metadata/finalizers/%d", i)
+		path := fmt.Sprintf("/metadata/finalizers/%d", slices.Index(parent.GetFinalizers(), ctl.Finalizer()))
 		patch, _ := json.Marshal([]map[string]any{
 			{"op": "test", "path": "/metadata/uid", "value": parent.GetUID()},
 			{"op": "test", "path": path, "value": ctl.Finalizer()},
@@ -72,6 +72,20 @@ func (a *Applier) setFinalizer(ctx context.Context, ctl *registry.Controller, pa
 		return fmt.Errorf("set finalizer: %w", err)
 	}
 	return nil
+}
+
+// finalizerChange is what setting uc's finalizer on the parent to want
+// changes: "add", "remove", or "" when nothing (it is as wanted, or the
+// parent is being deleted: a finalizer is never added then).
+func finalizerChange(ctl *registry.Controller, parent *unstructured.Unstructured, want bool) string {
+	has := slices.Contains(parent.GetFinalizers(), ctl.Finalizer())
+	switch {
+	case want == has, want && parent.GetDeletionTimestamp() != nil:
+		return ""
+	case want:
+		return "add"
+	}
+	return "remove"
 }
 
 // resyncAfter asks the watcher to sync the parent again after a delay. It is

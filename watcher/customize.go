@@ -333,26 +333,40 @@ func (w *Watcher) namespaceLabels(ns string) labels.Set {
 
 // related returns the parent's related objects, or ok=false after asking the
 // customize hook when it has no answer for the parent's generation yet
-// (forced: with a request of its own id, see publish). The sync's span links
-// to the customize reply it uses.
-func (w *Watcher) related(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, version string, forced bool) (_ hooks.GroupedObjects, _ bool, err error) {
+// (forced: with a request of its own id, see publish).
+func (w *Watcher) related(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, version string, forced bool) (hooks.GroupedObjects, bool, error) {
+	out, ok, err := w.cachedRelated(ctx, ctl, parent, version)
+	if err != nil || ok {
+		return out, ok, err
+	}
+	return nil, false, w.askCustomize(ctx, ctl, parent, forced)
+}
+
+// cachedRelated returns the parent's related objects, selected by the
+// customize reply the watcher has for the parent's generation, or ok=false
+// when it has none. The sync's span links to the customize reply it uses.
+func (w *Watcher) cachedRelated(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, version string) (_ hooks.GroupedObjects, _ bool, err error) {
 	if ctl.Spec.Hooks.Customize == nil {
 		return hooks.GroupedObjects{}, true, nil
 	}
-	ctx, span := w.tracer.Start(ctx, "customize")
+	_, span := w.tracer.Start(ctx, "customize")
 	defer func() { tracing.End(span, err) }()
 	cz := w.customize.get(bus.Address{Controller: ctl.Name, ParentUID: parent.GetUID()}.ApplyKey())
-	if cz != nil {
-		span.AddLink(trace.Link{SpanContext: cz.span})
-	}
 	if cz == nil || cz.generation != parent.GetGeneration() {
-		meta := w.meta(ctl, parent, hooks.Customize)
-		req := &hooks.CustomizeRequest{Controller: ctl.Object, Parent: parent}
-		typ, subject := bus.RequestType(hooks.Customize), meta.RequestSubject()
-		return nil, false, w.publish(ctx, meta, typ, subject, req, eventID(subject, typ, observedObjects(ctl, false, parent), forced))
+		return nil, false, nil
 	}
+	span.AddLink(trace.Link{SpanContext: cz.span})
 	out, err := selectRelated(ctl, parent, version, cz.rules, w.listCached, w.namespaceLabels)
 	return out, err == nil, err
+}
+
+// askCustomize publishes the parent's customize request (forced: with an
+// id of its own, see publish).
+func (w *Watcher) askCustomize(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, forced bool) error {
+	meta := w.meta(ctl, parent, hooks.Customize)
+	req := &hooks.CustomizeRequest{Controller: ctl.Object, Parent: parent}
+	typ, subject := bus.RequestType(hooks.Customize), meta.RequestSubject()
+	return w.publish(ctx, meta, typ, subject, req, eventID(subject, typ, observedObjects(ctl, false, parent), forced))
 }
 
 // listCached lists the objects of a resource in a namespace ("" for all)

@@ -42,46 +42,21 @@ func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 	if ctl.Decorator != nil {
 		return w.syncDecorated(ctx, ctl, key)
 	}
-	parent, err := w.reg.Object(ctl.Parent.GVR, key.Namespace, key.Name)
-	if apierrors.IsNotFound(err) {
-		w.forget(key)
-		return nil
-	}
-	if err != nil {
+	b, err := w.build(ctx, ctl, key)
+	switch {
+	case err != nil:
 		return err
-	}
-	if !ctl.ParentSelector.Matches(labels.Set(parent.GetLabels())) {
+	case b == nil:
 		w.forget(key)
 		return nil
-	}
-	hook, ok := HookFor(ctl, parent)
-	if !ok {
-		w.forget(key)
-		return nil
-	}
-	meta := w.meta(ctl, parent, hook)
-	sel, err := ctl.Selector(parent)
-	if err != nil {
+	case b.failure != nil:
 		// Nothing to ask the hook: report the problem on the parent.
-		return w.publish(ctx, meta, bus.FailureType(hook), meta.ReplySubject(), InvalidSelector(err), "")
+		return w.publish(ctx, b.meta, bus.FailureType(b.meta.Hook), b.meta.ReplySubject(), *b.failure, "")
+	case b.req == nil:
+		// Without a customize reply yet, the sync follows it.
+		return w.askCustomize(ctx, ctl, b.parent, key.Resync)
 	}
-	_, span := w.tracer.Start(ctx, "claim")
-	claimed, err := Claim(w.reg, ctl, parent, sel)
-	tracing.End(span, err)
-	if err != nil {
-		return err
-	}
-	version := ctl.HookVersion(hook)
-	related, ok, err := w.related(ctx, ctl, parent, version, key.Resync)
-	if err != nil || !ok {
-		return err // without a customize reply yet, the sync follows it
-	}
-	revs, err := w.liveRevisions(ctl, parent, &meta)
-	if err != nil {
-		return err
-	}
-	req := NewSyncRequest(ctl, parent, claimed, related, version, hook == hooks.Finalize)
-	id, err := w.publishRequest(ctx, key, &meta, parent, req, observed(ctl, req))
+	id, err := w.publishRequest(ctx, key, &b.meta, b.parent, b.req, observed(ctl, b.req))
 	if err != nil {
 		return err
 	}
@@ -89,17 +64,77 @@ func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 	// the parent as it was at that revision: the applier keeps those
 	// children as that revision's reply wants them until they roll. Their
 	// ids are chained to the latest revision's.
-	for _, rev := range revs {
-		m := meta
+	for _, rev := range b.revs {
+		m := b.meta
 		m.Revision = rev.hash
-		req := NewSyncRequest(ctl, rev.parent, claimed, related, version, hook == hooks.Finalize)
-		typ, subject := bus.RequestType(hook), m.RequestSubject()
+		req := NewSyncRequest(ctl, rev.parent, b.claimed, b.req.Related, ctl.HookVersion(m.Hook), b.req.Finalizing)
+		typ, subject := bus.RequestType(m.Hook), m.RequestSubject()
 		if err := w.publish(ctx, m, typ, subject, req, chainedID(observedHash(subject, typ, observed(ctl, req)), id, key.Resync)); err != nil {
 			return err
 		}
 	}
 	w.resyncLater(ctl, key)
 	return nil
+}
+
+// built is a parent's sync or finalize request as the watcher builds it
+// from its caches, or what the parent needs instead of one.
+type built struct {
+	parent *unstructured.Unstructured
+	meta   bus.Meta
+	// req is the request: nil when failure is set, or when the parent's
+	// sync waits for its customize reply.
+	req     *hooks.SyncRequest
+	claimed [][]*unstructured.Unstructured
+	// revs are the older revisions children are still on (controllers
+	// that roll their children out).
+	revs []olderRevision
+	// failure is the problem reported on the parent instead of asking its
+	// hook.
+	failure *bus.Failure
+}
+
+// build builds the parent's request from the caches, and publishes
+// nothing. It returns nil when the parent needs no request: it is gone,
+// no longer selected, or being deleted and no finalizer of uc's holds it.
+func (w *Watcher) build(ctx context.Context, ctl *registry.Controller, key parentKey) (*built, error) {
+	parent, err := w.reg.Object(ctl.Parent.GVR, key.Namespace, key.Name)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !ctl.ParentSelector.Matches(labels.Set(parent.GetLabels())) {
+		return nil, nil
+	}
+	hook, ok := HookFor(ctl, parent)
+	if !ok {
+		return nil, nil
+	}
+	b := &built{parent: parent, meta: w.meta(ctl, parent, hook)}
+	sel, err := ctl.Selector(parent)
+	if err != nil {
+		f := InvalidSelector(err)
+		b.failure = &f
+		return b, nil
+	}
+	_, span := w.tracer.Start(ctx, "claim")
+	b.claimed, err = Claim(w.reg, ctl, parent, sel)
+	tracing.End(span, err)
+	if err != nil {
+		return nil, err
+	}
+	version := ctl.HookVersion(hook)
+	related, ok, err := w.cachedRelated(ctx, ctl, parent, version)
+	if err != nil || !ok {
+		return b, err
+	}
+	if b.revs, err = w.liveRevisions(ctl, parent, &b.meta); err != nil {
+		return nil, err
+	}
+	b.req = NewSyncRequest(ctl, parent, b.claimed, related, version, hook == hooks.Finalize)
+	return b, nil
 }
 
 // forget forgets a parent that needs no request: it is gone, or no longer

@@ -227,21 +227,65 @@ func (w *Watcher) answerResync(msg *nats.Msg, problem error) {
 }
 
 // onInspect answers uc trace's question about a parent (see
-// bus.InspectPrefix): the last request the watcher published for it.
+// bus.InspectPrefix): the last request the watcher published for it, and,
+// when asked, the request itself (uc render --from-trace).
 func (w *Watcher) onInspect(msg *nats.Msg) {
-	var r bus.Resync
+	var q bus.Question
 	var answer bus.LastPublished
 	controller, ok := bus.ControllerOf(msg.Subject)
-	if err := json.Unmarshal(msg.Data, &r); err != nil || !ok {
+	if err := json.Unmarshal(msg.Data, &q); err != nil || !ok {
 		answer.Error = fmt.Sprintf("not a question about a parent on %s: %v", msg.Subject, err)
-	} else if last, ok := w.chain.lastOf(parentKey{Controller: controller, Resource: r.Resource, Namespace: r.Namespace, Name: r.Name}); ok {
-		answer = bus.LastPublished{ID: last.id, Hook: last.hook, Generation: last.generation, ResourceVersion: last.resourceVersion,
-			Observation: last.observation, Published: last.at}
+	} else {
+		key := parentKey{Controller: controller, Resource: q.Resource, Namespace: q.Namespace, Name: q.Name}
+		last, published := w.chain.lastOf(key)
+		if published {
+			answer = bus.LastPublished{ID: last.id, Hook: last.hook, Generation: last.generation, ResourceVersion: last.resourceVersion,
+				Observation: last.observation, Published: last.at}
+		}
+		if q.Request {
+			var err error
+			if answer.Request, err = w.currentRequest(key, answer.ID); err != nil {
+				answer.RequestProblem = err.Error()
+			}
+		}
 	}
 	b, _ := json.Marshal(answer)
 	if err := msg.Respond(b); err != nil {
 		w.log.Warn("answer a question about a parent", "subject", msg.Subject, "err", err)
 	}
+}
+
+// currentRequest is the parent's request as the watcher would publish it
+// now, and whether it is the one it published last, of id: one that
+// observed the same (see bus.CurrentRequest).
+func (w *Watcher) currentRequest(key parentKey, id string) (*bus.CurrentRequest, error) {
+	ctl, ok := w.reg.Get(key.Controller)
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("controller %s is not registered with the watcher", key.Controller)
+	case ctl.Decorator != nil:
+		return nil, errors.New("the watcher gives the requests of a UniversalController's parents only")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), busTimeout)
+	defer cancel()
+	b, err := w.build(ctx, ctl, key)
+	switch {
+	case err != nil:
+		return nil, err
+	case b == nil:
+		return nil, errors.New("uc sends the parent no request: it is gone, not selected, or being deleted and no finalizer of uc's holds it")
+	case b.failure != nil:
+		return nil, fmt.Errorf("uc asks no hook about the parent: %s: %s", b.failure.Reason, b.failure.Message)
+	case b.req == nil:
+		return nil, errors.New("the parent's sync waits for its customize hook's reply")
+	}
+	data, err := json.Marshal(b.req)
+	if err != nil {
+		return nil, fmt.Errorf("encode the request: %w", err)
+	}
+	typ, subject := bus.RequestType(b.meta.Hook), b.meta.RequestSubject()
+	return &bus.CurrentRequest{Hook: b.meta.Hook, Generation: b.meta.Generation, ResourceVersion: b.meta.ResourceVersion,
+		Published: id != "" && sameObservedState(id, observedHash(subject, typ, observed(ctl, b.req))), Data: data}, nil
 }
 
 // maxApplyHold bounds how long a parent's syncs wait for an apply that

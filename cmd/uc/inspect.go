@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
 
 	"universalcontroller.dev/uc/internal/inspect"
 	"universalcontroller.dev/uc/internal/natsauth"
@@ -289,13 +290,22 @@ type inspectFlags struct {
 func (f *inspectFlags) register(fs *pflag.FlagSet) {
 	if f.kube {
 		fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
-		fs.StringVarP(&f.namespace, "namespace", "n", "", "the parent's namespace (default: the kubeconfig's)")
+		f.registerNamespace(fs)
 	}
+	f.registerNATS(fs)
+	fs.StringVarP(&f.output, "output", "o", "text", "text, for a person, or json, for scripts")
+}
+
+func (f *inspectFlags) registerNamespace(fs *pflag.FlagSet) {
+	fs.StringVarP(&f.namespace, "namespace", "n", "", "the parent's namespace (default: the kubeconfig's)")
+}
+
+// registerNATS registers the flags of the NATS connection.
+func (f *inspectFlags) registerNATS(fs *pflag.FlagSet) {
 	fs.StringVar(&f.nats.URL, "nats-url", nats.DefaultURL, "NATS server URL (uc run's embedded server listens on 127.0.0.1:4222)")
 	natsFlags := flag.NewFlagSet("nats", flag.ContinueOnError)
 	f.nats.RegisterFlags(natsFlags, func(string) string { return "" })
 	fs.AddGoFlagSet(natsFlags)
-	fs.StringVarP(&f.output, "output", "o", "text", "text, for a person, or json, for scripts")
 }
 
 // session is what a command works with.
@@ -303,6 +313,7 @@ type session struct {
 	nc      *nats.Conn
 	bus     *inspect.Bus
 	cluster *inspect.Cluster // nil unless the command reads the cluster
+	kube    *rest.Config     // the cluster's, with cluster
 	// namespace is -n's, or the kubeconfig's.
 	namespace string
 }
@@ -370,6 +381,7 @@ func (f *inspectFlags) session(ctx context.Context, fn func(context.Context, *se
 		}
 		cfg.UserAgent = "uc-cli"
 		cfg.Timeout = restTimeout
+		s.kube = cfg
 		if s.cluster, err = inspect.NewCluster(cfg); err != nil {
 			return err
 		}

@@ -90,6 +90,24 @@ func (b *Bus) message(ctx context.Context, stream string, seq uint64) (*jetstrea
 	return raw, nil
 }
 
+// plans reads the parent's last plan of each hook that has one.
+func (b *Bus) plans(ctx context.Context, controller string, uid types.UID, hooks ...string) ([]*Message, error) {
+	var out []*Message
+	for _, hook := range hooks {
+		m, err := b.last(ctx, bus.PlanStream, bus.ParentSubjects(bus.PlanPrefix, controller, hook, uid))
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, nil // a dispatcher older than plans made the streams
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m != nil {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
 // Fence is what the fence bucket says of a parent: the last reply applied.
 type Fence struct {
 	Observation     int64  `json:"observation"`
@@ -185,11 +203,12 @@ func (b *Bus) consumer(ctx context.Context, stream, name string) (*Consumer, err
 
 // lastPublished asks the active watcher what it last published for the
 // parent of controller: an answer with no ID when nothing since it became
-// active.
-func (b *Bus) lastPublished(ctx context.Context, controller string, parent *unstructured.Unstructured) (*bus.LastPublished, error) {
+// active; with request, the request itself too.
+func (b *Bus) lastPublished(ctx context.Context, controller string, parent *unstructured.Unstructured, request bool) (*bus.LastPublished, error) {
 	addr := bus.Address{Controller: controller, Hook: hooks.Sync, ParentUID: parent.GetUID()}
+	q := bus.Question{Namespace: parent.GetNamespace(), Name: parent.GetName(), Request: request}
 	var answer bus.LastPublished
-	if err := askWatcher(ctx, b.js.Conn(), addr.InspectSubject(), parent, &answer); err != nil {
+	if err := askWatcher(ctx, b.js.Conn(), addr.InspectSubject(), q, &answer); err != nil {
 		return nil, err
 	}
 	if answer.Error != "" {

@@ -242,7 +242,7 @@ func TestBusReads(t *testing.T) {
 	if f, err := b.fence(ctx, uid); err != nil || f.Observation != 40 || f.Generation != 4 || f.Applied.IsZero() {
 		t.Fatalf("fence %+v, %v", f, err)
 	}
-	if last, err := b.lastPublished(ctx, testController, parentWithUID(uid)); !errors.Is(err, errNoWatcher) {
+	if last, err := b.lastPublished(ctx, testController, parentWithUID(uid), false); !errors.Is(err, errNoWatcher) {
 		t.Fatalf("a question with no watcher: %+v, %v", last, err)
 	}
 	if h, err := b.holder(ctx, 3); h != "" || err != nil {

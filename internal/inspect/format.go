@@ -71,11 +71,14 @@ func WriteTrace(w io.Writer, t *Trace) error {
 		}
 		p.linef("    reply     %s", reply)
 	}
-	applied := "nothing applied yet"
+	applied, verb := "nothing applied yet", "applied"
+	if t.DryRun { // the fence says what was planned
+		applied, verb = "nothing planned yet", "planned"
+	}
 	if f := t.Fence; f != nil {
 		applied = fmt.Sprintf("the reply to %s: generation %d, resourceVersion %s, observation %d, %s", f.Request, f.Generation, f.ResourceVersion, f.Observation, ago(f.Applied))
 	}
-	p.linef("  applied   %s", applied)
+	p.linef("  %-9s %s", verb, applied)
 	holder := "held by no applier"
 	if t.Partition.Holder != "" {
 		holder = "held by " + t.Partition.Holder
@@ -126,7 +129,49 @@ func WriteTrace(w io.Writer, t *Trace) error {
 
 	p.section("Dead letters")
 	writeDeadLetters(p, t.DeadLetters, false)
+
+	if t.DryRun || len(t.Plans) > 0 {
+		p.section("Plans (dry run: uc writes nothing)")
+		if len(t.Plans) == 0 {
+			p.linef("  (none)")
+		}
+		for _, m := range t.Plans {
+			writePlan(p, m)
+		}
+	}
 	return p.err
+}
+
+// writePlan writes a plan: what the applier would do with one reply.
+func writePlan(p *printer, m *Message) {
+	p.linef("  %s reply to %s (generation %d, resourceVersion %s), planned %s", m.Hook, m.RequestID, m.Generation, m.ResourceVersion, ago(m.Time))
+	plan := m.Plan
+	if plan == nil {
+		p.linef("    (not a plan)")
+		return
+	}
+	if r := plan.Rejected; r != nil {
+		p.linef("    rejected  %s: %s", r.Reason, oneLine(r.Message))
+	}
+	for _, s := range plan.Children {
+		p.linef("    %-9s %s %s", s.Action, s.Kind, Parent{Namespace: s.Namespace, Name: s.Name}.Key())
+		for line := range strings.Lines(s.Diff) {
+			p.linef("        %s", strings.TrimSuffix(line, "\n"))
+		}
+	}
+	if plan.Status != nil {
+		status, _ := json.Marshal(plan.Status)
+		p.linef("    status    written: %s", status)
+	}
+	if plan.Finalizer != "" {
+		p.linef("    finalizer %s", plan.Finalizer)
+	}
+	for _, e := range plan.Events {
+		p.linef("    event     %s %s: %s", e.Type, e.Reason, oneLine(e.Message))
+	}
+	if plan.ResyncAfterSeconds > 0 {
+		p.linef("    resync    after %gs", plan.ResyncAfterSeconds)
+	}
 }
 
 // describe says what a message is about.

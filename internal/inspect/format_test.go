@@ -59,6 +59,22 @@ func TestWriteTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden.Check(t, "trace-quiet.txt", out.Bytes())
+
+	dry := traceOf(func(t *Trace) {
+		t.DryRun = true
+		t.Plans = []*Message{plan(3, &bus.Plan{Hook: hooks.Sync, Children: []bus.Step{
+			{Action: "create", Kind: "ConfigMap.v1", Namespace: "ns", Name: "web-a"},
+			{Action: "update", Kind: "ConfigMap.v1", Namespace: "ns", Name: "web-b", Diff: "--- live\n+++ desired\n@@ -1 +1 @@\n-v: 1\n+v: 2\n"},
+			{Action: "delete", Kind: "Secret.v1", Namespace: "ns", Name: "web-old"}},
+			Status: map[string]any{"observedGeneration": 3}, Finalizer: "add",
+			Events: []bus.PlanEvent{{Type: "Normal", Reason: "Applied", Message: "Created ConfigMap ns/web-a, Deleted Secret ns/web-old"}}, ResyncAfterSeconds: 30})}
+	})
+	dry.Verdict = verdict(dry)
+	out.Reset()
+	if err := WriteTrace(&out, dry); err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, "trace-dryrun.txt", out.Bytes())
 }
 
 // TestWriteDeadLetters: the list, one dead letter with its request's body,

@@ -47,6 +47,8 @@ type Message struct {
 	RequestID string `json:"requestID,omitempty"`
 	// Failure is the data of a failure event: why no reply came.
 	Failure *bus.Failure `json:"failure,omitempty"`
+	// Plan is the data of a plan: what the applier would do with a reply.
+	Plan *bus.Plan `json:"plan,omitempty"`
 
 	meta  bus.Meta
 	event *event.Event
@@ -73,10 +75,16 @@ func decode(ctx context.Context, raw *jetstream.RawStreamMsg) (*Message, error) 
 		Observation: meta.Observation, Revision: meta.Revision, RequestID: meta.RequestID,
 		meta: meta, event: e,
 	}
-	if e.Type() == bus.FailureType(meta.Hook) {
+	switch e.Type() {
+	case bus.FailureType(meta.Hook):
 		var f bus.Failure
 		if err := json.Unmarshal(e.Data(), &f); err == nil {
 			m.Failure = &f
+		}
+	case bus.PlanType:
+		var p bus.Plan
+		if err := json.Unmarshal(e.Data(), &p); err == nil {
+			m.Plan = &p
 		}
 	}
 	return m, nil

@@ -136,7 +136,7 @@ func TestPermissions(t *testing.T) {
 	if _, err := b.holder(ctx, 0); err != nil {
 		t.Fatalf("the partition's holder as the inspector: %v", err)
 	}
-	if last, err := b.lastPublished(ctx, testController, parentWithUID("p")); err != nil || last.ID != "req-p-20" {
+	if last, err := b.lastPublished(ctx, testController, parentWithUID("p"), false); err != nil || last.ID != "req-p-20" {
 		t.Fatalf("the inspector's question to the watcher: %+v, %v", last, err)
 	}
 	if err := inspector.refusal(); err != nil {

@@ -79,7 +79,7 @@ func resync(ctx context.Context, nc Requester, controller string, partitions int
 	addr := bus.Address{Controller: controller, Hook: hooks.Sync, Partition: bus.Partition(parent.GetUID(), max(partitions, 1)), ParentUID: parent.GetUID()}
 	r := Resynced{Controller: controller, Parent: Parent{Namespace: parent.GetNamespace(), Name: parent.GetName()}.Key()}
 	var answer bus.ResyncAnswer
-	if err := askWatcher(ctx, nc, addr.ResyncSubject(), parent, &answer); err != nil {
+	if err := askWatcher(ctx, nc, addr.ResyncSubject(), bus.Resync{Namespace: parent.GetNamespace(), Name: parent.GetName()}, &answer); err != nil {
 		return r, fmt.Errorf("resync %s: %w", r.Parent, err)
 	}
 	r.Error = answer.Error
@@ -89,11 +89,11 @@ func resync(ctx context.Context, nc Requester, controller string, partitions int
 // watcherTimeout bounds the watcher's answer to a request.
 const watcherTimeout = 5 * time.Second
 
-// askWatcher sends the active watcher a request about the parent on
-// subject (a resync request, or a question: the body is a bus.Resync) and
-// decodes its answer into answer.
-func askWatcher(ctx context.Context, nc Requester, subject string, parent *unstructured.Unstructured, answer any) error {
-	body, err := json.Marshal(bus.Resync{Namespace: parent.GetNamespace(), Name: parent.GetName()})
+// askWatcher sends the active watcher a request on subject (a resync
+// request, a bus.Resync, or a question, a bus.Question) and decodes its
+// answer into answer.
+func askWatcher(ctx context.Context, nc Requester, subject string, request, answer any) error {
+	body, err := json.Marshal(request)
 	if err != nil {
 		return err
 	}

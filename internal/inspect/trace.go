@@ -52,6 +52,12 @@ type Trace struct {
 	// DeadLetters are the parent's requests no hook could serve, the
 	// oldest first.
 	DeadLetters []*DeadLetter `json:"deadLetters,omitempty"`
+	// DryRun: the controller writes nothing (spec.dryRun); its applier
+	// publishes plans instead.
+	DryRun bool `json:"dryRun,omitempty"`
+	// Plans are the parent's last plans, one per hook planned: a dry-run
+	// controller's sync and finalize replies.
+	Plans []*Message `json:"plans,omitempty"`
 }
 
 // Parent is the parent as the apiserver has it.
@@ -152,7 +158,7 @@ func trace(ctx context.Context, c *Cluster, b *Bus, ctl *registry.Controller, pa
 	if tr.Fence, err = b.fence(ctx, key); err != nil {
 		return nil, err
 	}
-	if tr.Published, err = b.lastPublished(ctx, ctl.Name, parent); err != nil {
+	if tr.Published, err = b.lastPublished(ctx, ctl.Name, parent, false); err != nil {
 		tr.WatcherProblem = err.Error()
 	}
 	for _, name := range []string{hooks.Sync, hooks.Finalize, hooks.Customize} {
@@ -182,6 +188,11 @@ func trace(ctx context.Context, c *Cluster, b *Bus, ctl *registry.Controller, pa
 	}
 	if tr.Events, err = c.events(ctx, parent, opts.Events); err != nil {
 		return nil, err
+	}
+	if tr.DryRun = ctl.DryRun(); tr.DryRun {
+		if tr.Plans, err = b.plans(ctx, ctl.Name, parent.GetUID(), hooks.Sync, hooks.Finalize); err != nil {
+			return nil, err
+		}
 	}
 	tr.Verdict = verdict(tr)
 	return tr, nil

@@ -38,6 +38,9 @@ const (
 	Synced = "synced"
 	// NotApplied: its generation was not applied and nothing is on its way.
 	NotApplied = "not-applied"
+	// Planned: its controller runs dry (spec.dryRun): its replies are
+	// planned, never applied, and nothing is on its way.
+	Planned = "planned"
 )
 
 // verdict tells where the traced parent is, looking along the pipeline
@@ -73,6 +76,9 @@ func verdict(t *Trace) Verdict {
 		return Verdict{DeadLettered, fmt.Sprintf("its %s request (generation %d) was dead-lettered %s: %s: %s", d.Request.Hook, d.Request.Generation, ago(d.DeadLettered), d.Reason, d.Message),
 			fmt.Sprintf("fix the hook, then: uc dlq replay %d", d.ID)}
 	}
+	if t.DryRun {
+		return planned(t)
+	}
 	synced := t.condition("Synced")
 	applied := t.Fence != nil && t.Fence.Generation >= t.Parent.Generation
 	switch {
@@ -103,6 +109,51 @@ func (t *Trace) unpublished() string {
 		return fmt.Sprintf("the watcher's last request for it, %s, was of generation %d: it has not published this one (its cache may be behind)", p.ID, p.Generation)
 	}
 	return fmt.Sprintf("the watcher published its request %s %s, which is gone: lost, or answered and rejected (the watcher publishes it again within minutes)", p.ID, ago(p.Published))
+}
+
+// planned is the verdict of a dry-run controller's parent with nothing on
+// its way: what its last plan says.
+func planned(t *Trace) Verdict {
+	var last *Message
+	for _, m := range t.Plans {
+		if m.Plan != nil && (last == nil || m.Observation > last.Observation) {
+			last = m
+		}
+	}
+	const nothing = "its controller runs dry (spec.dryRun): uc writes nothing to the cluster"
+	switch {
+	case last == nil:
+		return Verdict{Planned, nothing + "; no plan of its replies is on the bus yet (plans are kept a day)", "uc resync " + t.command() + " asks for a new reply, and plan, now"}
+	case last.Plan.Rejected != nil:
+		return Verdict{Planned, fmt.Sprintf("%s; its last reply (generation %d, planned %s) would be rejected: %s: %s", nothing, last.Generation, ago(last.Time),
+			last.Plan.Rejected.Reason, last.Plan.Rejected.Message), "fix the hook; the plan shows what it would do"}
+	}
+	return Verdict{Planned, fmt.Sprintf("%s; its last reply (generation %d) was planned %s: %s", nothing, last.Generation, ago(last.Time), summary(last.Plan)), ""}
+}
+
+// summary counts what a plan does: "2 create, 1 update, status written".
+func summary(p *bus.Plan) string {
+	var parts []string
+	counted := map[string]int{}
+	for _, s := range p.Children {
+		if counted[s.Action] == 0 {
+			parts = append(parts, s.Action)
+		}
+		counted[s.Action]++
+	}
+	for i, action := range parts {
+		parts[i] = fmt.Sprintf("%d %s", counted[action], action)
+	}
+	if p.Status != nil {
+		parts = append(parts, "status written")
+	}
+	if p.Finalizer != "" {
+		parts = append(parts, "finalizer "+p.Finalizer)
+	}
+	if len(parts) == 0 {
+		return "nothing to do"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // waitingForApplier is the verdict of a parent whose reply waits for the

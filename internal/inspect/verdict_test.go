@@ -38,6 +38,13 @@ func request(generation int64) *Message {
 	return &Message{ID: "req", Generation: generation, ResourceVersion: fmt.Sprint(generation * 100), Observation: generation * 10, Time: at.Add(-2 * time.Second), Stored: at.Add(-2 * time.Second)}
 }
 
+// plan is a plan of a reply for generation, published 2s ago.
+func plan(generation int64, p *bus.Plan) *Message {
+	m := request(generation)
+	m.Hook, m.RequestID, m.Plan = hooks.Sync, "req", p
+	return m
+}
+
 // TestVerdict: the verdict looks along the pipeline from its end, and
 // names what holds the parent and what to do.
 func TestVerdict(t *testing.T) {
@@ -97,6 +104,16 @@ func TestVerdict(t *testing.T) {
 			state: NotApplied, summary: "no reply was applied to it yet), and nothing is on its way: the active watcher has published no request for it", hint: "uc resync"},
 		{name: "not published yet", edit: func(t *Trace) { t.Published = &bus.LastPublished{ID: "req-2", Generation: 2} },
 			state: NotApplied, summary: "the watcher's last request for it, req-2, was of generation 2: it has not published this one", hint: "uc resync"},
+		{name: "dry run, planned", edit: func(t *Trace) {
+			t.DryRun, t.Fence = true, &Fence{Generation: 3, Applied: at.Add(-time.Second)}
+			t.Plans = []*Message{plan(3, &bus.Plan{Children: []bus.Step{{Action: "create"}, {Action: "create"}, {Action: "delete"}}, Status: map[string]any{}})}
+		}, state: Planned, summary: "its last reply (generation 3) was planned 2s ago: 2 create, 1 delete, status written", noHintWant: true},
+		{name: "dry run, rejected", edit: func(t *Trace) {
+			t.DryRun = true
+			t.Plans = []*Message{plan(3, &bus.Plan{Rejected: &bus.Rejected{Reason: "InvalidHookReply", Message: "children[0]: kind not declared"}})}
+		}, state: Planned, summary: "would be rejected: InvalidHookReply: children[0]: kind not declared", hint: "fix the hook"},
+		{name: "dry run, no plan", edit: func(t *Trace) { t.DryRun = true }, state: Planned, summary: "no plan of its replies is on the bus yet", hint: "uc resync"},
+		{name: "dry run, a reply on its way", edit: func(t *Trace) { t.DryRun, t.Hooks[0].Reply = true, request(3) }, state: WaitingForApplier, summary: "a reply for generation 3", noHintWant: true},
 		{name: "published, gone", edit: func(t *Trace) {
 			t.Published = &bus.LastPublished{ID: "req-3", Generation: 3, Published: at.Add(-time.Minute)}
 		},

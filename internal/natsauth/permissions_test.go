@@ -119,7 +119,7 @@ func messages() []string {
 	for _, c := range []string{own, other} {
 		a := bus.Address{Controller: c, Hook: hooks.Sync, Partition: 1, ParentUID: "u"}
 		subjects = append(subjects, a.RequestSubject(), a.ReplySubject(), a.DeadLetterSubject(),
-			a.ResyncSubject(), a.ApplyingSubject(), a.InspectSubject())
+			a.ResyncSubject(), a.ApplyingSubject(), a.InspectSubject(), a.PlanSubject())
 	}
 	return subjects
 }

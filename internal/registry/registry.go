@@ -91,6 +91,10 @@ func (c *Controller) Rolling() bool {
 	return slices.ContainsFunc(c.Children, func(ch Child) bool { return ch.Rolling() })
 }
 
+// DryRun tells a controller that writes nothing: its applier publishes
+// its plans instead (spec.dryRun).
+func (c *Controller) DryRun() bool { return c.Spec.DryRun != nil && *c.Spec.DryRun }
+
 // Child returns the declared child resource of the given apiVersion and kind.
 func (c *Controller) Child(apiVersion, kind string) (*Child, bool) {
 	for i := range c.Children {

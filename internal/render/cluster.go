@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -29,16 +30,26 @@ type cluster struct {
 // connect reads the cluster of a kubeconfig file, read-only.
 func connect(kubeconfig string) (*cluster, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("--kubeconfig: %w", err)
+	if err == nil {
+		var c *cluster
+		if c, err = readCluster(cfg); err == nil {
+			return c, nil
+		}
 	}
+	return nil, fmt.Errorf("--kubeconfig: %w", err)
+}
+
+// readCluster reads the cluster of cfg, read-only.
+func readCluster(cfg *rest.Config) (*cluster, error) {
+	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper { return readOnly{next} })
 	c := &cluster{}
+	var err error
 	if c.kube, err = kubernetes.NewForConfig(cfg); err != nil {
-		return nil, fmt.Errorf("--kubeconfig: %w", err)
+		return nil, err
 	}
 	if c.dyn, err = dynamic.NewForConfig(cfg); err != nil {
-		return nil, fmt.Errorf("--kubeconfig: %w", err)
+		return nil, err
 	}
 	c.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(c.kube.Discovery()))
 	return c, nil

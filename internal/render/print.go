@@ -6,14 +6,12 @@ import (
 	"io"
 	"strings"
 
-	"github.com/pmezard/go-difflib/difflib"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	"universalcontroller.dev/uc/applier"
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
-	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
 // The output formats.
@@ -41,27 +39,7 @@ type Result struct {
 	Children []*unstructured.Unstructured `json:"children"`
 	// Plan is what the applier would do to each child, the desired ones
 	// in the reply's order, then those it deletes or releases.
-	Plan []Step `json:"plan"`
-}
-
-// Step is what the applier would do to one child.
-type Step struct {
-	// Action is create, update, recreate (delete, then create), adopt,
-	// delete, release (no longer the parent's), unchanged, or kept (it
-	// differs, but its update method leaves it as it is).
-	Action    string `json:"action"`
-	Kind      string `json:"kind"` // as a request groups it, e.g. Deployment.apps/v1
-	Namespace string `json:"namespace,omitempty"`
-	Name      string `json:"name"`
-	// Diff is a unified diff from the live child's fields that the
-	// desired child sets to the desired child.
-	Diff string `json:"diff,omitempty"`
-}
-
-// actions names the applier's writes by the Event they record.
-var actions = map[string]string{
-	"Created": "create", "Updated": "update", "Adopted": "adopt", "Recreating": "recreate",
-	"Deleted": "delete", "Released": "release",
+	Plan []bus.Step `json:"plan"`
 }
 
 // replied is what a reply, a controller's or a decorator's, asks for.
@@ -92,35 +70,7 @@ func newResult(in *inputs, hook string, resp replied, writes []applier.Write) *R
 	if hook == hooks.Finalize {
 		r.Finalized = &resp.finalized
 	}
-	written := map[*unstructured.Unstructured]bool{}
-	byChild := map[string]applier.Write{}
-	for _, w := range writes {
-		byChild[stepKey(w.Child, w.Object)] = w
-	}
-	for _, c := range resp.children {
-		child, _ := in.ctl.Child(c.GetAPIVersion(), c.GetKind()) // checked: it is declared
-		step := Step{Action: "unchanged", Kind: hooks.GroupKey(c.GetKind(), c.GetAPIVersion()), Namespace: c.GetNamespace(), Name: c.GetName()}
-		w, ok := byChild[stepKey(child, c)]
-		if ok {
-			step.Action = actions[w.Event]
-			written[w.Object] = true
-		}
-		if live, err := in.children.Object(child.GVR, c.GetNamespace(), c.GetName()); err == nil && step.Action != "adopt" {
-			switch d := diff(live, c); {
-			case ok:
-				step.Diff = d // an update, or a recreate
-			case d != "" && child.Method == v1alpha1.ChildUpdateOnDelete:
-				step.Action, step.Diff = "kept", d
-			}
-		}
-		r.Plan = append(r.Plan, step)
-	}
-	for _, w := range writes {
-		if !written[w.Object] {
-			r.Plan = append(r.Plan, Step{Action: actions[w.Event], Kind: hooks.GroupKey(w.Object.GetKind(), w.Object.GetAPIVersion()),
-				Namespace: w.Object.GetNamespace(), Name: w.Object.GetName()})
-		}
-	}
+	r.Plan = applier.Steps(in.ctl, resp.children, writes, in.children)
 	return r
 }
 
@@ -136,64 +86,6 @@ func present(values map[string]*string) map[string]any {
 		}
 	}
 	return out
-}
-
-func stepKey(c *registry.Child, o *unstructured.Unstructured) string {
-	return c.GVR.String() + " " + o.GetNamespace() + "/" + o.GetName()
-}
-
-// diff is a unified diff from live's fields that want sets to want, or ""
-// when they are the same.
-func diff(live, want *unstructured.Unstructured) string {
-	from, err := yaml.Marshal(project(live.Object, want.Object))
-	if err != nil {
-		return err.Error()
-	}
-	to, err := yaml.Marshal(want.Object)
-	if err != nil {
-		return err.Error()
-	}
-	d, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A: difflib.SplitLines(string(from)), B: difflib.SplitLines(string(to)),
-		FromFile: "live", ToFile: "desired", Context: 3,
-	})
-	if err != nil {
-		return err.Error()
-	}
-	return d
-}
-
-// project is live's part that want sets: maps keep the keys want has,
-// lists their entries by position; the rest is live as it is.
-func project(live, want any) any {
-	switch w := want.(type) {
-	case map[string]any:
-		l, ok := live.(map[string]any)
-		if !ok {
-			return live
-		}
-		out := map[string]any{}
-		for k, wv := range w {
-			if lv, ok := l[k]; ok {
-				out[k] = project(lv, wv)
-			}
-		}
-		return out
-	case []any:
-		l, ok := live.([]any)
-		if !ok {
-			return live
-		}
-		out := make([]any, len(l))
-		for i, lv := range l {
-			out[i] = lv
-			if i < len(w) {
-				out[i] = project(lv, w[i])
-			}
-		}
-		return out
-	}
-	return live
 }
 
 // printResult writes the result: as JSON, or as YAML documents — the parent

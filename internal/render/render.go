@@ -59,6 +59,9 @@ type Options struct {
 	MaxChildren   int
 	// Output is yaml, json, or request (the request alone, no call).
 	Output string
+	// Save, when set, is a directory where RunReplay writes the request it
+	// replays as files Run reads.
+	Save string
 }
 
 // Run renders one call of the hook, writing the result to out and notes
@@ -94,6 +97,12 @@ func Run(ctx context.Context, opts Options, out, notes io.Writer) (err error) {
 	if opts.Output == OutputRequest {
 		return printJSON(out, req)
 	}
+	return in.callAndPrint(ctx, call, hook, req, opts, out, notes)
+}
+
+// callAndPrint calls the hook with a sync or finalize request, checks and
+// plans its reply as the applier would, and prints the result.
+func (in *inputs) callAndPrint(ctx context.Context, call caller, hook string, req any, opts Options, out, notes io.Writer) error {
 	reply, err := call(ctx, hook, req)
 	if err != nil {
 		return err

@@ -99,13 +99,13 @@ func Applier(partitions int) Role {
 	consumers := applierConsumers(partitions)
 	return Role{
 		Name:      "applier",
-		About:     fmt.Sprintf("uc applier: applies the replies of partitions 0-%d, keeps its buckets, asks for resyncs, announces applies", partitions-1),
+		About:     fmt.Sprintf("uc applier: applies the replies of partitions 0-%d, keeps its buckets, asks for resyncs, announces applies, publishes dry-run plans", partitions-1),
 		Creates:   Resources{Consumers: consumers, Buckets: buckets},
 		WaitsFor:  Resources{Streams: []Stream{Replies}},
 		Reads:     Resources{Buckets: buckets},
 		Consumes:  consumers,
 		Writes:    buckets,
-		Publishes: []string{bus.AllResyncs(), bus.AllApplying()},
+		Publishes: []string{bus.AllResyncs(), bus.AllApplying(), Plans.Subjects()},
 	}
 }
 

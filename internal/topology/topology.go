@@ -82,10 +82,20 @@ var (
 		Retention:   jetstream.LimitsPolicy,
 		MaxAge:      7 * 24 * time.Hour,
 	}}
+	// Plans holds the last plan of each parent of a dry-run controller
+	// (spec.dryRun), for a bounded time: the last plan per parent is all
+	// uc trace shows.
+	Plans = Stream{Name: bus.PlanStream, Prefix: bus.PlanPrefix, config: jetstream.StreamConfig{
+		Description:       "the last plan of each parent of a dry-run controller",
+		Retention:         jetstream.LimitsPolicy,
+		MaxMsgsPerSubject: 1,
+		Discard:           jetstream.DiscardOld,
+		MaxAge:            bus.PlanMaxAge,
+	}}
 )
 
 // Streams are uc's streams.
-var Streams = []Stream{Requests, Replies, DeadLetters}
+var Streams = []Stream{Requests, Replies, DeadLetters, Plans}
 
 // EnsureStreams creates the streams, or updates them to their
 // configuration.

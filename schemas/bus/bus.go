@@ -22,6 +22,7 @@
 package bus
 
 import (
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"strings"
@@ -158,12 +159,12 @@ func (a Address) ResyncSubject() string { return a.subject(ResyncPrefix) }
 // AllResyncs is the filter subject of every resync request.
 func AllResyncs() string { return ResyncPrefix + ".>" }
 
-// InspectPrefix is the prefix of the questions `uc trace` asks the active
-// watcher about a parent: core NATS requests, body a Resync naming the
-// parent (AfterSeconds unused), answered with a LastPublished. A request
-// leaves the bus once answered; the watcher remembers the last one it
-// published for each parent. As with a resync request, the tokens after
-// the controller are not read.
+// InspectPrefix is the prefix of the questions `uc trace` and `uc render
+// --from-trace` ask the active watcher about a parent: core NATS requests,
+// body a Question, answered with a LastPublished. A request leaves the bus
+// once answered; the watcher remembers the last one it published for each
+// parent. As with a resync request, the tokens after the controller are
+// not read.
 const InspectPrefix = "uc.inspect"
 
 // InspectSubject is where to ask the watcher about the parent.
@@ -171,6 +172,16 @@ func (a Address) InspectSubject() string { return a.subject(InspectPrefix) }
 
 // AllInspects is the filter subject of every question to the watcher.
 func AllInspects() string { return InspectPrefix + ".>" }
+
+// Question is the body of a question to the watcher about a parent.
+type Question struct {
+	// Resource is set for a decorated object (see Meta.Resource).
+	Resource  string `json:"resource,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	// Request asks for the parent's request itself (LastPublished.Request).
+	Request bool `json:"request,omitempty"`
+}
 
 // LastPublished is the watcher's answer about a parent: the last sync or
 // finalize request it published for it since it became active (ID empty:
@@ -183,6 +194,33 @@ type LastPublished struct {
 	Observation     int64     `json:"observation,omitempty"`
 	Published       time.Time `json:"published,omitzero"`
 	Error           string    `json:"error,omitempty"`
+	// Request is the parent's request, when the question asked for it; or
+	// RequestProblem says why the watcher has none to give (a decorated
+	// object's, one it would not send, one that waits for its customize
+	// reply).
+	Request        *CurrentRequest `json:"request,omitempty"`
+	RequestProblem string          `json:"requestProblem,omitempty"`
+}
+
+// CurrentRequest is a parent's sync or finalize request as the watcher
+// would publish it now, built from its caches: the watcher keeps no copy
+// of the requests it published (one per parent would grow its memory with
+// the parents' observed state), but a request is a function of what it
+// observed — the controller's generation and every object at its
+// resourceVersion — and the id of a published request hashes exactly
+// that. So when Published is true, Data is byte for byte the data of the
+// last request published (LastPublished.ID). For a controller that rolls
+// its children out, it is the latest revision's request.
+type CurrentRequest struct {
+	Hook            string `json:"hook"`
+	Generation      int64  `json:"generation"`
+	ResourceVersion string `json:"resourceVersion"`
+	// Published: the last request published observed the same; false when
+	// the parent, a child or a related object changed since (the watcher
+	// publishes this one next).
+	Published bool `json:"published"`
+	// Data is the request, a hooks.SyncRequest.
+	Data json.RawMessage `json:"data"`
 }
 
 // ApplyingPrefix is the prefix of apply notices: core NATS messages from an

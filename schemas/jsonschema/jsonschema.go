@@ -5,10 +5,11 @@
 //	sync-response.json       dev.universalcontroller.sync.response, dev.universalcontroller.finalize.response
 //	customize-request.json   dev.universalcontroller.customize.request
 //	customize-response.json  dev.universalcontroller.customize.response
+//	plan.json                dev.universalcontroller.plan
 //
 // The documents are written by hand and checked in; they describe the JSON of
-// the Go types in package hooks, and this package's tests validate real
-// values of those types against them. Hook authors in other languages can
+// the Go types in package hooks (and bus.Plan), and this package's tests
+// validate real values of those types against them. Hook authors in other languages can
 // use the files directly; docs/bus.md describes the rest of the wire
 // contract.
 //
@@ -19,6 +20,7 @@ package jsonschema
 
 import (
 	"embed"
+	"io/fs"
 	"maps"
 	"slices"
 
@@ -35,6 +37,7 @@ const (
 	syncResponseFile      = "sync-response.json"
 	customizeRequestFile  = "customize-request.json"
 	customizeResponseFile = "customize-response.json"
+	planFile              = "plan.json"
 )
 
 //go:embed *.json
@@ -48,6 +51,7 @@ var byType = map[string]string{
 	bus.ResponseType(hooks.Finalize):  syncResponseFile,
 	bus.RequestType(hooks.Customize):  customizeRequestFile,
 	bus.ResponseType(hooks.Customize): customizeResponseFile,
+	bus.PlanType:                      planFile,
 }
 
 // For returns the JSON Schema of the data of CloudEvents of type ceType, or
@@ -60,6 +64,17 @@ func For(ceType string) ([]byte, bool) {
 	b, err := files.ReadFile(name)
 	return b, err == nil
 }
+
+// FileOf returns the file name of the schema of the data of CloudEvents of
+// type ceType in Documents, or false when uc defines no such type.
+func FileOf(ceType string) (string, bool) {
+	name, ok := byType[ceType]
+	return name, ok
+}
+
+// Documents are every document, by file name: a document's $refs name
+// others by BaseURL plus their file name.
+func Documents() fs.FS { return files }
 
 // Types returns every CloudEvent type that has a schema, sorted.
 func Types() []string { return slices.Sorted(maps.Keys(byType)) }

@@ -4,86 +4,23 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"io/fs"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	sjs "github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+
+	"universalcontroller.dev/uc/internal/schemacheck"
+	"universalcontroller.dev/uc/schemas/bus"
 )
 
-// The validator lives in the tests only: uc's components never validate
-// against these documents (they decode into the hooks types), so the JSON
-// Schema library stays out of every binary and out of the Go worker SDK.
+// validator validates against this package's documents.
+var validator = schemacheck.New(files, BaseURL, FileOf)
 
-// compiled holds every embedded document compiled, by file name. Compiling
-// also checks each document against the draft 2020-12 meta-schema.
-var compiled = sync.OnceValues(func() (map[string]*sjs.Schema, error) {
-	names, err := fs.Glob(files, "*.json")
-	if err != nil {
-		return nil, err
-	}
-	c := sjs.NewCompiler()
-	for _, name := range names {
-		b, err := files.ReadFile(name)
-		if err != nil {
-			return nil, err
-		}
-		doc, err := decodeJSON(b)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		if err := c.AddResource(BaseURL+name, doc); err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-	}
-	out := map[string]*sjs.Schema{}
-	for _, name := range names {
-		sch, err := c.Compile(BaseURL + name)
-		if err != nil {
-			return nil, fmt.Errorf("compile %s: %w", name, err)
-		}
-		out[name] = sch
-	}
-	return out, nil
-})
-
-// Validate checks data, the JSON data of a CloudEvent of type ceType,
-// against the schema For(ceType). A *sjs.ValidationError names the failing
-// locations.
-func Validate(ceType string, data []byte) error {
-	name, ok := byType[ceType]
-	if !ok {
-		return fmt.Errorf("no JSON Schema for CloudEvent type %q", ceType)
-	}
-	schemas, err := compiled()
-	if err != nil {
-		return err
-	}
-	inst, err := decodeJSON(data)
-	if err != nil {
-		return fmt.Errorf("%s data: %w", ceType, err)
-	}
-	return schemas[name].Validate(inst)
-}
-
-// decodeJSON decodes exactly one JSON value, keeping numbers exact.
-func decodeJSON(b []byte) (any, error) {
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
-		return nil, err
-	}
-	if _, err := d.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("trailing data after the JSON value")
-	}
-	return v, nil
-}
+// Validate checks data against the schema of ceType.
+func Validate(ceType string, data []byte) error { return validator.Validate(ceType, data) }
 
 // failures lists the leaf errors of a validation error as
 // "<instance JSON pointer> <keyword>", followed, for required and
@@ -129,7 +66,7 @@ func pointer(loc []string) string {
 }
 
 func TestSchemasCompile(t *testing.T) {
-	if _, err := compiled(); err != nil {
+	if err := validator.Compile(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -142,8 +79,8 @@ func TestDocuments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(names) != 4 {
-		t.Errorf("embedded documents %v, want 4", names)
+	if len(names) != 5 {
+		t.Errorf("embedded documents %v, want 5", names)
 	}
 	for _, name := range names {
 		b, _ := files.ReadFile(name)
@@ -182,12 +119,12 @@ func TestFor(t *testing.T) {
 		if !ok || !json.Valid(b) {
 			t.Errorf("For(%q) = %d bytes, %v", typ, len(b), ok)
 		}
-		if !strings.HasSuffix(typ, ".request") && !strings.HasSuffix(typ, ".response") {
-			t.Errorf("type %q is neither a request nor a response", typ)
+		if !strings.HasSuffix(typ, ".request") && !strings.HasSuffix(typ, ".response") && typ != bus.PlanType {
+			t.Errorf("type %q is neither a request, a response nor a plan", typ)
 		}
 	}
-	if len(Types()) != 6 {
-		t.Errorf("Types() = %v, want a request and a response type for each of 3 hooks", Types())
+	if len(Types()) != 7 {
+		t.Errorf("Types() = %v, want a request and a response type for each of 3 hooks, and the plan", Types())
 	}
 	for _, typ := range []string{"", "dev.universalcontroller.sync", "dev.universalcontroller.other.request"} {
 		if _, ok := For(typ); ok {

@@ -63,6 +63,15 @@ type UniversalControllerSpec struct {
 	// only its own are used.
 	// +optional
 	EndpointConfigs []EndpointConfig `json:"endpointConfigs,omitempty"`
+	// DryRun runs the whole pipeline — the watcher, the hooks, the
+	// applier's planning — and writes nothing to the cluster: not a child,
+	// not a parent's status or finalizer, not an Event. The applier
+	// publishes each plan instead, a CloudEvent of type
+	// dev.universalcontroller.plan on uc.plan.<controller>.…, kept in the
+	// stream UC_PLANS (the last one per parent, for a day); uc trace shows
+	// a parent's.
+	// +optional
+	DryRun *bool `json:"dryRun,omitempty"`
 }
 
 // EndpointConfig is how uc connects to the webhooks of one host.
