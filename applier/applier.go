@@ -75,6 +75,9 @@ type Options struct {
 	HookEvents record.EventRecorder
 	// Observer hears how applies end (default: nobody).
 	Observer Observer
+	// Shadows hears how the replies of sync hooks' shadows compare with
+	// the sync hooks' (default: nobody).
+	Shadows ShadowObserver
 }
 
 // DefaultMaxChildren is the default of Options.MaxChildren.
@@ -99,6 +102,7 @@ type Applier struct {
 	waiting   sync.Map    // controllers whose replies waited for the registry, said once each
 	decorated decorations // what decorators last wrote to decorated objects
 	failing   failing     // the failures reported on parents whose apply is retried
+	shadows   *shadows    // the replies of sync hooks' shadows, waiting for the sync hooks'
 }
 
 // New makes an Applier.
@@ -126,6 +130,7 @@ func New(reg *registry.Registry, dyn dynamic.Interface, js jetstream.JetStream, 
 		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "replies"}),
 		pending: map[types.UID]*batch{},
 		held:    map[int]*partition{},
+		shadows: newShadows(),
 	}
 }
 
@@ -150,6 +155,7 @@ func (a *Applier) Run(ctx context.Context) error {
 		return fmt.Errorf("create the applier's buckets: %w", err)
 	}
 	a.worker().Run(ctx, a.queue, a.opts.Workers)
+	go a.runShadows(ctx)
 	a.log.Info("applying replies", "replica", own.id)
 	own.run(ctx)
 	return nil
@@ -170,6 +176,11 @@ func (a *Applier) receive(msg jetstream.Msg) {
 	}
 	r := &reply{msg: msg, meta: meta, typ: e.Type(), data: e.Data(), sent: e.Time(),
 		span: trace.SpanContextFromContext(bus.ExtractTrace(context.Background(), e))}
+	if meta.Hook == hooks.SyncShadow {
+		_ = msg.Ack() // never applied
+		a.receiveShadow(r)
+		return
+	}
 	a.mu.Lock()
 	key := meta.ApplyKey()
 	b := a.pending[key]
@@ -362,6 +373,7 @@ func (a *Applier) apply(ctx context.Context, part *partition, b *batch) error {
 		a.reportFailing(ctx, log, ctl, parent, m, err)
 		return err
 	}
+	a.syncReplied(ctl, r)
 	return nil
 }
 
@@ -396,12 +408,11 @@ func (a *Applier) applyTo(ctx context.Context, part *partition, ctl *registry.Co
 		reason, problem := invalidReply(m.Hook, err)
 		return a.reject(ctx, log, ctl, parent, m, reason, problem)
 	}
-	conditions := []metav1.Condition{syncedCondition(m.Generation)}
+	conditions := replyConditions(resp, m.Generation)
 	if ro != nil {
 		actions = ro.keepOnly(actions)
 		conditions = append(conditions, ro.condition(m.Generation))
 	}
-	conditions = append(conditions, hooks.MetaConditions(resp.Conditions, m.Generation, metav1.Time{})...)
 	if ctl.DryRun() {
 		return a.dryRun(ctx, part, ctl, parent, m, resp, actions, conditions)
 	}

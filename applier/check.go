@@ -1,7 +1,6 @@
 package applier
 
 import (
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"universalcontroller.dev/uc/internal/registry"
@@ -28,8 +27,7 @@ func Check(ctl *registry.Controller, parent *unstructured.Unstructured, hook str
 	}
 	m := bus.Meta{Address: bus.Address{Controller: ctl.Name, Hook: hook, ParentUID: parent.GetUID()},
 		Namespace: parent.GetNamespace(), Name: parent.GetName(), Generation: parent.GetGeneration(), ResourceVersion: parent.GetResourceVersion()}
-	conditions := append([]metav1.Condition{syncedCondition(m.Generation)}, hooks.MetaConditions(resp.Conditions, m.Generation, metav1.Time{})...)
-	plan := describe(ctl, parent, m, resp, actions, conditions, &registry.StatusSchema{}, live)
+	plan := describe(ctl, parent, m, resp, actions, replyConditions(resp, m.Generation), &registry.StatusSchema{}, live)
 	return &Checked{Response: resp, Writes: writes(actions), Plan: plan}, nil
 }
 

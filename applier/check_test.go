@@ -73,7 +73,7 @@ func TestCheck(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctl := testController(v1alpha1.ChildUpdateInPlace)
-			ctl.Spec.Hooks.Sync = v1alpha1.Hook{Version: tc.version}
+			ctl.Spec.Hooks.Sync.Hook = v1alpha1.Hook{Version: tc.version}
 			checked, err := Check(ctl, parent, hooks.Sync, []byte(tc.reply), 2, live)
 			if tc.reason != "" {
 				r, ok := err.(*Rejection)

@@ -14,9 +14,9 @@ import (
 )
 
 // TestPlansAreValid: the plans the applier makes of replies — creating a
-// child, updating it, deleting it, a finalize reply — and a rejected
-// reply's plan are valid plan.json documents, encoded as the applier
-// publishes them.
+// child, updating it, deleting it, a finalize reply — a rejected reply's
+// plan, and shadows' plans with their differences, are valid plan.json
+// documents, encoded as the applier publishes them.
 func TestPlansAreValid(t *testing.T) {
 	validator := schemacheck.New(jsonschema.Documents(), jsonschema.BaseURL, jsonschema.FileOf)
 	ctl := testController("")
@@ -64,7 +64,18 @@ func TestPlansAreValid(t *testing.T) {
 	}
 	rejected := &bus.Plan{Hook: hooks.Sync, RequestID: "r", Generation: 2, ResourceVersion: "48213", Children: []bus.Step{},
 		Rejected: &bus.Rejected{Reason: "InvalidHookReply", Message: "sync hook reply rejected: children[0]: kind not declared in childResources"}}
-	if data := encode(rejected); validator.Validate(bus.PlanType, data) != nil {
-		t.Errorf("a rejected reply's plan: %v\ndata: %s", validator.Validate(bus.PlanType, data), data)
+	// A shadow's plan, with its difference from the sync hook's reply.
+	shadow := func(d *bus.ShadowDiff) *bus.Plan {
+		return &bus.Plan{Hook: hooks.SyncShadow, RequestID: "r-shadow", Generation: 2, ResourceVersion: "48213", Children: []bus.Step{}, ShadowDiff: d}
+	}
+	for name, p := range map[string]*bus.Plan{
+		"a rejected reply's":              rejected,
+		"a shadow's":                      shadow(diffOutcomes("r", wanting(map[string]any{"n": 1}, "a=1", "b=1"), wanting(map[string]any{"n": 2}, "a=2", "c=1"))),
+		"a rejected shadow's":             shadow(diffOutcomes("r", wanting(nil, "a=1"), outcome{rejected: rejected.Rejected})),
+		"a shadow's like the sync hook's": shadow(diffOutcomes("r", wanting(nil, "a=1"), wanting(nil, "a=1"))),
+	} {
+		if data := encode(p); validator.Validate(bus.PlanType, data) != nil {
+			t.Errorf("%s plan: %v\ndata: %s", name, validator.Validate(bus.PlanType, data), data)
+		}
 	}
 }

@@ -64,17 +64,23 @@ var actions = map[string]string{
 // diff is a unified diff from live's fields that want sets to want, or ""
 // when they are the same.
 func diff(live, want *unstructured.Unstructured) string {
-	from, err := yaml.Marshal(project(live.Object, want.Object))
+	return unifiedDiff(project(live.Object, want.Object), want.Object, "live", "desired")
+}
+
+// unifiedDiff is a unified diff of from and to as YAML, or "" when they
+// are the same.
+func unifiedDiff(from, to any, fromName, toName string) string {
+	a, err := yaml.Marshal(from)
 	if err != nil {
 		return err.Error()
 	}
-	to, err := yaml.Marshal(want.Object)
+	b, err := yaml.Marshal(to)
 	if err != nil {
 		return err.Error()
 	}
 	d, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A: difflib.SplitLines(string(from)), B: difflib.SplitLines(string(to)),
-		FromFile: "live", ToFile: "desired", Context: 3,
+		A: difflib.SplitLines(string(a)), B: difflib.SplitLines(string(b)),
+		FromFile: fromName, ToFile: toName, Context: 3,
 	})
 	if err != nil {
 		return err.Error()

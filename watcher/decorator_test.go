@@ -45,7 +45,7 @@ spec:
     sync: {version: `+version+`}
 `)
 	ctl := &registry.Controller{Name: bus.DecoratorController("deco-" + version), Generation: 1, Object: u,
-		Spec: v1alpha1.UniversalControllerSpec{Hooks: v1alpha1.ControllerHooks{Hooks: v1alpha1.Hooks{Sync: v1alpha1.Hook{Version: v1alpha1.HookVersion(version)}}}},
+		Spec: v1alpha1.UniversalControllerSpec{Hooks: v1alpha1.ControllerHooks{Hooks: v1alpha1.Hooks{Sync: v1alpha1.SyncHook{Hook: v1alpha1.Hook{Version: v1alpha1.HookVersion(version)}}}}},
 		Decorator: &registry.Decoration{Name: "deco-" + version, Annotation: registry.AnnotationDecorator, Resources: []registry.Decorated{
 			{Resource: decorated, Labels: labels.Everything(), Annotations: labels.Everything()}}}}
 	for _, a := range attachments {

@@ -60,6 +60,14 @@ func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 	if err != nil {
 		return err
 	}
+	if ctl.Shadow() != nil && b.meta.Hook == hooks.Sync {
+		// A copy for the sync hook's shadow (see bus.ShadowRequestID).
+		m := b.meta
+		m.Hook, m.Revisions = hooks.SyncShadow, nil
+		if err := w.publish(ctx, m, bus.RequestType(m.Hook), m.RequestSubject(), b.req, bus.ShadowRequestID(id)); err != nil {
+			return err
+		}
+	}
 	// One more request per older revision that children are still on, with
 	// the parent as it was at that revision: the applier keeps those
 	// children as that revision's reply wants them until they roll. Their

@@ -43,3 +43,23 @@ type heldState struct {
 
 func (h heldState) PartitionParents() map[int]int         { return h.parents }
 func (h heldState) Rollouts() map[string]applier.Rollouts { return h.rollouts }
+
+// TestShadowMetrics counts a comparison that found the same, one that
+// found differences of three kinds, a shadow's failure and a reply
+// dropped unmatched.
+func TestShadowMetrics(t *testing.T) {
+	m := newMetrics()
+	m.shadows.Compared("foo", &bus.ShadowDiff{})
+	m.shadows.Compared("foo", &bus.ShadowDiff{Added: []string{"a"}, Changed: []bus.ChildDiff{{Child: "b"}}, ShadowRejected: &bus.Rejected{}})
+	m.shadows.ShadowFailed("foo", "Timeout")
+	m.shadows.Unmatched("foo", applier.UnmatchedNoSyncReply)
+	expectMetrics(t, scrape(t, m),
+		`uc_shadow_replies_total{controller="foo",outcome="same",reason=""} 1`,
+		`uc_shadow_replies_total{controller="foo",outcome="different",reason=""} 1`,
+		`uc_shadow_replies_total{controller="foo",outcome="failed",reason="Timeout"} 1`,
+		`uc_shadow_replies_total{controller="foo",outcome="unmatched",reason="no-sync-reply"} 1`,
+		`uc_shadow_diffs_total{controller="foo",kind="added"} 1`,
+		`uc_shadow_diffs_total{controller="foo",kind="changed"} 1`,
+		`uc_shadow_diffs_total{controller="foo",kind="rejected"} 1`,
+	)
+}

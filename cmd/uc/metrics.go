@@ -38,6 +38,7 @@ type metrics struct {
 	replies   *prometheus.CounterVec
 	roundTrip *prometheus.HistogramVec
 	applies   applyMetrics
+	shadows   shadowMetrics
 }
 
 func newMetrics() *metrics {
@@ -79,8 +80,10 @@ func newMetrics() *metrics {
 			Buckets: latencyBuckets,
 		}, []string{"controller", "hook"}),
 		applies: newApplyMetrics(),
+		shadows: newShadowMetrics(),
 	}
 	m.reg.MustRegister(m.applies.collectors()...)
+	m.reg.MustRegister(m.shadows.collectors()...)
 	m.reg.MustRegister(m.requests, m.settled, m.settle, m.events, m.calls, m.callTime, m.replies, m.roundTrip, recovery.Panics,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every component's count is served from the start, 0 until a panic, so

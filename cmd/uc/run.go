@@ -144,7 +144,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		hookEvents, stopHookEvents := recordEvents(ctx, kube, applier.HookEventSource, record.WithCorrelatorOptions(applier.HookEventCorrelation))
 		defer stopHookEvents()
 		a := applier.New(reg, dyn, js, recorder, applier.Options{Workers: cfg.applierWorkers, Replicas: cfg.replicas, Partitions: cfg.partitions, ReplicaID: id,
-			MaxChildren: cfg.maxChildren, Preflight: checks, HookEvents: hookEvents, Observer: m.applies,
+			MaxChildren: cfg.maxChildren, Preflight: checks, HookEvents: hookEvents, Observer: m.applies, Shadows: m.shadows,
 			TracerProvider: tp}, log)
 		m.reg.MustRegister(applierCollector{a})
 		runners = append(runners, checks.Run, a.Run)

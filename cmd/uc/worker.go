@@ -41,7 +41,7 @@ func workerCommand() *cobra.Command { return newWorkerCommand(serveWorker) }
 func newWorkerCommand(serve func(context.Context, workerConfig, *slog.Logger) error) *cobra.Command {
 	var cfg workerConfig
 	c := &cobra.Command{
-		Use:   "worker --controller NAME [--hook sync|finalize|customize] [flags] -- COMMAND [ARGS...]",
+		Use:   "worker --controller NAME [--hook sync|finalize|customize|sync-shadow] [flags] -- COMMAND [ARGS...]",
 		Short: "Serve a controller's hook on the bus by running a command once per request",
 		Long: `Serves a controller's hook on the bus by running COMMAND once per request:
 the request JSON (Metacontroller's, as a webhook gets it) on its standard
@@ -56,7 +56,10 @@ processes to serve more requests at once.`,
   uc worker --controller website-controller -- python3 examples/python-worker/hook.py
 
   # a shell and jq hook serving a decorator's sync and finalize hooks
-  uc worker --controller ucd=pod-labels --hook sync,finalize -- sh hook.sh`,
+  uc worker --controller ucd=pod-labels --hook sync,finalize -- sh hook.sh
+
+  # a new version of a hook as the sync hook's shadow (spec.hooks.sync.shadow): never applied, compared
+  uc worker --controller website-controller --hook sync-shadow -- python3 hook-v2.py`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := cfg.complete(args); err != nil {
 				return err
@@ -77,7 +80,7 @@ processes to serve more requests at once.`,
 	c.Flags().SetInterspersed(false)
 	fs := c.Flags()
 	fs.StringVar(&cfg.controller, "controller", "", "name of the UniversalController whose hook is served (a UniversalDecorator's: ucd=NAME)")
-	fs.StringVar(&cfg.hookList, "hook", hooks.Sync, "the hook served: sync, finalize or customize; a comma-separated list serves each with the command (sync,finalize)")
+	fs.StringVar(&cfg.hookList, "hook", hooks.Sync, "the hook served: sync, finalize, customize, or sync-shadow (the sync hook's shadow); a comma-separated list serves each with the command (sync,finalize)")
 	fs.IntVar(&cfg.concurrency, "concurrency", 16, "requests served at once per hook, each by a run of the command")
 	fs.DurationVar(&cfg.timeout, "timeout", hook.DefaultPolicy.Timeout, "how long one run may take when the controller's delivery.timeout is not set; the command is killed then")
 	fs.Int64Var(&cfg.maxReply, "max-reply-bytes", exechook.DefaultMaxReplyBytes, "largest reply taken from the command's standard output; a command that writes more is killed (keep it at most the NATS server's max_payload)")
@@ -105,8 +108,8 @@ func (cfg *workerConfig) complete(args []string) error {
 		return fmt.Errorf("--timeout %s: must be positive", cfg.timeout)
 	}
 	for _, h := range cfg.hooks {
-		if !slices.Contains([]string{hooks.Sync, hooks.Finalize, hooks.Customize}, h) {
-			return fmt.Errorf("--hook %q: sync, finalize or customize", h)
+		if !slices.Contains([]string{hooks.Sync, hooks.Finalize, hooks.Customize, hooks.SyncShadow}, h) {
+			return fmt.Errorf("--hook %q: sync, finalize, customize or sync-shadow", h)
 		}
 	}
 	_, err := exec.LookPath(cfg.argv[0])

@@ -7,6 +7,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"universalcontroller.dev/uc/schemas/bus"
 )
 
 // The human-readable output of the commands. Each Write* writes one
@@ -131,7 +133,7 @@ func WriteTrace(w io.Writer, t *Trace) error {
 	writeDeadLetters(p, t.DeadLetters, false)
 
 	if t.DryRun || len(t.Plans) > 0 {
-		p.section("Plans (dry run: uc writes nothing)")
+		p.section("Plans (never applied: a dry-run controller's, a shadow's)")
 		if len(t.Plans) == 0 {
 			p.linef("  (none)")
 		}
@@ -171,6 +173,40 @@ func writePlan(p *printer, m *Message) {
 	}
 	if plan.ResyncAfterSeconds > 0 {
 		p.linef("    resync    after %gs", plan.ResyncAfterSeconds)
+	}
+	if d := plan.ShadowDiff; d != nil {
+		writeShadowDiff(p, d)
+	}
+}
+
+// writeShadowDiff writes how a shadow's reply differs from the sync
+// hook's.
+func writeShadowDiff(p *printer, d *bus.ShadowDiff) {
+	if d.Empty() {
+		p.linef("    shadow    the same as the sync hook's reply to %s", d.Request)
+		return
+	}
+	p.linef("    shadow    differs from the sync hook's reply to %s (difference %s):", d.Request, d.Hash)
+	if r := d.SyncRejected; r != nil {
+		p.linef("      the sync hook's reply would be rejected: %s: %s", r.Reason, oneLine(r.Message))
+	}
+	if r := d.ShadowRejected; r != nil {
+		p.linef("      the shadow's reply would be rejected: %s: %s", r.Reason, oneLine(r.Message))
+	}
+	for _, c := range d.Added {
+		p.linef("      added     %s", c)
+	}
+	for _, c := range d.Removed {
+		p.linef("      removed   %s", c)
+	}
+	for _, c := range d.Changed {
+		p.linef("      changed   %s", c.Child)
+		for line := range strings.Lines(c.Diff) {
+			p.linef("          %s", strings.TrimSuffix(line, "\n"))
+		}
+	}
+	for _, f := range d.Status {
+		p.linef("      status    %s", f)
 	}
 }
 

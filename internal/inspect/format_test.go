@@ -68,6 +68,11 @@ func TestWriteTrace(t *testing.T) {
 			{Action: "delete", Kind: "Secret.v1", Namespace: "ns", Name: "web-old"}},
 			Status: map[string]any{"observedGeneration": 3}, Finalizer: "add",
 			Events: []bus.PlanEvent{{Type: "Normal", Reason: "Applied", Message: "Created ConfigMap ns/web-a, Deleted Secret ns/web-old"}}, ResyncAfterSeconds: 30})}
+		shadow := plan(3, &bus.Plan{Hook: hooks.SyncShadow, Children: []bus.Step{{Action: "update", Kind: "ConfigMap.v1", Namespace: "ns", Name: "web-a"}},
+			ShadowDiff: &bus.ShadowDiff{Request: "req", Hash: "0a1b2c3d4e5f6a7b", Added: []string{"ConfigMap.v1 ns/web-c"}, Removed: []string{"Secret.v1 ns/web-old"},
+				Changed: []bus.ChildDiff{{Child: "ConfigMap.v1 ns/web-a", Diff: "--- sync\n+++ sync-shadow\n@@ -1 +1 @@\n-v: 1\n+v: 3\n"}}, Status: []string{"status.replicas"}}})
+		shadow.Hook = hooks.SyncShadow
+		t.Plans = append(t.Plans, shadow)
 	})
 	dry.Verdict = verdict(dry)
 	out.Reset()

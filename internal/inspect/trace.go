@@ -56,7 +56,8 @@ type Trace struct {
 	// publishes plans instead.
 	DryRun bool `json:"dryRun,omitempty"`
 	// Plans are the parent's last plans, one per hook planned: a dry-run
-	// controller's sync and finalize replies.
+	// controller's sync and finalize replies, and a shadow's reply
+	// (sync-shadow) with how it differs from the sync hook's.
 	Plans []*Message `json:"plans,omitempty"`
 }
 
@@ -161,7 +162,7 @@ func trace(ctx context.Context, c *Cluster, b *Bus, ctl *registry.Controller, pa
 	if tr.Published, err = b.lastPublished(ctx, ctl.Name, parent, false); err != nil {
 		tr.WatcherProblem = err.Error()
 	}
-	for _, name := range []string{hooks.Sync, hooks.Finalize, hooks.Customize} {
+	for _, name := range []string{hooks.Sync, hooks.Finalize, hooks.Customize, hooks.SyncShadow} {
 		h := ctl.Spec.Hooks.Named(name)
 		if h == nil {
 			continue
@@ -189,10 +190,15 @@ func trace(ctx context.Context, c *Cluster, b *Bus, ctl *registry.Controller, pa
 	if tr.Events, err = c.events(ctx, parent, opts.Events); err != nil {
 		return nil, err
 	}
+	var planned []string
 	if tr.DryRun = ctl.DryRun(); tr.DryRun {
-		if tr.Plans, err = b.plans(ctx, ctl.Name, parent.GetUID(), hooks.Sync, hooks.Finalize); err != nil {
-			return nil, err
-		}
+		planned = append(planned, hooks.Sync, hooks.Finalize)
+	}
+	if ctl.Shadow() != nil {
+		planned = append(planned, hooks.SyncShadow)
+	}
+	if tr.Plans, err = b.plans(ctx, ctl.Name, parent.GetUID(), planned...); err != nil {
+		return nil, err
 	}
 	tr.Verdict = verdict(tr)
 	return tr, nil

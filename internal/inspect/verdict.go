@@ -116,7 +116,7 @@ func (t *Trace) unpublished() string {
 func planned(t *Trace) Verdict {
 	var last *Message
 	for _, m := range t.Plans {
-		if m.Plan != nil && (last == nil || m.Observation > last.Observation) {
+		if m.Plan != nil && m.Hook != hooks.SyncShadow && (last == nil || m.Observation > last.Observation) {
 			last = m
 		}
 	}
@@ -193,11 +193,11 @@ func (t *Trace) hook(name string) *Hook {
 }
 
 // deadLetter is the parent's latest dead letter that is not superseded, or
-// nil.
+// nil; a shadow's never holds the parent.
 func (t *Trace) deadLetter() *DeadLetter {
 	var latest *DeadLetter
 	for _, d := range t.DeadLetters {
-		if d.Request != nil && !d.Superseded && (latest == nil || d.Request.Observation >= latest.Request.Observation) {
+		if d.Request != nil && d.Request.Hook != hooks.SyncShadow && !d.Superseded && (latest == nil || d.Request.Observation >= latest.Request.Observation) {
 			latest = d
 		}
 	}

@@ -101,6 +101,9 @@ func NewDecorator(u *unstructured.Unstructured, name string, resolve ResolveFunc
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ud); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", u.GetName(), err)
 	}
+	if ud.Spec.Hooks.Sync.Shadow != nil {
+		return nil, fmt.Errorf("hooks.sync.shadow: a UniversalDecorator's sync hook has no shadow")
+	}
 	c := &Controller{
 		Name: name, Generation: ud.Generation, Object: u, ParentSelector: labels.Everything(),
 		Spec: v1alpha1.UniversalControllerSpec{ResyncPeriodSeconds: ud.Spec.ResyncPeriodSeconds,

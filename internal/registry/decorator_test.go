@@ -121,6 +121,8 @@ func TestResolveDecoratorRejects(t *testing.T) {
 			"annotationSelector": map[string]any{"matchExpressions": []any{map[string]any{"key": "k", "operator": "Bogus"}}}}}}, "resources[0]: annotationSelector"},
 		{"an attachment that does not resolve", map[string]any{"hooks": hooks, "resources": []any{sts},
 			"attachments": []any{map[string]any{"apiVersion": "v1", "resource": "gadgets"}}}, "attachments[0]: resolve"},
+		{"a shadow of its sync hook", map[string]any{"hooks": map[string]any{"sync": map[string]any{"shadow": map[string]any{}}}, "resources": []any{sts}},
+			"hooks.sync.shadow: a UniversalDecorator's sync hook has no shadow"},
 	} {
 		_, err := r.resolveDecorator(decoratorObject(t, tc.spec), "ucd=deco")
 		if err == nil || !strings.Contains(err.Error(), tc.err) {

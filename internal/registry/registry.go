@@ -91,6 +91,9 @@ func (c *Controller) Rolling() bool {
 	return slices.ContainsFunc(c.Children, func(ch Child) bool { return ch.Rolling() })
 }
 
+// Shadow is the sync hook's shadow (spec.hooks.sync.shadow), or nil.
+func (c *Controller) Shadow() *v1alpha1.Hook { return c.Spec.Hooks.Sync.Shadow }
+
 // DryRun tells a controller that writes nothing: its applier publishes
 // its plans instead (spec.dryRun).
 func (c *Controller) DryRun() bool { return c.Spec.DryRun != nil && *c.Spec.DryRun }

@@ -73,7 +73,8 @@ func ApplierConsumer(n int) Consumer {
 	return Consumer{Stream: Replies.Name, Config: jetstream.ConsumerConfig{
 		Durable:        "applier_" + strconv.Itoa(n),
 		Description:    fmt.Sprintf("appliers, partition %d", n),
-		FilterSubjects: []string{bus.PartitionReplies(hooks.Sync, n), bus.PartitionReplies(hooks.Finalize, n)},
+		FilterSubjects: []string{bus.PartitionReplies(hooks.Sync, n), bus.PartitionReplies(hooks.Finalize, n),
+			bus.PartitionReplies(hooks.SyncShadow, n)}, // compared with the sync hook's, never applied (applier/shadow.go)
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		AckWait:        bus.AckWait,
 		MaxAckPending:  5000,

@@ -58,6 +58,53 @@ type Plan struct {
 	// ResyncAfterSeconds is the reply's: the watcher syncs the parent again
 	// then (the resync is asked for: it writes nothing).
 	ResyncAfterSeconds float64 `json:"resyncAfterSeconds,omitempty"`
+	// ShadowDiff, on the plan of a shadow's reply (hook sync-shadow), is
+	// how it differs from the sync hook's reply to the same request, both
+	// planned against the same observed state. A shadow's plan is never
+	// applied, whether the controller runs dry or not.
+	ShadowDiff *ShadowDiff `json:"shadowDiff,omitempty"`
+}
+
+// ShadowDiff is how a shadow's reply differs from the sync hook's reply to
+// the same request: what the shadow would make of the parent that the
+// sync hook does not. It is empty when they would make the same.
+type ShadowDiff struct {
+	// Request is the id of the sync request both replies answer.
+	Request string `json:"request"`
+	// SyncRejected and ShadowRejected say why the sync hook's, or the
+	// shadow's, reply would be rejected, when only one would be, or both
+	// for different reasons; the children and status are not compared
+	// then.
+	SyncRejected   *Rejected `json:"syncRejected,omitempty"`
+	ShadowRejected *Rejected `json:"shadowRejected,omitempty"`
+	// Added are the children the shadow wants and the sync hook does not,
+	// Removed those the sync hook wants and the shadow does not (each
+	// "<Kind>.<apiVersion> <namespace>/<name>"), and Changed those both
+	// want, but not alike.
+	Added   []string    `json:"added,omitempty"`
+	Removed []string    `json:"removed,omitempty"`
+	Changed []ChildDiff `json:"changed,omitempty"`
+	// Status are the status fields the two replies set differently, as
+	// paths (status.replicas, status.conditions[Ready]).
+	Status []string `json:"status,omitempty"`
+	// Hash identifies the difference: the same difference, for another
+	// request, has the same hash.
+	Hash string `json:"hash,omitempty"`
+}
+
+// Empty tells a shadow that would make of the parent what the sync hook
+// makes.
+func (d *ShadowDiff) Empty() bool {
+	return d.SyncRejected == nil && d.ShadowRejected == nil && len(d.Added)+len(d.Removed)+len(d.Changed)+len(d.Status) == 0
+}
+
+// ChildDiff is a child that the sync hook and its shadow want differently.
+type ChildDiff struct {
+	// Child is "<Kind>.<apiVersion> <namespace>/<name>".
+	Child string `json:"child"`
+	// Diff is a unified diff (YAML) from the sync hook's desired child to
+	// the shadow's, as uc would write each.
+	Diff string `json:"diff"`
 }
 
 // Rejected is why a reply would not be applied.

@@ -16,10 +16,14 @@ const (
 	Sync      = "sync"
 	Finalize  = "finalize"
 	Customize = "customize"
+	// SyncShadow is the hook that serves a sync hook's shadow
+	// (spec.hooks.sync.shadow): its requests are copies of the sync
+	// hook's, and its replies are never applied.
+	SyncShadow = "sync-shadow"
 )
 
 // All are the hooks a controller may declare.
-var All = []string{Sync, Finalize, Customize}
+var All = []string{Sync, Finalize, Customize, SyncShadow}
 
 // ObjectMap holds the objects of one kind, keyed by name, or by
 // "namespace/name" where the hook version asks for it (see ObjectKey).

@@ -186,7 +186,7 @@ type Hooks struct {
 	// decorated object: its attachments) from its observed state. It is
 	// served by its webhook, its destination, or — with neither — any
 	// bus-native worker consuming its subject.
-	Sync Hook `json:"sync"`
+	Sync SyncHook `json:"sync"`
 	// Finalize is called instead of sync while a parent (a decorated
 	// object) is being deleted, until it replies finalized: true; uc holds
 	// a finalizer on it meanwhile. It is served by its webhook, its
@@ -202,18 +202,37 @@ type Hooks struct {
 	Customize *Hook `json:"customize,omitempty"`
 }
 
-// Named is the hook of that name (sync, finalize or customize), or nil
-// when it is not declared.
+// Named is the hook of that name (sync, finalize, customize, or
+// sync-shadow, the sync hook's shadow), or nil when it is not declared.
 func (h *Hooks) Named(name string) *Hook {
 	switch name {
 	case "sync":
-		return &h.Sync
+		return &h.Sync.Hook
+	case "sync-shadow":
+		return h.Sync.Shadow
 	case "finalize":
 		return h.Finalize
 	case "customize":
 		return h.Customize
 	}
 	return nil
+}
+
+// SyncHook is the sync hook, and the shadow that is called beside it.
+type SyncHook struct {
+	Hook `json:",inline"`
+	// Shadow is a second sync hook — a new version of the hook, say —
+	// called with the same requests as the sync hook, whose replies are
+	// never applied: uc plans each of its replies beside the sync hook's,
+	// against the same observed state, and records how they differ (a
+	// metric, the parent's last difference on uc trace, and a Normal Event
+	// ShadowDiffers once per distinct difference). It is served by its
+	// webhook, its destination, or — with neither — any bus-native worker
+	// of the hook sync-shadow. Its failures never touch the parent. A
+	// UniversalController's only: a UniversalDecorator's sync hook has no
+	// shadow.
+	// +optional
+	Shadow *Hook `json:"shadow,omitempty"`
 }
 
 // HookVersion selects the hook request format.

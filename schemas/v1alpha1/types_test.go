@@ -28,7 +28,7 @@ func TestStrictReplies(t *testing.T) {
 func TestNamed(t *testing.T) {
 	finalize := &Hook{Version: HookV2}
 	h := &Hooks{Finalize: finalize}
-	if h.Named("sync") != &h.Sync || h.Named("finalize") != finalize || h.Named("customize") != nil || h.Named("preUpdateChild") != nil {
+	if h.Named("sync") != &h.Sync.Hook || h.Named("finalize") != finalize || h.Named("customize") != nil || h.Named("preUpdateChild") != nil {
 		t.Error("Named does not find the declared hooks by name")
 	}
 }

@@ -15,9 +15,10 @@ import (
 
 // The hook names, as bus subjects and CloudEvent types carry them.
 const (
-	syncHook      = "sync"
-	finalizeHook  = "finalize"
-	customizeHook = "customize"
+	syncHook       = "sync"
+	finalizeHook   = "finalize"
+	customizeHook  = "customize"
+	syncShadowHook = "sync-shadow"
 )
 
 // Object is a Kubernetes object as encoding/json decodes it (its numbers

@@ -24,7 +24,8 @@ type Policy struct {
 var DefaultPolicy = Policy{Timeout: 10 * time.Second, MaxDeliveries: 10, BackoffDelay: time.Second, MaxBackoffDelay: time.Minute}
 
 // ForRequest is p overridden by the delivery spec of the hook in the
-// request's controller (spec.hooks.<hook>.delivery, and webhook.timeout),
+// request's controller (spec.hooks.<hook>.delivery, and webhook.timeout;
+// spec.hooks.sync.shadow's for the hook sync-shadow),
 // so a controller's settings reach every worker of its hooks, however they
 // are deployed. A request that is not JSON keeps p: the handler fails on
 // it and reports why.
@@ -40,6 +41,9 @@ func (p Policy) ForRequest(data []byte, hook string) Policy {
 		return p
 	}
 	h := req.Controller.Spec.Hooks[hook]
+	if sync := req.Controller.Spec.Hooks[syncHook]; hook == syncShadowHook && sync != nil {
+		h = sync.Shadow // spec.hooks.sync.shadow
+	}
 	if h == nil {
 		return p
 	}
@@ -70,6 +74,8 @@ type hookSpec struct {
 	Webhook *struct {
 		Timeout duration `json:"timeout"`
 	} `json:"webhook"`
+	// Shadow is the sync hook's shadow, served as the hook sync-shadow.
+	Shadow *hookSpec `json:"shadow"`
 }
 
 // duration is a duration as the Kubernetes API writes one: a string such as

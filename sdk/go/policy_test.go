@@ -68,15 +68,17 @@ func TestPolicyReadsTheControllerSpec(t *testing.T) {
 	uc := v1alpha1.UniversalController{Spec: v1alpha1.UniversalControllerSpec{Hooks: v1alpha1.ControllerHooks{Hooks: v1alpha1.Hooks{
 		Finalize: &v1alpha1.Hook{Delivery: &v1alpha1.Delivery{Timeout: duration(2 * time.Second), MaxDeliveries: &maxDeliveries,
 			BackoffDelay: duration(time.Millisecond), MaxBackoffDelay: duration(time.Hour)}},
-		Sync: v1alpha1.Hook{Webhook: &v1alpha1.Webhook{Timeout: duration(3 * time.Second)}, Delivery: &v1alpha1.Delivery{Timeout: duration(2 * time.Second)}},
+		Sync: v1alpha1.SyncHook{Hook: v1alpha1.Hook{Webhook: &v1alpha1.Webhook{Timeout: duration(3 * time.Second)}, Delivery: &v1alpha1.Delivery{Timeout: duration(2 * time.Second)}},
+			Shadow: &v1alpha1.Hook{Delivery: &v1alpha1.Delivery{Timeout: duration(5 * time.Second), MaxDeliveries: &maxDeliveries}}},
 	}}}}
 	data, err := json.Marshal(map[string]any{"controller": uc})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for hook, want := range map[string]Policy{
-		"finalize": {Timeout: 2 * time.Second, MaxDeliveries: 4, BackoffDelay: time.Millisecond, MaxBackoffDelay: time.Hour},
-		"sync":     {Timeout: 3 * time.Second, MaxDeliveries: 10, BackoffDelay: time.Second, MaxBackoffDelay: time.Minute},
+		"finalize":    {Timeout: 2 * time.Second, MaxDeliveries: 4, BackoffDelay: time.Millisecond, MaxBackoffDelay: time.Hour},
+		"sync":        {Timeout: 3 * time.Second, MaxDeliveries: 10, BackoffDelay: time.Second, MaxBackoffDelay: time.Minute},
+		"sync-shadow": {Timeout: 5 * time.Second, MaxDeliveries: 4, BackoffDelay: time.Second, MaxBackoffDelay: time.Minute},
 	} {
 		if got := DefaultPolicy.ForRequest(data, hook); got != want {
 			t.Errorf("%s: got %+v, want %+v", hook, got, want)

@@ -65,6 +65,12 @@ type SyncFunc func(ctx context.Context, req *SyncRequest) (*SyncResponse, error)
 // Sync serves fn as the sync hook.
 func Sync(fn SyncFunc) Handler { return Func(syncHook, fn) }
 
+// Shadow serves fn as the sync hook's shadow (spec.hooks.sync.shadow, the
+// hook sync-shadow): a new version of a sync hook, called with the same
+// requests, whose replies uc compares with the sync hook's and never
+// applies.
+func Shadow(fn SyncFunc) Handler { return Func(syncShadowHook, fn) }
+
 // Finalize serves fn as the finalize hook.
 func Finalize(fn SyncFunc) Handler { return Func(finalizeHook, fn) }
 

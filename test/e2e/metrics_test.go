@@ -17,6 +17,7 @@ import (
 	"universalcontroller.dev/uc/applier"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
+	hook "universalcontroller.dev/uc/sdk/go"
 	"universalcontroller.dev/uc/test/testbed"
 )
 
@@ -75,6 +76,15 @@ func TestMetricsDocumented(t *testing.T) {
 		return
 	}
 
+	// A bus-native shadow wants one child otherwise.
+	const shadowed = "metrics-shadowed"
+	registerComposite(t, shadowed, func(spec map[string]any) {
+		spec["hooks"] = map[string]any{"sync": map[string]any{"shadow": map[string]any{}}}
+	})
+	serveHooks(t, shadowed, hook.Shadow(shadowOfEcho))
+	createComposite(t, ns, "shadowed", shadowed, map[string]any{"selector": selectApp("shadowed"),
+		"children": []any{cm("shadowed-a", map[string]any{"app": "shadowed"}, map[string]any{"v": "1"})}})
+
 	url := "http://" + env.uc.metricsAddr + "/metrics"
 	var families map[string]*dto.MetricFamily
 	if !t.Run("the metrics say what happened", func(t *testing.T) {
@@ -102,6 +112,8 @@ func TestMetricsDocumented(t *testing.T) {
 				{"uc_rollout_children", map[string]string{"controller": rolling, "revision": "latest"}, equal(1), "1 (a moved)"},
 				{"uc_rollout_children", map[string]string{"controller": rolling, "revision": "older"}, equal(2), "2 (b and c)"},
 				{"uc_consumer_pending_messages", map[string]string{"consumer": bus.HookConsumer(rolling, "sync")}, atLeast(0), "served"},
+				{"uc_shadow_replies_total", map[string]string{"controller": shadowed, "outcome": "different"}, atLeast(1), "≥ 1"},
+				{"uc_shadow_diffs_total", map[string]string{"controller": shadowed, "kind": "changed"}, atLeast(1), "≥ 1"},
 			} {
 				got, ok := value(families[c.name], c.labels)
 				if !ok || !c.check(got) {

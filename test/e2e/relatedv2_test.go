@@ -51,7 +51,7 @@ func TestRelatedV2AcrossNamespaces(t *testing.T) {
 	}
 	serveHooks(t, controller, hook.Func(hooks.Customize, customize), hook.Func(hooks.Sync, sync))
 	registerEchoControllerHooks(t, controller, v1alpha1.Hooks{
-		Sync:      v1alpha1.Hook{Version: v1alpha1.HookV2},
+		Sync:      v1alpha1.SyncHook{Hook: v1alpha1.Hook{Version: v1alpha1.HookV2}},
 		Customize: &v1alpha1.Hook{Version: v1alpha1.HookV2},
 	})
 

@@ -48,7 +48,7 @@ func TestControllerSelector(t *testing.T) {
 	const controller = "selector-second"
 	_, srv := newEchoHook(t, controller, plain)
 	srv.Start()
-	registerEchoControllerHooks(t, controller, v1alpha1.Hooks{Sync: webhookAt(srv.URL)}, func(uc *v1alpha1.UniversalController) {
+	registerEchoControllerHooks(t, controller, v1alpha1.Hooks{Sync: v1alpha1.SyncHook{Hook: webhookAt(srv.URL)}}, func(uc *v1alpha1.UniversalController) {
 		uc.Labels = map[string]string{installLabel: "second"}
 	})
 	ns := namespace(t)

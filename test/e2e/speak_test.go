@@ -199,7 +199,7 @@ func TestHookConditionsClosedStatus(t *testing.T) {
 	ctx := t.Context()
 	const controller, name = "speak-closed", "notice"
 	installCRD(t, "test/e2e/testdata/speak-closed-crd.yaml", noticeGVR)
-	registerEchoControllerHooks(t, controller, v1alpha1.Hooks{Sync: v1alpha1.Hook{}}, func(uc *v1alpha1.UniversalController) {
+	registerEchoControllerHooks(t, controller, v1alpha1.Hooks{}, func(uc *v1alpha1.UniversalController) {
 		uc.Spec.ParentResource.ResourceRule = v1alpha1.ResourceRule{APIVersion: noticeGVR.GroupVersion().String(), Resource: noticeGVR.Resource}
 	})
 	startExecWorker(t, controller, "python3", filepath.Join(env.root, speakHook), t.TempDir())

@@ -41,7 +41,7 @@ const echoLabel = "hooks.e2e.universalcontroller.dev/controller"
 // its name, with sync as its sync hook, until the test ends.
 func registerEchoController(t *testing.T, name string, sync v1alpha1.Hook) {
 	t.Helper()
-	registerEchoControllerHooks(t, name, v1alpha1.Hooks{Sync: sync})
+	registerEchoControllerHooks(t, name, v1alpha1.Hooks{Sync: v1alpha1.SyncHook{Hook: sync}})
 }
 
 // registerEchoControllerHooks registers a controller of the Echoes labelled
