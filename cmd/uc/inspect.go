@@ -40,8 +40,11 @@ the applier (when, from which worker); the last reply applied (the fence:
 its request, generation, resourceVersion and when); the applier partition
 and the replica that holds it; the parent's conditions and latest Events;
 its children (owned, adoptable orphans, claimed by another object), when uc
-last wrote each and what other field managers changed since; and the
-requests of the parent that were dead-lettered.
+last wrote each and what other field managers changed since; the
+requests of the parent that were dead-lettered; and the plans nothing
+applies: a dry-run controller's last plan (spec.dryRun: what uc would
+have written), and its sync hook's shadow's last reply (spec.hooks.sync.shadow)
+with how it differs from the sync hook's.
 
 It only reads: messages are read with direct gets, never consumed or
 acknowledged. KIND is a kind, a plural or a short name (foo, foos,

@@ -3,7 +3,8 @@ package bus
 import "time"
 
 // PlanStream holds the last plan of each parent of a dry-run controller
-// (spec.dryRun): one message per subject, kept PlanMaxAge.
+// (spec.dryRun), and of each parent's sync hook's shadow: one message per
+// subject, kept PlanMaxAge.
 const PlanStream = "UC_PLANS"
 
 // PlanPrefix is the prefix of plans:
@@ -26,10 +27,12 @@ const PlanType = typePrefix + "plan"
 // Plan is what the applier would do with one reply of a dry-run
 // controller (spec.dryRun), which it plans with its own code and publishes
 // instead of writing anything: not a child, not the parent's status or
-// finalizer, not an Event. It travels as a CloudEvent of type PlanType on
-// the parent's PlanSubject, with the reply's extension attributes (Meta).
+// finalizer, not an Event; or with a reply of a sync hook's shadow, which
+// is never applied. It travels as a CloudEvent of type PlanType on the
+// parent's PlanSubject, with the reply's extension attributes (Meta).
 type Plan struct {
-	// Hook is the hook whose reply was planned: sync or finalize.
+	// Hook is the hook whose reply was planned: sync or finalize, or
+	// sync-shadow for a sync hook's shadow's (with ShadowDiff).
 	Hook string `json:"hook"`
 	// RequestID is the id of the request the reply answered.
 	RequestID string `json:"requestID,omitempty"`
