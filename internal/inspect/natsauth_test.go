@@ -104,6 +104,12 @@ func TestPermissions(t *testing.T) {
 		}
 	}
 	setFence(t, a.js, "q", 10)
+	plan := requestMsg(t, metaOf("p", "p", 20), "plan-p-20") // a dry-run controller's plan, as the applier publishes it
+	plan.Subject = metaOf("p", "p", 20).PlanSubject()
+	plan.Header.Set("ce-type", bus.PlanType)
+	if _, err := a.js.PublishMsg(ctx, plan); err != nil {
+		t.Fatalf("the applier publishes a plan: %v", err)
+	}
 	w := connectAs(t, url, natsauth.RoleUser(natsauth.Watcher), natsauth.RoleInbox(natsauth.Watcher))
 	waiting := metaOf("p", "p", 20)
 	if _, err := w.js.PublishMsg(ctx, requestMsg(t, waiting, "req-p-20")); err != nil {
@@ -138,6 +144,9 @@ func TestPermissions(t *testing.T) {
 	}
 	if last, err := b.lastPublished(ctx, testController, parentWithUID("p"), false); err != nil || last.ID != "req-p-20" {
 		t.Fatalf("the inspector's question to the watcher: %+v, %v", last, err)
+	}
+	if plans, err := b.plans(ctx, testController, "p", hooks.Sync); err != nil || len(plans) != 1 || plans[0].Type != bus.PlanType {
+		t.Fatalf("the plans of uc trace as the inspector: %+v, %v", plans, err)
 	}
 	if err := inspector.refusal(); err != nil {
 		t.Fatalf("the server refused the inspector a read: %v", err)
