@@ -67,14 +67,15 @@ func hookConsumers(controller string) []Consumer {
 }
 
 // ApplierConsumer is the appliers' consumer of partition n: the sync and
-// finalize replies of the partition's parents. One applier replica at a
-// time consumes it, the one holding the partition.
+// finalize replies of the partition's parents, and the replies of sync
+// hooks' shadows, which the applier compares with the sync hooks' and
+// never applies. One applier replica at a time consumes it, the one
+// holding the partition.
 func ApplierConsumer(n int) Consumer {
 	return Consumer{Stream: Replies.Name, Config: jetstream.ConsumerConfig{
 		Durable:        "applier_" + strconv.Itoa(n),
 		Description:    fmt.Sprintf("appliers, partition %d", n),
-		FilterSubjects: []string{bus.PartitionReplies(hooks.Sync, n), bus.PartitionReplies(hooks.Finalize, n),
-			bus.PartitionReplies(hooks.SyncShadow, n)}, // compared with the sync hook's, never applied (applier/shadow.go)
+		FilterSubjects: []string{bus.PartitionReplies(hooks.Sync, n), bus.PartitionReplies(hooks.Finalize, n), bus.PartitionReplies(hooks.SyncShadow, n)},
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		AckWait:        bus.AckWait,
 		MaxAckPending:  5000,
