@@ -45,6 +45,7 @@ import (
 	"universalcontroller.dev/uc/internal/workloop"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
 // Options tune an Applier.
@@ -549,7 +550,7 @@ func checkCount(n, limit int) error {
 func decodeFailure(r *reply) (string, error) {
 	var f bus.Failure
 	if err := utiljson.Unmarshal(r.data, &f); err != nil {
-		return "HookFailed", fmt.Errorf("%s hook failed (its failure report is unreadable: %w)", r.meta.Hook, err)
+		return v1alpha1.ReasonHookFailed, fmt.Errorf("%s hook failed (its failure report is unreadable: %w)", r.meta.Hook, err)
 	}
 	return failed(r.meta.Hook, f)
 }
@@ -561,15 +562,15 @@ func failed(hook string, f bus.Failure) (string, error) {
 	case f.Deliveries == 0:
 		return f.Reason, errors.New(f.Message)
 	case f.Retrying:
-		return "HookFailed", fmt.Errorf("%s hook failed, will retry: %s: %s", hook, f.Reason, f.Message)
+		return v1alpha1.ReasonHookFailed, fmt.Errorf("%s hook failed, will retry: %s: %s", hook, f.Reason, f.Message)
 	}
-	return "HookFailed", fmt.Errorf("%s hook failed after %d deliveries: %s: %s", hook, f.Deliveries, f.Reason, f.Message)
+	return v1alpha1.ReasonHookFailed, fmt.Errorf("%s hook failed after %d deliveries: %s: %s", hook, f.Deliveries, f.Reason, f.Message)
 }
 
 // invalidReply is the reason and problem reported on the parent for a
 // reply uc refuses: err says why.
 func invalidReply(hook string, err error) (string, error) {
-	return "InvalidHookReply", fmt.Errorf("%s hook reply rejected: %w", hook, err)
+	return v1alpha1.ReasonInvalidHookReply, fmt.Errorf("%s hook reply rejected: %w", hook, err)
 }
 
 // reject reports a reply that cannot be applied on the parent — a Warning
@@ -595,7 +596,7 @@ func (a *Applier) reject(ctx context.Context, log *slog.Logger, ctl *registry.Co
 // --field-selector reason=SyncError`) still sees them.
 func (a *Applier) warn(ctl *registry.Controller, obj *unstructured.Unstructured, reason, message string) {
 	if ctl.Metacontroller {
-		reason, message = "SyncError", "Sync error: "+reason+": "+message
+		reason, message = v1alpha1.ReasonSyncError, "Sync error: "+reason+": "+message
 	}
 	a.events.Event(obj, "Warning", reason, message)
 }
@@ -622,12 +623,12 @@ func (a *Applier) reportFailing(ctx context.Context, log *slog.Logger, ctl *regi
 	newError, newGeneration := a.failing.report(key, message, m.Generation)
 	if newError {
 		log.Warn("apply keeps failing; reported on the parent", "err", err)
-		a.warn(ctl, parent, "ApplyFailed", message)
+		a.warn(ctl, parent, v1alpha1.ReasonApplyFailed, message)
 	}
 	if !newError && !newGeneration || ctl.Decorator != nil {
 		return // uc adds no condition to a decorated object
 	}
-	if err := a.writeStatus(ctx, ctl, parent, nil, m.Generation, failedCondition(m.Generation, "ApplyFailed", message)); err != nil {
+	if err := a.writeStatus(ctx, ctl, parent, nil, m.Generation, failedCondition(m.Generation, v1alpha1.ReasonApplyFailed, message)); err != nil {
 		log.Warn("report a failing apply in the parent's status; will retry", "err", err)
 		a.failing.forget(key)
 	}
@@ -673,7 +674,7 @@ func classify(hook string, err error) (reason string, problem error) {
 	case errors.As(err, &refused):
 		return invalidReply(hook, err)
 	case permanent(err):
-		return "ApplyFailed", err
+		return v1alpha1.ReasonApplyFailed, err
 	}
 	return "", nil
 }
@@ -855,7 +856,7 @@ func (a *Applier) write(ctx context.Context, ctl *registry.Controller, act actio
 	var err error
 	switch act.verb {
 	case verbCreate:
-		_, err = res.Create(ctx, act.obj, metav1.CreateOptions{FieldManager: FieldManager(ctl.Name), DryRun: dry})
+		_, err = res.Create(ctx, act.obj, metav1.CreateOptions{FieldManager: v1alpha1.FieldManager(ctl.Name), DryRun: dry})
 		if apierrors.IsAlreadyExists(err) {
 			err = a.inTheWay(ctx, res, act)
 		}
@@ -867,7 +868,7 @@ func (a *Applier) write(ctx context.Context, ctl *registry.Controller, act actio
 			obj.SetResourceVersion(act.liveVersion)
 		}
 		var out *unstructured.Unstructured
-		out, err = res.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: FieldManager(ctl.Name), Force: true, DryRun: dry})
+		out, err = res.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: v1alpha1.FieldManager(ctl.Name), Force: true, DryRun: dry})
 		if err == nil && !dryRun {
 			out, err = a.upgradeOwnership(ctx, res, ctl, out, act.obj)
 		}
@@ -875,7 +876,7 @@ func (a *Applier) write(ctx context.Context, ctl *registry.Controller, act actio
 			result = unchanged
 		}
 	case verbRelease:
-		_, err = res.Patch(ctx, act.obj.GetName(), types.JSONPatchType, releasePatch(act.obj, ctl), metav1.PatchOptions{FieldManager: FieldManager(ctl.Name), DryRun: dry})
+		_, err = res.Patch(ctx, act.obj.GetName(), types.JSONPatchType, releasePatch(act.obj, ctl), metav1.PatchOptions{FieldManager: v1alpha1.FieldManager(ctl.Name), DryRun: dry})
 		if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) {
 			result, err = unchanged, nil // gone, or changed since: the next sync sees it as it is
 		}
@@ -922,7 +923,7 @@ func (a *Applier) inTheWay(ctx context.Context, res dynamic.ResourceInterface, a
 // alone cannot remove it. Until then a child created by uc costs one apply
 // per update, as one it applied from the start.
 func (a *Applier) upgradeOwnership(ctx context.Context, res dynamic.ResourceInterface, ctl *registry.Controller, out, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	manager := FieldManager(ctl.Name)
+	manager := v1alpha1.FieldManager(ctl.Name)
 	former := sets.New(manager)
 	if ctl.Metacontroller {
 		former.Insert(registry.MetacontrollerFieldManager)
@@ -978,9 +979,6 @@ func leftBehind(out *unstructured.Unstructured, manager string, former sets.Set[
 type refusedError struct{ error }
 
 func (e *refusedError) Unwrap() error { return e.error }
-
-// FieldManager is the server-side apply field manager of a controller.
-func FieldManager(controller string) string { return "uc/" + controller }
 
 // Cache holds the live objects of child resources: the registry's shared
 // informers, or any other set of objects.

@@ -18,6 +18,7 @@ import (
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
 // A decorator's reply is applied like a controller's, with the decorated
@@ -250,7 +251,7 @@ func (a *Applier) writeDecoration(ctx context.Context, ctl *registry.Controller,
 		return nil
 	}
 	res := a.dyn.Resource(d.GVR).Namespace(obj.GetNamespace())
-	opts := metav1.ApplyOptions{FieldManager: FieldManager(ctl.Name), Force: true}
+	opts := metav1.ApplyOptions{FieldManager: v1alpha1.FieldManager(ctl.Name), Force: true}
 	cfg := parentConfig(obj)
 	meta := cfg.Object["metadata"].(map[string]any)
 	if len(lbls) > 0 {

@@ -116,7 +116,7 @@ func TestReportFailing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var synced []map[string]any // the Synced conditions written
 			parent, dyn := fakeParent(ctl, func(status map[string]any) error {
-				synced = append(synced, findCondition(status["conditions"], ConditionSynced))
+				synced = append(synced, findCondition(status["conditions"], v1alpha1.ConditionSynced))
 				return nil
 			})
 			rec := record.NewFakeRecorder(100)

@@ -11,10 +11,6 @@ import (
 // A reply's conditions join uc's own in the parent's status (see
 // writeStatus); its events are recorded here, once the reply is applied.
 
-// HookEventSource is the source component of the Events a hook's reply
-// asks for, so that they are told from uc's own.
-const HookEventSource = "universalcontroller-hook"
-
 // HookEventCorrelation is how the Events of hooks are correlated, with
 // client-go's EventCorrelator: as uc's own — identical Events counted on
 // one Event object, ten similar ones (same reason, another message) within

@@ -13,6 +13,7 @@ import (
 	testclock "k8s.io/utils/clock/testing"
 
 	"universalcontroller.dev/uc/schemas/hooks"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
 // TestHookEventCorrelation: hook Events are limited per parent and reason.
@@ -28,7 +29,7 @@ func TestHookEventCorrelation(t *testing.T) {
 			ObjectMeta:     metav1.ObjectMeta{Name: parent + "." + reason, Namespace: "ns"},
 			InvolvedObject: corev1.ObjectReference{APIVersion: "example.com/v1", Kind: "Parent", Namespace: "ns", Name: parent, UID: types.UID("uid-" + parent)},
 			Reason:         reason, Message: "the disk is full", Type: corev1.EventTypeWarning,
-			Source: corev1.EventSource{Component: HookEventSource}, Count: 1, FirstTimestamp: now, LastTimestamp: now,
+			Source: corev1.EventSource{Component: v1alpha1.HookEventSource}, Count: 1, FirstTimestamp: now, LastTimestamp: now,
 		}
 	}
 	opts := HookEventCorrelation

@@ -129,10 +129,10 @@ func fuzzLive() fakeLive {
 		object("ConfigMap", "ns", "mine", map[string]any{"k": "1"}, fuzzParentUID),
 		deploy,
 		withLabels(object("Service", "ns", "released", nil, fuzzParentUID), map[string]string{"app": "web"}),
-		withLabels(object("ConfigMap", "ns", "orphan", nil, ""), map[string]string{registry.LabelControllerUID: fuzzParentUID}),
+		withLabels(object("ConfigMap", "ns", "orphan", nil, ""), map[string]string{v1alpha1.LabelControllerUID: fuzzParentUID}),
 		object("ConfigMap", "ns", "theirs", nil, "other-uid"),
 		withLabels(object("ConfigMap", "ns", "victim", map[string]any{"secret": "do-not-touch"}, ""), map[string]string{"app": "victim"}),
-		withLabels(object("ConfigMap", "elsewhere", "orphan", nil, ""), map[string]string{registry.LabelControllerUID: fuzzParentUID}),
+		withLabels(object("ConfigMap", "elsewhere", "orphan", nil, ""), map[string]string{v1alpha1.LabelControllerUID: fuzzParentUID}),
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/schemas/bus"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
 // confirmParent reads the parent from the apiserver, not the cache, and
@@ -58,7 +59,7 @@ func (a *Applier) setFinalizer(ctx context.Context, ctl *registry.Controller, pa
 	if change == "add" {
 		obj := parentConfig(parent)
 		obj.Object["metadata"].(map[string]any)["finalizers"] = []any{ctl.Finalizer()}
-		_, err = res.Apply(ctx, parent.GetName(), obj, metav1.ApplyOptions{FieldManager: FieldManager(ctl.Name) + "/finalizer", Force: true})
+		_, err = res.Apply(ctx, parent.GetName(), obj, metav1.ApplyOptions{FieldManager: v1alpha1.FieldManager(ctl.Name) + "/finalizer", Force: true})
 	} else {
 		path := fmt.Sprintf("/metadata/finalizers/%d", slices.Index(parent.GetFinalizers(), ctl.Finalizer()))
 		patch, _ := json.Marshal([]map[string]any{
@@ -66,7 +67,7 @@ func (a *Applier) setFinalizer(ctx context.Context, ctl *registry.Controller, pa
 			{"op": "test", "path": path, "value": ctl.Finalizer()},
 			{"op": "remove", "path": path},
 		})
-		_, err = res.Patch(ctx, parent.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: FieldManager(ctl.Name) + "/finalizer"})
+		_, err = res.Patch(ctx, parent.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.FieldManager(ctl.Name) + "/finalizer"})
 	}
 	if err != nil {
 		return fmt.Errorf("set finalizer: %w", err)

@@ -215,8 +215,8 @@ func update(child *registry.Child, cur, want *unstructured.Unstructured) (action
 	}
 	// A child uc never applied (Metacontroller made it, say) has no hash:
 	// it is the same when it holds every desired field.
-	hash, applied := cur.GetAnnotations()[AnnotationAppliedHash]
-	same := (!applied || hash == want.GetAnnotations()[AnnotationAppliedHash]) &&
+	hash, applied := cur.GetAnnotations()[v1alpha1.AnnotationAppliedHash]
+	same := (!applied || hash == want.GetAnnotations()[v1alpha1.AnnotationAppliedHash]) &&
 		contains(cur.Object, comparable(want).Object)
 	switch {
 	case same, child.Method == v1alpha1.ChildUpdateOnDelete:
@@ -230,11 +230,6 @@ func update(child *registry.Child, cur, want *unstructured.Unstructured) (action
 	// InPlace and RollingInPlace.
 	return action{verb: verbApply, child: child, obj: want, event: eventUpdated, liveVersion: cur.GetResourceVersion()}, true
 }
-
-// AnnotationAppliedHash on a child is the hash of the desired object last
-// applied, so a field dropped from the desired object is noticed (and
-// server-side apply removes it).
-const AnnotationAppliedHash = "universalcontroller.dev/applied-hash"
 
 // desiredObject makes d, a desired child, the object to apply: in the
 // parent's namespace, controlled by the parent, without server-owned
@@ -265,7 +260,7 @@ func desiredObject(ctl *registry.Controller, parent *unstructured.Unstructured, 
 		if lbls == nil {
 			lbls = map[string]string{}
 		}
-		lbls[registry.LabelControllerUID] = string(parent.GetUID())
+		lbls[v1alpha1.LabelControllerUID] = string(parent.GetUID())
 		obj.SetLabels(lbls)
 	}
 	refs := []metav1.OwnerReference{owner}
@@ -280,7 +275,7 @@ func desiredObject(ctl *registry.Controller, parent *unstructured.Unstructured, 
 
 // setAppliedHash stamps obj with the hash of its content.
 func setAppliedHash(obj *unstructured.Unstructured) error {
-	unstructured.RemoveNestedField(obj.Object, "metadata", "annotations", AnnotationAppliedHash)
+	unstructured.RemoveNestedField(obj.Object, "metadata", "annotations", v1alpha1.AnnotationAppliedHash)
 	b, err := json.Marshal(obj.Object) // maps marshal with sorted keys
 	if err != nil {
 		return err
@@ -290,7 +285,7 @@ func setAppliedHash(obj *unstructured.Unstructured) error {
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	annotations[AnnotationAppliedHash] = hex.EncodeToString(sum[:12])
+	annotations[v1alpha1.AnnotationAppliedHash] = hex.EncodeToString(sum[:12])
 	obj.SetAnnotations(annotations)
 	return nil
 }
@@ -320,7 +315,7 @@ func comparable(o *unstructured.Unstructured) *unstructured.Unstructured {
 	delete(meta, "ownerReferences")
 	if annotations, ok := meta["annotations"].(map[string]any); ok {
 		annotations = maps.Clone(annotations)
-		delete(annotations, AnnotationAppliedHash)
+		delete(annotations, v1alpha1.AnnotationAppliedHash)
 		meta["annotations"] = annotations
 	}
 	c["metadata"] = meta

@@ -105,7 +105,7 @@ func object(kind, ns, name string, data map[string]any, owner types.UID) *unstru
 	o.SetName(name)
 	o.SetUID(types.UID("uid-" + name))
 	if owner != "" {
-		o.SetLabels(map[string]string{registry.LabelControllerUID: string(owner)})
+		o.SetLabels(map[string]string{v1alpha1.LabelControllerUID: string(owner)})
 		yes := true
 		o.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "Parent", Name: "p", UID: owner, Controller: &yes}})
 	}
@@ -218,7 +218,7 @@ func TestPlan(t *testing.T) {
 		{name: "an orphan the selector claims but the hook does not want is deleted", method: v1alpha1.ChildUpdateInPlace,
 			live: fakeLive{func() *unstructured.Unstructured {
 				o := object("ConfigMap", "ns", "stray", nil, "")
-				o.SetLabels(map[string]string{registry.LabelControllerUID: "parent-uid"})
+				o.SetLabels(map[string]string{v1alpha1.LabelControllerUID: "parent-uid"})
 				return o
 			}()},
 			want: []string{"delete configmaps ns/stray"}},
@@ -279,7 +279,7 @@ func TestPlan(t *testing.T) {
 // claimable labels o as the generated selector of the parent "parent-uid"
 // selects it.
 func claimable(o *unstructured.Unstructured) *unstructured.Unstructured {
-	o.SetLabels(map[string]string{registry.LabelControllerUID: "parent-uid"})
+	o.SetLabels(map[string]string{v1alpha1.LabelControllerUID: "parent-uid"})
 	return o
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
 // outcome is what one reply would make of a parent, as the comparison of a
@@ -52,7 +53,7 @@ func diffOutcomes(request string, sync, shadow outcome) *bus.ShadowDiff {
 			switch {
 			case shadowWants == nil:
 				d.Removed = append(d.Removed, key)
-			case want.GetAnnotations()[AnnotationAppliedHash] != shadowWants.GetAnnotations()[AnnotationAppliedHash]:
+			case want.GetAnnotations()[v1alpha1.AnnotationAppliedHash] != shadowWants.GetAnnotations()[v1alpha1.AnnotationAppliedHash]:
 				d.Changed = append(d.Changed, bus.ChildDiff{Child: key,
 					Diff: unifiedDiff(withoutHash(want), withoutHash(shadowWants), hooks.Sync, hooks.SyncShadow)})
 			}

@@ -9,6 +9,7 @@ import (
 
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
 // wanting is an outcome wanting ConfigMaps, each named with its data's
@@ -69,7 +70,7 @@ func TestDiffOutcomes(t *testing.T) {
 	}
 	d := diffOutcomes("r", wanting(nil, "a=1"), wanting(nil, "a=2"))
 	if diff := d.Changed[0].Diff; !strings.Contains(diff, "--- sync\n+++ sync-shadow\n") || !strings.Contains(diff, "-  v: \"1\"\n+  v: \"2\"\n") ||
-		strings.Contains(diff, AnnotationAppliedHash) {
+		strings.Contains(diff, v1alpha1.AnnotationAppliedHash) {
 		t.Errorf("the changed child's diff:\n%s", diff)
 	}
 	if other := diffOutcomes("r", wanting(nil, "a=1"), wanting(nil, "a=3")); other.Hash == d.Hash {

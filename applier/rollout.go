@@ -23,17 +23,6 @@ import (
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
-// ConditionUpdated is the condition uc keeps on the parents of controllers
-// that roll their children out, with one of the Rollout* reasons.
-const ConditionUpdated = hooks.ConditionUpdated
-
-// Reasons of the Updated condition.
-const (
-	ReasonOnLatestRevision   = "OnLatestRevision"
-	ReasonRolloutProgressing = "RolloutProgressing"
-	ReasonRolloutWaiting     = "RolloutWaiting"
-)
-
 // rollout is one step of a parent's rolling update: which revision each
 // child is on, the one child that moves to the latest revision in this step
 // (if the children already there pass their status checks), and the desired
@@ -220,14 +209,14 @@ func revisionLabels(ctl *registry.Controller, parent *unstructured.Unstructured,
 // its status checks, and sets the Updated condition's reason and message.
 func (ro *rollout) step(ctl *registry.Controller, parent *unstructured.Unstructured, moves []candidate, wants map[childID]*unstructured.Unstructured, live liveObjects) {
 	if len(moves) == 0 {
-		ro.reason, ro.message = ReasonOnLatestRevision, "every child is on the latest revision"
+		ro.reason, ro.message = v1alpha1.ReasonOnLatestRevision, "every child is on the latest revision"
 		return
 	}
 	ns := parent.GetNamespace()
 	for _, ch := range ro.onRevision(ctl, ro.latest) {
 		cur, ok := live.get(ch.child, ns, ch.name)
 		if !ok || !updated(ctl, parent, ch.child, cur, wants[childID{ch.child.GVR.String(), ns, ch.name}]) || !passes(ch.child, cur) {
-			ro.reason = ReasonRolloutWaiting
+			ro.reason = v1alpha1.ReasonRolloutWaiting
 			ro.message = fmt.Sprintf("%d children to update; waiting for %s %s on the latest revision to be updated and pass its status checks", len(moves), ch.child.GVK.Kind, ch.name)
 			return
 		}
@@ -242,7 +231,7 @@ func (ro *rollout) step(ctl *registry.Controller, parent *unstructured.Unstructu
 	} else {
 		ro.take(ro.latest, c.child, c.name)
 	}
-	ro.reason = ReasonRolloutProgressing
+	ro.reason = v1alpha1.ReasonRolloutProgressing
 	ro.message = fmt.Sprintf("updating %s %s; %d more to update", c.child.GVK.Kind, c.name, len(moves)-1)
 	c.from, c.old = nil, nil
 }
@@ -355,10 +344,10 @@ func (ro *rollout) keepOnly(actions []action) []action {
 
 func (ro *rollout) condition(generation int64) metav1.Condition {
 	status := metav1.ConditionFalse
-	if ro.reason == ReasonOnLatestRevision {
+	if ro.reason == v1alpha1.ReasonOnLatestRevision {
 		status = metav1.ConditionTrue
 	}
-	return condition(ConditionUpdated, generation, status, ro.reason, ro.message)
+	return condition(v1alpha1.ConditionUpdated, generation, status, ro.reason, ro.message)
 }
 
 // rollout works out the next step of the parent's rollout from the replies

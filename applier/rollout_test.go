@@ -82,7 +82,7 @@ func TestPlanRollout(t *testing.T) {
 		replies:   map[string]*hooks.SyncResponse{"h2": wants("c=2", "b=2", "a=2")},
 		children:  []string{"a=2", "b=2", "c=2"},
 		revisions: []string{"h2:a,b,c"},
-		reason:    ReasonOnLatestRevision,
+		reason:    v1alpha1.ReasonOnLatestRevision,
 	}, {
 		name:      "a new revision moves the first child in the reply's order",
 		revs:      []*revision.Revision{rev("h1", 1, "a", "b", "c")},
@@ -90,7 +90,7 @@ func TestPlanRollout(t *testing.T) {
 		live:      fakeLive{ready("a", "1", true), ready("b", "1", true), ready("c", "1", true)},
 		children:  []string{"a=1", "b=1", "c=2"},
 		revisions: []string{"h1:a,b", "h2:c"},
-		reason:    ReasonRolloutProgressing,
+		reason:    v1alpha1.ReasonRolloutProgressing,
 	}, {
 		name:      "the next child waits for the moved one to be ready",
 		revs:      []*revision.Revision{rev("h1", 1, "a", "b"), rev("h2", 2, "c")},
@@ -98,7 +98,7 @@ func TestPlanRollout(t *testing.T) {
 		live:      fakeLive{ready("a", "1", true), ready("b", "1", true), ready("c", "2", false)},
 		children:  []string{"a=1", "b=1", "c=2"},
 		revisions: []string{"h1:a,b", "h2:c"},
-		reason:    ReasonRolloutWaiting,
+		reason:    v1alpha1.ReasonRolloutWaiting,
 	}, {
 		name:      "a deleted child not moved yet comes back at its old revision",
 		revs:      []*revision.Revision{rev("h1", 1, "a", "b"), rev("h2", 2, "c")},
@@ -106,7 +106,7 @@ func TestPlanRollout(t *testing.T) {
 		live:      fakeLive{ready("b", "1", true), ready("c", "2", false)},
 		children:  []string{"a=1", "b=1", "c=2"},
 		revisions: []string{"h1:a,b", "h2:c"},
-		reason:    ReasonRolloutWaiting,
+		reason:    v1alpha1.ReasonRolloutWaiting,
 	}, {
 		name:      "the last move deletes the unused revision",
 		revs:      []*revision.Revision{rev("h1", 1, "a"), rev("h2", 2, "b", "c")},
@@ -114,7 +114,7 @@ func TestPlanRollout(t *testing.T) {
 		live:      fakeLive{ready("a", "1", true), ready("b", "2", true), ready("c", "2", true)},
 		children:  []string{"a=2", "b=2", "c=2"},
 		revisions: []string{"h1:-", "h2:a,b,c"},
-		reason:    ReasonRolloutProgressing,
+		reason:    v1alpha1.ReasonRolloutProgressing,
 	}, {
 		name:      "a child only its old revision wants is deleted by its move",
 		revs:      []*revision.Revision{rev("h1", 1, "b"), rev("h2", 2, "a")},
@@ -122,7 +122,7 @@ func TestPlanRollout(t *testing.T) {
 		live:      fakeLive{ready("a", "2", true), ready("b", "1", true)},
 		children:  []string{"a=2"},
 		revisions: []string{"h1:-", "h2:a"},
-		reason:    ReasonRolloutProgressing,
+		reason:    v1alpha1.ReasonRolloutProgressing,
 	}, {
 		name:      "children of a revision without a reply are kept as they are",
 		revs:      []*revision.Revision{rev("h1", 1, "a"), rev("h2", 2, "b")},
@@ -131,7 +131,7 @@ func TestPlanRollout(t *testing.T) {
 		children:  []string{"b=2"},
 		revisions: []string{"h1:a", "h2:b"},
 		keep:      []string{"a"},
-		reason:    ReasonRolloutWaiting,
+		reason:    v1alpha1.ReasonRolloutWaiting,
 	}, {
 		name:      "a child on the latest revision not updated yet holds the rollout",
 		revs:      []*revision.Revision{rev("h1", 1, "a"), rev("h2", 2, "b")},
@@ -139,7 +139,7 @@ func TestPlanRollout(t *testing.T) {
 		live:      fakeLive{ready("a", "1", true), ready("b", "1", true)},
 		children:  []string{"a=1", "b=2"},
 		revisions: []string{"h1:a", "h2:b"},
-		reason:    ReasonRolloutWaiting,
+		reason:    v1alpha1.ReasonRolloutWaiting,
 	}, {
 		name:      "the child that moves from a revision without a reply is updated at once",
 		revs:      []*revision.Revision{rev("h1", 1, "a", "b"), rev("h2", 2, "c")},
@@ -148,7 +148,7 @@ func TestPlanRollout(t *testing.T) {
 		children:  []string{"b=2", "c=2"},
 		revisions: []string{"h1:a", "h2:b,c"},
 		keep:      []string{"a"},
-		reason:    ReasonRolloutProgressing,
+		reason:    v1alpha1.ReasonRolloutProgressing,
 	}, {
 		name:      "going back to an older revision makes it the newest",
 		latest:    "h1",
@@ -157,7 +157,7 @@ func TestPlanRollout(t *testing.T) {
 		live:      fakeLive{ready("a", "2", true), ready("b", "2", true)},
 		children:  []string{"a=1", "b=2"},
 		revisions: []string{"h2:b", "h1:a"},
-		reason:    ReasonRolloutProgressing,
+		reason:    v1alpha1.ReasonRolloutProgressing,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

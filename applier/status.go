@@ -16,18 +16,15 @@ import (
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/hooks"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
-// ConditionSynced is the condition uc keeps on every parent: True when the
-// latest hook reply was applied, False with a reason naming the problem.
-const ConditionSynced = hooks.ConditionSynced
-
 func syncedCondition(generation int64) metav1.Condition {
-	return condition(ConditionSynced, generation, metav1.ConditionTrue, "Applied", "the latest hook reply was applied")
+	return condition(v1alpha1.ConditionSynced, generation, metav1.ConditionTrue, v1alpha1.ReasonApplied, "the latest hook reply was applied")
 }
 
 func failedCondition(generation int64, reason, message string) metav1.Condition {
-	return condition(ConditionSynced, generation, metav1.ConditionFalse, reason, message)
+	return condition(v1alpha1.ConditionSynced, generation, metav1.ConditionFalse, reason, message)
 }
 
 // condition is one of uc's conditions; setCondition gives it its
@@ -107,7 +104,7 @@ func (a *Applier) applyStatus(ctx context.Context, ctl *registry.Controller, par
 	obj := parentConfig(parent)
 	obj.Object["status"] = status
 	_, err := a.dyn.Resource(ctl.Parent.GVR).Namespace(parent.GetNamespace()).
-		ApplyStatus(ctx, parent.GetName(), obj, metav1.ApplyOptions{FieldManager: FieldManager(ctl.Name), Force: true})
+		ApplyStatus(ctx, parent.GetName(), obj, metav1.ApplyOptions{FieldManager: v1alpha1.FieldManager(ctl.Name), Force: true})
 	tracing.End(span, err)
 	if err != nil {
 		return fmt.Errorf("write status: %w", err)
@@ -120,7 +117,7 @@ func (a *Applier) applyStatus(ctx context.Context, ctl *registry.Controller, par
 // failure while its status has no room for the condition: the Warning that
 // reported the failure is not the last word.
 func (a *Applier) reportSynced(ctl *registry.Controller, parent *unstructured.Unstructured, written map[string]any, conds []metav1.Condition) {
-	synced := meta.FindStatusCondition(conds, ConditionSynced)
+	synced := meta.FindStatusCondition(conds, v1alpha1.ConditionSynced)
 	if synced == nil {
 		return
 	}
@@ -128,8 +125,8 @@ func (a *Applier) reportSynced(ctl *registry.Controller, parent *unstructured.Un
 		a.reg.ParentFailed(ctl.Name, parent, synced.Reason, synced.Message)
 		return
 	}
-	if a.reg.ParentApplied(ctl.Name, parent) && findCondition(written["conditions"], ConditionSynced)["status"] == nil {
-		a.events.Event(parent, "Normal", ConditionSynced, synced.Message)
+	if a.reg.ParentApplied(ctl.Name, parent) && findCondition(written["conditions"], v1alpha1.ConditionSynced)["status"] == nil {
+		a.events.Event(parent, "Normal", v1alpha1.ConditionSynced, synced.Message)
 	}
 }
 
@@ -277,7 +274,7 @@ func asCondition(m map[string]any) (metav1.Condition, bool) {
 func hookConditionsLeftOut(status map[string]any, conds []metav1.Condition) []string {
 	var out []string
 	for _, c := range conds {
-		if c.Type != ConditionSynced && c.Type != ConditionUpdated && findCondition(status["conditions"], c.Type) == nil {
+		if c.Type != v1alpha1.ConditionSynced && c.Type != v1alpha1.ConditionUpdated && findCondition(status["conditions"], c.Type) == nil {
 			out = append(out, c.Type)
 		}
 	}

@@ -33,7 +33,7 @@ func TestCreateNeverUpserts(t *testing.T) {
 	parent.SetNamespace("ns")
 	parent.SetName("p")
 	parent.SetUID("parent-uid")
-	sel := labels.SelectorFromSet(labels.Set{registry.LabelControllerUID: "parent-uid"})
+	sel := labels.SelectorFromSet(labels.Set{v1alpha1.LabelControllerUID: "parent-uid"})
 	unlabelled := object("ConfigMap", "ns", "taken", map[string]any{"secret": "x"}, "")
 	for _, tc := range []struct {
 		name     string

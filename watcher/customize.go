@@ -191,9 +191,9 @@ func (w *Watcher) onCustomizeReply(ctx context.Context, msg jetstream.Msg) error
 			f.Message = err.Error()
 		}
 		if f.Retrying {
-			return failure(bus.Failure{Reason: "HookFailed", Message: fmt.Sprintf("customize hook failed, will retry: %s: %s", f.Reason, f.Message)})
+			return failure(bus.Failure{Reason: v1alpha1.ReasonHookFailed, Message: fmt.Sprintf("customize hook failed, will retry: %s: %s", f.Reason, f.Message)})
 		}
-		return failure(bus.Failure{Reason: "HookFailed", Message: fmt.Sprintf("customize hook failed after %d deliveries: %s: %s", f.Deliveries, f.Reason, f.Message)})
+		return failure(bus.Failure{Reason: v1alpha1.ReasonHookFailed, Message: fmt.Sprintf("customize hook failed after %d deliveries: %s: %s", f.Deliveries, f.Reason, f.Message)})
 	}
 	rules, err := w.decodeCustomize(ctx, ctl, e.Data())
 	if err != nil {
@@ -222,7 +222,7 @@ func (w *Watcher) decodeCustomize(ctx context.Context, ctl *registry.Controller,
 // CustomizeRejected is the failure reported on a parent whose customize
 // reply the watcher cannot use: err says why.
 func CustomizeRejected(err error) bus.Failure {
-	return bus.Failure{Reason: "InvalidHookReply", Message: "customize hook reply rejected: " + err.Error()}
+	return bus.Failure{Reason: v1alpha1.ReasonInvalidHookReply, Message: "customize hook reply rejected: " + err.Error()}
 }
 
 // Rules are the rules of a customize reply, which select the related

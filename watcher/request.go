@@ -222,7 +222,7 @@ func HookFor(ctl *registry.Controller, parent *unstructured.Unstructured) (hook 
 // InvalidSelector is the failure reported on a parent whose children
 // cannot be selected (see registry.Controller.Selector): no hook is asked.
 func InvalidSelector(err error) bus.Failure {
-	return bus.Failure{Reason: "InvalidSelector", Message: err.Error()}
+	return bus.Failure{Reason: v1alpha1.ReasonInvalidSelector, Message: err.Error()}
 }
 
 // Children finds the objects of a child resource: the registry's shared

@@ -34,6 +34,7 @@ import (
 	"universalcontroller.dev/uc/internal/preflight"
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/internal/topology"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
 	"universalcontroller.dev/uc/watcher"
 )
 
@@ -73,7 +74,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	// One registry for every role in this process: a resource type is
 	// watched once, however many roles and controllers use it.
-	ucEvents, stopEvents := recordEvents(ctx, kube, "universalcontroller")
+	ucEvents, stopEvents := recordEvents(ctx, kube, v1alpha1.EventSource)
 	defer stopEvents()
 	recorder := observedRecorder{ucEvents, m}
 	var regOpts []registry.Option
@@ -141,7 +142,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		// The Events hooks ask for have a broadcaster of their own: their
 		// rate limit is per parent and reason, and they do not eat into
 		// the budget of uc's own Events on the parent.
-		hookEvents, stopHookEvents := recordEvents(ctx, kube, applier.HookEventSource, record.WithCorrelatorOptions(applier.HookEventCorrelation))
+		hookEvents, stopHookEvents := recordEvents(ctx, kube, v1alpha1.HookEventSource, record.WithCorrelatorOptions(applier.HookEventCorrelation))
 		defer stopHookEvents()
 		a := applier.New(reg, dyn, js, recorder, applier.Options{Workers: cfg.applierWorkers, Replicas: cfg.replicas, Partitions: cfg.partitions, ReplicaID: id,
 			MaxChildren: cfg.maxChildren, Preflight: checks, HookEvents: hookEvents, Observer: m.applies, Shadows: m.shadows,

@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"universalcontroller.dev/uc/applier"
 	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
 // Child is an object of a declared child kind that is the parent's, or
@@ -79,7 +79,7 @@ func (c *Cluster) children(ctx context.Context, ctl *registry.Controller, parent
 			return nil, err
 		}
 		for i := range objs {
-			if child, ok := childOf(&objs[i], parent, sel, applier.FieldManager(ctl.Name)); ok {
+			if child, ok := childOf(&objs[i], parent, sel, v1alpha1.FieldManager(ctl.Name)); ok {
 				out = append(out, child)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
 // Verdict says in a line where a parent is along the pipeline, and what to
@@ -60,7 +61,7 @@ func verdict(t *Trace) Verdict {
 			"is uc's dispatcher running (uc run, or uc dispatcher), and is the controller registered (kubectl get uc " + t.Controller + ")?"}
 	case hook.Request != nil && hook.Delivered:
 		v := Verdict{InTheHook, fmt.Sprintf("a worker holds its %s request (generation %d, published %s): it serves it, or waits to try it again", hook.Name, hook.Request.Generation, ago(hook.Request.Time)), ""}
-		if c := t.condition("Synced"); c != nil && c.Status == "False" && c.Reason == "HookFailed" {
+		if c := t.condition(v1alpha1.ConditionSynced); c != nil && c.Status == "False" && c.Reason == v1alpha1.ReasonHookFailed {
 			v.Summary += "; the last try failed: " + c.Message
 			v.Hint = "see the hook's log; the request is tried again, then dead-lettered"
 		}
@@ -79,7 +80,7 @@ func verdict(t *Trace) Verdict {
 	if t.DryRun {
 		return planned(t)
 	}
-	synced := t.condition("Synced")
+	synced := t.condition(v1alpha1.ConditionSynced)
 	applied := t.Fence != nil && t.Fence.Generation >= t.Parent.Generation
 	switch {
 	case synced != nil && synced.Status == "False":

@@ -639,10 +639,6 @@ func (c *Controller) parentResources() []schema.GroupVersionResource {
 	return out
 }
 
-// LabelControllerUID labels the children of parents of controllers with
-// generateSelector: true; their selector is controller-uid=<parent UID>.
-const LabelControllerUID = "controller-uid"
-
 // ErrNoSelector is returned for a parent with neither a spec.selector nor a
 // controller that generates one.
 var ErrNoSelector = errors.New("the parent has no spec.selector (set one, or generateSelector: true on the UniversalController)")
@@ -652,7 +648,7 @@ var ErrNoSelector = errors.New("the parent has no spec.selector (set one, or gen
 // spec.selector, which must not be empty.
 func (c *Controller) Selector(parent *unstructured.Unstructured) (labels.Selector, error) {
 	if c.Spec.GenerateSelector != nil && *c.Spec.GenerateSelector {
-		return labels.SelectorFromSet(labels.Set{LabelControllerUID: string(parent.GetUID())}), nil
+		return labels.SelectorFromSet(labels.Set{v1alpha1.LabelControllerUID: string(parent.GetUID())}), nil
 	}
 	raw, found, err := unstructured.NestedFieldNoCopy(parent.Object, "spec", "selector")
 	if err != nil || !found || raw == nil {
@@ -687,9 +683,9 @@ func (c *Controller) Finalizer() string {
 	case c.Metacontroller:
 		return "metacontroller.io/compositecontroller-" + c.Object.GetName()
 	case c.Decorator != nil:
-		return "decorator.universalcontroller.dev/" + c.Decorator.Name
+		return v1alpha1.DecoratorFinalizer(c.Decorator.Name)
 	}
-	return "universalcontroller.dev/" + c.Name
+	return v1alpha1.ControllerFinalizer(c.Name)
 }
 
 // Object returns an object from the shared cache of its resource; namespace

@@ -73,7 +73,7 @@ func TestRender(t *testing.T) {
 		for _, c := range r.Children {
 			refs := c.GetOwnerReferences()
 			if c.GetNamespace() != "shop" || len(refs) != 1 || refs[0].UID != "11111111-2222-3333-4444-555555555555" ||
-				c.GetLabels()["controller-uid"] != "11111111-2222-3333-4444-555555555555" || c.GetAnnotations()[applier.AnnotationAppliedHash] == "" {
+				c.GetLabels()["controller-uid"] != "11111111-2222-3333-4444-555555555555" || c.GetAnnotations()[v1alpha1.AnnotationAppliedHash] == "" {
 				t.Errorf("child %s is not as uc writes it: %v", c.GetName(), c.Object["metadata"])
 			}
 		}

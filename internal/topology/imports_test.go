@@ -22,9 +22,7 @@ var roles = []string{module + "watcher", module + "dispatcher", module + "applie
 var mayImportRoles = map[string]string{
 	module + "cmd/uc":          "the binary runs the roles",
 	module + "internal/render": "uc render runs the watcher's, the dispatcher's and the applier's code offline",
-	module + "internal/inspect": "uc trace finds a parent's children by the applier's field manager " +
-		"(issue #16 §3 moves it to schemas/v1alpha1)",
-	module + "test/e2e": "the end-to-end tests run the roles",
+	module + "test/e2e":        "the end-to-end tests run the roles",
 }
 
 // TestImportsOfRoles checks the rule above on the module's import graph, as

@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
-	"universalcontroller.dev/uc/applier"
 	"universalcontroller.dev/uc/examples/catset"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 	hook "universalcontroller.dev/uc/sdk/go"
@@ -200,7 +199,7 @@ func catsetUpdated(ctx context.Context, ns, reason string) error {
 	if err != nil {
 		return err
 	}
-	if c := condition(p, applier.ConditionUpdated); c == nil || c["reason"] != reason {
+	if c := condition(p, v1alpha1.ConditionUpdated); c == nil || c["reason"] != reason {
 		return fmt.Errorf("Updated condition %v, want reason %s", c, reason)
 	}
 	return nil

@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"universalcontroller.dev/uc/applier"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 	hook "universalcontroller.dev/uc/sdk/go"
@@ -69,9 +68,9 @@ func TestMetricsDocumented(t *testing.T) {
 		})
 	}
 	if !t.Run("a rollout waits for a status check", func(t *testing.T) {
-		waitUpdated(t, applier.ReasonOnLatestRevision)
+		waitUpdated(t, v1alpha1.ReasonOnLatestRevision)
 		patchComposite(t, ns, "p", map[string]any{"spec": map[string]any{"children": children("v2")}})
-		waitUpdated(t, applier.ReasonRolloutWaiting)
+		waitUpdated(t, v1alpha1.ReasonRolloutWaiting)
 	}) {
 		return
 	}

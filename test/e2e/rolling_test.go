@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
-	"universalcontroller.dev/uc/applier"
 	"universalcontroller.dev/uc/internal/revision"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
@@ -84,7 +83,7 @@ func rolledOut(ctx context.Context, ns, image string, names ...string) (map[stri
 			return nil, fmt.Errorf("pod %s runs %s", name, v)
 		}
 	}
-	if r, err := updatedReason(ctx, ns, "p"); err != nil || r != applier.ReasonOnLatestRevision {
+	if r, err := updatedReason(ctx, ns, "p"); err != nil || r != v1alpha1.ReasonOnLatestRevision {
 		return nil, fmt.Errorf("Updated reason %q (err %v)", r, err)
 	}
 	return now, nil
@@ -95,7 +94,7 @@ func updatedReason(ctx context.Context, ns, name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	c := condition(p, applier.ConditionUpdated)
+	c := condition(p, v1alpha1.ConditionUpdated)
 	if c == nil {
 		return "", fmt.Errorf("no Updated condition")
 	}
@@ -127,7 +126,7 @@ func TestRollingRecreate(t *testing.T) {
 		return err
 	})
 	eventually(t, 30*time.Second, func() error {
-		if r, err := updatedReason(ctx, ns, "p"); err != nil || r != applier.ReasonOnLatestRevision {
+		if r, err := updatedReason(ctx, ns, "p"); err != nil || r != v1alpha1.ReasonOnLatestRevision {
 			return fmt.Errorf("Updated reason %q (err %v)", r, err)
 		}
 		return nil
@@ -141,7 +140,7 @@ func TestRollingRecreate(t *testing.T) {
 		if moved, err = podImages(ctx, ns, "a", "b", "c"); err != nil {
 			return err
 		}
-		if r, err := updatedReason(ctx, ns, "p"); err != nil || r != applier.ReasonRolloutWaiting {
+		if r, err := updatedReason(ctx, ns, "p"); err != nil || r != v1alpha1.ReasonRolloutWaiting {
 			return fmt.Errorf("Updated reason %q (err %v)", r, err)
 		}
 		if moved["a"][:2] != "v2" {
@@ -266,7 +265,7 @@ func TestRollingInPlace(t *testing.T) {
 	if !t.Run("created on the latest revision", func(t *testing.T) {
 		createComposite(t, ns, "p", ctl, map[string]any{"selector": selectApp("inplace"), "children": children("v1")})
 		eventually(t, time.Minute, func() error {
-			if r, err := updatedReason(ctx, ns, "p"); err != nil || r != applier.ReasonOnLatestRevision {
+			if r, err := updatedReason(ctx, ns, "p"); err != nil || r != v1alpha1.ReasonOnLatestRevision {
 				return fmt.Errorf("Updated reason %q (err %v)", r, err)
 			}
 			return nil
@@ -296,7 +295,7 @@ func TestRollingInPlace(t *testing.T) {
 					t.Errorf("deployment %s was recreated, want an update in place", name)
 				}
 			}
-			if r, err := updatedReason(ctx, ns, "p"); err != nil || r != applier.ReasonOnLatestRevision {
+			if r, err := updatedReason(ctx, ns, "p"); err != nil || r != v1alpha1.ReasonOnLatestRevision {
 				return fmt.Errorf("Updated reason %q (err %v)", r, err)
 			}
 			return nil

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"universalcontroller.dev/uc/applier"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
@@ -26,7 +25,7 @@ const speakHook = "test/e2e/testdata/speak-hook.py"
 // in ns, of that reason.
 func hookEvents(ctx context.Context, ns, name, reason string) ([]corev1.Event, error) {
 	list, err := env.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.SelectorFromSet(fields.Set{
-		"involvedObject.name": name, "reason": reason, "source": applier.HookEventSource}).String()})
+		"involvedObject.name": name, "reason": reason, "source": v1alpha1.HookEventSource}).String()})
 	if err != nil {
 		return nil, err
 	}

@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/schemas/hooks"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
 	hook "universalcontroller.dev/uc/sdk/go"
 )
 
@@ -169,7 +169,7 @@ func TestHookCannotTakeOverObjects(t *testing.T) {
 		// An orphan the parent's selector matches is adopted.
 		adopter := createGrabber(t, ns, "adopter")
 		eventually(t, time.Minute, func() error { return grabbed(ctx, ns, "adopter", 0) })
-		createConfigMap(t, ns, "stray", map[string]string{registry.LabelControllerUID: string(adopter.GetUID())}, nil)
+		createConfigMap(t, ns, "stray", map[string]string{v1alpha1.LabelControllerUID: string(adopter.GetUID())}, nil)
 		patchGrabber(t, ns, "adopter", `{"targets":["stray"]}`)
 		eventually(t, time.Minute, func() error {
 			cm, err := env.kube.CoreV1().ConfigMaps(ns).Get(ctx, "stray", metav1.GetOptions{})
