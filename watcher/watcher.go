@@ -90,13 +90,6 @@ type Watcher struct {
 	consuming atomic.Bool // the customize replies are consumed
 }
 
-// hold is a parent's syncs held back during an apply.
-type hold struct {
-	until  time.Time // the longest it holds
-	synced bool      // a sync was held back
-	resync bool      // a resync was held back
-}
-
 type handler struct {
 	informer cache.SharedIndexInformer
 	reg      cache.ResourceEventHandlerRegistration
@@ -286,57 +279,6 @@ func (w *Watcher) currentRequest(key parentKey, id string) (*bus.CurrentRequest,
 	typ, subject := bus.RequestType(b.meta.Hook), b.meta.RequestSubject()
 	return &bus.CurrentRequest{Hook: b.meta.Hook, Generation: b.meta.Generation, ResourceVersion: b.meta.ResourceVersion,
 		Published: id != "" && sameObservedState(id, observedHash(subject, typ, observed(ctl, b.req))), Data: data}, nil
-}
-
-// maxApplyHold bounds how long a parent's syncs wait for an apply that
-// never says it ended (its applier died).
-const maxApplyHold = 10 * time.Second
-
-// onApplying holds a parent's syncs back while an applier applies to it,
-// and syncs it once the apply ended if a sync was held back.
-func (w *Watcher) onApplying(msg *nats.Msg) {
-	var n bus.Applying
-	if err := json.Unmarshal(msg.Data, &n); err != nil {
-		w.log.Error("bad apply notice", "subject", msg.Subject, "err", err)
-		return
-	}
-	controller, ok := bus.ControllerOf(msg.Subject)
-	if !ok {
-		return
-	}
-	key := parentKey{controller, n.Resource, n.Namespace, n.Name, false}
-	w.applyingMu.Lock()
-	defer w.applyingMu.Unlock()
-	if !n.Done {
-		w.applying[key] = &hold{until: time.Now().Add(maxApplyHold)}
-		return
-	}
-	if h := w.applying[key]; h != nil {
-		delete(w.applying, key)
-		if h.synced {
-			key.Resync = h.resync
-			w.queue.AddAfter(key, childDelay)
-		}
-	}
-}
-
-// heldBack tells a parent being applied; its sync comes when the apply ends.
-func (w *Watcher) heldBack(key parentKey) bool {
-	resync := key.Resync
-	key.Resync = false
-	w.applyingMu.Lock()
-	defer w.applyingMu.Unlock()
-	h := w.applying[key]
-	if h == nil {
-		return false
-	}
-	if time.Now().After(h.until) {
-		delete(w.applying, key) // the end was never heard
-		return false
-	}
-	h.synced, h.resync = true, h.resync || resync
-	w.queue.AddAfter(key, time.Until(h.until))
-	return true
 }
 
 // worker is the watcher's worker loop: it syncs one parent at a time.

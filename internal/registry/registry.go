@@ -300,6 +300,12 @@ func (r *Registry) Lister(gvr schema.GroupVersionResource) cache.GenericLister {
 	return r.informers.get(gvr).Lister()
 }
 
+// LastSyncResourceVersion is the resourceVersion the informer of gvr last
+// heard: its list's, or its latest watch event's.
+func (r *Registry) LastSyncResourceVersion(gvr schema.GroupVersionResource) string {
+	return r.Informer(gvr).LastSyncResourceVersion()
+}
+
 // Run processes UniversalController changes until ctx ends.
 func (r *Registry) Run(ctx context.Context) {
 	defer r.queue.ShutDown()

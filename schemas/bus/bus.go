@@ -243,6 +243,25 @@ type Applying struct {
 	Name      string `json:"name"`
 	// Done is false when the apply starts, true when it ended.
 	Done bool `json:"done"`
+	// Wrote, when the apply ended, is what it wrote to the parent and its
+	// children: the watcher syncs the parent again once its caches have
+	// seen each write, so that the next request observes all of them at
+	// once, not each as its watch event comes (a controller's
+	// expectations, as Kubernetes' own ReplicaSet controller keeps them).
+	Wrote []Written `json:"wrote,omitempty"`
+}
+
+// Written is one object an apply wrote.
+type Written struct {
+	Group     string `json:"group,omitempty"`
+	Version   string `json:"version"`
+	Resource  string `json:"resource"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	// ResourceVersion is the object's once written; empty for a delete.
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+	// Deleted is the UID of the object a delete removed.
+	Deleted string `json:"deleted,omitempty"`
 }
 
 // Resync is the body of a resync request.

@@ -91,7 +91,7 @@ func runFloor(ctx context.Context, e *env) ([]floorResult, error) {
 	f := &floor{e: e, ns: floorNamespace, parents: make([]*unstructured.Unstructured, e.cfg.parents)}
 	var out []floorResult
 	for _, step := range floorSteps {
-		w, err := e.open(ctx, nil)
+		w, err := e.open(ctx, "floor-"+step.name, nil)
 		if err != nil {
 			return out, err
 		}

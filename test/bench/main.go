@@ -80,6 +80,9 @@ type config struct {
 	hookWorkers     []int
 	hookDelay       time.Duration
 	hookConcurrency int
+	// apiserverProfiles is the directory of the apiserver's CPU profiles
+	// of each window ("": none).
+	apiserverProfiles string
 }
 
 // scenario is a named workload.
@@ -128,6 +131,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&hookWorkers, "hook-workers", "", "worker process counts of the hook scaling rounds (default "+defaultHookWorkers+" with -scenario hooks; empty: no hook scaling)")
 	fs.DurationVar(&cfg.hookDelay, "hook-delay", 100*time.Millisecond, "how long the hook of the hook scaling waits per call")
 	fs.IntVar(&cfg.hookConcurrency, "hook-concurrency", 4, "calls each worker process of the hook scaling serves at once")
+	fs.StringVar(&cfg.apiserverProfiles, "apiserver-profiles", "", "directory of CPU profiles of the apiserver, "+fmt.Sprint(profileSlice)+" s slices of each phase named <phase>-<n>.pprof (merge a phase's: go tool pprof -top DIR/floor-create-*.pprof)")
 	fs.BoolVar(&cfg.ignoreStatus, "ignore-status-changes", false, "set parentResource.ignoreStatusChanges on the Fanout controllers")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err

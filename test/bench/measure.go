@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 )
@@ -18,6 +19,7 @@ type window struct {
 	perParent map[string]int64
 	cpu       cpuSeconds
 	ucCPU     cpuSeconds // by uc's process
+	profiler  *apiserverProfiler
 }
 
 // measurement is what happened in a window.
@@ -73,8 +75,9 @@ func (m measurement) apiserverRates(seconds float64) (requests, cores float64) {
 	return float64(m.Requests.total()-m.Requests["WATCH"]) / seconds, m.CPUSeconds[apiserver] / seconds
 }
 
-// open starts a window; uc may be nil.
-func (e *env) open(ctx context.Context, uc *ucProcess) (*window, error) {
+// open starts a window, named label in the apiserver's profiles (see
+// -apiserver-profiles); uc may be nil.
+func (e *env) open(ctx context.Context, label string, uc *ucProcess) (*window, error) {
 	w := &window{e: e, uc: uc, driver: e.driverRequests.snapshot(), calls: e.hook.calls.Load(), perParent: e.hook.perParent()}
 	if uc != nil {
 		if err := uc.resetPeaks(); err != nil {
@@ -89,6 +92,7 @@ func (e *env) open(ctx context.Context, uc *ucProcess) (*window, error) {
 		return nil, err
 	}
 	w.start = time.Now()
+	w.profiler = profileAPIServer(ctx, e.api.kube.CoreV1().RESTClient(), e.cfg.apiserverProfiles, label)
 	return w, nil
 }
 
@@ -107,7 +111,7 @@ func (w *window) callsSince() int64 { return w.e.hook.calls.Load() - w.calls }
 // close ends the window.
 func (w *window) close(ctx context.Context) (measurement, error) {
 	cpu, ucCPU, err := readCPU(w.ucPIDs())
-	if err != nil {
+	if err := errors.Join(err, w.profiler.stop()); err != nil {
 		return measurement{}, err
 	}
 	after, err := scrapeMetrics(ctx, w.e.api.kube.CoreV1().RESTClient())

@@ -287,7 +287,7 @@ func (s *session) eachParent(parents []string, write func(ctx context.Context, p
 // trailing no-op syncs count too).
 func (s *session) run(ctx context.Context, p phase) (phaseResult, error) {
 	r := phaseResult{Name: p.name, Parents: len(p.parents)}
-	w, err := s.e.open(ctx, s.uc)
+	w, err := s.e.open(ctx, p.name, s.uc)
 	if err != nil {
 		return r, err
 	}

@@ -95,7 +95,7 @@ func (s *sharing) round(ctx context.Context, k int, name string) (sharingResult,
 	if err := s.watchesBackToIdle(ctx); err != nil {
 		return r, err
 	}
-	w, err := s.e.open(ctx, nil)
+	w, err := s.e.open(ctx, fmt.Sprintf("sharing-%d", k), nil)
 	if err != nil {
 		return r, err
 	}
