@@ -3,6 +3,7 @@ package watcher
 import (
 	"encoding/json"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -35,17 +36,6 @@ const maxApplyHold = 10 * time.Second
 // for the watcher's caches to see the apply's writes.
 const maxWriteLag = 5 * time.Second
 
-// hold is a parent's syncs held back during an apply.
-type hold struct {
-	until  time.Time // the longest it holds
-	synced bool      // a sync was held back
-	resync bool      // a resync was held back
-	// ended is set once the apply ended: the hold then waits for the
-	// caches to see wrote.
-	ended bool
-	wrote []bus.Written
-}
-
 // onApplying holds a parent's syncs back while an applier applies to it,
 // and syncs it once the apply ended and the caches saw its writes, if a
 // sync was held back.
@@ -60,62 +50,108 @@ func (w *Watcher) onApplying(msg *nats.Msg) {
 		return
 	}
 	key := parentKey{controller, n.Resource, n.Namespace, n.Name, false}
-	w.applyingMu.Lock()
-	defer w.applyingMu.Unlock()
 	if !n.Done {
-		w.applying[key] = &hold{until: time.Now().Add(maxApplyHold)}
+		w.applying.start(key, time.Now())
 		return
 	}
-	h := w.applying[key]
+	if sync, ok := w.applying.end(key, n.Wrote, time.Now(), w.seen); ok {
+		w.queue.AddAfter(sync, childDelay)
+	}
+}
+
+// heldBack tells a parent being applied, or whose apply's writes the
+// caches have not all seen yet; its sync comes once they have, or at the
+// latest when the hold ends.
+func (w *Watcher) heldBack(key parentKey) bool {
+	sync, after, held := w.applying.held(key, time.Now(), w.seen)
+	if held {
+		w.queue.AddAfter(sync, after)
+	}
+	return held
+}
+
+// holds are the parents whose syncs are held back around an apply.
+type holds struct {
+	mu    sync.Mutex
+	byKey map[parentKey]*hold // by key without Resync
+}
+
+// hold is a parent's syncs held back during an apply.
+type hold struct {
+	until  time.Time // the longest it holds
+	synced bool      // a sync was held back
+	resync bool      // a resync was held back
+	// ended is set once the apply ended: the hold then waits for the
+	// caches to see wrote.
+	ended bool
+	wrote []bus.Written
+}
+
+// start holds the parent's syncs back: an apply to it started.
+func (hs *holds) start(key parentKey, now time.Time) {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	if hs.byKey == nil {
+		hs.byKey = map[parentKey]*hold{}
+	}
+	hs.byKey[key] = &hold{until: now.Add(maxApplyHold)}
+}
+
+// end records that the apply ended having written wrote; from now on the
+// hold waits for seen(controller, wrote). When that is already so, the
+// hold ends, and ok tells that a sync was held back: sync is its key.
+func (hs *holds) end(key parentKey, wrote []bus.Written, now time.Time, seen func(string, []bus.Written) bool) (sync parentKey, ok bool) {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	h := hs.byKey[key]
 	if h == nil {
-		if len(n.Wrote) == 0 {
-			return
+		if len(wrote) == 0 {
+			return key, false
 		}
 		// The start was not heard (this watcher started meanwhile): the
 		// writes are waited for all the same.
 		h = &hold{}
-		w.applying[key] = h
+		if hs.byKey == nil {
+			hs.byKey = map[parentKey]*hold{}
+		}
+		hs.byKey[key] = h
 	}
-	h.ended, h.wrote, h.until = true, n.Wrote, time.Now().Add(maxWriteLag)
-	w.release(key, h)
+	h.ended, h.wrote, h.until = true, wrote, now.Add(maxWriteLag)
+	return hs.release(key, h, seen)
 }
 
-// heldBack tells a parent being applied, or whose apply's writes the
-// caches have not all seen yet; its sync comes once they have.
-func (w *Watcher) heldBack(key parentKey) bool {
+// held tells whether the parent's syncs are held back, and if so records
+// that a sync waits, to be tried again as sync after that long: at the
+// end of the hold, or at once when the hold just ended.
+func (hs *holds) held(key parentKey, now time.Time, seen func(string, []bus.Written) bool) (sync parentKey, after time.Duration, held bool) {
 	resync := key.Resync
 	key.Resync = false
-	w.applyingMu.Lock()
-	defer w.applyingMu.Unlock()
-	h := w.applying[key]
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	h := hs.byKey[key]
 	switch {
 	case h == nil:
-		return false
-	case time.Now().After(h.until):
-		delete(w.applying, key) // the end, or the writes, never came
-		return false
+		return key, 0, false
+	case now.After(h.until):
+		delete(hs.byKey, key) // the end, or the writes, never came
+		return key, 0, false
 	}
 	h.synced, h.resync = true, h.resync || resync
-	if w.release(key, h) {
-		return true // released: the sync is queued again
+	if sync, ok := hs.release(key, h, seen); ok {
+		return sync, 0, true
 	}
-	w.queue.AddAfter(key, time.Until(h.until))
-	return true
+	return parentKey{key.Controller, key.Resource, key.Namespace, key.Name, h.resync}, h.until.Sub(now), true
 }
 
-// release ends a hold whose apply ended once the caches saw its writes,
-// and queues the parent's sync if one was held back. It tells whether it
-// ended the hold. Called with applyingMu held.
-func (w *Watcher) release(key parentKey, h *hold) bool {
-	if !h.ended || !w.seen(key.Controller, h.wrote) {
-		return false
+// release ends the hold of an apply that ended once seen says the caches
+// saw its writes; ok tells that a sync was held back. Called with mu held.
+func (hs *holds) release(key parentKey, h *hold, seen func(string, []bus.Written) bool) (sync parentKey, ok bool) {
+	if !h.ended || !seen(key.Controller, h.wrote) {
+		return key, false
 	}
-	delete(w.applying, key)
-	if h.synced {
-		key.Resync = h.resync
-		w.queue.AddAfter(key, childDelay)
-	}
-	return true
+	delete(hs.byKey, key)
+	key.Resync = h.resync
+	return key, h.synced
 }
 
 // seen tells whether the watcher's caches have seen every write of an

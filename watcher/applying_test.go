@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -100,4 +101,93 @@ func TestWatches(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHolds follows a parent's syncs through an apply: held back while it
+// runs, and after it until the caches saw its writes, or until the hold's
+// deadline.
+func TestHolds(t *testing.T) {
+	key := parentKey{Controller: "ctl", Namespace: "ns", Name: "p"}
+	resync := key
+	resync.Resync = true
+	wrote := []bus.Written{{Version: "v1", Resource: "configmaps", Namespace: "ns", Name: "c", ResourceVersion: "7"}}
+	var cacheSaw bool
+	seen := func(controller string, w []bus.Written) bool { return len(w) == 0 || cacheSaw }
+	t0 := time.Unix(1000, 0)
+
+	t.Run("no apply: nothing held", func(t *testing.T) {
+		var hs holds
+		if _, _, held := hs.held(key, t0, seen); held {
+			t.Fatal("held without an apply")
+		}
+	})
+	t.Run("held during the apply, then until its writes are seen", func(t *testing.T) {
+		var hs holds
+		cacheSaw = false
+		hs.start(key, t0)
+		sync, after, held := hs.held(resync, t0.Add(time.Second), seen)
+		if !held || after != maxApplyHold-time.Second || sync != resync {
+			t.Fatalf("during the apply: held %v, again as %+v after %s", held, sync, after)
+		}
+		if _, ok := hs.end(key, wrote, t0.Add(2*time.Second), seen); ok {
+			t.Fatal("released before the cache saw the writes")
+		}
+		if _, after, held := hs.held(key, t0.Add(3*time.Second), seen); !held || after != maxWriteLag-time.Second {
+			t.Fatalf("after the apply, writes not seen: held %v after %s", held, after)
+		}
+		cacheSaw = true
+		sync, after, held = hs.held(key, t0.Add(4*time.Second), seen)
+		if !held || after != 0 || sync != resync {
+			t.Fatalf("writes seen: held %v, again as %+v after %s; want at once, as a resync", held, sync, after)
+		}
+		if _, _, held := hs.held(key, t0.Add(4*time.Second), seen); held {
+			t.Fatal("still held once released")
+		}
+	})
+	t.Run("an apply whose writes are already seen ends the hold at once", func(t *testing.T) {
+		var hs holds
+		cacheSaw = true
+		hs.start(key, t0)
+		if _, ok := hs.end(key, wrote, t0, seen); ok {
+			t.Fatal("a sync released that was never held back")
+		}
+		hs.start(key, t0)
+		hs.held(key, t0, seen)
+		if sync, ok := hs.end(key, wrote, t0, seen); !ok || sync != key {
+			t.Fatalf("the held sync: %+v, %v", sync, ok)
+		}
+		if _, _, held := hs.held(key, t0, seen); held {
+			t.Fatal("still held")
+		}
+	})
+	t.Run("writes never seen: the hold ends at its deadline", func(t *testing.T) {
+		var hs holds
+		cacheSaw = false
+		hs.start(key, t0)
+		hs.end(key, wrote, t0, seen)
+		if _, _, held := hs.held(key, t0.Add(maxWriteLag+time.Millisecond), seen); held {
+			t.Fatal("held past maxWriteLag")
+		}
+	})
+	t.Run("an apply that never ends: the hold ends at its deadline", func(t *testing.T) {
+		var hs holds
+		hs.start(key, t0)
+		if _, _, held := hs.held(key, t0.Add(maxApplyHold+time.Millisecond), seen); held {
+			t.Fatal("held past maxApplyHold")
+		}
+	})
+	t.Run("an end whose start was not heard waits for its writes", func(t *testing.T) {
+		var hs holds
+		cacheSaw = false
+		if _, ok := hs.end(key, nil, t0, seen); ok {
+			t.Fatal("released a sync never held")
+		}
+		if _, _, held := hs.held(key, t0, seen); held {
+			t.Fatal("an end without writes holds")
+		}
+		hs.end(key, wrote, t0, seen)
+		if _, _, held := hs.held(key, t0, seen); !held {
+			t.Fatal("an end with writes not yet seen does not hold")
+		}
+	})
 }

@@ -84,8 +84,7 @@ type Watcher struct {
 	mu       sync.Mutex
 	handlers map[string][]handler // by controller name
 
-	applyingMu sync.Mutex
-	applying   map[parentKey]*hold // parents being applied
+	applying holds // parents being applied, or whose apply's writes are awaited
 
 	consuming atomic.Bool // the customize replies are consumed
 }
@@ -119,7 +118,6 @@ func New(reg *registry.Registry, js jetstream.JetStream, opts Options, log *slog
 			&workqueue.TypedBucketRateLimiter[parentKey]{Limiter: rate.NewLimiter(rate.Limit(100), 500)},
 		), workqueue.TypedRateLimitingQueueConfig[parentKey]{Name: "parents"}),
 		handlers:  map[string][]handler{},
-		applying:  map[parentKey]*hold{},
 		customize: customizeCache{parents: map[types.UID]*customized{}},
 	}
 	w.republish = newRepublisher(js, w.log, func(key parentKey) { w.queue.Add(key) })
