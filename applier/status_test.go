@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/dynamic"
 	fakedynamic "k8s.io/client-go/dynamic/fake"
 	ktesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
@@ -66,18 +67,18 @@ func TestDeferStatus(t *testing.T) {
 		{"deferred the last time", live, map[string]any{"children": 4}, nil, true, true, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			p := &partition{deferred: map[types.UID]bool{}}
+			k := &knownParents{deferred: map[types.UID]bool{}}
 			parent := &unstructured.Unstructured{Object: map[string]any{}}
 			parent.SetUID("uid")
 			if tt.live != nil {
 				parent.Object["status"] = tt.live
 			}
-			p.deferred["uid"] = tt.deferredLast
+			k.deferred["uid"] = tt.deferredLast
 			reply := &hooks.SyncResponse{Status: tt.status, Conditions: tt.conds}
-			if got := p.deferStatus(parent, reply, tt.childChanged); got != tt.want {
+			if got := k.deferStatus(parent, reply, tt.childChanged); got != tt.want {
 				t.Errorf("deferStatus = %v, want %v", got, tt.want)
 			}
-			if again := p.deferStatus(parent, reply, tt.childChanged); again && tt.want {
+			if again := k.deferStatus(parent, reply, tt.childChanged); again && tt.want {
 				t.Error("deferred twice in a row")
 			}
 		})
@@ -298,10 +299,9 @@ func TestWriteStatusRefused(t *testing.T) {
 				return tc.refuse(status)
 			})
 			rec := record.NewFakeRecorder(10)
-			reg := registry.New(dyn, &fakediscovery.FakeDiscovery{Fake: &ktesting.Fake{}}, slog.New(slog.DiscardHandler))
-			a := &Applier{reg: reg, dyn: dyn, tracer: tracing.Tracer(nil), events: rec, log: slog.New(slog.DiscardHandler)}
+			rc := testReconciler(dyn, rec)
 			for working := range 2 {
-				err := a.writeStatus(t.Context(), ctl, parent, map[string]any{"working": working == 1}, 1, syncedCondition(1))
+				err := rc.writeStatus(t.Context(), ctl, parent, map[string]any{"working": working == 1}, 1, syncedCondition(1))
 				if (err != nil) != tc.wantErr {
 					t.Fatalf("writeStatus: %v, want an error: %v", err, tc.wantErr)
 				}
@@ -319,6 +319,14 @@ func TestWriteStatusRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testReconciler is a reconciler of parents on dyn, with a registry
+// never started, recording uc's Events in events.
+func testReconciler(dyn dynamic.Interface, events record.EventRecorder) *reconciler {
+	reg := registry.New(dyn, &fakediscovery.FakeDiscovery{Fake: &ktesting.Fake{}}, slog.New(slog.DiscardHandler))
+	return &reconciler{reg: reg, dyn: dyn, events: events, tracer: tracing.Tracer(nil), log: slog.New(slog.DiscardHandler),
+		observer: nobody{}, shadowObserver: nobody{}}
 }
 
 // fakeParent is the parent ns/p (uid "uid") of the test controller ctl on a
