@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"log/slog"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -23,26 +21,17 @@ import (
 	"universalcontroller.dev/uc/schemas/hooks"
 )
 
-// heldMsg is a reply that counts how it is settled.
-type heldMsg struct {
-	jetstream.Msg
-	inProgress, acked atomic.Int32
-}
-
-func (m *heldMsg) InProgress() error { m.inProgress.Add(1); return nil }
-func (m *heldMsg) Ack() error        { m.acked.Add(1); return nil }
-
 // queuedApplier is an applier holding partition 0, with one reply of
 // controller c queued for each parent named.
-func queuedApplier(t *testing.T, reg *registry.Registry, logs *bytes.Buffer, parents ...string) (*Applier, []*heldMsg) {
+func queuedApplier(t *testing.T, reg *registry.Registry, logs *bytes.Buffer, parents ...string) (*Applier, []*busMsg) {
 	t.Helper()
 	a := New(reg, nil, bustest.JetStream(t), nil, Options{}, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	t.Cleanup(a.in.shutDown)
 	a.in.hold(newPartition(0, nil, 0, time.Now()))
-	var msgs []*heldMsg
+	var msgs []*busMsg
 	for _, name := range parents {
 		uid := types.UID("uid-" + name)
-		msg := &heldMsg{}
+		msg := &busMsg{}
 		meta := bus.Meta{Address: bus.Address{Controller: "c", Hook: hooks.Sync, ParentUID: uid}, Namespace: "ns", Name: name, Observation: 1}
 		b := newBatch(meta)
 		b.add(&reply{msg: msg, meta: meta, typ: bus.ResponseType(hooks.Sync), data: []byte(`{}`)})
