@@ -91,7 +91,7 @@ func New(reg *registry.Registry, dyn dynamic.Interface, js jetstream.JetStream, 
 	rec := &reconciler{
 		reg: reg, dyn: dyn, js: js, events: events, hookEvents: opts.HookEvents, maxChildren: opts.MaxChildren,
 		observer: opts.Observer, shadowObserver: opts.Shadows, log: log, tracer: tracer,
-		w:       &writer{dyn: dyn, live: reg, events: events, tracer: tracer, log: log, preflight: opts.Preflight},
+		writer:  &writer{dyn: dyn, live: reg, events: events, tracer: tracer, log: log, preflight: opts.Preflight},
 		shadows: newShadows(),
 	}
 	in := newIntake(rec, opts.Observer, log)

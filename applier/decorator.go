@@ -94,7 +94,7 @@ func (rc *reconciler) applyDecoration(ctx context.Context, parents *knownParents
 		reason, problem := invalidReply(m.Hook, err)
 		return rc.rejectDecorated(log, ctl, m, obj, reason, problem)
 	}
-	if _, err := rc.w.execute(ctx, ctl, obj, actions); err != nil {
+	if _, err := rc.writer.execute(ctx, ctl, obj, actions); err != nil {
 		if reason, problem := classify(m.Hook, err); problem != nil {
 			return rc.rejectDecorated(log, ctl, m, obj, reason, problem)
 		}

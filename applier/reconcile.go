@@ -50,7 +50,7 @@ type reconciler struct {
 	log            *slog.Logger
 	tracer         trace.Tracer
 	fence          *kvFence // made by Run
-	w              *writer
+	writer         *writer
 	// failures counts the applies of the parent with that apply key that
 	// failed in a row: intake's, whose queue retries them.
 	failures func(key types.UID) int
@@ -178,7 +178,7 @@ func (rc *reconciler) applyTo(ctx context.Context, parents *knownParents, ctl *r
 		}
 		parents.rolled(m.ApplyKey(), ctl, ro)
 	}
-	changed, err := rc.w.execute(ctx, ctl, parent, actions)
+	changed, err := rc.writer.execute(ctx, ctl, parent, actions)
 	if err != nil {
 		if reason, problem := classify(m.Hook, err); problem != nil {
 			return rc.reject(ctx, log, ctl, parent, m, reason, problem)

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/internal/tracing"
@@ -240,9 +241,19 @@ func conditionChanged(live map[string]any, conditions []any) bool {
 }
 
 // setCondition sets cond in the conditions list, in the place of the one
-// of its type or at its end, as meta.SetStatusCondition does: its
+// of its type or at its end, with meta.SetStatusCondition: its
 // lastTransitionTime is the live condition's of its type, unless its status
 // changes (or the live one has none), then now.
+//
+// The list stays unstructured, not a []metav1.Condition: it is the hook's
+// status's (or the live one's), and a CRD's conditions need not be
+// metav1.Conditions — one may lack a field metav1.Condition requires, or
+// carry fields it does not have (a lastProbeTime, a severity). Read into
+// []metav1.Condition and written back, every condition would gain empty
+// fields and lose its own. So only cond, with the live condition of its
+// type, goes through meta.SetStatusCondition; the other conditions are
+// left as they are, and so are the fields of the one cond replaces that
+// metav1.Condition does not have.
 func setCondition(conditions, live any, cond metav1.Condition) []any {
 	var current []metav1.Condition
 	if old, ok := asCondition(findCondition(live, cond.Type)); ok && !old.LastTransitionTime.IsZero() {
@@ -252,12 +263,22 @@ func setCondition(conditions, live any, cond metav1.Condition) []any {
 	set, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(&current[0]) // a metav1.Condition always converts
 	list, _ := conditions.([]any)
 	out := slices.Clone(list)
-	if i := slices.IndexFunc(out, func(c any) bool { m, ok := c.(map[string]any); return ok && m["type"] == cond.Type }); i >= 0 {
-		out[i] = set
-		return out
+	i := slices.IndexFunc(out, func(c any) bool { m, ok := c.(map[string]any); return ok && m["type"] == cond.Type })
+	if i < 0 {
+		return append(out, set)
 	}
-	return append(out, set)
+	for k, v := range out[i].(map[string]any) {
+		if !conditionFields.Has(k) {
+			set[k] = v
+		}
+	}
+	out[i] = set
+	return out
 }
+
+// conditionFields are the fields of a metav1.Condition, as a status holds
+// them.
+var conditionFields = sets.New("type", "status", "observedGeneration", "lastTransitionTime", "reason", "message")
 
 // asCondition reads a condition of a status as a metav1.Condition; false
 // when it is not one.

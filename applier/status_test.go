@@ -264,6 +264,47 @@ func TestComposeHookConditions(t *testing.T) {
 	}
 }
 
+// TestSetConditionKeepsForeignFields: uc sets a condition with
+// meta.SetStatusCondition, in place, keeping the fields of the condition
+// it replaces that a metav1.Condition does not have; a condition of
+// another type is left as it is, even one that is no metav1.Condition.
+func TestSetConditionKeepsForeignFields(t *testing.T) {
+	const then = "2025-01-01T00:00:00Z"
+	ready := map[string]any{"type": "Ready", "status": "True", "reason": "Up", "message": "3/3", "observedGeneration": int64(2),
+		"lastTransitionTime": then, "lastProbeTime": "2025-01-02T00:00:00Z", "severity": "Info"}
+	foreign := map[string]any{"type": "Scheduled", "status": "Unknown"} // no reason, no lastTransitionTime
+	live := []any{foreign, ready}
+	for _, tc := range []struct {
+		name           string
+		cond           metav1.Condition
+		wantTransition string // "now": a lastTransitionTime of the call
+	}{
+		{"same status", metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Up", Message: "4/4", ObservedGeneration: 3}, then},
+		{"status changes", metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Down", Message: "0/3", ObservedGeneration: 3}, "now"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now().Add(-time.Second)
+			got := setCondition(runtime.DeepCopyJSONValue(live), live, tc.cond)
+			if len(got) != 2 || !equality.Semantic.DeepEqual(got[0], foreign) {
+				t.Fatalf("conditions %v, want %v first, unchanged", got, foreign)
+			}
+			set := got[1].(map[string]any)
+			want := map[string]any{"type": "Ready", "status": string(tc.cond.Status), "reason": tc.cond.Reason, "message": tc.cond.Message,
+				"observedGeneration": int64(3), "lastTransitionTime": tc.wantTransition, "lastProbeTime": "2025-01-02T00:00:00Z", "severity": "Info"}
+			if tc.wantTransition == "now" {
+				at, err := time.Parse(time.RFC3339, fmt.Sprint(set["lastTransitionTime"]))
+				if err != nil || at.Before(start.Truncate(time.Second)) {
+					t.Errorf("lastTransitionTime %v (%v), want now", set["lastTransitionTime"], err)
+				}
+				want["lastTransitionTime"] = set["lastTransitionTime"]
+			}
+			if !equality.Semantic.DeepEqual(set, want) {
+				t.Errorf("condition %v, want %v", set, want)
+			}
+		})
+	}
+}
+
 // TestWriteStatusRefused: a status the apiserver refuses with uc's
 // additions is written without them (and then at once without them), one
 // it refuses all the same is reported and does not fail the apply, and an
