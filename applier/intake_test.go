@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -178,50 +179,46 @@ func TestIntakeWaitsForEveryRevision(t *testing.T) {
 // then those are applied, and the failed ones acknowledged. A partition
 // this replica no longer holds gives its replies back to the bus.
 func TestIntakePutsFailedRepliesBack(t *testing.T) {
-	t.Run("retried", func(t *testing.T) {
-		in, rec := testIntake(t)
-		rec.fail = true
-		msg := replyMsg(t, observation(1), 1)
-		in.receive(msg)
-		next(t, in)
-		if got := msg.settled(); got != "[in progress]" {
-			t.Fatalf("a failed reply: %s, want in progress", got)
-		}
-		rec.fail = false
-		next(t, in) // after its backoff
-		if got := msg.settled(); got != "[acked in progress]" || !slices.Equal(rec.applied, []int64{1, 1}) {
-			t.Errorf("after the retry: %s, applied %v; want acked once applied again", got, rec.applied)
-		}
-	})
-	t.Run("newer replies came meanwhile", func(t *testing.T) {
-		in, rec := testIntake(t)
-		rec.fail = true
-		failed, newer := replyMsg(t, observation(1), 1), replyMsg(t, observation(2), 2)
-		rec.during = func() { in.receive(newer) }
-		in.receive(failed)
-		next(t, in)
-		if got := failed.settled(); got != "[acked]" {
-			t.Errorf("the failed reply: %s, want acked: newer replies replace it", got)
-		}
-		rec.fail, rec.during = false, nil
-		next(t, in)
-		if got := newer.settled(); got != "[acked]" || !slices.Equal(rec.applied, []int64{1, 2}) {
-			t.Errorf("the newer reply: %s, applied %v; want it applied", got, rec.applied)
-		}
-	})
-	t.Run("the same replies again meanwhile", func(t *testing.T) {
-		in, rec := testIntake(t)
-		rec.fail = true
-		msg := replyMsg(t, observation(1), 1)
-		rec.during = func() { in.receive(msg) } // redelivered while applied
-		in.receive(msg)
-		next(t, in)
-		rec.fail, rec.during = false, nil
-		next(t, in)
-		if got := msg.settled(); got != "[acked]" || !slices.Equal(rec.applied, []int64{1, 1}) {
-			t.Errorf("the reply: %s, applied %v; want kept and applied again", got, rec.applied)
-		}
-	})
+	for _, tc := range []struct {
+		name string
+		// meanwhile is the reply that comes during the failed apply of
+		// failed; nil: none.
+		meanwhile func(t *testing.T, failed *busMsg) *busMsg
+		// How failed is settled once its apply failed, and once the next
+		// apply succeeded; the observations applied.
+		afterFailure, afterNext string
+		applied                 []int64
+	}{
+		{"retried", nil, "[in progress]", "[acked in progress]", []int64{1, 1}},
+		{"newer replies came meanwhile", func(t *testing.T, _ *busMsg) *busMsg { return replyMsg(t, observation(2), 2) },
+			"[acked]", "[acked]", []int64{1, 2}},
+		{"the same replies again meanwhile", func(_ *testing.T, failed *busMsg) *busMsg { return failed }, // redelivered
+			"[]", "[acked]", []int64{1, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in, rec := testIntake(t)
+			failed := replyMsg(t, observation(1), 1)
+			next2 := failed // the reply of the next apply
+			if tc.meanwhile != nil {
+				next2 = tc.meanwhile(t, failed)
+				rec.during = func() { in.receive(next2) }
+			}
+			rec.fail = true
+			in.receive(failed)
+			next(t, in)
+			if got := failed.settled(); got != tc.afterFailure {
+				t.Errorf("the failed reply: %s, want %s", got, tc.afterFailure)
+			}
+			rec.fail, rec.during = false, nil
+			next(t, in) // after its backoff, or at once for replies that came meanwhile
+			if got := failed.settled(); got != tc.afterNext || !slices.Equal(rec.applied, tc.applied) {
+				t.Errorf("after the next apply: the failed reply %s, applied %v; want %s, %v", got, rec.applied, tc.afterNext, tc.applied)
+			}
+			if got := next2.settled(); !strings.HasPrefix(got, "[acked") {
+				t.Errorf("the reply applied next: %s, want acked", got)
+			}
+		})
+	}
 	t.Run("partition released", func(t *testing.T) {
 		in, rec := testIntake(t)
 		msg := replyMsg(t, observation(1), 1)
