@@ -153,7 +153,8 @@ func BenchmarkApplySpans(b *testing.B) {
 		tp   trace.TracerProvider
 	}{{"off", off}, {"recorded", recorded}} {
 		b.Run(tc.name, func(b *testing.B) {
-			a := &Applier{tracer: tracing.Tracer(tc.tp)}
+			rc := &reconciler{tracer: tracing.Tracer(tc.tp)}
+			wr := &writer{tracer: rc.tracer}
 			// The hook call's span, as the reply carries it.
 			_, call := calls.Tracer("worker").Start(b.Context(), "hook sync")
 			r := &reply{meta: meta, span: call.SpanContext()}
@@ -162,20 +163,20 @@ func BenchmarkApplySpans(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				r.sent = time.Now()
-				ctx, apply := a.traceApply(b.Context(), batch)
-				_, plan := a.tracer.Start(ctx, "plan")
+				ctx, apply := rc.traceApply(b.Context(), batch)
+				_, plan := rc.tracer.Start(ctx, "plan")
 				plan.End()
-				dryCtx, dry := a.tracer.Start(ctx, "dry run")
+				dryCtx, dry := rc.tracer.Start(ctx, "dry run")
 				for range 4 {
-					_, w := a.startWrite(dryCtx, act, true)
+					_, w := wr.startWrite(dryCtx, act, true)
 					w.End()
 				}
 				dry.End()
 				for range 5 {
-					_, w := a.startWrite(ctx, act, false)
+					_, w := wr.startWrite(ctx, act, false)
 					w.End()
 				}
-				_, status := a.tracer.Start(ctx, "status")
+				_, status := rc.tracer.Start(ctx, "status")
 				status.End()
 				apply.End()
 			}

@@ -33,28 +33,28 @@ import (
 // the object.
 
 // decorate applies the reply of a decorator's hook to the decorated object.
-func (a *Applier) decorate(ctx context.Context, part *partition, ctl *registry.Controller, b *batch, log *slog.Logger) error {
+func (rc *reconciler) decorate(ctx context.Context, parents *knownParents, ctl *registry.Controller, b *batch, log *slog.Logger) error {
 	m := b.meta
 	key := m.ApplyKey()
 	d, ok := ctl.Decorator.Decorated(m.Resource)
 	if !ok {
-		a.refuseReply(log, ctl, b, fmt.Errorf("it names the resource %q, which the decorator does not decorate", m.Resource))
+		rc.refuseReply(log, ctl, b, fmt.Errorf("it names the resource %q, which the decorator does not decorate", m.Resource))
 		return nil
 	}
 	view := ctl.Decorating(d)
-	obj, err := a.parent(ctx, view, m)
+	obj, err := rc.parent(ctx, view, m)
 	if err != nil || obj == nil {
 		if err == nil {
 			log.Info("the decorated object is gone; reply dropped")
 		}
-		part.forget(key)
-		a.decorated.forget(key)
+		parents.forget(key)
+		rc.decorated.forget(key)
 		return err
 	}
 	if !ctl.Decorates(d, obj) {
 		// This replica's cache may lag behind the watcher's: the apiserver
 		// decides.
-		obj, err = a.dyn.Resource(d.GVR).Namespace(m.Namespace).Get(ctx, m.Name, metav1.GetOptions{})
+		obj, err = rc.dyn.Resource(d.GVR).Namespace(m.Namespace).Get(ctx, m.Name, metav1.GetOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("read %s %s: %w", d.GVK.Kind, m.Key(), err)
 		}
@@ -63,11 +63,11 @@ func (a *Applier) decorate(ctx context.Context, part *partition, ctl *registry.C
 		}
 	}
 	if !ctl.Decorates(d, obj) {
-		a.refuseReply(log, ctl, b, fmt.Errorf("the decorator does not decorate it: its selectors do not match it, and it lacks the finalizer %s", ctl.Finalizer()))
+		rc.refuseReply(log, ctl, b, fmt.Errorf("the decorator does not decorate it: its selectors do not match it, and it lacks the finalizer %s", ctl.Finalizer()))
 		return nil
 	}
-	if err := a.applyDecoration(ctx, part, view, d, obj, b, log); err != nil {
-		a.reportFailing(ctx, log, view, obj, m, err)
+	if err := rc.applyDecoration(ctx, parents, view, d, obj, b, log); err != nil {
+		rc.reportFailing(ctx, log, view, obj, m, err)
 		return err
 	}
 	return nil
@@ -76,66 +76,66 @@ func (a *Applier) decorate(ctx context.Context, part *partition, ctl *registry.C
 // applyDecoration makes the decorated object's attachments, labels,
 // annotations, status and finalizer match the reply of the decorator (ctl,
 // as it sees d's objects), and advances the fence.
-func (a *Applier) applyDecoration(ctx context.Context, part *partition, ctl *registry.Controller, d *registry.Decorated, obj *unstructured.Unstructured, b *batch, log *slog.Logger) error {
+func (rc *reconciler) applyDecoration(ctx context.Context, parents *knownParents, ctl *registry.Controller, d *registry.Decorated, obj *unstructured.Unstructured, b *batch, log *slog.Logger) error {
 	m := b.meta
 	key := m.ApplyKey()
 	if f := b.failure(); f != nil {
 		reason, problem := decodeFailure(f)
-		return a.rejectDecorated(log, ctl, m, obj, reason, problem)
+		return rc.rejectDecorated(log, ctl, m, obj, reason, problem)
 	}
 	r := b.latest()
 	err := checkType(r)
 	var resp *hooks.DecoratorResponse
 	var actions []action
 	if err == nil {
-		resp, actions, err = planDecoration(ctl, obj, r.meta.Hook, r.data, a.opts.MaxChildren, cacheLookup{a.reg})
+		resp, actions, err = planDecoration(ctl, obj, r.meta.Hook, r.data, rc.maxChildren, cacheLookup{rc.reg})
 	}
 	if err != nil {
 		reason, problem := invalidReply(m.Hook, err)
-		return a.rejectDecorated(log, ctl, m, obj, reason, problem)
+		return rc.rejectDecorated(log, ctl, m, obj, reason, problem)
 	}
-	if _, err := a.execute(ctx, ctl, obj, actions); err != nil {
+	if _, err := rc.writer.execute(ctx, ctl, obj, actions); err != nil {
 		if reason, problem := classify(m.Hook, err); problem != nil {
-			return a.rejectDecorated(log, ctl, m, obj, reason, problem)
+			return rc.rejectDecorated(log, ctl, m, obj, reason, problem)
 		}
 		return err
 	}
-	if err := a.writeDecoration(ctx, ctl, d, obj, resp, key); err != nil {
+	if err := rc.writeDecoration(ctx, ctl, d, obj, resp, key); err != nil {
 		if reason, problem := classify(m.Hook, err); problem != nil {
-			return a.rejectDecorated(log, ctl, m, obj, reason, problem)
+			return rc.rejectDecorated(log, ctl, m, obj, reason, problem)
 		}
 		return err
 	}
 	// The finalizer stays while a finalize hook exists and has not said
 	// finalized.
 	keep := ctl.Spec.Hooks.Finalize != nil && (m.Hook == hooks.Sync || !resp.Finalized)
-	if err := a.setFinalizer(ctx, ctl, obj, keep); err != nil {
+	if err := rc.setFinalizer(ctx, ctl, obj, keep); err != nil {
 		return err
 	}
 	if resp.ResyncAfterSeconds > 0 {
-		a.resyncAfter(m, resp.ResyncAfterSeconds)
+		rc.resyncAfter(m, resp.ResyncAfterSeconds)
 	}
 	log.Debug("applied", "writes", len(actions))
-	return a.advanceFence(ctx, part, m)
+	return rc.advanceFence(ctx, parents, m)
 }
 
 // refuseReply drops a decorator's reply that is not about an object the
 // decorator decorates, and says so in a Warning Event on the
 // UniversalDecorator. Nothing is written to the object it names.
-func (a *Applier) refuseReply(log *slog.Logger, ctl *registry.Controller, b *batch, problem error) {
+func (rc *reconciler) refuseReply(log *slog.Logger, ctl *registry.Controller, b *batch, problem error) {
 	m := b.meta
 	err := fmt.Errorf("%s reply for %s %s (uid %s) refused: %w", m.Hook, m.Resource, m.Key(), m.ParentUID, problem)
 	log.Error("reply refused", "err", err)
-	a.observer().Rejected(m, "ReplyRefused")
-	a.events.Event(ctl.Object, "Warning", "ReplyRefused", err.Error())
+	rc.observer.Rejected(m, "ReplyRefused")
+	rc.events.Event(ctl.Object, "Warning", "ReplyRefused", err.Error())
 }
 
 // rejectDecorated reports a reply that cannot be applied to a decorated
 // object in a Warning Event on the object, and touches nothing.
-func (a *Applier) rejectDecorated(log *slog.Logger, ctl *registry.Controller, m bus.Meta, obj *unstructured.Unstructured, reason string, problem error) error {
+func (rc *reconciler) rejectDecorated(log *slog.Logger, ctl *registry.Controller, m bus.Meta, obj *unstructured.Unstructured, reason string, problem error) error {
 	log.Error("reply rejected", "reason", reason, "err", problem)
-	a.observer().Rejected(m, reason)
-	a.warn(ctl, obj, reason, problem.Error())
+	rc.observer.Rejected(m, reason)
+	rc.warn(ctl, obj, reason, problem.Error())
 	return nil
 }
 
@@ -237,7 +237,7 @@ func mayAttach(ctl *registry.Controller, cur *unstructured.Unstructured, parent 
 // object of the same name, nor creates one that was deleted meanwhile. It
 // writes nothing when the object already has what the decorator last wrote
 // to it.
-func (a *Applier) writeDecoration(ctx context.Context, ctl *registry.Controller, d *registry.Decorated, obj *unstructured.Unstructured, resp *hooks.DecoratorResponse, key types.UID) error {
+func (rc *reconciler) writeDecoration(ctx context.Context, ctl *registry.Controller, d *registry.Decorated, obj *unstructured.Unstructured, resp *hooks.DecoratorResponse, key types.UID) error {
 	lbls, anns := present(resp.Labels), present(resp.Annotations)
 	fp, err := fingerprint(lbls, anns, resp.Status)
 	if err != nil {
@@ -246,11 +246,11 @@ func (a *Applier) writeDecoration(ctx context.Context, ctl *registry.Controller,
 	liveLabels, _, _ := unstructured.NestedMap(obj.Object, "metadata", "labels")
 	liveAnns, _, _ := unstructured.NestedMap(obj.Object, "metadata", "annotations")
 	liveStatus, _, _ := unstructured.NestedMap(obj.Object, "status")
-	if a.decorated.same(key, fp) && contains(liveLabels, lbls) && contains(liveAnns, anns) &&
+	if rc.decorated.same(key, fp) && contains(liveLabels, lbls) && contains(liveAnns, anns) &&
 		(resp.Status == nil || contains(liveStatus, resp.Status)) {
 		return nil
 	}
-	res := a.dyn.Resource(d.GVR).Namespace(obj.GetNamespace())
+	res := rc.dyn.Resource(d.GVR).Namespace(obj.GetNamespace())
 	opts := metav1.ApplyOptions{FieldManager: v1alpha1.FieldManager(ctl.Name), Force: true}
 	cfg := parentConfig(obj)
 	meta := cfg.Object["metadata"].(map[string]any)
@@ -273,7 +273,7 @@ func (a *Applier) writeDecoration(ctx context.Context, ctl *registry.Controller,
 			return fmt.Errorf("write the status of %s: %w", objectKey(obj), err)
 		}
 	}
-	a.decorated.remember(key, fp)
+	rc.decorated.remember(key, fp)
 	return nil
 }
 

@@ -29,16 +29,16 @@ import (
 // dryRun publishes the plan of a reply that would be applied: its
 // children's writes (actions), the status with uc's conditions, the
 // finalizer and the Events; then advances the fence.
-func (a *Applier) dryRun(ctx context.Context, part *partition, ctl *registry.Controller, parent *unstructured.Unstructured, m bus.Meta,
+func (rc *reconciler) dryRun(ctx context.Context, parents *knownParents, ctl *registry.Controller, parent *unstructured.Unstructured, m bus.Meta,
 	resp *hooks.SyncResponse, actions []action, conditions []metav1.Condition) error {
-	p := describe(ctl, parent, m, resp, actions, conditions, a.reg.StatusSchema(ctl.Parent), a.reg)
-	if err := a.publishPlan(ctx, m, p); err != nil {
+	p := describe(ctl, parent, m, resp, actions, conditions, rc.reg.StatusSchema(ctl.Parent), rc.reg)
+	if err := rc.publishPlan(ctx, m, p); err != nil {
 		return err
 	}
 	if resp.ResyncAfterSeconds > 0 {
-		a.resyncAfter(m, resp.ResyncAfterSeconds)
+		rc.resyncAfter(m, resp.ResyncAfterSeconds)
 	}
-	return a.advanceFence(ctx, part, m)
+	return rc.advanceFence(ctx, parents, m)
 }
 
 // describe is the plan of m's reply resp, planned into actions, with uc's
@@ -72,15 +72,15 @@ func newPlan(m bus.Meta) *bus.Plan {
 
 // rejectDryRun publishes the plan of a reply that would be rejected: the
 // reason and message the parent would get, nothing else.
-func (a *Applier) rejectDryRun(ctx context.Context, m bus.Meta, reason string, problem error) error {
+func (rc *reconciler) rejectDryRun(ctx context.Context, m bus.Meta, reason string, problem error) error {
 	p := newPlan(m)
 	p.Rejected = &bus.Rejected{Reason: reason, Message: problem.Error()}
-	return a.publishPlan(ctx, m, p)
+	return rc.publishPlan(ctx, m, p)
 }
 
 // publishPlan publishes a plan on the parent's plan subject, where the
 // stream keeps the last one.
-func (a *Applier) publishPlan(ctx context.Context, m bus.Meta, p *bus.Plan) error {
+func (rc *reconciler) publishPlan(ctx context.Context, m bus.Meta, p *bus.Plan) error {
 	e := event.New()
 	e.SetID(uuid.NewString())
 	e.SetType(bus.PlanType)
@@ -97,9 +97,9 @@ func (a *Applier) publishPlan(ctx context.Context, m bus.Meta, p *bus.Plan) erro
 	if err != nil {
 		return err
 	}
-	if _, err := a.js.PublishMsg(ctx, msg, jetstream.WithMsgID(e.ID())); err != nil {
+	if _, err := rc.js.PublishMsg(ctx, msg, jetstream.WithMsgID(e.ID())); err != nil {
 		return fmt.Errorf("publish the plan: %w", err)
 	}
-	a.log.Debug("plan published", append(m.LogArgs(), "children", len(p.Children), "rejected", p.Rejected != nil)...)
+	rc.log.Debug("plan published", append(m.LogArgs(), "children", len(p.Children), "rejected", p.Rejected != nil)...)
 	return nil
 }

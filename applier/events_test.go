@@ -3,15 +3,13 @@ package applier
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	fakediscovery "k8s.io/client-go/discovery/fake"
-	ktesting "k8s.io/client-go/testing"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
 	"universalcontroller.dev/uc/internal/registry"
@@ -46,8 +44,8 @@ func TestRecordWrites(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := record.NewFakeRecorder(10)
-			a := &Applier{events: rec, tracer: tracing.Tracer(nil)}
-			a.recordWrites(&unstructured.Unstructured{}, tc.done)
+			w := &writer{events: rec, tracer: tracing.Tracer(nil)}
+			w.recordWrites(&unstructured.Unstructured{}, tc.done)
 			close(rec.Events)
 			var got []string
 			for e := range rec.Events {
@@ -120,9 +118,9 @@ func TestReportFailing(t *testing.T) {
 				return nil
 			})
 			rec := record.NewFakeRecorder(100)
-			reg := registry.New(dyn, &fakediscovery.FakeDiscovery{Fake: &ktesting.Fake{}}, slog.New(slog.DiscardHandler))
-			a := New(reg, dyn, nil, rec, Options{}, slog.New(slog.DiscardHandler))
-			t.Cleanup(a.queue.ShutDown)
+			rc := testReconciler(dyn, rec)
+			failures := map[types.UID]int{} // failed applies in a row, as the worker loop counts them
+			rc.failures = func(key types.UID) int { return failures[key] }
 			c := *ctl
 			if tc.decorator {
 				c = registry.Controller{Name: ctl.Name, Parent: ctl.Parent, Decorator: &registry.Decoration{}}
@@ -136,13 +134,13 @@ func TestReportFailing(t *testing.T) {
 			for i, s := range tc.steps {
 				m.Generation = s.generation
 				synced = nil
-				// As the worker loop does.
+				// As an apply and the worker loop do.
 				if s.err == nil {
-					a.queue.Forget(m.ApplyKey())
-					a.failing.forget(m.ApplyKey())
+					delete(failures, m.ApplyKey())
+					rc.failing.forget(m.ApplyKey())
 				} else {
-					a.reportFailing(t.Context(), a.log, &c, parent, m, s.err)
-					a.queue.AddRateLimited(m.ApplyKey())
+					rc.reportFailing(t.Context(), rc.log, &c, parent, m, s.err)
+					failures[m.ApplyKey()]++
 				}
 				var events []string
 				for len(rec.Events) > 0 {

@@ -26,8 +26,8 @@ var HookEventCorrelation = record.CorrelatorOptions{
 }
 
 // recordHookEvents records the events of an applied reply on the parent.
-func (a *Applier) recordHookEvents(parent *unstructured.Unstructured, events []hooks.Event) {
+func (rc *reconciler) recordHookEvents(parent *unstructured.Unstructured, events []hooks.Event) {
 	for _, e := range events {
-		a.opts.HookEvents.Event(parent, e.Type, e.Reason, e.Message)
+		rc.hookEvents.Event(parent, e.Type, e.Reason, e.Message)
 	}
 }

@@ -82,8 +82,8 @@ func TestHookEventCorrelation(t *testing.T) {
 func TestRecordHookEvents(t *testing.T) {
 	rec, own := record.NewFakeRecorder(10), record.NewFakeRecorder(10)
 	a := New(nil, nil, nil, own, Options{HookEvents: rec}, slog.New(slog.DiscardHandler))
-	t.Cleanup(a.queue.ShutDown)
-	a.recordHookEvents(&unstructured.Unstructured{}, []hooks.Event{
+	t.Cleanup(a.in.shutDown)
+	a.rec.recordHookEvents(&unstructured.Unstructured{}, []hooks.Event{
 		{Type: "Warning", Reason: "DiskFull", Message: "95%"}, {Type: "Normal", Reason: "Scaled"}})
 	close(rec.Events)
 	var got []string

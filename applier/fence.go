@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -63,47 +64,69 @@ func (f *kvFence) forget(ctx context.Context, uid types.UID) error {
 	return nil
 }
 
+// knownParents is what the reconciler knows of the parents of one
+// partition this replica holds, from the applies since it took the
+// partition: a partition taken again starts knowing none.
+type knownParents struct {
+	mu sync.Mutex
+	// fenced caches the fence of the partition's parents: while a replica
+	// holds a partition, it alone advances their fences, so what it read
+	// or wrote since it took the partition is current.
+	fenced map[types.UID]int64
+	// deferred holds the parents whose last apply left their status to the
+	// next one (see deferStatus).
+	deferred map[types.UID]bool
+	// rolling holds the progress of the partition's parents whose
+	// children are not all on their latest revision.
+	rolling map[types.UID]rolloutProgress
+}
+
+func newKnownParents() *knownParents {
+	return &knownParents{fenced: map[types.UID]int64{}, deferred: map[types.UID]bool{}, rolling: map[types.UID]rolloutProgress{}}
+}
+
 // lastApplied is the observation of the last reply applied to the parent,
-// from the partition's cache or, the first time, from the bucket.
-func (a *Applier) lastApplied(ctx context.Context, p *partition, uid types.UID) (int64, error) {
-	p.mu.Lock()
-	last, ok := p.fenced[uid]
-	p.mu.Unlock()
+// from what the partition's parents know or, the first time, from the
+// bucket.
+func (r *reconciler) lastApplied(ctx context.Context, parents *knownParents, uid types.UID) (int64, error) {
+	parents.mu.Lock()
+	last, ok := parents.fenced[uid]
+	parents.mu.Unlock()
 	if ok {
 		return last, nil
 	}
-	last, err := a.fence.last(ctx, uid)
+	last, err := r.fence.last(ctx, uid)
 	if err != nil {
 		return 0, err
 	}
-	p.remember(uid, last)
+	parents.remember(uid, last)
 	return last, nil
 }
 
 // advanceFence records that the reply of the parent's latest revision with
 // that meta was applied.
-func (a *Applier) advanceFence(ctx context.Context, p *partition, m bus.Meta) error {
+func (r *reconciler) advanceFence(ctx context.Context, parents *knownParents, m bus.Meta) error {
 	key := m.ApplyKey()
 	fence := bus.Fence{Observation: m.Observation, Request: m.RequestID, Generation: m.Generation, ResourceVersion: m.ResourceVersion}
-	if err := a.fence.advance(ctx, key, fence); err != nil {
-		p.forget(key) // the bucket may or may not hold it: read it again
+	if err := r.fence.advance(ctx, key, fence); err != nil {
+		parents.forget(key) // the bucket may or may not hold it: read it again
 		return err
 	}
-	p.remember(key, m.Observation)
-	a.observer().Applied(m)
+	parents.remember(key, m.Observation)
+	r.observer.Applied(m)
 	return nil
 }
 
-func (p *partition) remember(uid types.UID, observation int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.fenced[uid] = observation
+func (k *knownParents) remember(uid types.UID, observation int64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.fenced[uid] = observation
 }
 
-func (p *partition) forget(uid types.UID) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.fenced, uid)
-	delete(p.deferred, uid)
-	delete(p.rolling, uid)
+func (k *knownParents) forget(uid types.UID) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.fenced, uid)
+	delete(k.deferred, uid)
+	delete(k.rolling, uid)
 }

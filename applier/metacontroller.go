@@ -40,8 +40,8 @@ const (
 
 // metacontrollerRevisions lists the ControllerRevisions Metacontroller left
 // for parent, from the apiserver: those it controls, of its resource.
-func (a *Applier) metacontrollerRevisions(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
-	list, err := a.dyn.Resource(registry.MetacontrollerRevisionResource).Namespace(parent.GetNamespace()).List(ctx, metav1.ListOptions{
+func (rc *reconciler) metacontrollerRevisions(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	list, err := rc.dyn.Resource(registry.MetacontrollerRevisionResource).Namespace(parent.GetNamespace()).List(ctx, metav1.ListOptions{
 		LabelSelector: labels.Set{
 			labelMetacontrollerAPIGroup: ctl.Parent.GVR.Group,
 			labelMetacontrollerResource: ctl.Parent.GVR.Resource,
@@ -142,9 +142,9 @@ func rolls(ctl *registry.Controller, group, kind string) bool {
 
 // deleteMetacontrollerRevisions deletes Metacontroller's revisions once
 // uc's hold what they said.
-func (a *Applier) deleteMetacontrollerRevisions(ctx context.Context, mc []*unstructured.Unstructured) error {
+func (rc *reconciler) deleteMetacontrollerRevisions(ctx context.Context, mc []*unstructured.Unstructured) error {
 	for _, u := range mc {
-		res := a.dyn.Resource(registry.MetacontrollerRevisionResource).Namespace(u.GetNamespace())
+		res := rc.dyn.Resource(registry.MetacontrollerRevisionResource).Namespace(u.GetNamespace())
 		if err := deleteRevision(ctx, res, u.GetName(), u.GetUID()); err != nil {
 			return fmt.Errorf("delete Metacontroller's revision %s: %w", objectKey(u), err)
 		}

@@ -20,14 +20,7 @@ type Observer interface {
 	Failed(m bus.Meta)
 }
 
-// observer is Options.Observer, or nobody.
-func (a *Applier) observer() Observer {
-	if a.opts.Observer == nil {
-		return nobody{}
-	}
-	return a.opts.Observer
-}
-
+// nobody hears nothing: the default Observer and ShadowObserver.
 type nobody struct{}
 
 func (nobody) Applied(bus.Meta)          {}
@@ -43,7 +36,7 @@ type rolloutProgress struct {
 
 // rolled records the parent's progress after a rollout step, until every
 // child is on the latest revision.
-func (p *partition) rolled(uid types.UID, ctl *registry.Controller, ro *rollout) {
+func (k *knownParents) rolled(uid types.UID, ctl *registry.Controller, ro *rollout) {
 	progress := rolloutProgress{controller: ctl.Name}
 	for _, rev := range ro.revs {
 		n := len(ro.onRevision(ctl, rev))
@@ -53,12 +46,12 @@ func (p *partition) rolled(uid types.UID, ctl *registry.Controller, ro *rollout)
 			progress.older += n
 		}
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	if progress.older == 0 {
-		delete(p.rolling, uid)
+		delete(k.rolling, uid)
 	} else {
-		p.rolling[uid] = progress
+		k.rolling[uid] = progress
 	}
 }
 
@@ -72,33 +65,24 @@ type Rollouts struct {
 	Latest, Older int
 }
 
-// Rollouts are the rollouts in progress in the partitions this replica
-// holds, by controller, as their last steps left them.
-func (a *Applier) Rollouts() map[string]Rollouts {
-	out := map[string]Rollouts{}
-	for _, p := range a.heldPartitions() {
-		p.mu.Lock()
-		for _, progress := range p.rolling {
-			r := out[progress.controller]
-			r.Parents++
-			r.Latest += progress.latest
-			r.Older += progress.older
-			out[progress.controller] = r
-		}
-		p.mu.Unlock()
+// addRollouts adds the rollouts in progress of the partition's parents,
+// by controller, to out.
+func (k *knownParents) addRollouts(out map[string]Rollouts) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, progress := range k.rolling {
+		r := out[progress.controller]
+		r.Parents++
+		r.Latest += progress.latest
+		r.Older += progress.older
+		out[progress.controller] = r
 	}
-	return out
 }
 
-// PartitionParents are, for each partition this replica holds, the
-// parents it knows in it: those it applied, or read the fence of, since it
-// took the partition.
-func (a *Applier) PartitionParents() map[int]int {
-	out := map[int]int{}
-	for _, p := range a.heldPartitions() {
-		p.mu.Lock()
-		out[p.n] = len(p.fenced)
-		p.mu.Unlock()
-	}
-	return out
+// count is the number of the partition's parents known: those applied, or
+// whose fence was read, since this replica took the partition.
+func (k *knownParents) count() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.fenced)
 }

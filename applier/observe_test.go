@@ -4,8 +4,6 @@ import (
 	"maps"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
-
 	"universalcontroller.dev/uc/internal/revision"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -20,8 +18,9 @@ func TestRolloutProgress(t *testing.T) {
 	ctl := testController(v1alpha1.ChildUpdateRollingRecreate)
 	isTrue := "True"
 	ctl.Children[0].StatusChecks = []v1alpha1.StatusConditionCheck{{Type: "Ready", Status: &isTrue}}
-	p := &partition{n: 3, fenced: map[types.UID]int64{parent.GetUID(): 1, "other": 1}, rolling: map[types.UID]rolloutProgress{}}
-	a := &Applier{held: map[int]*partition{3: p}}
+	parents := newKnownParents()
+	parents.fenced[parent.GetUID()], parents.fenced["other"] = 1, 1
+	a := &Applier{in: &intake{held: map[int]*partition{3: {n: 3, parents: parents}}}}
 	replies := map[string]*hooks.SyncResponse{"h2": wants("c=2", "b=2", "a=2"), "h1": wants("c=1", "b=1", "a=1")}
 	for _, step := range []struct {
 		revs []*revision.Revision
@@ -44,7 +43,7 @@ func TestRolloutProgress(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.rolled(parent.GetUID(), ctl, ro)
+		parents.rolled(parent.GetUID(), ctl, ro)
 		if got := a.Rollouts(); !maps.Equal(got, step.want) {
 			t.Errorf("after the step from %v: rollouts %v, want %v", step.revs, got, step.want)
 		}

@@ -16,32 +16,6 @@ import (
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
-// confirmParent reads the parent from the apiserver, not the cache, and
-// fails unless it is the same object and is not being deleted.
-func (a *Applier) confirmParent(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured) error {
-	live, err := a.dyn.Resource(ctl.Parent.GVR).Namespace(parent.GetNamespace()).Get(ctx, parent.GetName(), metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("confirm parent before adopting: %w", err)
-	}
-	if live.GetUID() != parent.GetUID() || live.GetDeletionTimestamp() != nil {
-		return fmt.Errorf("parent %s was replaced or is being deleted: not adopting", parent.GetName())
-	}
-	return nil
-}
-
-// releasePatch removes the parent's ownerReference from a child, provided it
-// is still there at the same place (a JSON patch test).
-func releasePatch(child *unstructured.Unstructured, ctl *registry.Controller) []byte {
-	ref := metav1.GetControllerOfNoCopy(child)
-	i := slices.IndexFunc(child.GetOwnerReferences(), func(r metav1.OwnerReference) bool { return r.UID == ref.UID })
-	path := fmt.Sprintf("/metadata/ownerReferences/%d", i)
-	b, _ := json.Marshal([]map[string]any{
-		{"op": "test", "path": path + "/uid", "value": ref.UID},
-		{"op": "remove", "path": path},
-	})
-	return b
-}
-
 // setFinalizer puts the controller's finalizer on the parent, or takes it
 // off. A finalizer cannot be added to a parent being deleted. It is put on
 // with server-side apply with a field manager of its own, so other
@@ -49,12 +23,12 @@ func releasePatch(child *unstructured.Unstructured, ctl *registry.Controller) []
 // it where it still is: whoever put it there (uc, or Metacontroller before
 // uc served its CompositeController), a finalizer another field manager
 // also owns would stay if uc merely stopped applying it.
-func (a *Applier) setFinalizer(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, want bool) error {
+func (rc *reconciler) setFinalizer(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, want bool) error {
 	change := finalizerChange(ctl, parent, want)
 	if change == "" {
 		return nil
 	}
-	res := a.dyn.Resource(ctl.Parent.GVR).Namespace(parent.GetNamespace())
+	res := rc.dyn.Resource(ctl.Parent.GVR).Namespace(parent.GetNamespace())
 	var err error
 	if change == "add" {
 		obj := parentConfig(parent)
@@ -92,18 +66,18 @@ func finalizerChange(ctl *registry.Controller, parent *unstructured.Unstructured
 // resyncAfter asks the watcher to sync the parent again after a delay. It is
 // a core NATS message: if it is lost, a restarted watcher syncs every parent
 // anyway.
-func (a *Applier) resyncAfter(m bus.Meta, seconds float64) {
+func (rc *reconciler) resyncAfter(m bus.Meta, seconds float64) {
 	b, _ := json.Marshal(bus.Resync{Resource: m.Resource, Namespace: m.Namespace, Name: m.Name, AfterSeconds: seconds})
-	if err := a.js.Conn().PublishMsg(&nats.Msg{Subject: m.ResyncSubject(), Data: b}); err != nil {
-		a.log.Warn("ask for a resync", append(m.LogArgs(), "err", err)...)
+	if err := rc.js.Conn().PublishMsg(&nats.Msg{Subject: m.ResyncSubject(), Data: b}); err != nil {
+		rc.log.Warn("ask for a resync", append(m.LogArgs(), "err", err)...)
 	}
 }
 
 // announce tells the watcher that an apply to the parent starts or ended.
-func (a *Applier) announce(m bus.Meta, done bool) {
+func (rc *reconciler) announce(m bus.Meta, done bool) {
 	b, _ := json.Marshal(bus.Applying{Resource: m.Resource, Namespace: m.Namespace, Name: m.Name, Done: done})
-	if err := a.js.Conn().PublishMsg(&nats.Msg{Subject: m.ApplyingSubject(), Data: b}); err != nil {
-		a.log.Warn("announce an apply", append(m.LogArgs(), "err", err)...)
+	if err := rc.js.Conn().PublishMsg(&nats.Msg{Subject: m.ApplyingSubject(), Data: b}); err != nil {
+		rc.log.Warn("announce an apply", append(m.LogArgs(), "err", err)...)
 	}
 }
 

@@ -21,7 +21,7 @@ func TestParentNotInCacheYet(t *testing.T) {
 	ctl := testController(v1alpha1.ChildUpdateInPlace)
 	_, dyn := fakeParent(ctl, nil) // its UID is "uid"
 	reg := registry.New(dyn, &fakediscovery.FakeDiscovery{Fake: &ktesting.Fake{}}, slog.Default())
-	a := New(reg, dyn, nil, nil, Options{}, slog.Default()) // the cache is empty: never started
+	a := New(reg, dyn, nil, nil, Options{}, slog.Default()).rec // the cache is empty: never started
 
 	for _, tt := range []struct {
 		uid  string

@@ -7,15 +7,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
-	"k8s.io/apimachinery/pkg/types"
 
 	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/schemas/bus"
@@ -44,40 +43,43 @@ const (
 	staleAfter = leaseTTL - renewEvery
 )
 
-// partition is one partition this replica holds.
+// partition is one partition this replica holds: its consumer, and the
+// hold on it. The owner creates it and hands it to intake, which begins its
+// applies while the hold lasts.
 type partition struct {
-	n         int
-	consumer  *topology.KeptConsumer
-	rev       uint64 // revision of its key in uc_partitions
-	releasing bool
+	n        int
+	consumer *topology.KeptConsumer
+	// rev is the revision of its key in uc_partitions; only the owner's
+	// goroutine reads and writes it.
+	rev       uint64
+	releasing bool           // guarded by intake's lock
 	active    sync.WaitGroup // applies in flight
 
-	mu sync.Mutex // guards the hold, fenced, deferred and rolling
+	mu sync.Mutex // guards the hold
 	// renewed is when the last successful renewal of its key was sent.
 	renewed time.Time
 	// hold ends when this replica may no longer apply the partition: its
 	// key was not renewed for staleAfter (expiry), or a renewal failed. An
-	// apply in flight then stops (applyHeld), as another replica may
+	// apply in flight then stops (intake.applyNext), as another replica may
 	// take the partition once the key expires. A renewal after a lapse
 	// starts a new hold.
 	hold   context.Context
 	lapse  context.CancelCauseFunc
 	expiry *time.Timer
-	// fenced caches the fence of the partition's parents: while a replica
-	// holds a partition, it alone advances their fences, so what it read
-	// or wrote since it took the partition is current.
-	fenced map[types.UID]int64
-	// deferred holds the parents whose last apply left their status to the
-	// next one (see deferStatus).
-	deferred map[types.UID]bool
-	// rolling holds the progress of the partition's parents whose
-	// children are not all on their latest revision.
-	rolling map[types.UID]rolloutProgress
+
+	// parents is what the reconciler knows of the partition's parents
+	// while this replica holds it.
+	parents *knownParents
 }
 
-// owner runs the ownership protocol for one replica.
+// owner runs the ownership protocol for one replica. It hands the
+// partitions it acquires to intake, and takes them back, through intake's
+// methods.
 type owner struct {
-	a               *Applier
+	in              *intake
+	js              jetstream.JetStream
+	opts            Options // Partitions, Replicas, ReplicaID
+	log             *slog.Logger
 	id              string
 	members, owners jetstream.KeyValue
 	// lost hears that a partition's consumption reported its consumer
@@ -89,19 +91,19 @@ type owner struct {
 	holder *bus.Holder
 }
 
-func newOwner(ctx context.Context, a *Applier) (*owner, error) {
-	id := a.opts.ReplicaID
+func newOwner(ctx context.Context, js jetstream.JetStream, in *intake, opts Options, log *slog.Logger) (*owner, error) {
+	id := opts.ReplicaID
 	if id == "" {
 		host, _ := os.Hostname()
 		id = host + "_" + uuid.NewString()[:8]
 	}
-	o := &owner{a: a, id: bus.Token(id), lost: make(chan struct{}, 1), holder: bus.NewHolder()}
+	o := &owner{in: in, js: js, opts: opts, log: log, id: bus.Token(id), lost: make(chan struct{}, 1), holder: bus.NewHolder()}
 	var err error
-	opts := topology.Options{Replicas: a.opts.Replicas}
-	if o.members, err = topology.EnsureBucket(ctx, a.js, topology.Appliers, opts); err != nil {
+	bucketOpts := topology.Options{Replicas: opts.Replicas}
+	if o.members, err = topology.EnsureBucket(ctx, js, topology.Appliers, bucketOpts); err != nil {
 		return nil, err
 	}
-	if o.owners, err = topology.EnsureBucket(ctx, a.js, topology.Partitions, opts); err != nil {
+	if o.owners, err = topology.EnsureBucket(ctx, js, topology.Partitions, bucketOpts); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -123,9 +125,9 @@ func (o *owner) run(ctx context.Context) {
 		case <-ctx.Done():
 			leave, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			if err := o.members.Delete(leave, o.id); err != nil {
-				o.a.log.Warn("leave the appliers", "replica", o.id, "err", err)
+				o.log.Warn("leave the appliers", "replica", o.id, "err", err)
 			}
-			for _, p := range o.a.heldPartitions() {
+			for _, p := range o.in.heldPartitions() {
 				o.release(leave, p)
 			}
 			cancel()
@@ -149,32 +151,21 @@ func (o *owner) consumerLost() {
 // keys they held are lost: a replica whose partition key is gone stops
 // consuming the partition when its renewal fails, and takes it again.
 func (o *owner) checkBuckets(ctx context.Context) {
-	for _, b := range topology.Applier(o.a.opts.Partitions).Creates.Buckets {
-		_, err := o.a.js.KeyValue(ctx, b.Name)
+	for _, b := range topology.Applier(o.opts.Partitions).Creates.Buckets {
+		_, err := o.js.KeyValue(ctx, b.Name)
 		if err == nil {
 			continue
 		}
 		if !errors.Is(err, jetstream.ErrBucketNotFound) {
-			o.a.log.Warn("check bucket", "bucket", b.Name, "err", err)
+			o.log.Warn("check bucket", "bucket", b.Name, "err", err)
 			continue
 		}
-		if _, err := topology.EnsureBucket(ctx, o.a.js, b, topology.Options{Replicas: o.a.opts.Replicas}); err != nil {
-			o.a.log.Error("create again a bucket that is gone", "bucket", b.Name, "err", err)
+		if _, err := topology.EnsureBucket(ctx, o.js, b, topology.Options{Replicas: o.opts.Replicas}); err != nil {
+			o.log.Error("create again a bucket that is gone", "bucket", b.Name, "err", err)
 			continue
 		}
-		o.a.log.Warn("bucket was gone; created it again", "bucket", b.Name)
+		o.log.Warn("bucket was gone; created it again", "bucket", b.Name)
 	}
-}
-
-// heldPartitions are the partitions this replica holds.
-func (a *Applier) heldPartitions() []*partition {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := make([]*partition, 0, len(a.held))
-	for _, p := range a.held {
-		out = append(out, p)
-	}
-	return out
 }
 
 // balance heartbeats, renews or releases the partitions held, and tries to
@@ -185,19 +176,19 @@ func (o *owner) balance(ctx context.Context) {
 	deadline := time.Now().Add(renewEvery)
 	o.checkBuckets(ctx)
 	if _, err := o.members.Put(ctx, o.id, nil); err != nil {
-		o.a.log.Warn("applier heartbeat", "err", err)
+		o.log.Warn("applier heartbeat", "err", err)
 	}
 	members, err := o.members.Keys(ctx)
 	if err != nil || !slices.Contains(members, o.id) {
 		members = append(members, o.id)
 	}
 	want := map[int]bool{}
-	for n, m := range assign(members, o.a.opts.Partitions) {
+	for n, m := range assign(members, o.opts.Partitions) {
 		if m == o.id {
 			want[n] = true
 		}
 	}
-	for _, p := range o.a.heldPartitions() {
+	for _, p := range o.in.heldPartitions() {
 		if want[p.n] {
 			o.renew(ctx, p)
 		} else {
@@ -275,42 +266,37 @@ func (o *owner) reclaim(ctx context.Context, n int) (uint64, error) {
 	}
 	rev, err := o.owners.Update(ctx, bus.PartitionKey(n), []byte(o.id), e.Revision())
 	if err == nil {
-		o.a.log.Info("partition reclaimed from this replica's previous run", "partition", n, "replica", o.id)
+		o.log.Info("partition reclaimed from this replica's previous run", "partition", n, "replica", o.id)
 	}
 	return rev, err
 }
 
 // acquire takes partition n if no replica holds it, and starts consuming it.
 func (o *owner) acquire(ctx context.Context, n int) {
-	o.a.mu.Lock()
-	_, held := o.a.held[n]
-	o.a.mu.Unlock()
-	if held {
+	if o.in.holds(n) {
 		return
 	}
 	sent := time.Now()
 	rev, err := o.owners.Create(ctx, bus.PartitionKey(n), []byte(o.id))
-	if errors.Is(err, jetstream.ErrKeyExists) && o.a.opts.ReplicaID != "" {
+	if errors.Is(err, jetstream.ErrKeyExists) && o.opts.ReplicaID != "" {
 		rev, err = o.reclaim(ctx, n)
 	}
 	if err != nil {
 		if !errors.Is(err, jetstream.ErrKeyExists) {
-			o.a.log.Warn("acquire partition", "partition", n, "err", err)
+			o.log.Warn("acquire partition", "partition", n, "err", err)
 		}
 		return
 	}
-	consumer, err := topology.KeepConsuming(ctx, o.a.js, topology.ApplierConsumer(n),
-		func(msg jetstream.Msg) { o.a.receive(o.holder.Hold(msg)) }, o.consumerLost)
+	consumer, err := topology.KeepConsuming(ctx, o.js, topology.ApplierConsumer(n),
+		func(msg jetstream.Msg) { o.in.receive(o.holder.Hold(msg)) }, o.consumerLost)
 	if err != nil {
-		o.a.log.Error("consume partition", "partition", n, "err", err)
+		o.log.Error("consume partition", "partition", n, "err", err)
 		_ = o.owners.Delete(ctx, bus.PartitionKey(n), jetstream.LastRevision(rev))
 		return
 	}
 	p := newPartition(n, consumer, rev, sent)
-	o.a.mu.Lock()
-	o.a.held[n] = p
-	o.a.mu.Unlock()
-	o.a.log.Info("partition acquired", "partition", n, "replica", o.id)
+	o.in.hold(p)
+	o.log.Info("partition acquired", "partition", n, "replica", o.id)
 }
 
 // renew extends the hold on a partition, and makes sure its consumer exists
@@ -319,21 +305,19 @@ func (o *owner) renew(ctx context.Context, p *partition) {
 	sent := time.Now()
 	rev, err := o.owners.Update(ctx, bus.PartitionKey(p.n), []byte(o.id), p.rev)
 	if err != nil {
-		o.a.log.Error("partition lost", "partition", p.n, "err", err)
+		o.log.Error("partition lost", "partition", p.n, "err", err)
 		p.end(fmt.Errorf("%w: renewal failed: %w", errHoldLost, err))
 		o.stop(p)
 		return
 	}
-	o.a.mu.Lock()
 	p.rev = rev
-	o.a.mu.Unlock()
 	p.extend(sent)
 	recreated, err := p.consumer.Check(ctx)
 	switch {
 	case err != nil:
-		o.a.log.Warn("check the partition's consumer", "partition", p.n, "err", err)
+		o.log.Warn("check the partition's consumer", "partition", p.n, "err", err)
 	case recreated:
-		o.a.log.Warn("the partition's consumer was gone or no longer consumed; consuming it again", "partition", p.n, "consumer", p.consumer.Consumer().Name())
+		o.log.Warn("the partition's consumer was gone or no longer consumed; consuming it again", "partition", p.n, "consumer", p.consumer.Consumer().Name())
 	}
 }
 
@@ -342,46 +326,25 @@ func (o *owner) renew(ctx context.Context, p *partition) {
 func (o *owner) release(ctx context.Context, p *partition) {
 	o.stop(p)
 	if err := o.owners.Delete(ctx, bus.PartitionKey(p.n), jetstream.LastRevision(p.rev)); err != nil {
-		o.a.log.Warn("release partition", "partition", p.n, "err", err)
+		o.log.Warn("release partition", "partition", p.n, "err", err)
 	}
-	o.a.log.Info("partition released", "partition", p.n, "replica", o.id)
+	o.log.Info("partition released", "partition", p.n, "replica", o.id)
 }
 
+// stop stops consuming a partition: no apply of it begins any more, its
+// waiting replies go back to the bus, and its applies in flight end.
 func (o *owner) stop(p *partition) {
-	o.a.mu.Lock()
-	p.releasing = true
-	delete(o.a.held, p.n)
-	o.a.mu.Unlock()
+	o.in.drop(p)
 	p.consumer.Drain()
-	o.a.mu.Lock()
-	for uid, b := range o.a.pending {
-		if b.meta.Partition == p.n {
-			delete(o.a.pending, uid)
-			b.each(nak)
-		}
-	}
-	o.a.mu.Unlock()
+	o.in.giveBack(p.n)
 	p.active.Wait()
 	p.end(fmt.Errorf("%w: released", errHoldLost))
-}
-
-// Consumers names the consumers of the partitions this replica holds: they
-// must exist for it to be ready.
-func (a *Applier) Consumers() []topology.Consumer {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	cs := make([]topology.Consumer, 0, len(a.held))
-	for _, p := range a.held {
-		cs = append(cs, p.consumer.Consumer())
-	}
-	slices.SortFunc(cs, func(a, b topology.Consumer) int { return strings.Compare(a.Name(), b.Name()) })
-	return cs
 }
 
 // newPartition is partition n, held through revision rev of its key,
 // created or renewed at sent.
 func newPartition(n int, consumer *topology.KeptConsumer, rev uint64, sent time.Time) *partition {
-	p := &partition{n: n, consumer: consumer, rev: rev, fenced: map[types.UID]int64{}, deferred: map[types.UID]bool{}, rolling: map[types.UID]rolloutProgress{}}
+	p := &partition{n: n, consumer: consumer, rev: rev, parents: newKnownParents()}
 	p.extend(sent)
 	return p
 }
@@ -433,24 +396,4 @@ func whileHeld(ctx, hold context.Context) (context.Context, context.CancelFunc) 
 		stop()
 		cancel(nil)
 	}
-}
-
-// begin marks an apply of partition n in flight, if this replica may apply
-// it now, and returns the partition with its hold; end the apply with
-// p.active.Done().
-func (a *Applier) begin(n int) (*partition, context.Context, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	p := a.held[n]
-	if p == nil || p.releasing {
-		return nil, nil, false
-	}
-	p.mu.Lock()
-	hold := p.hold
-	p.mu.Unlock()
-	if hold.Err() != nil {
-		return nil, nil, false
-	}
-	p.active.Add(1)
-	return p, hold, true
 }

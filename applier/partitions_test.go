@@ -96,10 +96,10 @@ func owning(t *testing.T, js jetstream.JetStream, partitions int) (*Applier, *ow
 	t.Helper()
 	a := New(nil, nil, js, nil, Options{Partitions: partitions}, slog.Default())
 	var err error
-	if a.fence, err = newKVFence(t.Context(), js, 1); err != nil {
+	if a.rec.fence, err = newKVFence(t.Context(), js, 1); err != nil {
 		t.Fatal(err)
 	}
-	o, err := newOwner(t.Context(), a)
+	o, err := newOwner(t.Context(), js, a.in, a.opts, a.log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestHoldLapses(t *testing.T) {
 	a, o := owning(t, bustest.JetStream(t), 1)
 	held := func() context.Context {
 		t.Helper()
-		p, hold, ok := a.begin(0)
+		p, hold, ok := a.in.begin(0)
 		if !ok {
 			t.Fatal("the replica may not apply the partition it holds")
 		}
@@ -187,12 +187,12 @@ func TestHoldLapses(t *testing.T) {
 	if cause := context.Cause(applying); !errors.Is(cause, errHoldLost) {
 		t.Errorf("the apply ended with %v, want the hold's lapse", cause)
 	}
-	if _, _, ok := a.begin(0); ok {
+	if _, _, ok := a.in.begin(0); ok {
 		t.Error("an apply began after the hold lapsed")
 	}
 
 	o.balance(ctx)
-	p, hold, ok := a.begin(0)
+	p, hold, ok := a.in.begin(0)
 	if !ok {
 		t.Fatal("the replica may not apply the partition after renewing its hold")
 	}
@@ -216,7 +216,7 @@ func TestHoldLapses(t *testing.T) {
 	if cause := context.Cause(applying); !errors.Is(cause, errHoldLost) || !strings.Contains(cause.Error(), "renewal failed") {
 		t.Errorf("after a failed renewal the apply ended with %v, want the failed renewal", cause)
 	}
-	if _, _, ok := a.begin(0); ok {
+	if _, _, ok := a.in.begin(0); ok {
 		t.Error("an apply began after the renewal failed")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"universalcontroller.dev/uc/internal/registry"
@@ -383,4 +384,44 @@ func number(v any) (float64, bool) {
 		return n, true
 	}
 	return 0, false
+}
+
+// Cache holds the live objects of child resources: the registry's shared
+// informers, or any other set of objects.
+type Cache interface {
+	// Owned lists the objects of a child resource whose controller is
+	// owner.
+	Owned(gvr schema.GroupVersionResource, namespace string, owner types.UID) ([]*unstructured.Unstructured, error)
+	// Orphans lists the objects of a child resource in namespace ("" for
+	// all) that no controller owns.
+	Orphans(gvr schema.GroupVersionResource, namespace string) ([]*unstructured.Unstructured, error)
+	// Object returns an object; namespace is "" for a cluster-scoped one.
+	Object(gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error)
+}
+
+// cacheLookup reads children from a cache: the registry's shared
+// informers.
+type cacheLookup struct{ reg Cache }
+
+func (c cacheLookup) owned(ch *registry.Child, namespace string, owner types.UID) ([]*unstructured.Unstructured, error) {
+	return c.reg.Owned(ch.GVR, namespace, owner)
+}
+
+func (c cacheLookup) orphans(ch *registry.Child, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
+	objs, err := c.reg.Orphans(ch.GVR, namespace)
+	if err != nil {
+		return nil, err
+	}
+	var out []*unstructured.Unstructured
+	for _, u := range objs {
+		if registry.Adoptable(sel, u) {
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
+
+func (c cacheLookup) get(ch *registry.Child, namespace, name string) (*unstructured.Unstructured, bool) {
+	obj, err := c.reg.Object(ch.GVR, namespace, name)
+	return obj, err == nil
 }

@@ -14,12 +14,12 @@ type Preflight interface {
 
 // mayBeRefused tells why the apiserver could refuse one of the writes, or
 // "" when it could refuse none: then they need no dry run.
-func (a *Applier) mayBeRefused(ctx context.Context, actions []action) string {
+func (w *writer) mayBeRefused(ctx context.Context, actions []action) string {
 	for _, act := range actions {
-		if a.opts.Preflight == nil {
+		if w.preflight == nil {
 			return "writes are not checked before they are made"
 		}
-		if why := a.opts.Preflight.CouldRefuse(ctx, a.writeOf(act)); why != "" {
+		if why := w.preflight.CouldRefuse(ctx, w.writeOf(act)); why != "" {
 			return why
 		}
 	}
@@ -28,20 +28,20 @@ func (a *Applier) mayBeRefused(ctx context.Context, actions []action) string {
 
 // writeOf describes an action to the preflight check, with the live object
 // an apply changes as the cache has it.
-func (a *Applier) writeOf(act action) preflight.Write {
-	w := preflight.Write{Resource: act.child.Resource, Old: act.obj}
+func (w *writer) writeOf(act action) preflight.Write {
+	out := preflight.Write{Resource: act.child.Resource, Old: act.obj}
 	switch act.verb {
 	case verbCreate:
-		w.Verb, w.New, w.Old = preflight.Create, act.obj, nil
+		out.Verb, out.New, out.Old = preflight.Create, act.obj, nil
 	case verbApply:
-		w.Verb, w.New, w.Old = preflight.Apply, act.obj, nil
-		if live, err := a.reg.Object(act.child.GVR, act.obj.GetNamespace(), act.obj.GetName()); err == nil {
-			w.Old = live
+		out.Verb, out.New, out.Old = preflight.Apply, act.obj, nil
+		if live, err := w.live.Object(act.child.GVR, act.obj.GetNamespace(), act.obj.GetName()); err == nil {
+			out.Old = live
 		}
 	case verbRelease:
-		w.Verb = preflight.Release
+		out.Verb = preflight.Release
 	case verbDelete:
-		w.Verb = preflight.Delete
+		out.Verb = preflight.Delete
 	}
-	return w
+	return out
 }

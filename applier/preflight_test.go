@@ -70,7 +70,7 @@ func TestDryRunsOnlyWhereSomethingCouldRefuse(t *testing.T) {
 				created = append(created, obj.GetName())
 				return false, nil, nil
 			})
-			a := &Applier{dyn: dyn, tracer: tracing.Tracer(nil), events: record.NewFakeRecorder(10), log: slog.New(slog.DiscardHandler), opts: Options{Preflight: tc.preflight}}
+			w := &writer{dyn: dyn, tracer: tracing.Tracer(nil), events: record.NewFakeRecorder(10), log: slog.New(slog.DiscardHandler), preflight: tc.preflight}
 			var actions []action
 			for _, name := range []string{"a", "b", "c"} {
 				obj, err := desiredObject(ctl, parent, &ctl.Children[0], object("ConfigMap", "", name, map[string]any{"k": "v"}, ""), ownerRef(ctl, parent))
@@ -79,7 +79,7 @@ func TestDryRunsOnlyWhereSomethingCouldRefuse(t *testing.T) {
 				}
 				actions = append(actions, action{verb: verbCreate, child: &ctl.Children[0], obj: obj, event: "Created"})
 			}
-			_, err := a.execute(t.Context(), ctl, parent, actions)
+			_, err := w.execute(t.Context(), ctl, parent, actions)
 			if (err != nil) != (tc.refused != "") {
 				t.Fatalf("err = %v", err)
 			}

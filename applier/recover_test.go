@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"log/slog"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -23,31 +21,22 @@ import (
 	"universalcontroller.dev/uc/schemas/hooks"
 )
 
-// heldMsg is a reply that counts how it is settled.
-type heldMsg struct {
-	jetstream.Msg
-	inProgress, acked atomic.Int32
-}
-
-func (m *heldMsg) InProgress() error { m.inProgress.Add(1); return nil }
-func (m *heldMsg) Ack() error        { m.acked.Add(1); return nil }
-
 // queuedApplier is an applier holding partition 0, with one reply of
 // controller c queued for each parent named.
-func queuedApplier(t *testing.T, reg *registry.Registry, logs *bytes.Buffer, parents ...string) (*Applier, []*heldMsg) {
+func queuedApplier(t *testing.T, reg *registry.Registry, logs *bytes.Buffer, parents ...string) (*Applier, []*busMsg) {
 	t.Helper()
 	a := New(reg, nil, bustest.JetStream(t), nil, Options{}, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	t.Cleanup(a.queue.ShutDown)
-	a.held[0] = newPartition(0, nil, 0, time.Now())
-	var msgs []*heldMsg
+	t.Cleanup(a.in.shutDown)
+	a.in.hold(newPartition(0, nil, 0, time.Now()))
+	var msgs []*busMsg
 	for _, name := range parents {
 		uid := types.UID("uid-" + name)
-		msg := &heldMsg{}
+		msg := &busMsg{}
 		meta := bus.Meta{Address: bus.Address{Controller: "c", Hook: hooks.Sync, ParentUID: uid}, Namespace: "ns", Name: name, Observation: 1}
 		b := newBatch(meta)
 		b.add(&reply{msg: msg, meta: meta, typ: bus.ResponseType(hooks.Sync), data: []byte(`{}`)})
-		a.pending[uid] = b
-		a.queue.Add(uid)
+		a.in.pending[uid] = b
+		a.in.queue.Add(uid)
 		msgs = append(msgs, msg)
 	}
 	return a, msgs
@@ -62,7 +51,7 @@ func TestApplyPanicIsRetried(t *testing.T) {
 	a, msgs := queuedApplier(t, nil, &logs, "p", "q")
 	before := testutil.ToFloat64(recovery.Panics.WithLabelValues(recovery.Applier))
 	for range 3 { // p, q, then p or q again after its backoff
-		if !a.worker().Next(t.Context(), a.queue) {
+		if !a.in.loop().Next(t.Context(), a.in.queue) {
 			t.Fatal("the worker loop stopped")
 		}
 	}
@@ -74,7 +63,7 @@ func TestApplyPanicIsRetried(t *testing.T) {
 			t.Errorf("reply %d: acked %d times, in progress %d times; want kept for a retry", i, m.acked.Load(), m.inProgress.Load())
 		}
 	}
-	for _, want := range []string{"recovered from a panic", "parent=ns/p", "parent=ns/q", "stack=", "applier.(*Applier).apply", "apply failed; will retry"} {
+	for _, want := range []string{"recovered from a panic", "parent=ns/p", "parent=ns/q", "stack=", "applier.(*reconciler).apply", "apply failed; will retry"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("the log does not say %q:\n%s", want, logs.String())
 		}
@@ -91,7 +80,7 @@ func TestApplyWaitsQuietlyForTheRegistry(t *testing.T) {
 	reg := registry.New(fakedynamic.NewSimpleDynamicClient(runtime.NewScheme()), &fakediscovery.FakeDiscovery{Fake: &ktesting.Fake{}}, slog.Default())
 	a, msgs := queuedApplier(t, reg, &logs, "p", "q", "r")
 	for range 4 {
-		if !a.worker().Next(t.Context(), a.queue) {
+		if !a.in.loop().Next(t.Context(), a.in.queue) {
 			t.Fatal("the worker loop stopped")
 		}
 	}

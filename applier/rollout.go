@@ -355,7 +355,7 @@ func (ro *rollout) condition(generation int64) metav1.Condition {
 // computed from another revision of the parent than the one this replica's
 // cache holds (a newer reply or a fresher cache resolves it), or the
 // apiserver failed.
-func (a *Applier) rollout(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, m bus.Meta, replies map[string]*hooks.SyncResponse) (*rollout, error) {
+func (rc *reconciler) rollout(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, m bus.Meta, replies map[string]*hooks.SyncResponse) (*rollout, error) {
 	paths := revision.FieldPaths(&ctl.Spec)
 	patch := revision.Patch(parent, paths)
 	hash, err := revision.Hash(patch)
@@ -369,21 +369,21 @@ func (a *Applier) rollout(ctx context.Context, ctl *registry.Controller, parent 
 	default:
 		return nil, fmt.Errorf("the replies are for revision %s of the parent, this replica's cache has revision %s: waiting for the newer one", want, hash)
 	}
-	revs, err := a.revisions(ctx, parent)
+	revs, err := rc.revisions(ctx, parent)
 	if err != nil {
 		return nil, err
 	}
 	var mc []*unstructured.Unstructured
 	var imported []string
 	if ctl.Metacontroller {
-		if mc, err = a.metacontrollerRevisions(ctx, ctl, parent); err != nil {
+		if mc, err = rc.metacontrollerRevisions(ctx, ctl, parent); err != nil {
 			return nil, err
 		}
 		if revs, imported, err = importRevisions(ctl, parent, revs, mc); err != nil {
 			return nil, err
 		}
 	}
-	ro, err := planRollout(ctl, parent, patch, hash, revs, replies, cacheLookup{a.reg})
+	ro, err := planRollout(ctl, parent, patch, hash, revs, replies, cacheLookup{rc.reg})
 	if err != nil {
 		return nil, err
 	}
@@ -396,8 +396,8 @@ func (a *Applier) rollout(ctx context.Context, ctl *registry.Controller, parent 
 
 // revisions lists a parent's ControllerRevisions from the apiserver, not
 // from a cache: the step must start from the progress last written.
-func (a *Applier) revisions(ctx context.Context, parent *unstructured.Unstructured) ([]*revision.Revision, error) {
-	list, err := a.dyn.Resource(v1alpha1.RevisionResource).Namespace(parent.GetNamespace()).List(ctx, metav1.ListOptions{
+func (rc *reconciler) revisions(ctx context.Context, parent *unstructured.Unstructured) ([]*revision.Revision, error) {
+	list, err := rc.dyn.Resource(v1alpha1.RevisionResource).Namespace(parent.GetNamespace()).List(ctx, metav1.ListOptions{
 		LabelSelector: labels.Set{v1alpha1.LabelRevisionParentUID: string(parent.GetUID())}.String(),
 	})
 	if err != nil {
@@ -418,8 +418,8 @@ func (a *Applier) revisions(ctx context.Context, parent *unstructured.Unstructur
 // touched: the latest revision first, then the older ones, then it deletes
 // the revisions no child is on any more, and last Metacontroller's that
 // uc's now hold.
-func (a *Applier) saveRevisions(ctx context.Context, ro *rollout) error {
-	res := a.dyn.Resource(v1alpha1.RevisionResource).Namespace(ro.latest.Namespace)
+func (rc *reconciler) saveRevisions(ctx context.Context, ro *rollout) error {
+	res := rc.dyn.Resource(v1alpha1.RevisionResource).Namespace(ro.latest.Namespace)
 	order := append([]*revision.Revision{ro.latest}, ro.revs...)
 	unused := ro.unused()
 	done := map[string]bool{}
@@ -451,7 +451,7 @@ func (a *Applier) saveRevisions(ctx context.Context, ro *rollout) error {
 			return fmt.Errorf("delete unused revision %s: %w", rev.Name, err)
 		}
 	}
-	return a.deleteMetacontrollerRevisions(ctx, ro.metacontroller)
+	return rc.deleteMetacontrollerRevisions(ctx, ro.metacontroller)
 }
 
 // deleteRevision deletes a ControllerRevision of that UID, if it is still

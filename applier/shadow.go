@@ -153,7 +153,7 @@ func (s *shadows) firstRecord(uid types.UID, d *bus.ShadowDiff) bool {
 
 // runShadows compares the pairs of replies as they are complete, and drops
 // those that waited too long, until ctx ends.
-func (a *Applier) runShadows(ctx context.Context) {
+func (rc *reconciler) runShadows(ctx context.Context) {
 	tick := time.NewTicker(shadowMatchTimeout / 4)
 	defer tick.Stop()
 	for {
@@ -161,86 +161,86 @@ func (a *Applier) runShadows(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
-			a.shadows.expire(now, a.shadowObserver().Unmatched)
-		case p := <-a.shadows.work:
-			a.compareShadow(ctx, p)
+			rc.shadows.expire(now, rc.shadowObserver.Unmatched)
+		case p := <-rc.shadows.work:
+			rc.compareShadow(ctx, p)
 		}
 	}
 }
 
 // receiveShadow takes a reply (or failure report) of a sync hook's shadow,
 // which is never applied.
-func (a *Applier) receiveShadow(r *reply) {
-	log := a.log.With(append(r.meta.LogArgs(), "hook", r.meta.Hook, "request", r.meta.RequestID)...)
+func (rc *reconciler) receiveShadow(r *reply) {
+	log := rc.log.With(append(r.meta.LogArgs(), "hook", r.meta.Hook, "request", r.meta.RequestID)...)
 	if r.typ == bus.FailureType(r.meta.Hook) {
 		var f bus.Failure
 		if err := json.Unmarshal(r.data, &f); err != nil {
 			f.Reason = "Unreadable"
 		}
 		log.Info("the sync hook's shadow failed", "reason", f.Reason, "message", f.Message, "deliveries", f.Deliveries)
-		a.shadowObserver().ShadowFailed(r.meta.Controller, f.Reason)
+		rc.shadowObserver.ShadowFailed(r.meta.Controller, f.Reason)
 		return
 	}
 	request, ok := bus.ShadowedRequestID(r.meta.RequestID)
 	if !ok {
 		log.Info("dropping a shadow's reply to a request that is not a copy of a sync request")
-		a.shadowObserver().Unmatched(r.meta.Controller, UnmatchedNoSyncReply)
+		rc.shadowObserver.Unmatched(r.meta.Controller, UnmatchedNoSyncReply)
 		return
 	}
-	a.offerShadow(request, r, true)
+	rc.offerShadow(request, r, true)
 }
 
 // syncReplied offers the sync hook's reply to the shadow's comparison,
 // once it was applied (or planned, or rejected), if the controller has a
 // shadow.
-func (a *Applier) syncReplied(ctl *registry.Controller, r *reply) {
+func (rc *reconciler) syncReplied(ctl *registry.Controller, r *reply) {
 	if ctl.Shadow() == nil || r.meta.Hook != hooks.Sync || r.typ != bus.ResponseType(hooks.Sync) {
 		return
 	}
-	a.offerShadow(r.meta.RequestID, r, false)
+	rc.offerShadow(r.meta.RequestID, r, false)
 }
 
-func (a *Applier) offerShadow(request string, r *reply, shadow bool) {
-	p, dropped := a.shadows.offer(request, r, shadow)
+func (rc *reconciler) offerShadow(request string, r *reply, shadow bool) {
+	p, dropped := rc.shadows.offer(request, r, shadow)
 	switch {
 	case dropped != "":
-		a.shadowObserver().Unmatched(r.meta.Controller, dropped)
+		rc.shadowObserver.Unmatched(r.meta.Controller, dropped)
 	case p != nil:
 		select {
-		case a.shadows.work <- p:
+		case rc.shadows.work <- p:
 		default:
-			a.shadowObserver().Unmatched(r.meta.Controller, UnmatchedTooMany)
+			rc.shadowObserver.Unmatched(r.meta.Controller, UnmatchedTooMany)
 		}
 	}
 }
 
 // compareShadow plans both replies of a pair against the same observed
 // state and records how the shadow's differs.
-func (a *Applier) compareShadow(ctx context.Context, p *shadowPair) {
+func (rc *reconciler) compareShadow(ctx context.Context, p *shadowPair) {
 	m := p.sync.meta
-	log := a.log.With(append(m.LogArgs(), "request", m.RequestID)...)
-	ctl, ok := a.reg.Get(m.Controller)
+	log := rc.log.With(append(m.LogArgs(), "request", m.RequestID)...)
+	ctl, ok := rc.reg.Get(m.Controller)
 	if !ok || ctl.Shadow() == nil {
 		return // no longer shadowed
 	}
 	ctx, cancel := context.WithTimeout(ctx, applyTimeout)
 	defer cancel()
-	parent, err := a.parent(ctx, ctl, m)
+	parent, err := rc.parent(ctx, ctl, m)
 	if err != nil || parent == nil {
 		log.Debug("no shadow comparison: the parent is gone", "err", err)
 		return
 	}
-	sync, _ := a.outcomeOf(ctl, parent, p.sync)
-	shadow, plan := a.outcomeOf(ctl, parent, p.shadow)
+	sync, _ := rc.outcomeOf(ctl, parent, p.sync)
+	shadow, plan := rc.outcomeOf(ctl, parent, p.shadow)
 	plan.ShadowDiff = diffOutcomes(m.RequestID, sync, shadow)
-	a.shadowObserver().Compared(ctl.Name, plan.ShadowDiff)
-	if err := a.publishPlan(ctx, p.shadow.meta, plan); err != nil {
+	rc.shadowObserver.Compared(ctl.Name, plan.ShadowDiff)
+	if err := rc.publishPlan(ctx, p.shadow.meta, plan); err != nil {
 		log.Warn("publish the shadow's plan", "err", err)
 	}
 	if d := plan.ShadowDiff; !d.Empty() {
 		log.Info("the sync hook's shadow differs", "difference", d.Hash, "added", d.Added, "removed", len(d.Removed), "changed", len(d.Changed), "status", d.Status)
-		if !ctl.DryRun() && a.shadows.firstRecord(parent.GetUID(), d) {
-			a.events.Event(parent, "Normal", "ShadowDiffers", shadowMessage(d))
+		if !ctl.DryRun() && rc.shadows.firstRecord(parent.GetUID(), d) {
+			rc.events.Event(parent, "Normal", "ShadowDiffers", shadowMessage(d))
 		}
 	}
 }
@@ -249,15 +249,15 @@ func (a *Applier) compareShadow(ctx context.Context, p *shadowPair) {
 // against the live children, as the applier would apply it — as if every
 // child were on the parent's latest revision — and writes nothing: what
 // it would make of the parent, and its plan.
-func (a *Applier) outcomeOf(ctl *registry.Controller, parent *unstructured.Unstructured, r *reply) (outcome, *bus.Plan) {
+func (rc *reconciler) outcomeOf(ctl *registry.Controller, parent *unstructured.Unstructured, r *reply) (outcome, *bus.Plan) {
 	err := checkType(r)
 	var resp *hooks.SyncResponse
 	if err == nil {
-		resp, err = decodeSync(hooks.Sync, r.data, ctl.Spec.Hooks.Named(r.meta.Hook).StrictReplies(), a.opts.MaxChildren)
+		resp, err = decodeSync(hooks.Sync, r.data, ctl.Spec.Hooks.Named(r.meta.Hook).StrictReplies(), rc.maxChildren)
 	}
 	var actions []action
 	if err == nil {
-		actions, err = plan(ctl, parent, resp, cacheLookup{a.reg})
+		actions, err = plan(ctl, parent, resp, cacheLookup{rc.reg})
 	}
 	if err != nil {
 		// Said as of the sync hook's, so that both replies rejected alike
@@ -271,7 +271,7 @@ func (a *Applier) outcomeOf(ctl *registry.Controller, parent *unstructured.Unstr
 	for _, c := range resp.Children {
 		o.children[childKey(c)] = c
 	}
-	return o, describe(ctl, parent, r.meta, resp, actions, replyConditions(resp, r.meta.Generation), a.reg.StatusSchema(ctl.Parent), a.reg)
+	return o, describe(ctl, parent, r.meta, resp, actions, replyConditions(resp, r.meta.Generation), rc.reg.StatusSchema(ctl.Parent), rc.reg)
 }
 
 // replyConditions are the conditions a reply's apply sets: uc's Synced,
@@ -307,14 +307,6 @@ func shadowMessage(d *bus.ShadowDiff) string {
 		msg = strings.ToValidUTF8(msg[:maxEventMessage], "") + "…"
 	}
 	return msg
-}
-
-// shadowObserver is Options.Shadows, or nobody.
-func (a *Applier) shadowObserver() ShadowObserver {
-	if a.opts.Shadows == nil {
-		return nobody{}
-	}
-	return a.opts.Shadows
 }
 
 func (nobody) Compared(string, *bus.ShadowDiff) {}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/internal/tracing"
@@ -46,43 +47,43 @@ func condition(typ string, generation int64, status metav1.ConditionStatus, reas
 // Event with the apiserver's answer, the parent counted as failing on its
 // UniversalController — and not retried: it never fails the apply. It
 // writes nothing when the result equals the live status.
-func (a *Applier) writeStatus(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, status map[string]any, generation int64, conds ...metav1.Condition) error {
-	log := a.log.With("controller", ctl.Name, "parent", objectKey(parent), "uid", parent.GetUID())
-	schema := a.reg.StatusSchema(ctl.Parent)
+func (rc *reconciler) writeStatus(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, status map[string]any, generation int64, conds ...metav1.Condition) error {
+	log := rc.log.With("controller", ctl.Name, "parent", objectKey(parent), "uid", parent.GetUID())
+	schema := rc.reg.StatusSchema(ctl.Parent)
 	live, _, _ := unstructured.NestedMap(parent.Object, "status")
 	next := composeStatus(schema, live, status, generation, conds)
 	if changes := !equalJSON(live, next.full); changes && len(next.pruned) > 0 {
-		a.events.Eventf(parent, "Warning", "StatusFieldsPruned", "the hook's status has fields the parent's status schema (%s) does not declare, dropped: %s",
+		rc.events.Eventf(parent, "Warning", "StatusFieldsPruned", "the hook's status has fields the parent's status schema (%s) does not declare, dropped: %s",
 			schema.Source, strings.Join(next.pruned, ", "))
 	} else if dropped := hookConditionsLeftOut(next.full, conds); changes && len(dropped) > 0 {
-		a.events.Eventf(parent, "Warning", "ConditionsNotWritten", "the parent's status schema (%s) admits no conditions: the hook's conditions %s are not written",
+		rc.events.Eventf(parent, "Warning", "ConditionsNotWritten", "the parent's status schema (%s) admits no conditions: the hook's conditions %s are not written",
 			schema.Source, strings.Join(dropped, ", "))
 	}
 	if len(next.leftOut) > 0 {
 		log.Debug("uc's additions to the status left out", "schema", schema.Source, "fields", next.leftOut)
 	}
 	written := next.full
-	err := a.applyStatus(ctx, ctl, parent, live, written)
+	err := rc.applyStatus(ctx, ctl, parent, live, written)
 	if refused(err) && !equalJSON(next.full, next.hook) {
 		// The apiserver refuses what the schema seemed to admit (an enum, a
 		// pattern, a required field), or the schema is unknown: the
 		// hook's status alone.
 		written = next.hook
-		if err = a.applyStatus(ctx, ctl, parent, live, written); err == nil {
+		if err = rc.applyStatus(ctx, ctl, parent, live, written); err == nil {
 			log.Info("uc's additions to the status refused; writing the hook's status alone", "schema", schema.Source)
 			schema.RefuseAdditions()
 		}
 	}
 	switch {
 	case refused(err):
-		a.events.Eventf(parent, "Warning", "StatusWriteFailed", "%v", err)
-		a.reg.ParentFailed(ctl.Name, parent, "StatusWriteFailed", err.Error())
+		rc.events.Eventf(parent, "Warning", "StatusWriteFailed", "%v", err)
+		rc.reg.ParentFailed(ctl.Name, parent, "StatusWriteFailed", err.Error())
 		log.Error("status refused; not retried", "err", err)
 		return nil
 	case err != nil:
 		return err
 	}
-	a.reportSynced(ctl, parent, written, conds)
+	rc.reportSynced(ctl, parent, written, conds)
 	return nil
 }
 
@@ -96,14 +97,14 @@ func refused(err error) bool {
 func equalJSON(a, b map[string]any) bool { return contains(a, b) && contains(b, a) }
 
 // applyStatus writes status unless it equals the live one.
-func (a *Applier) applyStatus(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, live, status map[string]any) error {
+func (rc *reconciler) applyStatus(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, live, status map[string]any) error {
 	if equalJSON(live, status) {
 		return nil
 	}
-	ctx, span := a.tracer.Start(ctx, "status", trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := rc.tracer.Start(ctx, "status", trace.WithSpanKind(trace.SpanKindClient))
 	obj := parentConfig(parent)
 	obj.Object["status"] = status
-	_, err := a.dyn.Resource(ctl.Parent.GVR).Namespace(parent.GetNamespace()).
+	_, err := rc.dyn.Resource(ctl.Parent.GVR).Namespace(parent.GetNamespace()).
 		ApplyStatus(ctx, parent.GetName(), obj, metav1.ApplyOptions{FieldManager: v1alpha1.FieldManager(ctl.Name), Force: true})
 	tracing.End(span, err)
 	if err != nil {
@@ -116,17 +117,17 @@ func (a *Applier) applyStatus(ctx context.Context, ctl *registry.Controller, par
 // Synced condition, and records a Normal Event when it recovers from a
 // failure while its status has no room for the condition: the Warning that
 // reported the failure is not the last word.
-func (a *Applier) reportSynced(ctl *registry.Controller, parent *unstructured.Unstructured, written map[string]any, conds []metav1.Condition) {
+func (rc *reconciler) reportSynced(ctl *registry.Controller, parent *unstructured.Unstructured, written map[string]any, conds []metav1.Condition) {
 	synced := meta.FindStatusCondition(conds, v1alpha1.ConditionSynced)
 	if synced == nil {
 		return
 	}
 	if synced.Status != metav1.ConditionTrue {
-		a.reg.ParentFailed(ctl.Name, parent, synced.Reason, synced.Message)
+		rc.reg.ParentFailed(ctl.Name, parent, synced.Reason, synced.Message)
 		return
 	}
-	if a.reg.ParentApplied(ctl.Name, parent) && findCondition(written["conditions"], v1alpha1.ConditionSynced)["status"] == nil {
-		a.events.Event(parent, "Normal", v1alpha1.ConditionSynced, synced.Message)
+	if rc.reg.ParentApplied(ctl.Name, parent) && findCondition(written["conditions"], v1alpha1.ConditionSynced)["status"] == nil {
+		rc.events.Event(parent, "Normal", v1alpha1.ConditionSynced, synced.Message)
 	}
 }
 
@@ -182,17 +183,17 @@ func composeStatus(schema *registry.StatusSchema, live, status map[string]any, g
 // have left behind; so is one whose reply sets a condition that changes.
 // A parent's status is deferred at most once in a row, so a hook that
 // changes a child on every call still gets its status written.
-func (p *partition) deferStatus(parent *unstructured.Unstructured, resp *hooks.SyncResponse, childChanged bool) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+func (k *knownParents) deferStatus(parent *unstructured.Unstructured, resp *hooks.SyncResponse, childChanged bool) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	uid := parent.GetUID()
 	live, _ := parent.Object["status"].(map[string]any)
 	status := resp.Status
-	if !childChanged || status == nil || p.deferred[uid] || sameHookStatus(live, status) || conditionChanged(live, hookConditions(resp)) {
-		delete(p.deferred, uid)
+	if !childChanged || status == nil || k.deferred[uid] || sameHookStatus(live, status) || conditionChanged(live, hookConditions(resp)) {
+		delete(k.deferred, uid)
 		return false
 	}
-	p.deferred[uid] = true
+	k.deferred[uid] = true
 	return true
 }
 
@@ -240,9 +241,19 @@ func conditionChanged(live map[string]any, conditions []any) bool {
 }
 
 // setCondition sets cond in the conditions list, in the place of the one
-// of its type or at its end, as meta.SetStatusCondition does: its
+// of its type or at its end, with meta.SetStatusCondition: its
 // lastTransitionTime is the live condition's of its type, unless its status
 // changes (or the live one has none), then now.
+//
+// The list stays unstructured, not a []metav1.Condition: it is the hook's
+// status's (or the live one's), and a CRD's conditions need not be
+// metav1.Conditions — one may lack a field metav1.Condition requires, or
+// carry fields it does not have (a lastProbeTime, a severity). Read into
+// []metav1.Condition and written back, every condition would gain empty
+// fields and lose its own. So only cond, with the live condition of its
+// type, goes through meta.SetStatusCondition; the other conditions are
+// left as they are, and so are the fields of the one cond replaces that
+// metav1.Condition does not have.
 func setCondition(conditions, live any, cond metav1.Condition) []any {
 	var current []metav1.Condition
 	if old, ok := asCondition(findCondition(live, cond.Type)); ok && !old.LastTransitionTime.IsZero() {
@@ -252,12 +263,22 @@ func setCondition(conditions, live any, cond metav1.Condition) []any {
 	set, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(&current[0]) // a metav1.Condition always converts
 	list, _ := conditions.([]any)
 	out := slices.Clone(list)
-	if i := slices.IndexFunc(out, func(c any) bool { m, ok := c.(map[string]any); return ok && m["type"] == cond.Type }); i >= 0 {
-		out[i] = set
-		return out
+	i := slices.IndexFunc(out, func(c any) bool { m, ok := c.(map[string]any); return ok && m["type"] == cond.Type })
+	if i < 0 {
+		return append(out, set)
 	}
-	return append(out, set)
+	for k, v := range out[i].(map[string]any) {
+		if !conditionFields.Has(k) {
+			set[k] = v
+		}
+	}
+	out[i] = set
+	return out
 }
+
+// conditionFields are the fields of a metav1.Condition, as a status holds
+// them.
+var conditionFields = sets.New("type", "status", "observedGeneration", "lastTransitionTime", "reason", "message")
 
 // asCondition reads a condition of a status as a metav1.Condition; false
 // when it is not one.

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/dynamic"
 	fakedynamic "k8s.io/client-go/dynamic/fake"
 	ktesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
@@ -66,18 +67,18 @@ func TestDeferStatus(t *testing.T) {
 		{"deferred the last time", live, map[string]any{"children": 4}, nil, true, true, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			p := &partition{deferred: map[types.UID]bool{}}
+			k := &knownParents{deferred: map[types.UID]bool{}}
 			parent := &unstructured.Unstructured{Object: map[string]any{}}
 			parent.SetUID("uid")
 			if tt.live != nil {
 				parent.Object["status"] = tt.live
 			}
-			p.deferred["uid"] = tt.deferredLast
+			k.deferred["uid"] = tt.deferredLast
 			reply := &hooks.SyncResponse{Status: tt.status, Conditions: tt.conds}
-			if got := p.deferStatus(parent, reply, tt.childChanged); got != tt.want {
+			if got := k.deferStatus(parent, reply, tt.childChanged); got != tt.want {
 				t.Errorf("deferStatus = %v, want %v", got, tt.want)
 			}
-			if again := p.deferStatus(parent, reply, tt.childChanged); again && tt.want {
+			if again := k.deferStatus(parent, reply, tt.childChanged); again && tt.want {
 				t.Error("deferred twice in a row")
 			}
 		})
@@ -263,6 +264,47 @@ func TestComposeHookConditions(t *testing.T) {
 	}
 }
 
+// TestSetConditionKeepsForeignFields: uc sets a condition with
+// meta.SetStatusCondition, in place, keeping the fields of the condition
+// it replaces that a metav1.Condition does not have; a condition of
+// another type is left as it is, even one that is no metav1.Condition.
+func TestSetConditionKeepsForeignFields(t *testing.T) {
+	const then = "2025-01-01T00:00:00Z"
+	ready := map[string]any{"type": "Ready", "status": "True", "reason": "Up", "message": "3/3", "observedGeneration": int64(2),
+		"lastTransitionTime": then, "lastProbeTime": "2025-01-02T00:00:00Z", "severity": "Info"}
+	foreign := map[string]any{"type": "Scheduled", "status": "Unknown"} // no reason, no lastTransitionTime
+	live := []any{foreign, ready}
+	for _, tc := range []struct {
+		name           string
+		cond           metav1.Condition
+		wantTransition string // "now": a lastTransitionTime of the call
+	}{
+		{"same status", metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Up", Message: "4/4", ObservedGeneration: 3}, then},
+		{"status changes", metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Down", Message: "0/3", ObservedGeneration: 3}, "now"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now().Add(-time.Second)
+			got := setCondition(runtime.DeepCopyJSONValue(live), live, tc.cond)
+			if len(got) != 2 || !equality.Semantic.DeepEqual(got[0], foreign) {
+				t.Fatalf("conditions %v, want %v first, unchanged", got, foreign)
+			}
+			set := got[1].(map[string]any)
+			want := map[string]any{"type": "Ready", "status": string(tc.cond.Status), "reason": tc.cond.Reason, "message": tc.cond.Message,
+				"observedGeneration": int64(3), "lastTransitionTime": tc.wantTransition, "lastProbeTime": "2025-01-02T00:00:00Z", "severity": "Info"}
+			if tc.wantTransition == "now" {
+				at, err := time.Parse(time.RFC3339, fmt.Sprint(set["lastTransitionTime"]))
+				if err != nil || at.Before(start.Truncate(time.Second)) {
+					t.Errorf("lastTransitionTime %v (%v), want now", set["lastTransitionTime"], err)
+				}
+				want["lastTransitionTime"] = set["lastTransitionTime"]
+			}
+			if !equality.Semantic.DeepEqual(set, want) {
+				t.Errorf("condition %v, want %v", set, want)
+			}
+		})
+	}
+}
+
 // TestWriteStatusRefused: a status the apiserver refuses with uc's
 // additions is written without them (and then at once without them), one
 // it refuses all the same is reported and does not fail the apply, and an
@@ -298,10 +340,9 @@ func TestWriteStatusRefused(t *testing.T) {
 				return tc.refuse(status)
 			})
 			rec := record.NewFakeRecorder(10)
-			reg := registry.New(dyn, &fakediscovery.FakeDiscovery{Fake: &ktesting.Fake{}}, slog.New(slog.DiscardHandler))
-			a := &Applier{reg: reg, dyn: dyn, tracer: tracing.Tracer(nil), events: rec, log: slog.New(slog.DiscardHandler)}
+			rc := testReconciler(dyn, rec)
 			for working := range 2 {
-				err := a.writeStatus(t.Context(), ctl, parent, map[string]any{"working": working == 1}, 1, syncedCondition(1))
+				err := rc.writeStatus(t.Context(), ctl, parent, map[string]any{"working": working == 1}, 1, syncedCondition(1))
 				if (err != nil) != tc.wantErr {
 					t.Fatalf("writeStatus: %v, want an error: %v", err, tc.wantErr)
 				}
@@ -319,6 +360,14 @@ func TestWriteStatusRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testReconciler is a reconciler of parents on dyn, with a registry
+// never started, recording uc's Events in events.
+func testReconciler(dyn dynamic.Interface, events record.EventRecorder) *reconciler {
+	reg := registry.New(dyn, &fakediscovery.FakeDiscovery{Fake: &ktesting.Fake{}}, slog.New(slog.DiscardHandler))
+	return &reconciler{reg: reg, dyn: dyn, events: events, tracer: tracing.Tracer(nil), log: slog.New(slog.DiscardHandler),
+		observer: nobody{}, shadowObserver: nobody{}}
 }
 
 // fakeParent is the parent ns/p (uid "uid") of the test controller ctl on a

@@ -2,12 +2,12 @@ package applier
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/internal/tracing"
 )
 
@@ -20,11 +20,11 @@ import (
 // apply does not wait for the bus again — and starts the apply's span under
 // that reply's hook call, linked to the calls of the batch's other replies
 // (a rolling update's older revisions).
-func (a *Applier) traceApply(ctx context.Context, b *batch) (context.Context, trace.Span) {
+func (rc *reconciler) traceApply(ctx context.Context, b *batch) (context.Context, trace.Span) {
 	r := b.latest()
 	ctx = trace.ContextWithRemoteSpanContext(ctx, r.span)
 	attrs := func() []attribute.KeyValue { return tracing.Parent(r.meta) }
-	tracing.Waited(ctx, a.tracer, "reply wait", r.sent, attrs)
+	tracing.Waited(ctx, rc.tracer, "reply wait", r.sent, attrs)
 	r.sent = time.Time{}
 	var links []trace.Link
 	for _, other := range b.replies {
@@ -32,28 +32,19 @@ func (a *Applier) traceApply(ctx context.Context, b *batch) (context.Context, tr
 			links = append(links, trace.Link{SpanContext: other.span})
 		}
 	}
-	ctx, span := a.tracer.Start(ctx, "apply", trace.WithSpanKind(trace.SpanKindConsumer), trace.WithLinks(links...))
+	ctx, span := rc.tracer.Start(ctx, "apply", trace.WithSpanKind(trace.SpanKindConsumer), trace.WithLinks(links...))
 	tracing.SetAttributes(span, attrs)
 	return ctx, span
 }
 
-// tracedWrite is write in a span of its own.
-func (a *Applier) tracedWrite(ctx context.Context, ctl *registry.Controller, act action, dryRun bool) (writeResult, error) {
-	ctx, span := a.startWrite(ctx, act, dryRun)
-	result, err := a.write(ctx, ctl, act, dryRun)
-	tracing.SetAttributes(span, func() []attribute.KeyValue {
-		return []attribute.KeyValue{attribute.Bool("uc.changed", result == changedObject)}
-	})
-	tracing.End(span, err)
-	return result, err
-}
-
-// startWrite starts the span of a write.
-func (a *Applier) startWrite(ctx context.Context, act action, dryRun bool) (context.Context, trace.Span) {
-	ctx, span := a.tracer.Start(ctx, "write", trace.WithSpanKind(trace.SpanKindClient))
-	tracing.SetAttributes(span, func() []attribute.KeyValue {
-		return []attribute.KeyValue{attribute.String("uc.verb", string(act.verb)), attribute.String("uc.resource", act.child.GVR.Resource),
-			attribute.String("uc.object", objectKey(act.obj)), attribute.Bool("uc.dry_run", dryRun)}
-	})
-	return ctx, span
+// endApply, deferred by an apply, ends the apply's span with its error,
+// *err. When the apply panics, it ends the span with the panic as the
+// error and panics again: the worker loop recovers it, counts it and
+// retries the apply (internal/workloop), outside the span.
+func endApply(span trace.Span, err *error) {
+	if p := recover(); p != nil {
+		tracing.End(span, fmt.Errorf("panic: %v", p))
+		panic(p)
+	}
+	tracing.End(span, *err)
 }

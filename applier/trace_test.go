@@ -3,9 +3,11 @@ package applier
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -14,6 +16,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/tools/record"
 
+	"universalcontroller.dev/uc/internal/bustest"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -37,8 +40,9 @@ func TestApplyContinuesTheTrace(t *testing.T) {
 	b.add(&reply{meta: olderMeta, sent: time.Now(), span: older})
 
 	rec := tracetest.NewSpanRecorder()
-	a := &Applier{dyn: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), events: record.NewFakeRecorder(10), log: slog.New(slog.DiscardHandler),
-		tracer: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer("test")}
+	tracer := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer("test")
+	rc := &reconciler{tracer: tracer}
+	w := &writer{dyn: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), events: record.NewFakeRecorder(10), log: slog.New(slog.DiscardHandler), tracer: tracer}
 	ctl := testController(v1alpha1.ChildUpdateInPlace)
 	parent := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Parent"}}
 	parent.SetNamespace("ns")
@@ -54,8 +58,8 @@ func TestApplyContinuesTheTrace(t *testing.T) {
 		}
 		actions := []action{{verb: verbCreate, child: &ctl.Children[0], obj: obj},
 			{verb: verbDelete, child: &ctl.Children[0], obj: object("ConfigMap", "ns", "gone", nil, "parent-uid")}}
-		ctx, span := a.traceApply(t.Context(), b)
-		if _, err := a.execute(ctx, ctl, parent, actions); err != nil {
+		ctx, span := rc.traceApply(t.Context(), b)
+		if _, err := w.execute(ctx, ctl, parent, actions); err != nil {
 			t.Fatal(err)
 		}
 		span.End()
@@ -95,5 +99,36 @@ func TestApplyContinuesTheTrace(t *testing.T) {
 		if got := fmt.Sprint(byParent[id]); got != "[write (dry)]" {
 			t.Errorf("spans under the dry run %s: %s, want the dry run of the second write", id, got)
 		}
+	}
+}
+
+// TestPanickingApplyEndsItsSpan: an apply that panics ends its span with
+// the panic as its error, and panics on to the worker loop, which
+// recovers it.
+func TestPanickingApplyEndsItsSpan(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	a := New(nil, nil, bustest.JetStream(t), nil, Options{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))}, slog.New(slog.DiscardHandler))
+	meta := bus.Meta{Address: bus.Address{Controller: "c", Hook: hooks.Sync, ParentUID: "uid"}, Namespace: "ns", Name: "p", Observation: 1}
+	b := newBatch(meta)
+	b.add(&reply{meta: meta, typ: bus.ResponseType(hooks.Sync), data: []byte(`{}`)})
+	var panicked any
+	func() {
+		defer func() { panicked = recover() }()
+		_ = a.rec.apply(t.Context(), newKnownParents(), b) // no registry: a nil pointer, as a bug would make one
+	}()
+	if panicked == nil {
+		t.Fatal("the apply's panic did not go on to its caller, the worker loop")
+	}
+	var applies []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == "apply" {
+			applies = append(applies, s)
+		}
+	}
+	if len(applies) != 1 {
+		t.Fatalf("%d apply spans ended, want 1", len(applies))
+	}
+	if st := applies[0].Status(); st.Code != codes.Error || !strings.Contains(st.Description, "panic: runtime error: invalid memory address") {
+		t.Errorf("the apply's span ended with status %v, want the panic as an error", st)
 	}
 }

@@ -47,13 +47,13 @@ func TestCreateNeverUpserts(t *testing.T) {
 		for _, dryRun := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s, dry run %v", tc.name, dryRun), func(t *testing.T) {
 				dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), tc.existing.DeepCopy())
-				a := &Applier{dyn: dyn, tracer: tracing.Tracer(nil)}
+				w := &writer{dyn: dyn, tracer: tracing.Tracer(nil)}
 				want, err := desiredObject(ctl, parent, &ctl.Children[0], object("ConfigMap", "", "taken", map[string]any{"k": "v"}, ""), ownerRef(ctl, parent))
 				if err != nil {
 					t.Fatal(err)
 				}
 				act := action{verb: verbCreate, child: &ctl.Children[0], obj: want, sel: sel}
-				_, err = a.write(t.Context(), ctl, act, dryRun)
+				_, err = w.write(t.Context(), ctl, act, dryRun)
 				var refused *refusedError
 				switch {
 				case err == nil:

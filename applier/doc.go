@@ -1,0 +1,41 @@
+// Package applier makes the cluster match the hook replies on the bus. It
+// consumes replies, keeps only the newest per parent, applies one parent at a
+// time, creates and updates children with server-side apply (one field
+// manager per controller), deletes children no longer desired with UID
+// preconditions, and writes the parent's status. A reply computed from an
+// older observation than one already applied is dropped (the fence), and an
+// invalid reply is rejected whole, with a Warning Event and a status
+// condition on the parent.
+//
+// An Applier is three parts, each a type of its own, behind the Applier
+// façade (New, Run, Consumers, Rollouts, PartitionParents):
+//
+//   - intake takes the replies off the bus: it consumes the partitions this
+//     replica holds, keeps the newest replies of each parent, queues the
+//     parent once they are complete, runs the worker loop (one parent at a
+//     time, each apply within a deadline, a panic recovered) and puts a
+//     failed batch back for the retry. The owner runs the partitions'
+//     ownership protocol and hands them to intake. Intake alone takes its
+//     lock; it hands each batch to the reconciler through parentApplier.
+//   - reconciler applies one parent: the registry's controller, the fence,
+//     the decoded replies, a rollout's step and its revisions, the plan,
+//     the status, the finalizer, the hook's Events; a rejected or failing
+//     reply reported on the parent; decorators, dry runs and shadows.
+//   - writer makes the planned writes of one reply, never half-applied,
+//     and records the Event that names the children it changed.
+//
+// Planning is pure and shared by the three and by uc's tools (uc render,
+// uc inspect): it writes nothing and reads the live objects through Cache.
+//
+//	part        files
+//	façade      applier.go (Applier, Options), doc.go
+//	intake      intake.go (intake, worker loop), partitions.go (owner,
+//	            partition, its hold), batch.go (reply, batch)
+//	reconciler  reconcile.go (apply, reject, reportFailing), decode.go,
+//	            fence.go (and knownParents), status.go, rollout.go (rollout,
+//	            revisions), metacontroller.go, parent.go, feedback.go,
+//	            decorator.go, dryrun.go, shadow.go, trace.go, observe.go
+//	writer      write.go (execute, write, ownership, errors), preflight.go
+//	pure        plan.go (plan, Cache), rollout.go (planRollout), steps.go,
+//	            check.go, plandiff.go, status.go (composeStatus)
+package applier

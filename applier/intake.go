@@ -1,0 +1,315 @@
+package applier
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+
+	"universalcontroller.dev/uc/internal/recovery"
+	"universalcontroller.dev/uc/internal/topology"
+	"universalcontroller.dev/uc/internal/workloop"
+	"universalcontroller.dev/uc/schemas/bus"
+	"universalcontroller.dev/uc/schemas/hooks"
+)
+
+// intake takes the replies of the partitions this replica holds off the
+// bus and hands them to the reconciler, one parent at a time. It keeps the
+// newest replies of each parent (pending), queues the parent once it has
+// every reply of its newest observation, runs the worker loop over that
+// queue, and puts a batch whose apply failed back for the retry. It keeps
+// the partitions this replica holds (held); the owner (partitions.go) adds
+// and removes them through its methods. Its lock guards pending and held,
+// and only its methods take it.
+type intake struct {
+	log      *slog.Logger
+	observer Observer
+	rec      parentApplier
+	queue    workqueue.TypedRateLimitingInterface[types.UID]
+
+	mu      sync.Mutex
+	pending map[types.UID]*batch // newest replies per parent (bus.Address.ApplyKey), not yet being applied
+	held    map[int]*partition   // the partitions this replica holds
+
+	waiting sync.Map // controllers whose replies waited for the registry, said once each
+}
+
+// parentApplier is what intake hands the replies it takes to: the
+// reconciler (reconcile.go).
+type parentApplier interface {
+	// apply makes the cluster match a parent's batch of replies, while
+	// ctx lasts: it ends when this replica's hold on the partition does.
+	// parents is what the replica knows of the partition's parents. A nil
+	// error acknowledges the replies; an error retries them.
+	apply(ctx context.Context, parents *knownParents, b *batch) error
+	// receiveShadow takes a reply of a sync hook's shadow: never applied,
+	// it is acknowledged before.
+	receiveShadow(r *reply)
+}
+
+func newIntake(rec parentApplier, observer Observer, log *slog.Logger) *intake {
+	limiter := workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](100*time.Millisecond, 30*time.Second),
+		&workqueue.TypedBucketRateLimiter[types.UID]{Limiter: rate.NewLimiter(rate.Limit(50), 300)},
+	)
+	return &intake{
+		log: log, observer: observer, rec: rec,
+		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "replies"}),
+		pending: map[types.UID]*batch{},
+		held:    map[int]*partition{},
+	}
+}
+
+// work applies the queued parents with workers workers until shutDown.
+func (in *intake) work(ctx context.Context, workers int) {
+	in.loop().Run(ctx, in.queue, workers)
+}
+
+// shutDown stops the workers once their applies end.
+func (in *intake) shutDown() { in.queue.ShutDown() }
+
+// failures counts the applies of the parent with that apply key that
+// failed in a row.
+func (in *intake) failures(uid types.UID) int { return in.queue.NumRequeues(uid) }
+
+// receive keeps the newest replies of each parent and queues the parent once
+// it has every reply of its newest observation.
+func (in *intake) receive(msg jetstream.Msg) {
+	e, err := bus.FromMsg(context.Background(), msg.Subject(), msg.Headers(), msg.Data())
+	var meta bus.Meta
+	if err == nil {
+		meta, err = bus.MetaOfReply(msg.Subject(), e)
+	}
+	if err != nil {
+		in.log.Error("dropping a reply that is not a uc reply", "subject", msg.Subject(), "err", err)
+		_ = msg.Term()
+		return
+	}
+	r := &reply{msg: msg, meta: meta, typ: e.Type(), data: e.Data(), sent: e.Time(),
+		span: trace.SpanContextFromContext(bus.ExtractTrace(context.Background(), e))}
+	if meta.Hook == hooks.SyncShadow {
+		_ = msg.Ack() // never applied
+		in.rec.receiveShadow(r)
+		return
+	}
+	in.mu.Lock()
+	key := meta.ApplyKey()
+	b := in.pending[key]
+	if b != nil && b.meta.Observation > meta.Observation {
+		in.mu.Unlock()
+		_ = msg.Ack() // an older observation than one already waiting
+		return
+	}
+	var superseded *batch
+	if b == nil || b.meta.Observation < meta.Observation {
+		superseded, b = b, newBatch(meta)
+		in.pending[key] = b
+	}
+	replaced := b.add(r)
+	complete := b.complete()
+	in.mu.Unlock()
+	if superseded != nil {
+		superseded.each(ack)
+	}
+	if replaced != nil && !bus.SameMessage(replaced.msg, msg) {
+		_ = replaced.msg.Ack() // superseded by r
+	}
+	if complete {
+		in.queue.Add(key)
+	}
+}
+
+// applyTimeout bounds one apply: a hung apiserver call must not hold a
+// parent, and with it its partition's hand-over, forever. An apply makes a
+// few reads and the writes of one reply, 8 at a time, each bounded by the
+// REST client's own timeout: two minutes is far beyond a healthy apply,
+// even of a reply with thousands of children. A failed apply is retried.
+const applyTimeout = 2 * time.Minute
+
+// loop is the applier's worker loop: it applies one parent's replies at a
+// time, each within applyTimeout.
+func (in *intake) loop() workloop.Loop[types.UID] {
+	return workloop.Loop[types.UID]{
+		Component: recovery.Applier,
+		Timeout:   applyTimeout,
+		Sync:      in.applyNext,
+		Failed: func(uid types.UID, err error) {
+			meta := in.pendingMeta(uid)
+			if !errors.Is(err, errNotRegisteredYet) {
+				in.log.Error("apply failed; will retry", append(meta.LogArgs(), "failures", in.queue.NumRequeues(uid)+1, "err", err)...)
+				in.observer.Failed(meta)
+			} else if _, said := in.waiting.LoadOrStore(meta.Controller, true); !said {
+				// Not a failure: this replica's registry catches up with the
+				// controller soon (after a restart, with every parent at once).
+				in.log.Debug("replies wait for the controller to be registered here", "controller", meta.Controller)
+			}
+		},
+		Log:     in.log,
+		LogArgs: func(uid types.UID) []any { return in.pendingMeta(uid).LogArgs() },
+	}
+}
+
+// pendingMeta is the meta of the replies waiting for the parent with that
+// apply key, or only the key when none wait.
+func (in *intake) pendingMeta(uid types.UID) bus.Meta {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if b := in.pending[uid]; b != nil {
+		return b.meta
+	}
+	return bus.Meta{Address: bus.Address{ParentUID: uid}}
+}
+
+// applyNext applies the replies waiting for the parent with that apply key,
+// once they are complete, while this replica holds the parent's partition:
+// once the hold ends, another replica may apply the parent, and this apply
+// stops before its next write. Replies that were not applied — an error, a
+// panic — are put back for the retry.
+func (in *intake) applyNext(ctx context.Context, uid types.UID) error {
+	b := in.take(uid)
+	if b == nil {
+		return nil
+	}
+	part, hold, ok := in.begin(b.meta.Partition)
+	if !ok {
+		b.each(nak) // the partition moved to another replica
+		return nil
+	}
+	defer part.active.Done()
+	applied := false
+	defer func() {
+		if !applied {
+			in.putBack(uid, b)
+		}
+	}()
+	ctx, cancel := whileHeld(ctx, hold)
+	defer cancel()
+	if err := in.rec.apply(ctx, part.parents, b); err != nil {
+		return err
+	}
+	applied = true
+	b.each(ack)
+	return nil
+}
+
+// take takes the replies waiting for the parent with that apply key off
+// pending, if they are complete; nil otherwise.
+func (in *intake) take(uid types.UID) *batch {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	b := in.pending[uid]
+	if b == nil || !b.complete() {
+		return nil
+	}
+	delete(in.pending, uid)
+	return b
+}
+
+// putBack puts a failed batch back unless newer replies arrived meanwhile.
+func (in *intake) putBack(uid types.UID, b *batch) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	newer := in.pending[uid]
+	if newer == nil {
+		in.pending[uid] = b
+	}
+	switch {
+	case newer == nil:
+		b.each(inProgress)
+	case newer.meta.Observation > b.meta.Observation:
+		b.each(ack)
+	default:
+		// The same replies, delivered again while b was applied: b is
+		// complete, keep it.
+		in.pending[uid] = b
+	}
+}
+
+// heldPartitions are the partitions this replica holds.
+func (in *intake) heldPartitions() []*partition {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	out := make([]*partition, 0, len(in.held))
+	for _, p := range in.held {
+		out = append(out, p)
+	}
+	return out
+}
+
+// holds tells whether this replica holds partition n.
+func (in *intake) holds(n int) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	_, ok := in.held[n]
+	return ok
+}
+
+// hold adds a partition this replica now holds and consumes.
+func (in *intake) hold(p *partition) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.held[p.n] = p
+}
+
+// drop removes a partition this replica stops holding: no apply of it
+// begins any more.
+func (in *intake) drop(p *partition) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	p.releasing = true
+	delete(in.held, p.n)
+}
+
+// giveBack gives the replies waiting for parents of partition n back to
+// the bus, for the replica that takes the partition.
+func (in *intake) giveBack(n int) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for uid, b := range in.pending {
+		if b.meta.Partition == n {
+			delete(in.pending, uid)
+			b.each(nak)
+		}
+	}
+}
+
+// begin marks an apply of partition n in flight, if this replica may apply
+// it now, and returns the partition with its hold; end the apply with
+// p.active.Done().
+func (in *intake) begin(n int) (*partition, context.Context, bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	p := in.held[n]
+	if p == nil || p.releasing {
+		return nil, nil, false
+	}
+	p.mu.Lock()
+	hold := p.hold
+	p.mu.Unlock()
+	if hold.Err() != nil {
+		return nil, nil, false
+	}
+	p.active.Add(1)
+	return p, hold, true
+}
+
+// consumers names the consumers of the partitions this replica holds.
+func (in *intake) consumers() []topology.Consumer {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	cs := make([]topology.Consumer, 0, len(in.held))
+	for _, p := range in.held {
+		cs = append(cs, p.consumer.Consumer())
+	}
+	slices.SortFunc(cs, func(a, b topology.Consumer) int { return strings.Compare(a.Name(), b.Name()) })
+	return cs
+}

@@ -1,0 +1,251 @@
+package applier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"universalcontroller.dev/uc/schemas/bus"
+	"universalcontroller.dev/uc/schemas/hooks"
+)
+
+// busMsg is a message as a consumer delivers it, counting how it is
+// settled.
+type busMsg struct {
+	jetstream.Msg
+	msg                            *nats.Msg
+	seq                            uint64 // its stream sequence
+	acked, naked, inProgress, gone atomic.Int32
+}
+
+func (m *busMsg) Subject() string      { return m.msg.Subject }
+func (m *busMsg) Headers() nats.Header { return m.msg.Header }
+func (m *busMsg) Data() []byte         { return m.msg.Data }
+func (m *busMsg) Ack() error           { m.acked.Add(1); return nil }
+func (m *busMsg) Nak() error           { m.naked.Add(1); return nil }
+func (m *busMsg) InProgress() error    { m.inProgress.Add(1); return nil }
+func (m *busMsg) Term() error          { m.gone.Add(1); return nil }
+func (m *busMsg) Metadata() (*jetstream.MsgMetadata, error) {
+	return &jetstream.MsgMetadata{Sequence: jetstream.SequencePair{Stream: m.seq}}, nil
+}
+
+// settled says how m was settled: "acked", "naked", "in progress",
+// "terminated", "" when not yet, or each way it was.
+func (m *busMsg) settled() string {
+	var out []string
+	for _, s := range []struct {
+		n    *atomic.Int32
+		what string
+	}{{&m.acked, "acked"}, {&m.naked, "naked"}, {&m.inProgress, "in progress"}, {&m.gone, "terminated"}} {
+		if s.n.Load() > 0 {
+			out = append(out, s.what)
+		}
+	}
+	return fmt.Sprint(out)
+}
+
+// replyMsg is the reply of m's observation, as the bus delivers it with
+// stream sequence seq.
+func replyMsg(t *testing.T, m bus.Meta, seq uint64) *busMsg {
+	t.Helper()
+	e := event.New()
+	e.SetID(fmt.Sprint("reply-", seq))
+	e.SetType(bus.ResponseType(m.Hook))
+	e.SetSource("/test")
+	m.SetOn(&e)
+	if err := e.SetData(event.ApplicationJSON, map[string]any{}); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := bus.ToMsg(context.Background(), m.ReplySubject(), &e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &busMsg{msg: msg, seq: seq}
+}
+
+// fakeReconciler records the batches intake hands it, and fails them
+// while fail is set. during, if set, runs during each apply.
+type fakeReconciler struct {
+	applied []int64 // the observations applied, in order
+	shadows int
+	fail    bool
+	during  func()
+}
+
+func (f *fakeReconciler) apply(ctx context.Context, parents *knownParents, b *batch) error {
+	if parents == nil {
+		return errors.New("no partition's parents")
+	}
+	if f.during != nil {
+		f.during()
+	}
+	f.applied = append(f.applied, b.meta.Observation)
+	if f.fail {
+		return errors.New("the apiserver is down")
+	}
+	return nil
+}
+
+func (f *fakeReconciler) receiveShadow(*reply) { f.shadows++ }
+
+// testIntake is an intake holding partition 0, handing its batches to a
+// fake reconciler.
+func testIntake(t *testing.T) (*intake, *fakeReconciler) {
+	t.Helper()
+	rec := &fakeReconciler{}
+	in := newIntake(rec, nobody{}, slog.New(slog.DiscardHandler))
+	t.Cleanup(in.shutDown)
+	in.hold(newPartition(0, nil, 0, time.Now()))
+	return in, rec
+}
+
+// next runs the worker loop once, over the next parent queued, once it is
+// (a retry comes after its backoff).
+func next(t *testing.T, in *intake) {
+	t.Helper()
+	queued := func(context.Context) (bool, error) { return in.queue.Len() > 0, nil }
+	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 5*time.Second, true, queued); err != nil {
+		t.Fatalf("no parent queued: %v", err)
+	}
+	if !in.loop().Next(t.Context(), in.queue) {
+		t.Fatal("the worker loop stopped")
+	}
+}
+
+func observation(n int64) bus.Meta {
+	return bus.Meta{Address: bus.Address{Controller: "c", Hook: hooks.Sync, ParentUID: "uid"}, Namespace: "ns", Name: "p", Observation: n}
+}
+
+// TestIntakeAppliesTheNewestObservation: of the replies waiting for a
+// parent, only the newest observation's is applied; an older one, come
+// before or after it, is acknowledged unapplied.
+func TestIntakeAppliesTheNewestObservation(t *testing.T) {
+	in, rec := testIntake(t)
+	msgs := map[int64]*busMsg{}
+	for n := range int64(4) {
+		msgs[n+1] = replyMsg(t, observation(n+1), uint64(n+1))
+	}
+	in.receive(msgs[2])
+	in.receive(msgs[1]) // older than the one waiting
+	next(t, in)
+	in.receive(msgs[3])
+	in.receive(msgs[4]) // supersedes 3
+	next(t, in)
+	if !slices.Equal(rec.applied, []int64{2, 4}) {
+		t.Errorf("applied observations %v, want 2 then 4", rec.applied)
+	}
+	for n, m := range msgs {
+		if got := m.settled(); got != "[acked]" {
+			t.Errorf("observation %d: %s, want acked", n, got)
+		}
+	}
+	if in.queue.Len() != 0 {
+		t.Errorf("%d parents still queued", in.queue.Len())
+	}
+}
+
+// TestIntakeWaitsForEveryRevision: a rolling controller's replies are
+// applied once every revision asked about has its reply.
+func TestIntakeWaitsForEveryRevision(t *testing.T) {
+	in, rec := testIntake(t)
+	latest := observation(1)
+	latest.Revisions = []string{"new", "old"}
+	older := latest
+	older.Revision = "old"
+	in.receive(replyMsg(t, latest, 1))
+	if in.queue.Len() != 0 {
+		t.Fatal("a parent was queued with a revision's reply missing")
+	}
+	in.receive(replyMsg(t, older, 2))
+	next(t, in)
+	if !slices.Equal(rec.applied, []int64{1}) {
+		t.Errorf("applied observations %v, want 1", rec.applied)
+	}
+}
+
+// TestIntakePutsFailedRepliesBack: replies whose apply failed are kept in
+// progress for the retry, unless newer replies came during the apply:
+// then those are applied, and the failed ones acknowledged. A partition
+// this replica no longer holds gives its replies back to the bus.
+func TestIntakePutsFailedRepliesBack(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// meanwhile is the reply that comes during the failed apply of
+		// failed; nil: none.
+		meanwhile func(t *testing.T, failed *busMsg) *busMsg
+		// How failed is settled once its apply failed, and once the next
+		// apply succeeded; the observations applied.
+		afterFailure, afterNext string
+		applied                 []int64
+	}{
+		{"retried", nil, "[in progress]", "[acked in progress]", []int64{1, 1}},
+		{"newer replies came meanwhile", func(t *testing.T, _ *busMsg) *busMsg { return replyMsg(t, observation(2), 2) },
+			"[acked]", "[acked]", []int64{1, 2}},
+		{"the same replies again meanwhile", func(_ *testing.T, failed *busMsg) *busMsg { return failed }, // redelivered
+			"[]", "[acked]", []int64{1, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in, rec := testIntake(t)
+			failed := replyMsg(t, observation(1), 1)
+			next2 := failed // the reply of the next apply
+			if tc.meanwhile != nil {
+				next2 = tc.meanwhile(t, failed)
+				rec.during = func() { in.receive(next2) }
+			}
+			rec.fail = true
+			in.receive(failed)
+			next(t, in)
+			if got := failed.settled(); got != tc.afterFailure {
+				t.Errorf("the failed reply: %s, want %s", got, tc.afterFailure)
+			}
+			rec.fail, rec.during = false, nil
+			next(t, in) // after its backoff, or at once for replies that came meanwhile
+			if got := failed.settled(); got != tc.afterNext || !slices.Equal(rec.applied, tc.applied) {
+				t.Errorf("after the next apply: the failed reply %s, applied %v; want %s, %v", got, rec.applied, tc.afterNext, tc.applied)
+			}
+			if got := next2.settled(); !strings.HasPrefix(got, "[acked") {
+				t.Errorf("the reply applied next: %s, want acked", got)
+			}
+		})
+	}
+	t.Run("partition released", func(t *testing.T) {
+		in, rec := testIntake(t)
+		msg := replyMsg(t, observation(1), 1)
+		in.receive(msg)
+		in.drop(in.heldPartitions()[0])
+		next(t, in)
+		if got := msg.settled(); got != "[naked]" || len(rec.applied) > 0 {
+			t.Errorf("a reply of a partition released: %s, applied %v; want given back unapplied", got, rec.applied)
+		}
+	})
+}
+
+// TestIntakeSetsShadowsAside: a reply of a sync hook's shadow is
+// acknowledged and handed to the reconciler's comparison, never applied;
+// a message that is not a uc reply is terminated.
+func TestIntakeSetsShadowsAside(t *testing.T) {
+	in, rec := testIntake(t)
+	m := observation(1)
+	m.Hook = hooks.SyncShadow
+	shadow := replyMsg(t, m, 1)
+	in.receive(shadow)
+	garbage := &busMsg{msg: &nats.Msg{Subject: "uc.reply.c.sync.0.uid", Data: []byte("{}")}}
+	in.receive(garbage)
+	if got := shadow.settled(); got != "[acked]" || rec.shadows != 1 || in.queue.Len() != 0 {
+		t.Errorf("a shadow's reply: %s, %d compared, %d queued; want acked and compared only", got, rec.shadows, in.queue.Len())
+	}
+	if got := garbage.settled(); got != "[terminated]" {
+		t.Errorf("a message that is no reply: %s, want terminated", got)
+	}
+}
