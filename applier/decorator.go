@@ -263,15 +263,18 @@ func (rc *reconciler) writeDecoration(ctx context.Context, ctl *registry.Control
 	if resp.Status != nil && !d.StatusSubresource {
 		cfg.Object["status"] = resp.Status
 	}
-	if _, err := res.Apply(ctx, obj.GetName(), cfg, opts); err != nil {
+	out, err := res.Apply(ctx, obj.GetName(), cfg, opts)
+	if err != nil {
 		return fmt.Errorf("write the labels and annotations of %s: %w", objectKey(obj), err)
 	}
+	noteWritten(ctx, d.GVR, out)
 	if resp.Status != nil && d.StatusSubresource {
 		cfg := parentConfig(obj)
 		cfg.Object["status"] = resp.Status
-		if _, err := res.ApplyStatus(ctx, obj.GetName(), cfg, opts); err != nil {
+		if out, err = res.ApplyStatus(ctx, obj.GetName(), cfg, opts); err != nil {
 			return fmt.Errorf("write the status of %s: %w", objectKey(obj), err)
 		}
+		noteWritten(ctx, d.GVR, out)
 	}
 	rc.decorated.remember(key, fp)
 	return nil

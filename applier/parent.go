@@ -29,11 +29,12 @@ func (rc *reconciler) setFinalizer(ctx context.Context, ctl *registry.Controller
 		return nil
 	}
 	res := rc.dyn.Resource(ctl.Parent.GVR).Namespace(parent.GetNamespace())
+	var out *unstructured.Unstructured
 	var err error
 	if change == "add" {
 		obj := parentConfig(parent)
 		obj.Object["metadata"].(map[string]any)["finalizers"] = []any{ctl.Finalizer()}
-		_, err = res.Apply(ctx, parent.GetName(), obj, metav1.ApplyOptions{FieldManager: v1alpha1.FieldManager(ctl.Name) + "/finalizer", Force: true})
+		out, err = res.Apply(ctx, parent.GetName(), obj, metav1.ApplyOptions{FieldManager: v1alpha1.FieldManager(ctl.Name) + "/finalizer", Force: true})
 	} else {
 		path := fmt.Sprintf("/metadata/finalizers/%d", slices.Index(parent.GetFinalizers(), ctl.Finalizer()))
 		patch, _ := json.Marshal([]map[string]any{
@@ -41,11 +42,12 @@ func (rc *reconciler) setFinalizer(ctx context.Context, ctl *registry.Controller
 			{"op": "test", "path": path, "value": ctl.Finalizer()},
 			{"op": "remove", "path": path},
 		})
-		_, err = res.Patch(ctx, parent.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.FieldManager(ctl.Name) + "/finalizer"})
+		out, err = res.Patch(ctx, parent.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.FieldManager(ctl.Name) + "/finalizer"})
 	}
 	if err != nil {
 		return fmt.Errorf("set finalizer: %w", err)
 	}
+	noteWritten(ctx, ctl.Parent.GVR, out)
 	return nil
 }
 
@@ -73,9 +75,10 @@ func (rc *reconciler) resyncAfter(m bus.Meta, seconds float64) {
 	}
 }
 
-// announce tells the watcher that an apply to the parent starts or ended.
-func (rc *reconciler) announce(m bus.Meta, done bool) {
-	b, _ := json.Marshal(bus.Applying{Resource: m.Resource, Namespace: m.Namespace, Name: m.Name, Done: done})
+// announce tells the watcher that an apply to the parent starts, or ended
+// having made those writes.
+func (rc *reconciler) announce(m bus.Meta, done bool, wrote []bus.Written) {
+	b, _ := json.Marshal(bus.Applying{Resource: m.Resource, Namespace: m.Namespace, Name: m.Name, Done: done, Wrote: wrote})
 	if err := rc.js.Conn().PublishMsg(&nats.Msg{Subject: m.ApplyingSubject(), Data: b}); err != nil {
 		rc.log.Warn("announce an apply", append(m.LogArgs(), "err", err)...)
 	}

@@ -104,12 +104,13 @@ func (rc *reconciler) applyStatus(ctx context.Context, ctl *registry.Controller,
 	ctx, span := rc.tracer.Start(ctx, "status", trace.WithSpanKind(trace.SpanKindClient))
 	obj := parentConfig(parent)
 	obj.Object["status"] = status
-	_, err := rc.dyn.Resource(ctl.Parent.GVR).Namespace(parent.GetNamespace()).
+	out, err := rc.dyn.Resource(ctl.Parent.GVR).Namespace(parent.GetNamespace()).
 		ApplyStatus(ctx, parent.GetName(), obj, metav1.ApplyOptions{FieldManager: v1alpha1.FieldManager(ctl.Name), Force: true})
 	tracing.End(span, err)
 	if err != nil {
 		return fmt.Errorf("write status: %w", err)
 	}
+	noteWritten(ctx, ctl.Parent.GVR, out)
 	return nil
 }
 

@@ -188,9 +188,13 @@ func (w *writer) write(ctx context.Context, ctl *registry.Controller, act action
 	var err error
 	switch act.verb {
 	case verbCreate:
-		_, err = res.Create(ctx, act.obj, metav1.CreateOptions{FieldManager: v1alpha1.FieldManager(ctl.Name), DryRun: dry})
+		var out *unstructured.Unstructured
+		out, err = res.Create(ctx, act.obj, metav1.CreateOptions{FieldManager: v1alpha1.FieldManager(ctl.Name), DryRun: dry})
 		if apierrors.IsAlreadyExists(err) {
 			err = w.inTheWay(ctx, res, act)
+		}
+		if err == nil && !dryRun {
+			noteWritten(ctx, act.child.GVR, out)
 		}
 	case verbApply:
 		obj := act.obj
@@ -206,11 +210,16 @@ func (w *writer) write(ctx context.Context, ctl *registry.Controller, act action
 		}
 		if err == nil && out.GetResourceVersion() == act.liveVersion {
 			result = unchanged
+		} else if err == nil && !dryRun {
+			noteWritten(ctx, act.child.GVR, out)
 		}
 	case verbRelease:
-		_, err = res.Patch(ctx, act.obj.GetName(), types.JSONPatchType, releasePatch(act.obj, ctl), metav1.PatchOptions{FieldManager: v1alpha1.FieldManager(ctl.Name), DryRun: dry})
+		var out *unstructured.Unstructured
+		out, err = res.Patch(ctx, act.obj.GetName(), types.JSONPatchType, releasePatch(act.obj, ctl), metav1.PatchOptions{FieldManager: v1alpha1.FieldManager(ctl.Name), DryRun: dry})
 		if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) {
 			result, err = unchanged, nil // gone, or changed since: the next sync sees it as it is
+		} else if err == nil && !dryRun {
+			noteWritten(ctx, act.child.GVR, out)
 		}
 	case verbDelete:
 		uid := act.obj.GetUID()
@@ -218,6 +227,8 @@ func (w *writer) write(ctx context.Context, ctl *registry.Controller, act action
 		err = res.Delete(ctx, act.obj.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: &policy, DryRun: dry})
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			result, err = unchanged, nil // already gone, or replaced by an object that is not ours
+		} else if err == nil && !dryRun {
+			noteDeleted(ctx, act.child.GVR, act.obj, uid)
 		}
 	}
 	switch {

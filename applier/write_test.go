@@ -20,6 +20,7 @@ import (
 
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/internal/tracing"
+	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
@@ -177,6 +178,40 @@ func TestLeftBehind(t *testing.T) {
 			got, err := leftBehind(out, manager, sets.New(append(tc.former, manager)...))
 			if err != nil || got != tc.want {
 				t.Errorf("leftBehind = %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestWritesAreNoted: the writes an apply makes are noted for the notice of
+// its end (bus.Applying.Wrote) — an object written with the apiserver's
+// answer, a delete with the deleted UID — and a dry run notes nothing.
+func TestWritesAreNoted(t *testing.T) {
+	ctl := testController(v1alpha1.ChildUpdateInPlace)
+	child := &ctl.Children[0]
+	old := object("ConfigMap", "ns", "old", nil, "")
+	old.SetUID("old-uid")
+	created := object("ConfigMap", "ns", "new", map[string]any{"k": "v"}, "")
+	actions := []action{{verb: verbCreate, child: child, obj: created}, {verb: verbDelete, child: child, obj: old}}
+	for _, dryRun := range []bool{true, false} {
+		t.Run(fmt.Sprintf("dry run %v", dryRun), func(t *testing.T) {
+			dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), old.DeepCopy())
+			w := &writer{dyn: dyn, tracer: tracing.Tracer(nil)}
+			ctx, wrote := withWrote(t.Context())
+			for _, act := range actions {
+				if _, err := w.write(ctx, ctl, act, dryRun); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var want []bus.Written
+			if !dryRun {
+				want = []bus.Written{
+					{Version: "v1", Resource: "configmaps", Namespace: "ns", Name: "new"},
+					{Version: "v1", Resource: "configmaps", Namespace: "ns", Name: "old", Deleted: "old-uid"},
+				}
+			}
+			if got := wrote.all(); !reflect.DeepEqual(got, want) {
+				t.Fatalf("noted %+v, want %+v", got, want)
 			}
 		})
 	}
