@@ -113,6 +113,7 @@ func (r *reconciler) advanceFence(ctx context.Context, parents *knownParents, m 
 		return err
 	}
 	parents.remember(key, m.Observation)
+	noteApplied(ctx, m.RequestID)
 	r.observer.Applied(m)
 	return nil
 }
