@@ -113,7 +113,6 @@ func (r *reconciler) advanceFence(ctx context.Context, parents *knownParents, m 
 		return err
 	}
 	parents.remember(key, m.Observation)
-	noteApplied(ctx, m.RequestID)
 	r.observer.Applied(m)
 	return nil
 }

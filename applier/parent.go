@@ -75,13 +75,10 @@ func (rc *reconciler) resyncAfter(m bus.Meta, seconds float64) {
 	}
 }
 
-// announce tells the watcher that an apply to the parent starts (n is
-// nil) or ended (n says what it wrote and applied).
-func (rc *reconciler) announce(m bus.Meta, n *bus.Applying) {
-	if n == nil {
-		n = &bus.Applying{Resource: m.Resource, Namespace: m.Namespace, Name: m.Name}
-	}
-	b, _ := json.Marshal(n)
+// announce tells the watcher that an apply to the parent starts, or ended
+// having made those writes.
+func (rc *reconciler) announce(m bus.Meta, done bool, wrote []bus.Written) {
+	b, _ := json.Marshal(bus.Applying{Resource: m.Resource, Namespace: m.Namespace, Name: m.Name, Done: done, Wrote: wrote})
 	if err := rc.js.Conn().PublishMsg(&nats.Msg{Subject: m.ApplyingSubject(), Data: b}); err != nil {
 		rc.log.Warn("announce an apply", append(m.LogArgs(), "err", err)...)
 	}

@@ -68,11 +68,10 @@ type reconciler struct {
 func (rc *reconciler) apply(ctx context.Context, parents *knownParents, b *batch) (err error) {
 	log := rc.log.With(b.meta.LogArgs()...)
 	log.Debug("apply", "phase", "start", "at", time.Now().UnixNano())
-	rc.announce(b.meta, nil)
+	rc.announce(b.meta, false, nil)
 	ctx, wrote := withWrote(ctx)
 	defer func() {
-		done := wrote.notice(b.meta)
-		rc.announce(b.meta, &done)
+		rc.announce(b.meta, true, wrote.all())
 		log.Debug("apply", "phase", "end", "at", time.Now().UnixNano())
 	}()
 	ctx, span := rc.traceApply(ctx, b)

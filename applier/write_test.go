@@ -210,7 +210,7 @@ func TestWritesAreNoted(t *testing.T) {
 					{Version: "v1", Resource: "configmaps", Namespace: "ns", Name: "old", Deleted: "old-uid"},
 				}
 			}
-			if got := wrote.notice(bus.Meta{}).Wrote; !reflect.DeepEqual(got, want) {
+			if got := wrote.all(); !reflect.DeepEqual(got, want) {
 				t.Fatalf("noted %+v, want %+v", got, want)
 			}
 		})

@@ -22,16 +22,13 @@ import (
 type wrote struct {
 	mu   sync.Mutex
 	list []bus.Written
-	// applied is the id of the request whose reply the apply applied: the
-	// fence advanced to it.
-	applied string
 }
 
 type wroteKey struct{}
 
 // maxNotedWrites bounds the writes an apply notice names; past it, the
 // notice names none, and the watcher syncs the parent as soon as the apply
-// ended (as on the notice of an applier that names no writes).
+// ended (as the notice of an applier that names no writes does).
 const maxNotedWrites = 2000
 
 // withWrote is ctx with an empty list of writes, to which the writes made
@@ -70,28 +67,12 @@ func note(ctx context.Context, wr bus.Written) {
 	w.list = append(w.list, wr)
 }
 
-// noteApplied records that the apply of ctx advanced the parent's fence to
-// the reply of the request with that id.
-func noteApplied(ctx context.Context, request string) {
-	if w, _ := ctx.Value(wroteKey{}).(*wrote); w != nil {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		w.applied = request
-	}
-}
-
-// notice is the notice of the end of the apply: what it wrote and the
-// request it applied.
-func (w *wrote) notice(m bus.Meta) bus.Applying {
+// all is the writes, none when there were more than maxNotedWrites.
+func (w *wrote) all() []bus.Written {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	n := bus.Applying{Resource: m.Resource, Namespace: m.Namespace, Name: m.Name, Done: true, Request: w.applied}
-	if len(w.list) <= maxNotedWrites {
-		n.Wrote = w.list
-	} else {
-		// Named in part, the writes would be waited for in part: none
-		// are, and the apply does not count as having changed nothing.
-		n.Request = ""
+	if len(w.list) > maxNotedWrites {
+		return nil
 	}
-	return n
+	return w.list
 }

@@ -54,9 +54,6 @@ func (w *Watcher) onApplying(msg *nats.Msg) {
 		w.applying.start(key, time.Now())
 		return
 	}
-	if n.Request != "" && len(n.Wrote) == 0 {
-		w.chain.appliedUnchanged(key, n.Request)
-	}
 	if sync, ok := w.applying.end(key, n.Wrote, time.Now(), w.seen); ok {
 		w.queue.AddAfter(sync, childDelay)
 	}

@@ -56,9 +56,6 @@ type lastPublished struct {
 	// applied: the request was applied when the watcher published it (it
 	// published the fence's request again, or this is the fence's).
 	applied bool
-	// unchanged: the request's reply was applied since, and its apply
-	// wrote nothing (the applier's notice of its end said so).
-	unchanged bool
 	// hook and at say which request the watcher published, and when it
 	// first published a request of that id: zero for the fence's.
 	hook string
@@ -143,26 +140,10 @@ func (c *requestChain) next(ctx context.Context, last lastPublished, hash string
 	if err != nil {
 		return "", err
 	}
-	if fence.Request == last.id && !last.unchanged {
-		// Applied since it was published, and its apply wrote: a write
-		// the state does not show (a child created, then deleted before
-		// the watcher saw it) needs the hook again.
+	if fence.Request == last.id { // applied since it was published
 		return chainedID(hash, last.id, false), nil
 	}
 	return last.id, nil
-}
-
-// appliedUnchanged records that the reply to the request with that id was
-// applied and wrote nothing: the same state asked about again is the same
-// request, which the bus drops.
-func (c *requestChain) appliedUnchanged(key parentKey, request string) {
-	key.Resync = false
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if last, ok := c.last[key]; ok && last.id == request {
-		last.unchanged = true
-		c.last[key] = last
-	}
 }
 
 // published remembers the request with that id, published after last, as

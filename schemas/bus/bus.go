@@ -249,12 +249,6 @@ type Applying struct {
 	// once, not each as its watch event comes (a controller's
 	// expectations, as Kubernetes' own ReplicaSet controller keeps them).
 	Wrote []Written `json:"wrote,omitempty"`
-	// Request, when the apply ended, is the id of the request whose reply
-	// it applied (the parent's fence now names it); empty when it applied
-	// none (it failed, or dropped an older reply). With no Wrote, the
-	// apply changed nothing: the same state asked about again would get the
-	// same reply, and the watcher's request of it is the same request.
-	Request string `json:"request,omitempty"`
 }
 
 // Written is one object an apply wrote.
