@@ -94,7 +94,12 @@ func (hs *holds) start(key parentKey, now time.Time) {
 	if hs.byKey == nil {
 		hs.byKey = map[parentKey]*hold{}
 	}
-	hs.byKey[key] = &hold{until: now.Add(maxApplyHold)}
+	h := &hold{until: now.Add(maxApplyHold)}
+	if prev := hs.byKey[key]; prev != nil {
+		// A sync held back by the apply before stays held back.
+		h.synced, h.resync = prev.synced, prev.resync
+	}
+	hs.byKey[key] = h
 }
 
 // end records that the apply ended having written wrote; from now on the
@@ -171,8 +176,8 @@ type objectCache interface {
 
 // writesSeen tells whether a cache has seen every write: a written object
 // at its resourceVersion or a later one (or gone, once its informer is past
-// that version), a deleted one gone (or replaced by another object of its
-// name). Writes to a resource that is not watched are not waited for.
+// that version), a deleted one gone, being deleted, or replaced by another
+// object of its name. Writes to a resource that is not watched are not waited for.
 func writesSeen(c objectCache, wrote []bus.Written, watched func(schema.GroupVersionResource) bool) bool {
 	return !slices.ContainsFunc(wrote, func(wr bus.Written) bool {
 		gvr := schema.GroupVersionResource{Group: wr.Group, Version: wr.Version, Resource: wr.Resource}
@@ -182,7 +187,9 @@ func writesSeen(c objectCache, wrote []bus.Written, watched func(schema.GroupVer
 		obj, err := c.Object(gvr, wr.Namespace, wr.Name)
 		switch {
 		case wr.Deleted != "":
-			return err == nil && string(obj.GetUID()) == wr.Deleted
+			// Still there, and not yet seen being deleted (an object with
+			// finalizers stays until they are done).
+			return err == nil && string(obj.GetUID()) == wr.Deleted && obj.GetDeletionTimestamp() == nil
 		case err != nil:
 			// Gone: deleted since, once the cache is past the write.
 			return !atLeast(c.LastSyncResourceVersion(gvr), wr.ResourceVersion)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -37,6 +38,13 @@ func configMap(name, uid, rv string) *unstructured.Unstructured {
 	return u
 }
 
+func terminating(u *unstructured.Unstructured) *unstructured.Unstructured {
+	now := metav1.Now()
+	u.SetDeletionTimestamp(&now)
+	u.SetFinalizers([]string{"example.com/wait"})
+	return u
+}
+
 func TestWritesSeen(t *testing.T) {
 	written := func(name, rv string) bus.Written {
 		return bus.Written{Version: "v1", Resource: "configmaps", Namespace: "ns", Name: name, ResourceVersion: rv}
@@ -61,6 +69,7 @@ func TestWritesSeen(t *testing.T) {
 		{"created, not yet seen", fakeCache{lastSync: "99"}, []bus.Written{written("c", "100")}, false},
 		{"created, then deleted", fakeCache{lastSync: "120"}, []bus.Written{written("c", "100")}, true},
 		{"deleted, still cached", cache, []bus.Written{deleted("a", "uid-a")}, false},
+		{"deleted, cached being deleted (finalizers)", fakeCache{objects: map[string]*unstructured.Unstructured{"a": terminating(configMap("a", "uid-a", "100"))}}, []bus.Written{deleted("a", "uid-a")}, true},
 		{"deleted, gone", cache, []bus.Written{deleted("c", "uid-c")}, true},
 		{"deleted, replaced by another object", cache, []bus.Written{deleted("a", "uid-old")}, true},
 		{"a resource not watched", cache, []bus.Written{{Group: "apps", Version: "v1", Resource: "deployments", Namespace: "ns", Name: "d", ResourceVersion: "999"}}, true},
@@ -158,6 +167,18 @@ func TestHolds(t *testing.T) {
 		}
 		if _, _, held := hs.held(key, t0, seen); held {
 			t.Fatal("still held")
+		}
+	})
+	t.Run("a sync held back by an apply stays held back by the next apply", func(t *testing.T) {
+		var hs holds
+		cacheSaw = false
+		hs.start(key, t0)
+		hs.end(key, wrote, t0, seen)
+		hs.held(resync, t0.Add(time.Second), seen)
+		hs.start(key, t0.Add(2*time.Second))
+		sync, ok := hs.end(key, nil, t0.Add(3*time.Second), seen)
+		if !ok || sync != resync {
+			t.Fatalf("the held resync: %+v, %v", sync, ok)
 		}
 	})
 	t.Run("writes never seen: the hold ends at its deadline", func(t *testing.T) {
