@@ -54,81 +54,83 @@ func (w *Watcher) onApplying(msg *nats.Msg) {
 		w.applying.start(key, time.Now())
 		return
 	}
-	if sync, ok := w.applying.end(key, n.Wrote, time.Now(), w.seen); ok {
-		w.queue.AddAfter(sync, childDelay)
-	}
+	w.applying.end(key, n.Wrote, time.Now(), w.seen)
 }
 
 // heldBack tells a parent being applied, or whose apply's writes the
 // caches have not all seen yet; its sync comes once they have, or at the
 // latest when the hold ends.
 func (w *Watcher) heldBack(key parentKey) bool {
-	sync, after, held := w.applying.held(key, time.Now(), w.seen)
-	if held {
-		w.queue.AddAfter(sync, after)
-	}
-	return held
+	return w.applying.held(key, time.Now(), w.seen)
 }
 
 // holds are the parents whose syncs are held back around an apply.
 type holds struct {
+	// sync queues a parent's sync after a delay: the sync a hold held
+	// back, once the hold ends.
+	sync func(key parentKey, after time.Duration)
+
 	mu    sync.Mutex
 	byKey map[parentKey]*hold // by key without Resync
 }
 
 // hold is a parent's syncs held back during an apply.
 type hold struct {
-	until  time.Time // the longest it holds
-	synced bool      // a sync was held back
-	resync bool      // a resync was held back
+	until    time.Time   // the longest it holds
+	deadline *time.Timer // ends it at until
+	synced   bool        // a sync was held back
+	resync   bool        // a resync was held back
 	// ended is set once the apply ended: the hold then waits for the
 	// caches to see wrote.
 	ended bool
 	wrote []bus.Written
 }
 
-// start holds the parent's syncs back: an apply to it started.
+// start holds the parent's syncs back: an apply to it started. A sync that
+// the parent's previous apply held back stays held back.
 func (hs *holds) start(key parentKey, now time.Time) {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	if hs.byKey == nil {
 		hs.byKey = map[parentKey]*hold{}
 	}
-	h := &hold{until: now.Add(maxApplyHold)}
+	h := &hold{}
 	if prev := hs.byKey[key]; prev != nil {
-		// A sync held back by the apply before stays held back.
+		prev.deadline.Stop()
 		h.synced, h.resync = prev.synced, prev.resync
 	}
 	hs.byKey[key] = h
+	hs.extend(key, h, now, maxApplyHold)
 }
 
-// end records that the apply ended having written wrote; from now on the
-// hold waits for seen(controller, wrote). When that is already so, the
-// hold ends, and ok tells that a sync was held back: sync is its key.
-func (hs *holds) end(key parentKey, wrote []bus.Written, now time.Time, seen func(string, []bus.Written) bool) (sync parentKey, ok bool) {
+// end records that the apply ended having written wrote: the hold now
+// waits for seen(controller, wrote), and ends at once when that is already
+// so.
+func (hs *holds) end(key parentKey, wrote []bus.Written, now time.Time, seen func(string, []bus.Written) bool) {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	h := hs.byKey[key]
 	if h == nil {
 		if len(wrote) == 0 {
-			return key, false
+			return
 		}
 		// The start was not heard (this watcher started meanwhile): the
 		// writes are waited for all the same.
-		h = &hold{}
 		if hs.byKey == nil {
 			hs.byKey = map[parentKey]*hold{}
 		}
+		h = &hold{}
 		hs.byKey[key] = h
 	}
-	h.ended, h.wrote, h.until = true, wrote, now.Add(maxWriteLag)
-	return hs.release(key, h, seen)
+	h.ended, h.wrote = true, wrote
+	hs.extend(key, h, now, maxWriteLag)
+	hs.release(key, h, seen)
 }
 
 // held tells whether the parent's syncs are held back, and if so records
-// that a sync waits, to be tried again as sync after that long: at the
-// end of the hold, or at once when the hold just ended.
-func (hs *holds) held(key parentKey, now time.Time, seen func(string, []bus.Written) bool) (sync parentKey, after time.Duration, held bool) {
+// that a sync waits for the end of the hold. It ends a hold whose apply's
+// writes the caches have seen since.
+func (hs *holds) held(key parentKey, now time.Time, seen func(string, []bus.Written) bool) bool {
 	resync := key.Resync
 	key.Resync = false
 	hs.mu.Lock()
@@ -136,27 +138,57 @@ func (hs *holds) held(key parentKey, now time.Time, seen func(string, []bus.Writ
 	h := hs.byKey[key]
 	switch {
 	case h == nil:
-		return key, 0, false
+		return false
 	case now.After(h.until):
-		delete(hs.byKey, key) // the end, or the writes, never came
-		return key, 0, false
+		hs.drop(key, h) // its deadline is firing: the sync goes ahead
+		return false
 	}
 	h.synced, h.resync = true, h.resync || resync
-	if sync, ok := hs.release(key, h, seen); ok {
-		return sync, 0, true
+	hs.release(key, h, seen)
+	return true
+}
+
+// extend makes the hold end that long from now.
+func (hs *holds) extend(key parentKey, h *hold, now time.Time, d time.Duration) {
+	if h.deadline != nil {
+		h.deadline.Stop()
 	}
-	return parentKey{key.Controller, key.Resource, key.Namespace, key.Name, h.resync}, h.until.Sub(now), true
+	h.until = now.Add(d)
+	h.deadline = time.AfterFunc(d, func() { hs.expire(key, h) })
+}
+
+// expire ends the hold at its deadline, if it is still the parent's: the
+// apply never said it ended, or the writes never showed.
+func (hs *holds) expire(key parentKey, h *hold) {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	if hs.byKey[key] == h {
+		hs.drop(key, h)
+		hs.queueHeld(key, h, 0)
+	}
 }
 
 // release ends the hold of an apply that ended once seen says the caches
-// saw its writes; ok tells that a sync was held back. Called with mu held.
-func (hs *holds) release(key parentKey, h *hold, seen func(string, []bus.Written) bool) (sync parentKey, ok bool) {
-	if !h.ended || !seen(key.Controller, h.wrote) {
-		return key, false
+// saw its writes, and queues the sync it held back. Called with mu held.
+func (hs *holds) release(key parentKey, h *hold, seen func(string, []bus.Written) bool) {
+	if h.ended && seen(key.Controller, h.wrote) {
+		hs.drop(key, h)
+		hs.queueHeld(key, h, childDelay)
 	}
+}
+
+// drop ends a hold. Called with mu held.
+func (hs *holds) drop(key parentKey, h *hold) {
+	h.deadline.Stop()
 	delete(hs.byKey, key)
-	key.Resync = h.resync
-	return key, h.synced
+}
+
+// queueHeld queues the sync a hold held back, if any. Called with mu held.
+func (hs *holds) queueHeld(key parentKey, h *hold, after time.Duration) {
+	if h.synced {
+		key.Resync = h.resync
+		hs.sync(key, after)
+	}
 }
 
 // seen tells whether the watcher's caches have seen every write of an

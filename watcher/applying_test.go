@@ -1,6 +1,7 @@
 package watcher
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -112,9 +113,14 @@ func TestWatches(t *testing.T) {
 	}
 }
 
+// queued records the syncs a holds queues.
+type queued struct{ syncs []parentKey }
+
+func (q *queued) sync(key parentKey, _ time.Duration) { q.syncs = append(q.syncs, key) }
+
 // TestHolds follows a parent's syncs through an apply: held back while it
 // runs, and after it until the caches saw its writes, or until the hold's
-// deadline.
+// deadline; a sync held back is queued once when the hold ends.
 func TestHolds(t *testing.T) {
 	key := parentKey{Controller: "ctl", Namespace: "ns", Name: "p"}
 	resync := key
@@ -123,91 +129,104 @@ func TestHolds(t *testing.T) {
 	var cacheSaw bool
 	seen := func(controller string, w []bus.Written) bool { return len(w) == 0 || cacheSaw }
 	t0 := time.Unix(1000, 0)
+	newHolds := func() (*holds, *queued) {
+		q := &queued{}
+		return &holds{sync: q.sync}, q
+	}
+	want := func(t *testing.T, q *queued, syncs ...parentKey) {
+		t.Helper()
+		if !reflect.DeepEqual(q.syncs, syncs) {
+			t.Fatalf("syncs queued %+v, want %+v", q.syncs, syncs)
+		}
+	}
 
 	t.Run("no apply: nothing held", func(t *testing.T) {
-		var hs holds
-		if _, _, held := hs.held(key, t0, seen); held {
+		hs, q := newHolds()
+		if hs.held(key, t0, seen) {
 			t.Fatal("held without an apply")
 		}
+		want(t, q)
 	})
 	t.Run("held during the apply, then until its writes are seen", func(t *testing.T) {
-		var hs holds
+		hs, q := newHolds()
 		cacheSaw = false
 		hs.start(key, t0)
-		sync, after, held := hs.held(resync, t0.Add(time.Second), seen)
-		if !held || after != maxApplyHold-time.Second || sync != resync {
-			t.Fatalf("during the apply: held %v, again as %+v after %s", held, sync, after)
+		if !hs.held(resync, t0.Add(time.Second), seen) {
+			t.Fatal("not held during the apply")
 		}
-		if _, ok := hs.end(key, wrote, t0.Add(2*time.Second), seen); ok {
-			t.Fatal("released before the cache saw the writes")
+		hs.end(key, wrote, t0.Add(2*time.Second), seen)
+		want(t, q)
+		if !hs.held(key, t0.Add(3*time.Second), seen) {
+			t.Fatal("not held until the writes are seen")
 		}
-		if _, after, held := hs.held(key, t0.Add(3*time.Second), seen); !held || after != maxWriteLag-time.Second {
-			t.Fatalf("after the apply, writes not seen: held %v after %s", held, after)
-		}
+		want(t, q)
 		cacheSaw = true
-		sync, after, held = hs.held(key, t0.Add(4*time.Second), seen)
-		if !held || after != 0 || sync != resync {
-			t.Fatalf("writes seen: held %v, again as %+v after %s; want at once, as a resync", held, sync, after)
+		if !hs.held(key, t0.Add(4*time.Second), seen) {
+			t.Fatal("the sync that sees the writes goes ahead; want it queued once, as the held resync")
 		}
-		if _, _, held := hs.held(key, t0.Add(4*time.Second), seen); held {
+		want(t, q, resync)
+		if hs.held(key, t0.Add(4*time.Second), seen) {
 			t.Fatal("still held once released")
 		}
 	})
 	t.Run("an apply whose writes are already seen ends the hold at once", func(t *testing.T) {
-		var hs holds
+		hs, q := newHolds()
 		cacheSaw = true
 		hs.start(key, t0)
-		if _, ok := hs.end(key, wrote, t0, seen); ok {
-			t.Fatal("a sync released that was never held back")
-		}
+		hs.end(key, wrote, t0, seen)
+		want(t, q) // no sync was held back
 		hs.start(key, t0)
 		hs.held(key, t0, seen)
-		if sync, ok := hs.end(key, wrote, t0, seen); !ok || sync != key {
-			t.Fatalf("the held sync: %+v, %v", sync, ok)
-		}
-		if _, _, held := hs.held(key, t0, seen); held {
+		hs.end(key, wrote, t0, seen)
+		want(t, q, key)
+		if hs.held(key, t0, seen) {
 			t.Fatal("still held")
 		}
 	})
 	t.Run("a sync held back by an apply stays held back by the next apply", func(t *testing.T) {
-		var hs holds
+		hs, q := newHolds()
 		cacheSaw = false
 		hs.start(key, t0)
 		hs.end(key, wrote, t0, seen)
 		hs.held(resync, t0.Add(time.Second), seen)
 		hs.start(key, t0.Add(2*time.Second))
-		sync, ok := hs.end(key, nil, t0.Add(3*time.Second), seen)
-		if !ok || sync != resync {
-			t.Fatalf("the held resync: %+v, %v", sync, ok)
-		}
+		hs.end(key, nil, t0.Add(3*time.Second), seen)
+		want(t, q, resync)
 	})
-	t.Run("writes never seen: the hold ends at its deadline", func(t *testing.T) {
-		var hs holds
+	t.Run("writes never seen: the hold ends at its deadline, with the sync held back", func(t *testing.T) {
+		hs, q := newHolds()
 		cacheSaw = false
 		hs.start(key, t0)
 		hs.end(key, wrote, t0, seen)
-		if _, _, held := hs.held(key, t0.Add(maxWriteLag+time.Millisecond), seen); held {
-			t.Fatal("held past maxWriteLag")
+		hs.held(key, t0.Add(time.Second), seen)
+		h := hs.byKey[key]
+		if h.until != t0.Add(maxWriteLag) {
+			t.Fatalf("the hold ends at %s, want %s", h.until, t0.Add(maxWriteLag))
+		}
+		hs.expire(key, h)
+		want(t, q, key)
+		if hs.held(key, t0.Add(time.Second), seen) {
+			t.Fatal("held past its deadline")
 		}
 	})
 	t.Run("an apply that never ends: the hold ends at its deadline", func(t *testing.T) {
-		var hs holds
+		hs, q := newHolds()
 		hs.start(key, t0)
-		if _, _, held := hs.held(key, t0.Add(maxApplyHold+time.Millisecond), seen); held {
+		if hs.held(key, t0.Add(maxApplyHold+time.Millisecond), seen) {
 			t.Fatal("held past maxApplyHold")
 		}
+		hs.expire(key, &hold{}) // a deadline of a hold no longer the parent's
+		want(t, q)
 	})
 	t.Run("an end whose start was not heard waits for its writes", func(t *testing.T) {
-		var hs holds
+		hs, _ := newHolds()
 		cacheSaw = false
-		if _, ok := hs.end(key, nil, t0, seen); ok {
-			t.Fatal("released a sync never held")
-		}
-		if _, _, held := hs.held(key, t0, seen); held {
+		hs.end(key, nil, t0, seen)
+		if hs.held(key, t0, seen) {
 			t.Fatal("an end without writes holds")
 		}
 		hs.end(key, wrote, t0, seen)
-		if _, _, held := hs.held(key, t0, seen); !held {
+		if !hs.held(key, t0, seen) {
 			t.Fatal("an end with writes not yet seen does not hold")
 		}
 	})

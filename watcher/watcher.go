@@ -120,6 +120,7 @@ func New(reg *registry.Registry, js jetstream.JetStream, opts Options, log *slog
 		handlers:  map[string][]handler{},
 		customize: customizeCache{parents: map[types.UID]*customized{}},
 	}
+	w.applying.sync = w.queue.AddAfter
 	w.republish = newRepublisher(js, w.log, func(key parentKey) { w.queue.Add(key) })
 	w.chain = newRequestChain(js)
 	reg.Subscribe(w.onController)
