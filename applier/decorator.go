@@ -250,9 +250,12 @@ func (rc *reconciler) writeDecoration(ctx context.Context, ctl *registry.Control
 		(resp.Status == nil || contains(liveStatus, resp.Status)) {
 		return nil
 	}
+	if err := mayWrite(ctx); err != nil {
+		return err
+	}
 	res := rc.dyn.Resource(d.GVR).Namespace(obj.GetNamespace())
 	opts := metav1.ApplyOptions{FieldManager: v1alpha1.FieldManager(ctl.Name), Force: true}
-	cfg := parentConfig(obj)
+	cfg := parentConfig(ctx, d.GVR, obj)
 	meta := cfg.Object["metadata"].(map[string]any)
 	if len(lbls) > 0 {
 		meta["labels"] = lbls
@@ -269,7 +272,7 @@ func (rc *reconciler) writeDecoration(ctx context.Context, ctl *registry.Control
 	}
 	noteWritten(ctx, d.GVR, out)
 	if resp.Status != nil && d.StatusSubresource {
-		cfg := parentConfig(obj)
+		cfg := parentConfig(ctx, d.GVR, obj)
 		cfg.Object["status"] = resp.Status
 		if out, err = res.ApplyStatus(ctx, obj.GetName(), cfg, opts); err != nil {
 			return fmt.Errorf("write the status of %s: %w", objectKey(obj), err)

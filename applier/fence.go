@@ -32,27 +32,64 @@ func newKVFence(ctx context.Context, js jetstream.JetStream, replicas int) (*kvF
 // for the apply's whole two minutes would hold its parent, and a worker.
 const fenceTimeout = 5 * time.Second
 
-func (f *kvFence) last(ctx context.Context, uid types.UID) (int64, error) {
+// fenceEntry is a parent's fence as this replica last read or wrote it:
+// the observation of the reply applied last, and the revision of its key
+// in the bucket (0: none).
+type fenceEntry struct {
+	observation int64
+	revision    uint64
+}
+
+func (f *kvFence) last(ctx context.Context, uid types.UID) (fenceEntry, error) {
 	ctx, cancel := context.WithTimeout(ctx, fenceTimeout)
 	defer cancel()
 	e, err := f.kv.Get(ctx, string(uid))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return 0, nil
+		return fenceEntry{}, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("read fence of %s: %w", uid, err)
+		return fenceEntry{}, fmt.Errorf("read fence of %s: %w", uid, err)
 	}
 	fence, err := bus.ParseFence(e.Value())
-	return fence.Observation, err
+	return fenceEntry{fence.Observation, e.Revision()}, err
 }
 
-func (f *kvFence) advance(ctx context.Context, uid types.UID, fence bus.Fence) error {
+// errFenceMoved is a fence that another apply advanced past the reply
+// being applied: a newer observation was applied meanwhile.
+var errFenceMoved = errors.New("the fence moved past this reply: a newer observation was applied")
+
+// advance moves the parent's fence from after (the entry this replica
+// knows) to fence, by compare-and-set on the key's revision, never a blind
+// put: a replica that lost its partition while it was paused cannot move
+// a fence back. When the key changed since after, it is read again: a
+// fence past fence's observation fails with errFenceMoved; one not past it
+// (a put this replica did not see answered) is moved from.
+func (f *kvFence) advance(ctx context.Context, uid types.UID, fence bus.Fence, after fenceEntry) (fenceEntry, error) {
 	ctx, cancel := context.WithTimeout(ctx, fenceTimeout)
 	defer cancel()
-	if _, err := f.kv.Put(ctx, string(uid), fence.Value()); err != nil {
-		return fmt.Errorf("advance fence of %s: %w", uid, err)
+	for range 3 {
+		var rev uint64
+		var err error
+		if after.revision == 0 {
+			rev, err = f.kv.Create(ctx, string(uid), fence.Value())
+		} else {
+			rev, err = f.kv.Update(ctx, string(uid), fence.Value(), after.revision)
+		}
+		if err == nil {
+			return fenceEntry{fence.Observation, rev}, nil
+		}
+		cur, readErr := f.last(ctx, uid)
+		switch {
+		case readErr != nil:
+			return fenceEntry{}, fmt.Errorf("advance fence of %s: %w", uid, err)
+		case cur.revision == after.revision:
+			return fenceEntry{}, fmt.Errorf("advance fence of %s: %w", uid, err) // not a race: the bus failed
+		case cur.observation > fence.Observation:
+			return cur, fmt.Errorf("advance fence of %s to %d: %w (%d)", uid, fence.Observation, errFenceMoved, cur.observation)
+		}
+		after = cur
 	}
-	return nil
+	return fenceEntry{}, fmt.Errorf("advance fence of %s: the key keeps changing", uid)
 }
 
 func (f *kvFence) forget(ctx context.Context, uid types.UID) error {
@@ -69,10 +106,10 @@ func (f *kvFence) forget(ctx context.Context, uid types.UID) error {
 // partition: a partition taken again starts knowing none.
 type knownParents struct {
 	mu sync.Mutex
-	// fenced caches the fence of the partition's parents: while a replica
-	// holds a partition, it alone advances their fences, so what it read
-	// or wrote since it took the partition is current.
-	fenced map[types.UID]int64
+	// fenced caches the fence of the partition's parents, as this replica
+	// last read or wrote it. It only saves a read: the fence is advanced by
+	// compare-and-set on the revision it holds.
+	fenced map[types.UID]fenceEntry
 	// deferred holds the parents whose last apply left their status to the
 	// next one (see deferStatus).
 	deferred map[types.UID]bool
@@ -82,13 +119,12 @@ type knownParents struct {
 }
 
 func newKnownParents() *knownParents {
-	return &knownParents{fenced: map[types.UID]int64{}, deferred: map[types.UID]bool{}, rolling: map[types.UID]rolloutProgress{}}
+	return &knownParents{fenced: map[types.UID]fenceEntry{}, deferred: map[types.UID]bool{}, rolling: map[types.UID]rolloutProgress{}}
 }
 
-// lastApplied is the observation of the last reply applied to the parent,
-// from what the partition's parents know or, the first time, from the
-// bucket.
-func (r *reconciler) lastApplied(ctx context.Context, parents *knownParents, uid types.UID) (int64, error) {
+// lastApplied is the fence of the parent: what the partition's parents
+// know or, the first time, what the bucket holds.
+func (r *reconciler) lastApplied(ctx context.Context, parents *knownParents, uid types.UID) (fenceEntry, error) {
 	parents.mu.Lock()
 	last, ok := parents.fenced[uid]
 	parents.mu.Unlock()
@@ -97,7 +133,7 @@ func (r *reconciler) lastApplied(ctx context.Context, parents *knownParents, uid
 	}
 	last, err := r.fence.last(ctx, uid)
 	if err != nil {
-		return 0, err
+		return fenceEntry{}, err
 	}
 	parents.remember(uid, last)
 	return last, nil
@@ -107,20 +143,28 @@ func (r *reconciler) lastApplied(ctx context.Context, parents *knownParents, uid
 // that meta was applied.
 func (r *reconciler) advanceFence(ctx context.Context, parents *knownParents, m bus.Meta) error {
 	key := m.ApplyKey()
-	fence := bus.Fence{Observation: m.Observation, Request: m.RequestID, Generation: m.Generation, ResourceVersion: m.ResourceVersion}
-	if err := r.fence.advance(ctx, key, fence); err != nil {
-		parents.forget(key) // the bucket may or may not hold it: read it again
+	last, err := r.lastApplied(ctx, parents, key)
+	if err != nil {
 		return err
 	}
-	parents.remember(key, m.Observation)
+	if err := mayWrite(ctx); err != nil {
+		return err
+	}
+	fence := bus.Fence{Observation: m.Observation, Request: m.RequestID, Generation: m.Generation, ResourceVersion: m.ResourceVersion}
+	cur, err := r.fence.advance(ctx, key, fence, last)
+	if err != nil {
+		parents.forget(key) // read it again next time
+		return err
+	}
+	parents.remember(key, cur)
 	r.observer.Applied(m)
 	return nil
 }
 
-func (k *knownParents) remember(uid types.UID, observation int64) {
+func (k *knownParents) remember(uid types.UID, fence fenceEntry) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.fenced[uid] = observation
+	k.fenced[uid] = fence
 }
 
 func (k *knownParents) forget(uid types.UID) {

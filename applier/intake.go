@@ -144,7 +144,9 @@ func (in *intake) loop() workloop.Loop[types.UID] {
 		Sync:      in.applyNext,
 		Failed: func(uid types.UID, err error) {
 			meta := in.pendingMeta(uid)
-			if !errors.Is(err, errNotRegisteredYet) {
+			if movedOn(err) {
+				in.log.Info("the apply met a newer state; will retry against it", append(meta.LogArgs(), "err", err)...)
+			} else if !errors.Is(err, errNotRegisteredYet) {
 				in.log.Error("apply failed; will retry", append(meta.LogArgs(), "failures", in.queue.NumRequeues(uid)+1, "err", err)...)
 				in.observer.Failed(meta)
 			} else if _, said := in.waiting.LoadOrStore(meta.Controller, true); !said {
@@ -193,6 +195,7 @@ func (in *intake) applyNext(ctx context.Context, uid types.UID) error {
 	}()
 	ctx, cancel := whileHeld(ctx, hold)
 	defer cancel()
+	ctx = withGate(ctx, part.heldFor(time.Now))
 	if err := in.rec.apply(ctx, part.parents, b); err != nil {
 		return err
 	}

@@ -19,7 +19,7 @@ func TestRolloutProgress(t *testing.T) {
 	isTrue := "True"
 	ctl.Children[0].StatusChecks = []v1alpha1.StatusConditionCheck{{Type: "Ready", Status: &isTrue}}
 	parents := newKnownParents()
-	parents.fenced[parent.GetUID()], parents.fenced["other"] = 1, 1
+	parents.fenced[parent.GetUID()], parents.fenced["other"] = fenceEntry{observation: 1}, fenceEntry{observation: 1}
 	a := &Applier{in: &intake{held: map[int]*partition{3: {n: 3, parents: parents}}}}
 	replies := map[string]*hooks.SyncResponse{"h2": wants("c=2", "b=2", "a=2"), "h1": wants("c=1", "b=1", "a=1")}
 	for _, step := range []struct {

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"universalcontroller.dev/uc/internal/registry"
@@ -28,17 +29,21 @@ func (rc *reconciler) setFinalizer(ctx context.Context, ctl *registry.Controller
 	if change == "" {
 		return nil
 	}
+	if err := mayWrite(ctx); err != nil {
+		return err
+	}
 	res := rc.dyn.Resource(ctl.Parent.GVR).Namespace(parent.GetNamespace())
 	var out *unstructured.Unstructured
 	var err error
 	if change == "add" {
-		obj := parentConfig(parent)
+		obj := parentConfig(ctx, ctl.Parent.GVR, parent)
 		obj.Object["metadata"].(map[string]any)["finalizers"] = []any{ctl.Finalizer()}
 		out, err = res.Apply(ctx, parent.GetName(), obj, metav1.ApplyOptions{FieldManager: v1alpha1.FieldManager(ctl.Name) + "/finalizer", Force: true})
 	} else {
 		path := fmt.Sprintf("/metadata/finalizers/%d", slices.Index(parent.GetFinalizers(), ctl.Finalizer()))
 		patch, _ := json.Marshal([]map[string]any{
 			{"op": "test", "path": "/metadata/uid", "value": parent.GetUID()},
+			{"op": "test", "path": "/metadata/resourceVersion", "value": basisVersion(ctx, ctl.Parent.GVR, parent)},
 			{"op": "test", "path": path, "value": ctl.Finalizer()},
 			{"op": "remove", "path": path},
 		})
@@ -86,15 +91,18 @@ func (rc *reconciler) announce(m bus.Meta, done bool, wrote []bus.Written) {
 
 // parentConfig is the start of a server-side apply configuration of the
 // parent: its identity, with the UID, so that an apply to a parent replaced
-// by another of the same name fails.
-func parentConfig(parent *unstructured.Unstructured) *unstructured.Unstructured {
+// by another of the same name fails, and the resourceVersion the apply of
+// ctx planned on (basisVersion), so that an apply to a parent changed since
+// meets a conflict.
+func parentConfig(ctx context.Context, gvr schema.GroupVersionResource, parent *unstructured.Unstructured) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": parent.GetAPIVersion(),
 		"kind":       parent.GetKind(),
 		"metadata": map[string]any{
-			"name":      parent.GetName(),
-			"namespace": parent.GetNamespace(),
-			"uid":       string(parent.GetUID()),
+			"name":            parent.GetName(),
+			"namespace":       parent.GetNamespace(),
+			"uid":             string(parent.GetUID()),
+			"resourceVersion": basisVersion(ctx, gvr, parent),
 		},
 	}}
 }

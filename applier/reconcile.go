@@ -77,6 +77,10 @@ func (rc *reconciler) apply(ctx context.Context, parents *knownParents, b *batch
 	ctx, span := rc.traceApply(ctx, b)
 	defer endApply(span, &err)
 	if err = rc.applyReplies(ctx, parents, b); err != nil {
+		if errors.Is(err, errFenceMoved) {
+			log.Info("a newer observation was applied meanwhile; reply dropped", "err", err)
+			return nil
+		}
 		if cause := context.Cause(ctx); errors.Is(cause, errHoldLost) {
 			return fmt.Errorf("%w (%w)", err, cause)
 		}
@@ -113,7 +117,7 @@ func (rc *reconciler) applyReplies(ctx context.Context, parents *knownParents, b
 	if err != nil {
 		return err
 	}
-	if m.Observation < last {
+	if m.Observation < last.observation {
 		log.Debug("dropping a reply older than one already applied")
 		return nil
 	}
@@ -260,6 +264,24 @@ func (rc *reconciler) warn(ctl *registry.Controller, obj *unstructured.Unstructu
 	rc.events.Event(obj, "Warning", reason, message)
 }
 
+// movedOn tells an apply that stopped because the world moved on since
+// its reply was planned: an object it was to write changed meanwhile (a
+// conflict of its resourceVersion precondition), or this replica no longer
+// applies the parent (superseded). It is logged as news, not as an error,
+// and retried against the newer state (in a new hold), or superseded by
+// the request that the change causes. A conflict that persists — another
+// writer fighting over the same fields — is reported as failures are.
+func movedOn(err error) bool {
+	return apierrors.IsConflict(err) || superseded(err)
+}
+
+// superseded tells an apply that stopped because this replica's hold on
+// the partition lapsed, or another apply advanced the fence: it is never
+// reported on the parent, which another apply now serves.
+func superseded(err error) bool {
+	return errors.Is(err, errHoldLost) || errors.Is(err, errFenceMoved)
+}
+
 // reportAfterFailures is the number of failed applies in a row after which
 // a failure that is retried is reported on the parent: a failure that
 // persists reaches the parent's user, a passing one (a conflict, a
@@ -275,7 +297,7 @@ const reportAfterFailures = 3
 // Synced=True.
 func (rc *reconciler) reportFailing(ctx context.Context, log *slog.Logger, ctl *registry.Controller, parent *unstructured.Unstructured, m bus.Meta, err error) {
 	key := m.ApplyKey()
-	if rc.failures(key)+1 < reportAfterFailures || ctl.DryRun() {
+	if rc.failures(key)+1 < reportAfterFailures || ctl.DryRun() || superseded(err) {
 		return // a dry-run controller's parents are not written to, not even to say so
 	}
 	message := fmt.Sprintf("the apply keeps failing; uc retries it with backoff: %v", err)

@@ -434,6 +434,9 @@ func (rc *reconciler) saveRevisions(ctx context.Context, ro *rollout) error {
 			return fmt.Errorf("encode revision %s: %w", rev.Name, err)
 		}
 		u := &unstructured.Unstructured{Object: obj}
+		if err := mayWrite(ctx); err != nil {
+			return err
+		}
 		if rev.UID == "" { // new: the latest, or one of Metacontroller's
 			_, err = res.Create(ctx, u, metav1.CreateOptions{})
 		} else {
@@ -457,6 +460,9 @@ func (rc *reconciler) saveRevisions(ctx context.Context, ro *rollout) error {
 // deleteRevision deletes a ControllerRevision of that UID, if it is still
 // there.
 func deleteRevision(ctx context.Context, res dynamic.ResourceInterface, name string, uid types.UID) error {
+	if err := mayWrite(ctx); err != nil {
+		return err
+	}
 	err := res.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err

@@ -101,8 +101,11 @@ func (rc *reconciler) applyStatus(ctx context.Context, ctl *registry.Controller,
 	if equalJSON(live, status) {
 		return nil
 	}
+	if err := mayWrite(ctx); err != nil {
+		return err
+	}
 	ctx, span := rc.tracer.Start(ctx, "status", trace.WithSpanKind(trace.SpanKindClient))
-	obj := parentConfig(parent)
+	obj := parentConfig(ctx, ctl.Parent.GVR, parent)
 	obj.Object["status"] = status
 	out, err := rc.dyn.Resource(ctl.Parent.GVR).Namespace(parent.GetNamespace()).
 		ApplyStatus(ctx, parent.GetName(), obj, metav1.ApplyOptions{FieldManager: v1alpha1.FieldManager(ctl.Name), Force: true})

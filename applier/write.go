@@ -178,10 +178,16 @@ func writesEvent(done []action) (reason, message string, ok bool) {
 // maxEventMessage bounds the part of an Event message that names children.
 const maxEventMessage = 900
 
+// write makes one planned write. Each is conditioned on the object as the
+// plan saw it (gate.go): an apply, a release and a delete name its
+// resourceVersion, a create fails if the object exists; and it is made only
+// while the apply's gate is open.
 func (w *writer) write(ctx context.Context, ctl *registry.Controller, act action, dryRun bool) (writeResult, error) {
 	var dry []string
 	if dryRun {
 		dry = []string{metav1.DryRunAll}
+	} else if err := mayWrite(ctx); err != nil {
+		return notWritten, fmt.Errorf("%s: %w", act, err)
 	}
 	res := w.dyn.Resource(act.child.GVR).Namespace(act.obj.GetNamespace())
 	result := changedObject
@@ -197,12 +203,10 @@ func (w *writer) write(ctx context.Context, ctl *registry.Controller, act action
 			noteWritten(ctx, act.child.GVR, out)
 		}
 	case verbApply:
-		obj := act.obj
-		if act.adopt {
-			// Adopted as it was judged: a resourceVersion precondition.
-			obj = obj.DeepCopy()
-			obj.SetResourceVersion(act.liveVersion)
-		}
+		// Applied to the object as it was planned on (an orphan adopted as
+		// it was judged): a resourceVersion precondition.
+		obj := act.obj.DeepCopy()
+		obj.SetResourceVersion(act.liveVersion)
 		var out *unstructured.Unstructured
 		out, err = res.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: v1alpha1.FieldManager(ctl.Name), Force: true, DryRun: dry})
 		if err == nil && !dryRun {
@@ -216,17 +220,23 @@ func (w *writer) write(ctx context.Context, ctl *registry.Controller, act action
 	case verbRelease:
 		var out *unstructured.Unstructured
 		out, err = res.Patch(ctx, act.obj.GetName(), types.JSONPatchType, releasePatch(act.obj, ctl), metav1.PatchOptions{FieldManager: v1alpha1.FieldManager(ctl.Name), DryRun: dry})
-		if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) {
-			result, err = unchanged, nil // gone, or changed since: the next sync sees it as it is
-		} else if err == nil && !dryRun {
+		switch {
+		case apierrors.IsNotFound(err):
+			result, err = unchanged, nil // gone
+		case apierrors.IsInvalid(err):
+			// A test of the patch failed: the child changed since it was
+			// planned on.
+			err = apierrors.NewConflict(act.child.GVR.GroupResource(), act.obj.GetName(), err)
+		case err == nil && !dryRun:
 			noteWritten(ctx, act.child.GVR, out)
 		}
 	case verbDelete:
-		uid := act.obj.GetUID()
+		uid, rv := act.obj.GetUID(), act.obj.GetResourceVersion()
 		policy := metav1.DeletePropagationBackground
-		err = res.Delete(ctx, act.obj.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: &policy, DryRun: dry})
-		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-			result, err = unchanged, nil // already gone, or replaced by an object that is not ours
+		err = res.Delete(ctx, act.obj.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
+			PropagationPolicy: &policy, DryRun: dry})
+		if apierrors.IsNotFound(err) {
+			result, err = unchanged, nil // already gone
 		} else if err == nil && !dryRun {
 			noteDeleted(ctx, act.child.GVR, act.obj, uid)
 		}
@@ -278,9 +288,15 @@ func (w *writer) upgradeOwnership(ctx context.Context, res dynamic.ResourceInter
 	if err != nil || patch == nil {
 		return out, err
 	}
-	if _, err := res.Patch(ctx, out.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+	// Both writes are conditioned on the object as the one before left it.
+	if patch, err = testVersion(patch, out.GetResourceVersion()); err != nil {
+		return nil, err
+	}
+	if out, err = res.Patch(ctx, out.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
 		return nil, fmt.Errorf("upgrade field ownership: %w", err)
 	}
+	obj = obj.DeepCopy()
+	obj.SetResourceVersion(out.GetResourceVersion())
 	return res.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: manager, Force: true})
 }
 
@@ -364,10 +380,22 @@ func releasePatch(child *unstructured.Unstructured, ctl *registry.Controller) []
 	i := slices.IndexFunc(child.GetOwnerReferences(), func(r metav1.OwnerReference) bool { return r.UID == ref.UID })
 	path := fmt.Sprintf("/metadata/ownerReferences/%d", i)
 	b, _ := json.Marshal([]map[string]any{
+		{"op": "test", "path": "/metadata/resourceVersion", "value": child.GetResourceVersion()},
 		{"op": "test", "path": path + "/uid", "value": ref.UID},
 		{"op": "remove", "path": path},
 	})
 	return b
+}
+
+// testVersion puts in front of a JSON patch a test that the object's
+// resourceVersion is still rv.
+func testVersion(patch []byte, rv string) ([]byte, error) {
+	var ops []map[string]any
+	if err := json.Unmarshal(patch, &ops); err != nil {
+		return nil, fmt.Errorf("read a JSON patch: %w", err)
+	}
+	ops = append([]map[string]any{{"op": "test", "path": "/metadata/resourceVersion", "value": rv}}, ops...)
+	return json.Marshal(ops)
 }
 
 // classify tells a failed write that retrying the same reply cannot help

@@ -67,6 +67,20 @@ func note(ctx context.Context, wr bus.Written) {
 	w.list = append(w.list, wr)
 }
 
+// resourceVersion is the resourceVersion the apply's last write of the
+// object left, if it wrote it.
+func (w *wrote) resourceVersion(gvr schema.GroupVersionResource, namespace, name string) (string, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := len(w.list) - 1; i >= 0; i-- {
+		wr := w.list[i]
+		if wr.Group == gvr.Group && wr.Version == gvr.Version && wr.Resource == gvr.Resource && wr.Namespace == namespace && wr.Name == name {
+			return wr.ResourceVersion, wr.Deleted == ""
+		}
+	}
+	return "", false
+}
+
 // all is the writes, none when there were more than maxNotedWrites.
 func (w *wrote) all() []bus.Written {
 	w.mu.Lock()

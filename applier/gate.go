@@ -1,0 +1,80 @@
+package applier
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Every write of an apply is fenced twice, so that a replica that was
+// paused (a long GC, a frozen VM, SIGSTOP) or cut off past its partition's
+// lease writes nothing stale when it goes on:
+//
+//   - the gate: right before each write, the apply checks, with the
+//     process's monotonic clock and no goroutine in between, that this
+//     replica still holds the parent's partition (its key was renewed less
+//     than staleAfter ago). Another replica takes a partition only once
+//     its key expired, after leaseTTL > staleAfter: while the gate is open,
+//     no other replica applies the parent. A timer that ends the hold would
+//     not do: after a pause, the apply may run before the timer fires.
+//   - the precondition: each write names the resourceVersion of the object
+//     it was planned on (basisVersion), the apiserver's optimistic
+//     concurrency. A replica paused between the gate and its write meets
+//     a conflict if anyone wrote the object meanwhile; a create meets
+//     AlreadyExists; a delete carries the UID and resourceVersion.
+//
+// A conflict is not a failure: the object moved on since the apply read
+// it. The apply is retried against the newer object, or superseded by the
+// request the change causes.
+
+// gateKey is the context key of an apply's gate.
+type gateKey struct{}
+
+// withGate is ctx whose writes pass gate first: nil while they may be
+// made.
+func withGate(ctx context.Context, gate func() error) context.Context {
+	return context.WithValue(ctx, gateKey{}, gate)
+}
+
+// mayWrite tells whether the apply of ctx may write now: nil, or why not.
+// An apply without a gate (uc's tools, tests) may.
+func mayWrite(ctx context.Context) error {
+	if gate, _ := ctx.Value(gateKey{}).(func() error); gate != nil {
+		if err := gate(); err != nil {
+			return fmt.Errorf("not writing: %w", err)
+		}
+	}
+	return ctx.Err()
+}
+
+// heldFor is the gate of an apply of partition p: open while the last
+// renewal of its key was sent less than staleAfter ago and its hold did
+// not end.
+func (p *partition) heldFor(now func() time.Time) func() error {
+	return func() error {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if err := context.Cause(p.hold); err != nil {
+			return err
+		}
+		if since := now().Sub(p.renewed); since >= staleAfter {
+			return fmt.Errorf("%w: not renewed for %s", errHoldLost, since.Round(time.Millisecond))
+		}
+		return nil
+	}
+}
+
+// basisVersion is the resourceVersion a write of obj is conditioned on: the
+// one the apply's own last write of it left, or else obj's as the apply
+// read it.
+func basisVersion(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured) string {
+	if w, _ := ctx.Value(wroteKey{}).(*wrote); w != nil {
+		if rv, ok := w.resourceVersion(gvr, obj.GetNamespace(), obj.GetName()); ok {
+			return rv
+		}
+	}
+	return obj.GetResourceVersion()
+}
