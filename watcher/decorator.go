@@ -107,6 +107,7 @@ func (w *Watcher) syncDecorated(ctx context.Context, ctl *registry.Controller, k
 	}
 	req := NewDecoratorRequest(view, obj, attached, related, version, hook == hooks.Finalize)
 	meta := w.meta(view, obj, hook)
+	observeAll(&meta, req.Attachments, req.Related)
 	if _, err := w.publishRequest(ctx, key, &meta, obj, req, observedObjects(ctl, req.Finalizing, obj, req.Attachments, req.Related)); err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"log/slog"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -27,6 +26,10 @@ type chainTest struct {
 	key    parentKey
 	meta   bus.Meta
 	parent *unstructured.Unstructured
+	// observed is the observation of the last request published: each
+	// publish observes a newer state, at least the parent's
+	// resourceVersion.
+	observed int64
 }
 
 func newChainTest(t *testing.T) *chainTest {
@@ -69,7 +72,8 @@ func (c *chainTest) publish(state string, forced bool) (bool, error) {
 	c.t.Helper()
 	before := c.lastSeq()
 	meta := c.meta
-	meta.Observation = c.w.clock.next()
+	c.observed = max(c.observed+1, parseVersion(c.parent.GetResourceVersion()))
+	meta.Observation = c.observed
 	key := c.key
 	key.Resync = forced
 	_, err := c.w.publishRequest(c.t.Context(), key, &meta, c.parent, map[string]string{"state": state}, []byte(state))
@@ -180,22 +184,24 @@ func TestRequestAfterTakeOver(t *testing.T) {
 		t.Fatalf("first request: taken %v, %v", taken, err)
 	}
 	c.apply()
-	// The predecessor's clock was an hour ahead.
-	f := bus.Fence{Observation: time.Now().Add(time.Hour).UnixNano(), Request: "x", Generation: 2, ResourceVersion: "120"}
+	// The predecessor applied an observation its caches made later.
+	f := bus.Fence{Observation: 125, Request: "x", Generation: 2, ResourceVersion: "120"}
 	if _, err := c.fence.Put(t.Context(), string(c.meta.ParentUID), f.Value()); err != nil {
 		t.Fatal(err)
 	}
 	c.takeOver()
+	c.observed = 0
 	for _, behind := range []struct {
 		generation      int64
 		resourceVersion string
-	}{{1, "130"}, {2, "119"}, {1, "90"}} {
+	}{{1, "130"}, {2, "119"}, {1, "90"}, {2, "120"}} {
 		c.setParent(behind.generation, behind.resourceVersion)
 		if taken, err := c.publish("stale", false); taken || !errors.Is(err, errCacheBehind) {
 			t.Errorf("the cache at generation %d, resourceVersion %s: taken %v, %v; want errCacheBehind", behind.generation, behind.resourceVersion, taken, err)
 		}
+		c.observed = 0 // each time, the caches are behind the fence's observation
 	}
-	c.setParent(2, "121")
+	c.setParent(2, "126")
 	if taken, err := c.publish("B", false); !taken || err != nil {
 		t.Fatalf("the cache caught up: taken %v, %v", taken, err)
 	}

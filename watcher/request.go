@@ -142,6 +142,7 @@ func (w *Watcher) build(ctx context.Context, ctl *registry.Controller, key paren
 		return nil, err
 	}
 	b.req = NewSyncRequest(ctl, parent, b.claimed, related, version, hook == hooks.Finalize)
+	observeAll(&b.meta, b.req.Children, b.req.Related)
 	return b, nil
 }
 
@@ -299,7 +300,7 @@ func (w *Watcher) meta(ctl *registry.Controller, parent *unstructured.Unstructur
 		Name:            parent.GetName(),
 		Generation:      parent.GetGeneration(),
 		ResourceVersion: parent.GetResourceVersion(),
-		Observation:     w.clock.next(),
+		Observation:     w.observation(ctl, parent),
 	}
 	if ctl.Decorator != nil {
 		m.Resource = ctl.Parent.Key()
@@ -328,10 +329,15 @@ func (w *Watcher) publishRequest(ctx context.Context, key parentKey, meta *bus.M
 		}
 		w.log.Warn("publishing a parent the cache still holds older than its last request", append(meta.LogArgs(), "err", err)...)
 	}
-	if meta.Observation <= last.observation {
-		// Another watcher's clock was ahead of this one's.
-		w.clock.after(last.observation)
-		meta.Observation = w.clock.next()
+	if meta.Observation < last.observation {
+		// The caches are behind the last request's: they catch up within
+		// moments. (Past maxWaitsForCache the request goes out, and the
+		// appliers drop its reply if a newer observation was applied.)
+		err := fmt.Errorf("%w: observation %d, %d last", errCacheBehind, meta.Observation, last.observation)
+		if w.queue.NumRequeues(key) < maxWaitsForCache {
+			return "", err
+		}
+		w.log.Warn("publishing a parent whose caches are still behind its last request", append(meta.LogArgs(), "err", err)...)
 	}
 	typ, subject := bus.RequestType(meta.Hook), meta.RequestSubject()
 	id, err := w.chain.next(ctx, last, observedHash(subject, typ, observed), key.Resync)
@@ -375,6 +381,11 @@ func (w *Watcher) publish(ctx context.Context, meta bus.Meta, typ, subject strin
 	}
 	ctx, cancel := context.WithTimeout(ctx, busTimeout)
 	defer cancel()
+	if w.opts.Lease != nil {
+		if err := w.opts.Lease(); err != nil {
+			return fmt.Errorf("publish %s for %s: %w: %w", typ, meta.Key(), errNotLeading, err)
+		}
+	}
 	ack, err := w.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id))
 	if err != nil {
 		return fmt.Errorf("publish %s for %s: %w", typ, meta.Key(), err)

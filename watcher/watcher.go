@@ -46,6 +46,12 @@ type Options struct {
 	Workers int
 	// TracerProvider makes the spans of the syncs (nil: the global one).
 	TracerProvider trace.TracerProvider
+	// Lease, if set, tells whether this watcher may publish: nil while it
+	// holds the watchers' lease, else why not. It is asked right before
+	// every publish, so that a leader that was paused or cut off past its
+	// lease publishes nothing when it goes on, whatever its goroutines
+	// run first.
+	Lease func() error
 }
 
 // parentKey names one parent of one controller. A Resync key asks for a
@@ -76,7 +82,6 @@ type Watcher struct {
 	log       *slog.Logger
 	tracer    trace.Tracer
 	queue     workqueue.TypedRateLimitingInterface[parentKey]
-	clock     observationClock
 	customize customizeCache
 	republish *republisher
 	chain     *requestChain
@@ -86,7 +91,8 @@ type Watcher struct {
 
 	applying holds // parents being applied, or whose apply's writes are awaited
 
-	consuming atomic.Bool // the customize replies are consumed
+	consuming   atomic.Bool // the customize replies are consumed
+	unsubscribe func()      // from the registry
 }
 
 type handler struct {
@@ -123,8 +129,23 @@ func New(reg *registry.Registry, js jetstream.JetStream, opts Options, log *slog
 	w.applying.sync = w.queue.AddAfter
 	w.republish = newRepublisher(js, w.log, func(key parentKey) { w.queue.Add(key) })
 	w.chain = newRequestChain(js)
-	reg.Subscribe(w.onController)
+	w.unsubscribe = reg.Subscribe(w.onController)
 	return w
+}
+
+// Close stops following the registry's controllers: the watcher's handlers
+// leave the shared informers. A watcher runs once (Run); a process that
+// leads again makes a new one.
+func (w *Watcher) Close() {
+	w.unsubscribe()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for name, hs := range w.handlers {
+		for _, h := range hs {
+			_ = h.informer.RemoveEventHandler(h.reg)
+		}
+		delete(w.handlers, name)
+	}
 }
 
 // Run syncs parents until ctx ends. It also serves resync requests: a
@@ -287,8 +308,9 @@ func (w *Watcher) worker() workloop.Loop[parentKey] {
 		Timeout:   itemTimeout,
 		Sync:      w.syncTraced,
 		Failed: func(key parentKey, err error) {
-			if errors.Is(err, errCacheBehind) {
-				// Not a failure: the cache catches up within moments.
+			if errors.Is(err, errCacheBehind) || errors.Is(err, errNotLeading) {
+				// Not a failure: the cache catches up within moments; a
+				// watcher whose lease lapsed ends its term.
 				w.log.Debug("sync parent later", "controller", key.Controller, "parent", key.String(), "err", err)
 				return
 			}
@@ -298,6 +320,9 @@ func (w *Watcher) worker() workloop.Loop[parentKey] {
 		LogArgs: func(key parentKey) []any { return []any{"controller", key.Controller, "parent", key.String()} },
 	}
 }
+
+// errNotLeading is a publish that the lease forbids (Options.Lease).
+var errNotLeading = errors.New("not leading")
 
 // itemTimeout bounds the handling of one item: a parent's sync, a customize
 // reply. Both read the informers' caches and publish a few requests, each
@@ -444,28 +469,3 @@ func (w *Watcher) enqueueOwner(controller string, obj any) {
 // that the changes of one apply (every child it wrote) give one sync, not
 // one per child.
 const childDelay = 50 * time.Millisecond
-
-// observationClock hands out strictly increasing observation stamps: the
-// wall clock in nanoseconds, bumped when it would not advance.
-type observationClock struct {
-	mu   sync.Mutex
-	last int64
-}
-
-// after makes the stamps handed out from now on larger than stamp.
-func (c *observationClock) after(stamp int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.last = max(c.last, stamp)
-}
-
-func (c *observationClock) next() int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := time.Now().UnixNano()
-	if now <= c.last {
-		now = c.last + 1
-	}
-	c.last = now
-	return now
-}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -13,10 +14,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
-)
 
-// errLostLease stops a watcher that lost its lease: a standby takes over.
-var errLostLease = errors.New("lost the watcher lease")
+	"universalcontroller.dev/uc/internal/topology"
+	"universalcontroller.dev/uc/watcher"
+)
 
 // The watcher's lease. A standby takes over a watcher that died (SIGKILL, a
 // lost node) within leaseDuration after its last renewal, plus up to
@@ -31,53 +32,156 @@ const (
 	retryPeriod   = time.Second
 )
 
+// errNotLeading is a leader's lease that may have lapsed.
+var errNotLeading = errors.New("this watcher does not hold the lease")
+
+// term is what one term of leading runs: fn, given lease, which tells at
+// any moment whether the term still lasts (nil) or not.
+type term func(ctx context.Context, lease func() error) error
+
 // leaderElected runs fn only while this process holds the Lease
-// namespace/name, so that one watcher is active however many run. It
-// returns nil when ctx ends, fn's error if fn fails, and errLostLease when
-// the lease is lost: the process then exits, and a standby, whose caches are
-// already warm, takes over within the lease duration.
-func leaderElected(kube kubernetes.Interface, namespace, name string, log *slog.Logger, fn func(context.Context) error) func(context.Context) error {
-	return func(parent context.Context) error {
+// namespace/name, so that one watcher is active however many run. A term
+// ends when the lease is lost — not renewed for renewDeadline, as when the
+// process was paused or the apiserver was unreachable: the process then
+// stands by again, its caches warm, and may lead again later. It returns
+// nil when ctx ends, and fn's error if fn fails otherwise.
+//
+// Within a term, lease says whether the lease is still current, by the
+// process's monotonic clock: a leader that was paused past its lease finds
+// out before its next publish, not when client-go's renewal loop runs
+// again.
+func leaderElected(kube kubernetes.Interface, namespace, name string, log *slog.Logger, fn term) func(context.Context) error {
+	return func(ctx context.Context) error {
 		host, _ := os.Hostname()
-		lock := &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Namespace: namespace, Name: name},
-			Client:     kube.CoordinationV1(),
-			LockConfig: resourcelock.ResourceLockConfig{Identity: host + "_" + uuid.NewString()[:8]},
+		identity := host + "_" + uuid.NewString()[:8]
+		for ctx.Err() == nil {
+			if err := leadOnce(ctx, kube, namespace, name, identity, log, fn); err != nil {
+				return err
+			}
+			if ctx.Err() == nil {
+				log.Warn("lost the watcher lease; standing by", "lease", namespace+"/"+name, "identity", identity)
+			}
 		}
-		ctx, cancel := context.WithCancel(parent)
-		defer cancel()
-		var fnErr error
-		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock:            lock,
-			LeaseDuration:   leaseDuration,
-			RenewDeadline:   renewDeadline,
-			RetryPeriod:     retryPeriod,
-			ReleaseOnCancel: true,
-			Name:            name,
-			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: func(ctx context.Context) {
-					log.Info("leading: this watcher is active", "lease", namespace+"/"+name, "identity", lock.Identity())
-					fnErr = fn(ctx)
-					cancel()
-				},
-				OnStoppedLeading: func() {},
-				OnNewLeader: func(identity string) {
-					if identity != lock.Identity() {
-						log.Info("standing by", "leader", identity)
-					}
-				},
-			},
-		})
-		if err != nil {
-			return fmt.Errorf("leader election: %w", err)
-		}
-		le.Run(ctx) // returns once ctx ends or the lease is lost
-		switch {
-		case fnErr != nil:
-			return fnErr
-		case parent.Err() != nil:
-			return nil
-		}
-		return errLostLease
+		return nil
 	}
+}
+
+// leadOnce stands by until this process holds the lease, runs fn while it
+// does, and returns once the lease is lost (nil) or fn failed, after fn
+// returned.
+func leadOnce(ctx context.Context, kube kubernetes.Interface, namespace, name, identity string, log *slog.Logger, fn term) error {
+	lock := &renewals{Interface: &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Client:     kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
+	}}
+	var le *leaderelection.LeaderElector
+	// lease is current while this process is the leader it observed last,
+	// and its last renewal was sent less than renewDeadline ago: before a
+	// standby may take the lease (leaseDuration).
+	lease := func() error {
+		if !le.IsLeader() {
+			return errNotLeading
+		}
+		if since := lock.since(); since >= renewDeadline {
+			return fmt.Errorf("%w: not renewed for %s", errNotLeading, since.Round(time.Millisecond))
+		}
+		return nil
+	}
+	var fnErr error
+	done := make(chan struct{})
+	var err error
+	le, err = leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   leaseDuration,
+		RenewDeadline:   renewDeadline,
+		RetryPeriod:     retryPeriod,
+		ReleaseOnCancel: true,
+		Name:            name,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(term context.Context) {
+				defer close(done)
+				log.Info("leading: this watcher is active", "lease", namespace+"/"+name, "identity", identity)
+				if err := fn(term, lease); err != nil && term.Err() == nil {
+					fnErr = err
+				}
+			},
+			OnStoppedLeading: func() {},
+			OnNewLeader: func(leader string) {
+				if leader != identity {
+					log.Info("standing by", "leader", leader)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+	le.Run(ctx) // returns once ctx ends or the lease is lost
+	if lock.led() {
+		<-done // the term's context ended: fn returns
+	}
+	return fnErr
+}
+
+// renewals is the lease's lock, remembering when the last of its writes
+// that succeeded (an acquisition or a renewal) was sent.
+type renewals struct {
+	resourcelock.Interface
+	mu   sync.Mutex
+	sent time.Time
+}
+
+func (r *renewals) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	return r.mark(time.Now(), r.Interface.Create(ctx, ler))
+}
+
+func (r *renewals) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	return r.mark(time.Now(), r.Interface.Update(ctx, ler))
+}
+
+func (r *renewals) mark(sent time.Time, err error) error {
+	if err == nil {
+		r.mu.Lock()
+		r.sent = sent
+		r.mu.Unlock()
+	}
+	return err
+}
+
+// since is the time since the last write that succeeded was sent.
+func (r *renewals) since() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return time.Since(r.sent)
+}
+
+// led tells whether a write ever succeeded: this process led.
+func (r *renewals) led() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.sent.IsZero()
+}
+
+// activeWatcher is the watcher of the current term, if any.
+type activeWatcher struct {
+	mu sync.Mutex
+	w  *watcher.Watcher
+}
+
+func (a *activeWatcher) set(w *watcher.Watcher) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.w = w
+}
+
+// Consumers names the consumers the active watcher needs (a standby needs
+// none).
+func (a *activeWatcher) Consumers() []topology.Consumer {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.w == nil {
+		return nil
+	}
+	return a.w.Consumers()
 }

@@ -117,12 +117,23 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		w := watcher.New(reg, js, watcher.Options{Partitions: cfg.partitions, Workers: cfg.watcherWorkers, TracerProvider: tp}, log)
-		onBus.add(topology.Watcher(), w.Consumers)
+		opts := watcher.Options{Partitions: cfg.partitions, Workers: cfg.watcherWorkers, TracerProvider: tp}
+		var active activeWatcher
+		onBus.add(topology.Watcher(), active.Consumers)
+		// Each term of leading has a watcher of its own, which starts from
+		// the caches and the fences as a new process would.
+		lead := func(ctx context.Context, lease func() error) error {
+			opts.Lease = lease
+			w := watcher.New(reg, js, opts, log)
+			defer w.Close()
+			active.set(w)
+			defer active.set(nil)
+			return w.Run(ctx)
+		}
 		if cfg.leaderElect {
-			runners = append(runners, leaderElected(kube, cfg.leaseNamespace, cfg.leaseName, log, w.Run))
+			runners = append(runners, leaderElected(kube, cfg.leaseNamespace, cfg.leaseName, log, lead))
 		} else {
-			runners = append(runners, w.Run)
+			runners = append(runners, func(ctx context.Context) error { return lead(ctx, nil) })
 		}
 	}
 	if cfg.roles.applier {

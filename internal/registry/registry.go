@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -153,7 +154,10 @@ type Registry struct {
 
 	mu          sync.RWMutex
 	controllers map[string]*Controller
-	listeners   []Listener
+	listeners   []*Listener
+	// notifying orders the listeners' calls: a subscriber hears of the
+	// controllers registered before it, then of every change, in order.
+	notifying sync.Mutex
 }
 
 // A source is a resource whose objects register controllers.
@@ -257,11 +261,25 @@ func (r *Registry) objects(controller string) (*source, string) {
 // a controller's name.
 const registryUser = "UniversalControllers"
 
-// Subscribe adds a listener. Subscribe before Run.
-func (r *Registry) Subscribe(l Listener) {
+// Subscribe adds a listener: it hears at once of every controller
+// registered so far (as registered: old nil), then of every change. The
+// function it returns removes it.
+func (r *Registry) Subscribe(l Listener) (unsubscribe func()) {
+	r.notifying.Lock()
+	defer r.notifying.Unlock()
+	sub := &l
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.listeners = append(r.listeners, l)
+	r.listeners = append(r.listeners, sub)
+	registered := slices.Collect(maps.Values(r.controllers))
+	r.mu.Unlock()
+	for _, c := range registered {
+		l(nil, c)
+	}
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.listeners = slices.DeleteFunc(r.listeners, func(s *Listener) bool { return s == sub })
+	}
 }
 
 // Get returns the registered controller of that name.
@@ -379,6 +397,8 @@ func (r *Registry) set(name string, old, cur *Controller) {
 	if old == nil && cur == nil {
 		return
 	}
+	r.notifying.Lock()
+	defer r.notifying.Unlock()
 	r.mu.Lock()
 	if cur == nil {
 		delete(r.controllers, name)
@@ -391,7 +411,7 @@ func (r *Registry) set(name string, old, cur *Controller) {
 	listeners := r.listeners
 	r.mu.Unlock()
 	for _, l := range listeners {
-		l(old, cur)
+		(*l)(old, cur)
 	}
 }
 

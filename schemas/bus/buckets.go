@@ -57,7 +57,8 @@ func (f Fence) Value() []byte {
 }
 
 // ParseFence reads a FenceBucket value. An older uc's holds the observation
-// alone, or the observation and the request id.
+// alone, or the observation and the request id, and may hold a clock's
+// observation (see observationOf).
 func ParseFence(value []byte) (Fence, error) {
 	fields := strings.Split(string(value), " ")
 	var f Fence
@@ -65,6 +66,7 @@ func ParseFence(value []byte) (Fence, error) {
 	if f.Observation, err = strconv.ParseInt(fields[0], 10, 64); err != nil || len(fields) == 3 || len(fields) > 4 {
 		return Fence{}, fmt.Errorf("%s: %q is not a fence", FenceBucket, value)
 	}
+	f.Observation = observationOf(f.Observation)
 	if len(fields) > 1 {
 		f.Request = fields[1]
 	}
@@ -75,4 +77,19 @@ func ParseFence(value []byte) (Fence, error) {
 		f.ResourceVersion = fields[3]
 	}
 	return f, nil
+}
+
+// clockEra is where the observations of an older uc begin: it stamped
+// them with its wall clock in nanoseconds (about 1.8e18 in 2026), where uc
+// now stamps resourceVersions (etcd's revisions, far below).
+const clockEra = 1 << 52
+
+// observationOf is an observation as uc orders them now: an older uc's
+// clock stamp counts as 0, older than any, so that a fence or a request
+// left by an older uc never holds back the observations of this one.
+func observationOf(obs int64) int64 {
+	if obs >= clockEra {
+		return 0
+	}
+	return obs
 }

@@ -155,8 +155,9 @@ func TestParseFence(t *testing.T) {
 		ok    bool
 	}{
 		{"17 a1b2-c3 4 1234", Fence{17, "a1b2-c3", 4, "1234"}, true},
-		{"17 a1b2-c3", Fence{Observation: 17, Request: "a1b2-c3"}, true}, // an older uc's
-		{"17", Fence{Observation: 17}, true},                             // an older uc's
+		{"17 a1b2-c3", Fence{Observation: 17, Request: "a1b2-c3"}, true},   // an older uc's
+		{"17", Fence{Observation: 17}, true},                               // an older uc's
+		{"1795804702591086933 a1 4 1234", Fence{0, "a1", 4, "1234"}, true}, // an older uc's clock: older than any
 		{"", Fence{}, false},
 		{"x a1", Fence{}, false},
 		{"17 a1 4", Fence{}, false},
@@ -168,7 +169,7 @@ func TestParseFence(t *testing.T) {
 			t.Errorf("ParseFence(%q) = %+v, %v; want %+v, ok %v", tt.value, got, err, tt.want, tt.ok)
 		}
 	}
-	f := Fence{1700000000000000001, "abc", 3, "98765"}
+	f := Fence{98770, "abc", 3, "98765"}
 	if got, err := ParseFence(f.Value()); got != f || err != nil {
 		t.Errorf("ParseFence(%q) = %+v, %v; want %+v", f.Value(), got, err, f)
 	}

@@ -57,7 +57,9 @@ const (
 	ExtResourceVersion = "ucresourceversion"
 	ExtPartition       = "ucpartition"
 	// ExtObservation orders the observations of one parent: a larger value
-	// was observed later. Appliers never let an older one undo a newer one.
+	// was observed later. It is a resourceVersion: the newest the watcher's
+	// caches had heard of (see the watcher's observation). Appliers never
+	// let an older one undo a newer one.
 	ExtObservation = "ucobservation"
 	// ExtRequestID, on a reply, is the id of the request it answers.
 	ExtRequestID = "ucrequestid"
@@ -169,6 +171,7 @@ func MetaOf(e *event.Event) (Meta, error) {
 	if m.Observation, err = strconv.ParseInt(str(ExtObservation), 10, 64); err != nil {
 		return m, fmt.Errorf("event %s: %s: %w", e.ID(), ExtObservation, err)
 	}
+	m.Observation = observationOf(m.Observation)
 	if revs := str(ExtRevisions); revs != "" {
 		m.Revisions = strings.Split(revs, ",")
 		if rev := str(ExtRevision); rev != m.Revisions[0] {
