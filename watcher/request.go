@@ -301,6 +301,7 @@ func (w *Watcher) meta(ctl *registry.Controller, parent *unstructured.Unstructur
 		Generation:      parent.GetGeneration(),
 		ResourceVersion: parent.GetResourceVersion(),
 		Observation:     w.observation(ctl, parent),
+		Observed:        time.Now(),
 	}
 	if ctl.Decorator != nil {
 		m.Resource = ctl.Parent.Key()

@@ -31,7 +31,7 @@ func newApplyMetrics() applyMetrics {
 		}, []string{"controller", "hook", "reason"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "uc_observation_to_applied_seconds",
-			Help:    "Time from the watcher's observation of a parent (the ucobservation stamp its request carries) until the applier wrote its hook's reply: children, status and finalizer.",
+			Help:    "Time from the watcher's observation of a parent (the ucobserved time its request carries) until the applier wrote its hook's reply: children, status and finalizer.",
 			Buckets: latencyBuckets,
 		}, []string{"controller", "hook"}),
 	}
@@ -43,7 +43,9 @@ func (am applyMetrics) collectors() []prometheus.Collector {
 
 func (am applyMetrics) Applied(m bus.Meta) {
 	am.applies.WithLabelValues(m.Controller, m.Hook, "applied").Inc()
-	am.latency.WithLabelValues(m.Controller, m.Hook).Observe(max(time.Since(time.Unix(0, m.Observation)).Seconds(), 0))
+	if !m.Observed.IsZero() {
+		am.latency.WithLabelValues(m.Controller, m.Hook).Observe(max(time.Since(m.Observed).Seconds(), 0))
+	}
 }
 
 func (am applyMetrics) Rejected(m bus.Meta, reason string) {

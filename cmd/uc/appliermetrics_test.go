@@ -13,7 +13,7 @@ import (
 // a replica holds.
 func TestApplierMetrics(t *testing.T) {
 	m := newMetrics()
-	meta := bus.Meta{Address: bus.Address{Controller: "foo.example.com", Hook: "sync"}, Observation: time.Now().Add(-3 * time.Second).UnixNano()}
+	meta := bus.Meta{Address: bus.Address{Controller: "foo.example.com", Hook: "sync"}, Observation: 7, Observed: time.Now().Add(-3 * time.Second)}
 	m.applies.Applied(meta)
 	m.applies.Rejected(meta, "InvalidHookReply")
 	m.applies.Failed(meta)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -153,7 +152,7 @@ func (c observedConsumer) Consume(handler jetstream.MessageHandler, opts ...jets
 
 // replyReceived counts a hook's reply, or the report of its failure, at
 // its first delivery to uc, and times a reply from the watcher's
-// observation (the event's ucobservation, a wall-clock stamp). It reads the
+// observation (the event's ucobserved time). It reads the
 // CloudEvent's headers only; the data of a failure report, to tell why.
 func (m *metrics) replyReceived(msg jetstream.Msg) {
 	if md, err := msg.Metadata(); err != nil || md.NumDelivered > 1 {
@@ -164,8 +163,8 @@ func (m *metrics) replyReceived(msg jetstream.Msg) {
 	switch header.Get(ceHeader + "type") {
 	case bus.ResponseType(hook):
 		m.replies.WithLabelValues(controller, hook, "ok", "").Inc()
-		if stamp, err := strconv.ParseInt(header.Get(ceHeader+bus.ExtObservation), 10, 64); err == nil {
-			m.roundTrip.WithLabelValues(controller, hook).Observe(max(time.Since(time.Unix(0, stamp)).Seconds(), 0))
+		if at := bus.ObservedAt(header.Get(ceHeader + bus.ExtObserved)); !at.IsZero() {
+			m.roundTrip.WithLabelValues(controller, hook).Observe(max(time.Since(at).Seconds(), 0))
 		}
 	case bus.FailureType(hook):
 		var f bus.Failure

@@ -40,7 +40,7 @@ func TestMetrics(t *testing.T) {
 	}
 	// A reply observed 2s ago, the reports of a failed call and of a
 	// dead-lettered request, and a failure the watcher found (not counted).
-	meta := bus.Meta{Address: addr, Name: "a", Observation: time.Now().Add(-2 * time.Second).UnixNano()}
+	meta := bus.Meta{Address: addr, Name: "a", Observation: 7, Observed: time.Now().Add(-2 * time.Second)}
 	replies := []struct {
 		typ  string
 		data any

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	ce "github.com/cloudevents/sdk-go/protocol/nats_jetstream/v2"
 	"github.com/cloudevents/sdk-go/v2/binding"
@@ -61,6 +62,11 @@ const (
 	// caches had heard of (see the watcher's observation). Appliers never
 	// let an older one undo a newer one.
 	ExtObservation = "ucobservation"
+	// ExtObserved is when the watcher observed the parent, RFC 3339 with
+	// nanoseconds: for the metrics of latency alone, never for ordering
+	// (a clock is not to be trusted across processes; ExtObservation
+	// orders). A reply copies it; one without it is not timed.
+	ExtObserved = "ucobserved"
 	// ExtRequestID, on a reply, is the id of the request it answers.
 	ExtRequestID = "ucrequestid"
 	// ExtRevision is the hash of the revision of the parent a request is
@@ -84,6 +90,9 @@ type Meta struct {
 	Generation      int64
 	ResourceVersion string
 	Observation     int64
+	// Observed is when the watcher observed the parent (ExtObserved),
+	// zero if unknown: for latency metrics only.
+	Observed time.Time
 	// RequestID is set on replies only.
 	RequestID string
 	// Revisions lists the revisions asked about for this observation, the
@@ -136,6 +145,9 @@ func (m Meta) SetOn(e *event.Event) {
 	e.SetExtension(ExtResourceVersion, m.ResourceVersion)
 	e.SetExtension(ExtPartition, strconv.Itoa(m.Partition))
 	e.SetExtension(ExtObservation, strconv.FormatInt(m.Observation, 10))
+	if !m.Observed.IsZero() {
+		e.SetExtension(ExtObserved, m.Observed.UTC().Format(time.RFC3339Nano))
+	}
 	if m.RequestID != "" {
 		e.SetExtension(ExtRequestID, m.RequestID)
 	}
@@ -172,6 +184,7 @@ func MetaOf(e *event.Event) (Meta, error) {
 		return m, fmt.Errorf("event %s: %s: %w", e.ID(), ExtObservation, err)
 	}
 	m.Observation = observationOf(m.Observation)
+	m.Observed = ObservedAt(str(ExtObserved))
 	if revs := str(ExtRevisions); revs != "" {
 		m.Revisions = strings.Split(revs, ",")
 		if rev := str(ExtRevision); rev != m.Revisions[0] {
@@ -179,6 +192,16 @@ func MetaOf(e *event.Event) (Meta, error) {
 		}
 	}
 	return m, nil
+}
+
+// ObservedAt reads an ExtObserved value; zero when it is missing or not
+// a time: it only times.
+func ObservedAt(v string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
 }
 
 // MetaOfReply reads a reply's Meta and checks that the reply came on the

@@ -41,7 +41,8 @@ func request(t *testing.T, controller string, parent *unstructured.Unstructured,
 		Name:            parent.GetName(),
 		Generation:      parent.GetGeneration(),
 		ResourceVersion: parent.GetResourceVersion(),
-		Observation:     time.Now().UnixNano(),
+		Observation:     1234,
+		Observed:        time.Now(),
 	}
 	e := event.New()
 	e.SetID(uuid.NewString())
@@ -187,7 +188,7 @@ func TestWireHeaders(t *testing.T) {
 	common := []string{
 		"ce-specversion", "ce-id", "ce-type", "ce-source", "ce-subject", "ce-time", "ce-datacontenttype", "ce-traceparent",
 		"ce-uccontroller", "ce-uchook", "ce-ucparentuid", "ce-ucnamespace", "ce-ucname",
-		"ce-ucgeneration", "ce-ucresourceversion", "ce-ucpartition", "ce-ucobservation",
+		"ce-ucgeneration", "ce-ucresourceversion", "ce-ucpartition", "ce-ucobservation", "ce-ucobserved",
 	}
 	for _, tc := range []struct {
 		msg  *nats.Msg

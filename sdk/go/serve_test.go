@@ -51,7 +51,7 @@ func requestIn(ctx context.Context, t *testing.T, js jetstream.JetStream, name, 
 	t.Helper()
 	uid := types.UID(uuid.NewString())
 	meta := bus.Meta{Address: bus.Address{Controller: "c", Hook: hooks.Sync, Partition: bus.Partition(uid, 4), ParentUID: uid},
-		Namespace: "ns", Name: name, Generation: 1, ResourceVersion: "7", Observation: time.Now().UnixNano()}
+		Namespace: "ns", Name: name, Generation: 1, ResourceVersion: "7", Observation: 7}
 	e := event.New()
 	e.SetID(uuid.NewString())
 	e.SetType(bus.RequestType(hooks.Sync))

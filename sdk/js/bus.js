@@ -51,6 +51,7 @@ export function metaOf(event) {
     resourceVersion: ext("ucresourceversion"),
     partition: ext("ucpartition"),
     observation: ext("ucobservation"),
+    observed: ext("ucobserved"),
     revisions: ext("ucrevisions") ? ext("ucrevisions").split(",") : [],
     revision: "",
     resource: ext("ucresource"),
@@ -112,6 +113,7 @@ export function answer(request, meta, type, data, source) {
     ucobservation: meta.observation,
     ucrequestid: request.id,
   };
+  if (meta.observed) ext.ucobserved = meta.observed;
   if (meta.revisions.length > 0) {
     ext.ucrevision = meta.revision || meta.revisions[0];
     ext.ucrevisions = meta.revisions.join(",");

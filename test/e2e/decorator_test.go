@@ -832,7 +832,7 @@ func TestDecoratorBadInput(t *testing.T) {
 				Address: bus.Address{Controller: bus.DecoratorController(name), Hook: hooks.Sync,
 					Partition: bus.Partition(target.GetUID(), bus.DefaultPartitions), ParentUID: target.GetUID()},
 				Namespace: ns, Name: target.GetName(), Generation: target.GetGeneration(),
-				ResourceVersion: target.GetResourceVersion(), Observation: time.Now().UnixNano(),
+				ResourceVersion: target.GetResourceVersion(), Observation: 1 << 50,
 				RequestID: "forged", Resource: resource,
 			}
 			e := event.New()

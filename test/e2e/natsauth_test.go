@@ -278,7 +278,7 @@ func natsAuthForgedReply(t *testing.T, nb *natsAuthBed, b *rolesOnBus, applier *
 	claimed := bus.Meta{
 		Address:   bus.Address{Controller: victim, Hook: hooks.Sync, Partition: bus.Partition(w.GetUID(), bus.DefaultPartitions), ParentUID: w.GetUID()},
 		Namespace: b.ns, Name: w.GetName(), Generation: w.GetGeneration(), ResourceVersion: w.GetResourceVersion(),
-		Observation: time.Now().Add(time.Hour).UnixNano(), RequestID: "forged",
+		Observation: 1 << 50, RequestID: "forged", // newer than any observation
 	}
 	e := event.New()
 	e.SetID("forged-reply")

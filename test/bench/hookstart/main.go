@@ -159,7 +159,7 @@ func firstReply(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, bin,
 func fooRequest(ctx context.Context) (bus.Meta, *nats.Msg, error) {
 	uid := types.UID(uuid.NewString())
 	meta := bus.Meta{Address: bus.Address{Controller: foo.Controller, Hook: hooks.Sync, Partition: bus.Partition(uid, bus.DefaultPartitions), ParentUID: uid},
-		Namespace: "default", Name: "foo-" + string(uid), Generation: 1, ResourceVersion: "1", Observation: time.Now().UnixNano()}
+		Namespace: "default", Name: "foo-" + string(uid), Generation: 1, ResourceVersion: "1", Observation: 1, Observed: time.Now()}
 	data, err := json.Marshal(map[string]any{
 		"controller": map[string]any{"apiVersion": "universalcontroller.dev/v1alpha1", "kind": "UniversalController",
 			"metadata": map[string]any{"name": foo.Controller}},
