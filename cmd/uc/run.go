@@ -78,8 +78,17 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	defer stopEvents()
 	recorder := observedRecorder{ucEvents, m}
 	var regOpts []registry.Option
-	if cfg.roles.dispatcher { // the dispatcher reports on UniversalControllers
+	if cfg.roles.dispatcher {
+		// The dispatcher reports on UniversalControllers: their Ready
+		// condition, and their failing parents, counted from the parents'
+		// Synced conditions in its caches, whichever applier wrote them.
 		regOpts = append(regOpts, registry.WithStatus(dyn, recorder))
+	}
+	if cfg.roles.applier && cfg.embedded && cfg.nats.URL == "" {
+		// uc run on its embedded NATS server makes every apply itself: the
+		// failures its applier saw are all there are, so the failing
+		// parents that cannot carry a Synced condition count too.
+		regOpts = append(regOpts, registry.WithSoleApplier())
 	}
 	if cfg.roles.applier { // the applier writes parents' status against their schemas
 		regOpts = append(regOpts, registry.WithStatusSchemas())

@@ -23,6 +23,9 @@ import (
 // types in use, not the number of controllers.
 type informerSet struct {
 	dyn dynamic.Interface
+	// onNew, when set, is called with each informer as it is made, before
+	// it starts.
+	onNew func(schema.GroupVersionResource, cache.SharedIndexInformer)
 
 	mu    sync.Mutex
 	byGVR map[schema.GroupVersionResource]*sharedInformer
@@ -62,9 +65,25 @@ func (s *informerSet) entry(gvr schema.GroupVersionResource) *sharedInformer {
 			cache.DefaultWatchErrorHandler(ctx, r, err)
 		})
 		_ = e.Informer().SetTransform(stripManagedFields)
+		if s.onNew != nil {
+			s.onNew(gvr, e.Informer())
+		}
 		s.byGVR[gvr] = e
 	}
 	return e
+}
+
+// synced returns the lister of a resource whose informer runs and has
+// filled its cache; false, without making one, when there is none.
+func (s *informerSet) synced(gvr schema.GroupVersionResource) (cache.GenericLister, bool) {
+	s.mu.Lock()
+	e := s.byGVR[gvr]
+	running := e != nil && e.stop != nil
+	s.mu.Unlock()
+	if !running || !e.Informer().HasSynced() {
+		return nil, false
+	}
+	return e.Lister(), true
 }
 
 // use adds resources to what user uses, starting their informers.

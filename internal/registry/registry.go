@@ -220,6 +220,7 @@ func New(dyn dynamic.Interface, disco discovery.DiscoveryInterface, log *slog.Lo
 		selector:    labels.Everything(),
 	}
 	r.schemas, r.failures = newStatusSchemas(r.log), newFailures()
+	r.informers.onNew = r.watchFailures
 	r.addSource(v1alpha1.Resource, func(n string) string { return n }, r.resolve)
 	r.addSource(v1alpha1.DecoratorResource, bus.DecoratorController, r.resolveDecorator)
 	r.ucs = r.sources[0].inf
@@ -228,10 +229,15 @@ func New(dyn dynamic.Interface, disco discovery.DiscoveryInterface, log *slog.Lo
 	}
 	// The queue holds controller names: a decorator's is
 	// bus.DecoratorController(name), and so on.
-	for _, src := range r.sources {
+	for i, src := range r.sources {
 		enqueue := func(obj any) {
 			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 				r.queue.Add(src.name(key))
+				if i == 0 {
+					// A UniversalController's status may have been
+					// written: its failing parents' count is checked.
+					r.reportSoon(key)
+				}
 			}
 		}
 		_, _ = src.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -406,6 +412,7 @@ func (r *Registry) set(name string, old, cur *Controller) {
 		r.log.Info("controller removed", "controller", name)
 	} else {
 		r.controllers[name] = cur
+		r.reportSoon(name) // "none failing" too
 		r.log.Info("controller registered", "controller", name, "parents", cur.parentResources(), "generation", cur.Generation)
 	}
 	listeners := r.listeners
