@@ -36,7 +36,7 @@ const (
 	pauseParents = 200
 	// pauseApplier is well past an applier's partition lease
 	// (topology.LeaseTTL, 8 s): the other replicas take its partitions.
-	pauseApplier = 20 * time.Second
+	pauseApplier = 3 * topology.LeaseTTL
 	// pauseWatcher is well past the watchers' Lease (cmd/uc/leader.go: 6 s,
 	// a standby retrying every second): the standby takes over.
 	pauseWatcher = 20 * time.Second
@@ -54,25 +54,28 @@ const (
 // 200 Fanouts of 3 ConfigMaps, and updates every Fanout in waves v1, v2…
 // v8: the hook writes the wave's payload into the children. In the middle
 // of a wave (once a quarter of its ConfigMaps carry it), one process is
-// paused with SIGSTOP and later resumed with SIGCONT, as a long GC pause or
-// a frozen VM would: (a) an applier, past its partition lease, while the
-// next wave is made and applied by the other replicas; (b) the active
-// watcher, past its Lease, while the standby takes over and the next wave
-// is made; (c) nats-server and (d) kube-apiserver, each for 14-15 s. The
-// last wave follows the faults. Issue 25 and invariants 3 and 4 of the
-// design: a process that resumes writes nothing stale.
+// paused with SIGSTOP and resumed with SIGCONT after a fixed time, as a
+// long GC pause or a frozen VM would: (a) an applier, three times its
+// partition lease, while the next wave is made for the other replicas to
+// apply; (b) the active watcher, past its Lease, while the standby takes
+// over and the next wave is made; (c) nats-server for 14 s and (d)
+// kube-apiserver for 15 s. A last wave follows the faults. Issue 25, and
+// invariants 3 and 4 of the design: a process that resumes writes nothing
+// stale.
 //
 // A recorder watches every Fanout and ConfigMap from before the first
 // create (relisting if its watch expires), and a subscriber on the bus sees
-// every hook request. Then: every Fanout converges on every wave, the last
-// one included; no ConfigMap is written back to an older wave's payload;
-// no Fanout's status.observedGeneration goes back; no ConfigMap is created
-// twice or deleted; no two applies of a parent overlap across the
-// appliers' logs (an apply a pause interrupted lasts until it ends, after
-// the thaw); the resumed leader publishes no request older than one
-// published before for the same parent, and stands by instead of exiting;
-// no process exits or panics. It logs the time each wave takes to converge
-// after the thaw.
+// every hook request. The invariants: every Fanout converges on the wave of
+// each fault after the thaw, and on the last wave; no ConfigMap is written
+// back to an older wave's payload; no Fanout's status.observedGeneration
+// goes back; no ConfigMap is created twice or deleted; no two applies of a
+// parent overlap across the appliers' logs (an apply a pause interrupted
+// lasts until it ends, after the thaw); the resumed leader publishes no
+// request that observed a Fanout older than a request published before for
+// it, and stands by — it does not exit, and leaves the Lease to its
+// successor; no process exits or panics. It logs the time from each thaw
+// until every Fanout converged, and whether the wave made during a pause
+// converged before the thaw.
 func TestPause(t *testing.T) {
 	if pauseApplier < 2*topology.LeaseTTL {
 		t.Fatalf("an applier's pause of %s is not well past its partition lease, %s", pauseApplier, topology.LeaseTTL)
@@ -90,7 +93,10 @@ func TestPause(t *testing.T) {
 		requests:    recordRequests(t, srv.URL()),
 		parents:     recordHistory(t, fanout.GVR, roles.ns),
 		children:    recordHistory(t, configMapGVR, roles.ns),
+		exits:       map[*roleProcess]time.Time{},
 	}
+	go run.followExits(ctx)
+	created := time.Now()
 	run.names = createFanouts(t, roles.ns, pauseParents)
 	logs := append(slices.Clone(roles.all()), &roleProcess{name: "nats-server", log: filepath.Join(srv.Dir(), "nats-server.log")})
 	t.Cleanup(func() {
@@ -99,7 +105,7 @@ func TestPause(t *testing.T) {
 		}
 	})
 	if !t.Run("wave 1: the Fanouts are created", func(t *testing.T) {
-		run.converge(t, 1, time.Now(), "after they were created")
+		run.converge(t, 1, created, "after their creation began")
 	}) {
 		return
 	}
@@ -225,17 +231,13 @@ func TestPause(t *testing.T) {
 	t.Run("no process exits or panics", func(t *testing.T) {
 		for _, r := range roles.all() {
 			if err := r.proc.Exited(); err != nil {
-				t.Errorf("%s exited: %v", r.name, err)
+				t.Errorf("%s exited %s: %v; its last error: %s", r.name, run.when(run.exitedAt(r)), err, r.lastLine("level=ERROR"))
 			}
 		}
 		for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"} {
 			if err := env.bed.Component(name).Exited(); err != nil {
 				t.Errorf("the test bed's %s exited: %v", name, err)
 			}
-		}
-		lost := linesWith(t, "lost the watcher lease", roles.watchers)
-		for _, line := range lost {
-			t.Errorf("a watcher gave up on a lost lease: %s", line)
 		}
 		if panics := linesWith(t, "panic", logs); len(panics) > 0 {
 			t.Errorf("%d log lines with a panic: %s", len(panics), strings.Join(panics[:min(len(panics), 10)], "\n"))
@@ -255,6 +257,38 @@ type pauseRun struct {
 	pauses   []*pauseFault
 	// leaderThawed is when the paused leader resumed.
 	leaderThawed time.Time
+
+	exitsMu sync.Mutex
+	exits   map[*roleProcess]time.Time // when each role that exited was first seen exited
+}
+
+// followExits notes when each role is first seen exited, until ctx ends.
+func (p *pauseRun) followExits(ctx context.Context) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for _, r := range p.all() {
+			if r.proc.Exited() != nil {
+				p.exitsMu.Lock()
+				if _, seen := p.exits[r]; !seen {
+					p.exits[r] = time.Now()
+				}
+				p.exitsMu.Unlock()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// exitedAt is when the role was first seen exited.
+func (p *pauseRun) exitedAt(r *roleProcess) time.Time {
+	p.exitsMu.Lock()
+	defer p.exitsMu.Unlock()
+	return p.exits[r]
 }
 
 // fault is a process to pause.
@@ -403,7 +437,9 @@ func (p *pauseRun) converge(t *testing.T, n int, begin time.Time, since string) 
 }
 
 // convergeBy waits until every Fanout converged on wave n, at most until
-// the pause ends, and notes how it went.
+// the pause ends, and notes how it went. It is not an invariant: a parent
+// whose apply the paused applier has in flight may wait for the thaw, as
+// its apply lasts until then and another would overlap it.
 func (p *pauseRun) convergeBy(t *testing.T, n int, f *pauseFault) {
 	if err := poll(t.Context(), time.Until(f.frozen.Add(f.length)), func() error { return p.behind(n) }); err != nil {
 		f.madeMeanwhile = fmt.Sprintf("wave %d not converged by the thaw", n)
@@ -451,9 +487,9 @@ func (p *pauseRun) behind(n int) error {
 // report is a table of the pauses.
 func (p *pauseRun) report() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-16s | %-5s | %6s | %-40s | %-22s | %s\n", "paused", "wave", "length", "the wave made meanwhile", "thaw to answering", "thaw to converged")
+	fmt.Fprintf(&b, "%-16s | %-5s | %-6s | %-40s | %-17s | %s\n", "paused", "wave", "length", "the wave made during the pause", "thaw to answering", "thaw to the latest wave converged")
 	for _, f := range p.pauses {
-		fmt.Fprintf(&b, "%-16s | %-5s | %4.1f s | %-40s | %20s | %s\n", f.what, f.wave,
+		fmt.Fprintf(&b, "%-16s | %-5s | %4.1f s | %-40s | %17s | %s\n", f.what, f.wave,
 			f.thawed.Sub(f.frozen).Seconds(), cmp.Or(f.madeMeanwhile, "-"), seconds(f.answered), seconds(f.converged))
 	}
 	return b.String()
