@@ -136,9 +136,9 @@ func TestPause(t *testing.T) {
 					return nil
 				}); err != nil {
 					t.Errorf("no standby took the Lease while the leader was paused: %v", err)
-					return
+				} else {
+					t.Logf("the standby took the Lease %s after the pause began", time.Since(f.frozen).Round(100*time.Millisecond))
 				}
-				t.Logf("the standby took the Lease %s after the pause began", time.Since(f.frozen).Round(100*time.Millisecond))
 				<-run.update(t, 5)
 				run.convergeBy(t, 5, f)
 			},
@@ -231,7 +231,7 @@ func TestPause(t *testing.T) {
 	t.Run("no process exits or panics", func(t *testing.T) {
 		for _, r := range roles.all() {
 			if err := r.proc.Exited(); err != nil {
-				t.Errorf("%s exited %s: %v; its last error: %s", r.name, run.when(run.exitedAt(r)), err, r.lastLine("level=ERROR"))
+				t.Errorf("%s exited %s: %v; its last error: %s", r.name, run.exitWhen(r), err, r.lastLine("level=ERROR"))
 			}
 		}
 		for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"} {
@@ -291,6 +291,19 @@ func (p *pauseRun) exitedAt(r *roleProcess) time.Time {
 	return p.exits[r]
 }
 
+// exitWhen says when the role was first seen exited, against the last
+// pause before, and against its own thaw if it was paused.
+func (p *pauseRun) exitWhen(r *roleProcess) string {
+	at := p.exitedAt(r)
+	when := p.when(at)
+	for _, f := range slices.Backward(p.pauses) {
+		if f.what == r.name && !f.thawed.IsZero() && f.thawed.Before(at) {
+			return fmt.Sprintf("%s, %.1f s after its own thaw", when, at.Sub(f.thawed).Seconds())
+		}
+	}
+	return when
+}
+
 // fault is a process to pause.
 type fault struct {
 	what   string
@@ -345,6 +358,7 @@ func (p *pauseRun) pause(t *testing.T, n int, flt fault) *pauseFault {
 		}
 		return nil
 	}); err != nil {
+		<-updated
 		t.Fatalf("wave %d never reached its middle: %v", n, err)
 	}
 	f := &pauseFault{fault: flt, wave: payload(n), answered: -1, converged: -1}
