@@ -234,6 +234,9 @@ func TestPause(t *testing.T) {
 				t.Errorf("%s exited %s: %v; its last error: %s", r.name, run.exitWhen(r), err, r.lastLine("level=ERROR"))
 			}
 		}
+		if err := env.uc.proc.Exited(); err != nil {
+			t.Errorf("the suite's uc run exited: %v", err)
+		}
 		for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"} {
 			if err := env.bed.Component(name).Exited(); err != nil {
 				t.Errorf("the test bed's %s exited: %v", name, err)
