@@ -139,6 +139,13 @@ func (s *NATSServer) Stop() { s.proc.Stop(stopGrace) }
 // Kill kills the server with SIGKILL, like a crash.
 func (s *NATSServer) Kill() { s.proc.Kill() }
 
+// Freeze stops the server with SIGSTOP: its clients stay connected to a
+// server that answers nothing until Thaw.
+func (s *NATSServer) Freeze() { s.proc.Freeze() }
+
+// Thaw resumes a frozen server with SIGCONT.
+func (s *NATSServer) Thaw() { s.proc.Thaw() }
+
 // Restart stops the server if it runs and starts it again on the same port
 // and storage directory, waiting until it is healthy.
 func (s *NATSServer) Restart(ctx context.Context) error {

@@ -60,10 +60,12 @@ func (p *Process) Exited() error {
 
 // Stop sends SIGTERM to the process group, then SIGKILL if the process has
 // not exited after grace, and waits for it. It is a no-op once it exited.
+// A frozen process is thawed after the SIGTERM, so that it can handle it.
 func (p *Process) Stop(grace time.Duration) {
 	if !p.signal(syscall.SIGTERM) {
 		return
 	}
+	p.signal(syscall.SIGCONT)
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
 	select {
@@ -78,6 +80,15 @@ func (p *Process) Kill() {
 	p.signal(syscall.SIGKILL)
 	<-p.done
 }
+
+// Freeze stops the process group with SIGSTOP, as a long GC pause, a
+// frozen VM or a debugger would: the process keeps its connections and its
+// state, and goes on where it stopped when thawed. It is a no-op once the
+// process exited.
+func (p *Process) Freeze() { p.signal(syscall.SIGSTOP) }
+
+// Thaw resumes a frozen process group with SIGCONT.
+func (p *Process) Thaw() { p.signal(syscall.SIGCONT) }
 
 // signal signals the process group unless the process already exited, and
 // reports whether it did.

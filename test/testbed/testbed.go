@@ -151,6 +151,18 @@ func (b *Bed) APIServerURL() string { return b.apiURL }
 // Dir returns the work directory, which holds a log file per component.
 func (b *Bed) Dir() string { return b.dir }
 
+// Component is the running process of one component — "etcd",
+// "kube-apiserver", "kube-controller-manager", "kube-scheduler" or "kwok" —
+// for tests that pause it (Process.Freeze), or nil.
+func (b *Bed) Component(name string) *Process {
+	for _, p := range b.procs {
+		if p.name == name {
+			return p
+		}
+	}
+	return nil
+}
+
 // launch starts one component, logging to <work dir>/<name>.log, and
 // registers it for Stop.
 func (b *Bed) launch(name string, args ...string) (*Process, error) {
