@@ -2,6 +2,7 @@ package applier
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -57,14 +58,34 @@ func (p *partition) heldFor(now func() time.Time) func() error {
 	return func() error {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		if err := context.Cause(p.hold); err != nil {
-			return err
-		}
 		if since := now().Sub(p.renewed); since >= staleAfter {
-			return fmt.Errorf("%w: not renewed for %s", errHoldLost, since.Round(time.Millisecond))
+			return &lapsed{until: p.renewed.Add(staleAfter), since: since}
 		}
-		return nil
+		return context.Cause(p.hold)
 	}
+}
+
+// lapsed is a gate that closed at until: the apply's writes, each made
+// while the gate was open, were all sent before then.
+type lapsed struct {
+	until time.Time
+	since time.Duration // since the last renewal, when the gate was asked
+}
+
+func (l *lapsed) Error() string {
+	return fmt.Sprintf("%v: not renewed for %s", errHoldLost, l.since.Round(time.Millisecond))
+}
+
+func (l *lapsed) Unwrap() error { return errHoldLost }
+
+// writableUntil is when the gate of the apply of ctx closed, if it is
+// closed now: its writes were all sent before then.
+func writableUntil(ctx context.Context) (time.Time, bool) {
+	var l *lapsed
+	if errors.As(mayWrite(ctx), &l) {
+		return l.until, true
+	}
+	return time.Time{}, false
 }
 
 // basisVersion is the resourceVersion a write of obj is conditioned on: the

@@ -72,7 +72,13 @@ func (rc *reconciler) apply(ctx context.Context, parents *knownParents, b *batch
 	ctx, wrote := withWrote(ctx)
 	defer func() {
 		rc.announce(b.meta, true, wrote.all())
-		log.Debug("apply", "phase", "end", "at", time.Now().UnixNano())
+		end := []any{"phase", "end", "at", time.Now().UnixNano()}
+		if until, closed := writableUntil(ctx); closed {
+			// The replica was paused or cut off past its hold: the apply
+			// wrote nothing after its gate closed.
+			end = append(end, "writable_until", until.UnixNano())
+		}
+		log.Debug("apply", end...)
 	}()
 	ctx, span := rc.traceApply(ctx, b)
 	defer endApply(span, &err)

@@ -25,11 +25,13 @@ type interval struct {
 	start, end int64
 }
 
-var applyLine = regexp.MustCompile(`msg=apply .* uid=(\S+) phase=(start|end) at=(\d+)`)
+var applyLine = regexp.MustCompile(`msg=apply .* uid=(\S+) phase=(start|end) at=(\d+)(?: writable_until=(\d+))?`)
 
 // applies reads the apply intervals a replica logged, across its restarts
 // (its log goes on in the same file). An apply it started but never ended
-// (it was killed) ended at ended(its start).
+// (it was killed) ended at ended(its start). An apply whose gate closed
+// before it ended (its replica was paused past its hold: writable_until)
+// wrote nothing after the gate closed, and ends there.
 func applies(t *testing.T, r *roleProcess, ended func(start int64) int64) map[string][]interval {
 	t.Helper()
 	f, err := os.Open(r.log)
@@ -51,6 +53,9 @@ func applies(t *testing.T, r *roleProcess, ended func(start int64) int64) map[st
 		start, isOpen := open[uid]
 		switch {
 		case m[2] == "end" && isOpen:
+			if until, err := strconv.ParseInt(m[4], 10, 64); err == nil {
+				at = min(at, until)
+			}
 			out[uid] = append(out[uid], interval{r.name, start, at})
 			delete(open, uid)
 		case m[2] == "start" && isOpen: // the replica was killed meanwhile

@@ -70,7 +70,9 @@ const (
 // back to an older wave's payload; no Fanout's status.observedGeneration
 // goes back; no ConfigMap is created twice or deleted; no two applies of a
 // parent overlap across the appliers' logs (an apply a pause interrupted
-// lasts until it ends, after the thaw); the resumed leader publishes no
+// lasts until it ends, after the thaw, or until its gate closed — its
+// replica's hold on the partition lapsed, and it wrote nothing after:
+// writable_until in its log); the resumed leader publishes no
 // request that observed a Fanout older than a request published before for
 // it, and stands by — it does not exit, and leaves the Lease to its
 // successor; no process exits or panics. It logs the time from each thaw
@@ -202,8 +204,12 @@ func TestPause(t *testing.T) {
 	t.Run("at most one apply of a parent at a time", func(t *testing.T) {
 		found, applied := applyOverlaps(t, roles.appliers, nil)
 		frozen := run.frozenApplies(t)
-		t.Logf("%d applies of %d parents logged; %d applies of %s were in flight when it was paused; overlapping applies: %d",
-			applied.applies, applied.parents, frozen, roles.appliers[0].name, len(found))
+		gated := len(linesWith(t, "writable_until=", roles.appliers[:1]))
+		t.Logf("%d applies of %d parents logged; %d applies of %s were in flight when it was paused, %d of its applies ended after their gate closed; overlapping applies: %d",
+			applied.applies, applied.parents, frozen, roles.appliers[0].name, gated, len(found))
+		if frozen > 0 && gated == 0 {
+			t.Errorf("%d applies of %s were in flight when it was paused past its hold, and none found its gate closed", frozen, roles.appliers[0].name)
+		}
 		if applied.parents != pauseParents {
 			t.Errorf("the appliers' logs show applies of %d parents, want %d: the check does not see them all", applied.parents, pauseParents)
 		}
