@@ -39,8 +39,8 @@ const maxCallsInWindow = 20
 
 // TestFailingHookBacksOff: hooks that always fail for some parents — a
 // webhook answering 500, dropping the connection, answering what is not
-// JSON, or not answering within the timeout, and an exec hook exiting 1 —
-// beside parents whose hook answers. Each failing parent's hook is called
+// JSON, or not answering within the timeout, an exec hook exiting 1, and
+// a customize webhook answering 500 — beside parents whose hook answers. Each failing parent's hook is called
 // at most maxCallsInWindow times in backoffWindow, with gaps that grow
 // (uc's own report of the failure on the parent does not call the hook
 // again, and each retry waits twice as long as the one before); each
@@ -50,11 +50,14 @@ const maxCallsInWindow = 20
 // called again within the backoff's current step.
 func TestFailingHookBacksOff(t *testing.T) {
 	ctx := t.Context()
-	const controller, execController = "backoff", "backoff-exec"
+	const controller, execController, customizeController = "backoff", "backoff-exec", "backoff-customize"
 	h := newBackoffHook()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	registerEchoController(t, controller, v1alpha1.Hook{Webhook: &v1alpha1.Webhook{URL: &srv.URL}, Delivery: fastDelivery(time.Second)})
+	webhook := v1alpha1.Hook{Webhook: &v1alpha1.Webhook{URL: &srv.URL}, Delivery: fastDelivery(time.Second)}
+	registerEchoController(t, controller, webhook)
+	// The customize hook fails: the sync hook is never asked.
+	registerEchoControllerHooks(t, customizeController, v1alpha1.Hooks{Sync: v1alpha1.SyncHook{Hook: webhook}, Customize: &webhook})
 	registerEchoController(t, execController, v1alpha1.Hook{Delivery: fastDelivery(2 * time.Second)})
 	// The exec hook writes the time of each of its calls to a file.
 	execCalls := filepath.Join(t.TempDir(), "calls")
@@ -64,19 +67,21 @@ func TestFailingHookBacksOff(t *testing.T) {
 	ns := namespace(t)
 	log := tailUCLog(t)
 
-	failing := []struct{ name, controller, want string }{
-		{"fail", controller, `HTTPError: POST ` + srv.URL + `: 500 Internal Server Error: "the hook is broken"`},
-		{"drop", controller, "EOF"},
-		{"notjson", controller, "InvalidReply: reply is not JSON"},
-		{"hang", controller, "Timeout: no reply within 1s"},
-		{"exit1", execController, `WorkerError: ` + strings.Join(command, " ") + `: exit status 1: stderr: "the hook broke"`},
+	broken := `HTTPError: POST ` + srv.URL + `: 500 Internal Server Error: "the hook is broken"`
+	failing := []struct{ name, controller, mode, want string }{
+		{"fail", controller, "fail", "sync hook failed, will retry: " + broken},
+		{"drop", controller, "drop", "EOF"},
+		{"notjson", controller, "notjson", "InvalidReply: reply is not JSON"},
+		{"hang", controller, "hang", "Timeout: no reply within 1s"},
+		{"exit1", execController, "exit1", `WorkerError: ` + strings.Join(command, " ") + `: exit status 1: stderr: "the hook broke"`},
+		{"customize", customizeController, "fail", "customize hook failed, will retry: " + broken},
 	}
 	start := time.Now()
 	for _, name := range []string{"healthy-1", "healthy-2"} {
 		createEcho(t, ns, name, controller, "v1", "")
 	}
 	for _, f := range failing {
-		createEcho(t, ns, f.name, f.controller, "v1", f.name)
+		createEcho(t, ns, f.name, f.controller, "v1", f.mode)
 	}
 	createEcho(t, ns, "recover", controller, "v1", "recover")
 	for _, name := range []string{"healthy-1", "healthy-2"} {
