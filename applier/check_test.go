@@ -109,7 +109,7 @@ func TestHookFailed(t *testing.T) {
 		want    string
 	}{
 		{bus.Failure{Reason: "WorkerError", Message: "exit status 1", Deliveries: 1, Retrying: true}, "HookFailed: sync hook failed, will retry: WorkerError: exit status 1"},
-		{bus.Failure{Reason: "Timeout", Message: "no reply within 1s", Deliveries: 3}, "HookFailed: sync hook failed after 3 deliveries: Timeout: no reply within 1s"},
+		{bus.Failure{Reason: "Timeout", Message: "no reply within 1s", Deliveries: 3}, "HookFailed: sync hook failed, will retry: Timeout: no reply within 1s"},
 		{bus.Failure{Reason: "InvalidSelector", Message: "no spec.selector"}, "InvalidSelector: no spec.selector"},
 	} {
 		if got := HookFailed(hooks.Sync, tc.failure).Error(); got != tc.want {

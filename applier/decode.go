@@ -90,15 +90,16 @@ func decodeFailure(r *reply) (string, error) {
 }
 
 // failed is the reason and problem reported on the parent for a failure
-// report.
+// report. A hook's failure says the same whether its request is tried
+// again at once (a delivery that failed, Retrying) or later (a request
+// dead-lettered: the watcher asks the parent again after its backoff):
+// the same failure reported again changes nothing on the parent — no
+// status write — and counts once more on its one Warning Event.
 func failed(hook string, f bus.Failure) (string, error) {
-	switch {
-	case f.Deliveries == 0:
+	if f.Deliveries == 0 {
 		return f.Reason, errors.New(f.Message)
-	case f.Retrying:
-		return v1alpha1.ReasonHookFailed, fmt.Errorf("%s hook failed, will retry: %s: %s", hook, f.Reason, f.Message)
 	}
-	return v1alpha1.ReasonHookFailed, fmt.Errorf("%s hook failed after %d deliveries: %s: %s", hook, f.Deliveries, f.Reason, f.Message)
+	return v1alpha1.ReasonHookFailed, fmt.Errorf("%s hook failed, will retry: %s: %s", hook, f.Reason, f.Message)
 }
 
 // invalidReply is the reason and problem reported on the parent for a

@@ -190,17 +190,22 @@ func (w *Watcher) onCustomizeReply(ctx context.Context, msg jetstream.Msg) error
 		if err := utiljson.Unmarshal(e.Data(), &f); err != nil {
 			f.Message = err.Error()
 		}
-		if f.Retrying {
-			return failure(bus.Failure{Reason: v1alpha1.ReasonHookFailed, Message: fmt.Sprintf("customize hook failed, will retry: %s: %s", f.Reason, f.Message)})
+		if !f.Retrying {
+			w.republish.failed(key, meta.RequestID, time.Now()) // it was dead-lettered
 		}
-		return failure(bus.Failure{Reason: v1alpha1.ReasonHookFailed, Message: fmt.Sprintf("customize hook failed after %d deliveries: %s: %s", f.Deliveries, f.Reason, f.Message)})
+		// One message whether it is retried now or later (see
+		// applier's failed).
+		return failure(bus.Failure{Reason: v1alpha1.ReasonHookFailed, Message: fmt.Sprintf("customize hook failed, will retry: %s: %s", f.Reason, f.Message)})
 	}
 	rules, err := w.decodeCustomize(ctx, ctl, e.Data())
 	if err != nil {
+		w.republish.failed(key, meta.RequestID, time.Now())
 		return failure(CustomizeRejected(err))
 	}
 	w.customize.put(meta.ApplyKey(), &customized{key: key, generation: meta.Generation, rules: rules, span: span.SpanContext()})
-	w.queue.Add(key)
+	// The hook answered: the parent's sync is asked at once, its backoff
+	// starts again.
+	w.enqueueChanged(key, 0)
 	return nil
 }
 
@@ -309,7 +314,7 @@ func (w *Watcher) watchRelated(ctx context.Context, ctl *registry.Controller, re
 	reg, err := inf.AddEventHandler(changeHandler(func(obj any) {
 		if u, ok := obj.(*unstructured.Unstructured); ok {
 			for _, key := range w.customize.selecting(name, gvr, u, w.namespaceLabels) {
-				w.queue.Add(key)
+				w.enqueueChanged(key, 0)
 			}
 		}
 	}, changedRV))

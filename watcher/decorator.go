@@ -42,7 +42,7 @@ func (w *Watcher) followDecorator(ctl *registry.Controller, add func(registry.Re
 // decorator decorates or has to let go.
 func (w *Watcher) enqueueDecorated(ctl *registry.Controller, d *registry.Decorated, obj any) {
 	if u, ok := obj.(*unstructured.Unstructured); ok && ctl.Decorates(d, u) {
-		w.queue.Add(parentKey{ctl.Name, d.Key(), u.GetNamespace(), u.GetName(), false})
+		w.enqueueChanged(parentKey{ctl.Name, d.Key(), u.GetNamespace(), u.GetName(), false}, 0)
 	}
 }
 
@@ -65,7 +65,7 @@ func (w *Watcher) enqueueDecoratedOwner(ctl *registry.Controller, obj any) {
 		if d.Namespaced {
 			ns = u.GetNamespace()
 		}
-		w.queue.AddAfter(parentKey{ctl.Name, d.Key(), ns, ref.Name, false}, childDelay)
+		w.enqueueChanged(parentKey{ctl.Name, d.Key(), ns, ref.Name, false}, childDelay)
 	}
 }
 

@@ -78,7 +78,7 @@ func TestPublishIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	w := &Watcher{js: js, log: slog.Default(), tracer: tracing.Tracer(nil)}
+	w := &Watcher{js: js, log: slog.Default(), tracer: tracing.Tracer(nil), republish: newRepublisher(js, slog.Default(), nil)}
 	ctx, cancel := context.WithTimeout(t.Context(), itemTimeout)
 	defer cancel()
 	meta := bus.Meta{Address: bus.Address{Controller: "c", Hook: hooks.Sync, ParentUID: "u"}, Namespace: "ns", Name: "p"}

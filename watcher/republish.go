@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -16,19 +17,53 @@ import (
 	"universalcontroller.dev/uc/schemas/bus"
 )
 
-// The last line of defence. A request or a reply lost on the bus — a NATS
-// server that lost its files, a stream purged, a bug — leaves a parent whose
-// latest observation is never applied, and nothing syncs it again until it
-// changes. So the watcher remembers the last request it published for each
-// parent and, a grace period later, looks for it along the pipeline: still
-// in UC_REQUESTS, answered in UC_REPLIES, or applied (the parent's fence
-// names it). A request found nowhere was lost: the parent is published
-// again, forced, at a bounded rate. A parent whose requests are never
-// applied (its hook's replies are rejected) waits twice as long each time,
-// up to maxRepublishGrace.
+// A parent's last request is followed to its end, and a parent whose
+// request failed is asked again, on a schedule that backs off per parent
+// across syncs (invariant 8 of the design).
+//
+// The last line of defence: a request or a reply lost on the bus — a NATS
+// server that lost its files, a stream purged, a bug — leaves a parent
+// whose latest observation is never applied, and nothing syncs it again
+// until it changes. So the watcher remembers the last request it published
+// for each parent and, a grace period later (republishGrace), looks for it
+// along the pipeline: still in UC_REQUESTS, answered in UC_REPLIES, or
+// applied (the parent's fence names it). A request found nowhere was lost,
+// or failed: the parent is published again, forced, at a bounded rate
+// (republishPerSecond).
+//
+// Failures back off. A request fails when its hook fails its deliveries
+// and it is dead-lettered, or when its reply is rejected. The watcher
+// hears it from the dead letter itself (it listens to uc.dlq.>), from a
+// customize hook's failure (it takes those replies), and from uc's report
+// of the failure on the parent (Synced=False, see ownwrites.go); and finds
+// it, when it heard nothing, as it finds a lost request. The parent is
+// then asked again — a retry — after a delay that doubles with each
+// failure in a row: the k-th retry waits
+//
+//	min(first · 2^(k-1), maxRetryDelay), less up to retryJitter of it,
+//
+// after the failure, where first is the wait the hook's delivery policy
+// would have made after its last delivery (BackoffDelay · 2^(MaxDeliveries-1),
+// up to MaxBackoffDelay: 60 s for the default policy, 0.8 s for 3
+// deliveries 200 ms apart), and at least minFirstRetry. So the gaps between
+// a failing parent's hook calls go on growing where the delivery policy's
+// left off, up to some 17 minutes: the default policy's ten calls in four
+// minutes, then 1, 2, 4, 8, 16, 16… minutes apart. A retry is one call: a
+// request that is a retry says so (bus.Meta.Failures) and a worker tries
+// it once — the backoff spaces the calls, not the delivery policy.
+// Meanwhile nothing else asks the hook about the parent: uc's own report
+// of the failure does not sync it, and a resync (resyncPeriodSeconds,
+// resyncAfterSeconds) is held back until the retry, which is one. A change
+// of the parent, of its children or of its related objects by anyone else
+// (a new observed state) starts again at once, with the delivery policy's
+// deliveries; so does an apply of the parent's request (the hook recovered,
+// or the parent changed so that it works). A hook that recovers is called
+// again at the latest when the backoff's current step ends.
 const (
 	republishGrace     = time.Minute
-	maxRepublishGrace  = 16 * time.Minute
+	minFirstRetry      = time.Second
+	maxRetryDelay      = 1000 * time.Second
+	retryJitter        = 0.1
 	republishPerSecond = 20
 )
 
@@ -38,12 +73,52 @@ type lastRequest struct {
 	id             string // the request's CloudEvent id
 	request, reply string // the subjects of the request and of its reply
 	at             time.Time
-	// republished counts the times the parent was published again since
-	// it was last found applied.
-	republished int
+	// retries counts the requests published since the parent last changed
+	// (or was last found applied) because the one before failed, or was
+	// lost; first is the delay before the first.
+	retries int
+	first   time.Duration
+	// failed is set once the request is known to have failed (or been
+	// lost): the parent's next request, due at retryAt, is a retry. sure
+	// says its failure was heard of the request itself (a dead letter),
+	// not only seen on the parent (uc's report, which may be of a delivery
+	// that is tried again).
+	failed, sure bool
+	retryAt      time.Time
+	// changedAt is when the parent, its children or its related objects
+	// last changed (by anyone but uc): a failure of a request published
+	// before is old news.
+	changedAt time.Time
+	// resyncHeld: a resync came while the parent waited for its retry.
+	resyncHeld bool
 }
 
-// republisher publishes again the parents whose last request was lost.
+// nextRetries is the count of retries of the request published after rec,
+// whose parent has that uid.
+func (rec *lastRequest) nextRetries(uid types.UID) int {
+	switch {
+	case rec == nil || rec.uid != uid:
+		return 0
+	case rec.failed:
+		return rec.retries + 1
+	}
+	return rec.retries
+}
+
+// failureBackoff is how long the k-th retry (k ≥ 1) of a parent waits
+// after the failure before it: first doubled k-1 times, up to
+// maxRetryDelay, less up to retryJitter of it, as r in [0, 1) picks.
+func failureBackoff(first time.Duration, k int, r float64) time.Duration {
+	d := max(first, minFirstRetry)
+	for i := 1; i < k && d < maxRetryDelay; i++ {
+		d *= 2
+	}
+	d = min(d, maxRetryDelay)
+	return d - time.Duration(r*retryJitter*float64(d))
+}
+
+// republisher publishes again the parents whose last request failed, or
+// was lost.
 type republisher struct {
 	js    jetstream.JetStream
 	log   *slog.Logger
@@ -51,7 +126,10 @@ type republisher struct {
 	limit *rate.Limiter
 	// resync publishes the parent again, forced.
 	resync func(parentKey)
-	checks workqueue.TypedDelayingInterface[parentKey]
+	// firstRetry is the delay before the first retry of a parent whose
+	// request for that controller's hook failed (nil: minFirstRetry).
+	firstRetry func(controller, hook string) time.Duration
+	checks     workqueue.TypedDelayingInterface[parentKey]
 
 	mu   sync.Mutex
 	last map[parentKey]*lastRequest
@@ -67,31 +145,103 @@ func newRepublisher(js jetstream.JetStream, log *slog.Logger, resync func(parent
 	}
 }
 
-// wait is how long a parent published again n times waits for its request
-// to be applied.
-func (r *republisher) wait(n int) time.Duration {
-	return min(r.grace<<min(n, 10), maxRepublishGrace)
+// due is when the parent's last request is looked for: once its retry is
+// due when it failed, else a grace period after it was published — or,
+// for a retry, which is expected to fail or not within moments, the
+// retry's own delay after it was published.
+func (r *republisher) due(rec *lastRequest) time.Time {
+	switch {
+	case rec.failed:
+		return rec.retryAt
+	case rec.retries == 0:
+		return rec.at.Add(r.grace)
+	}
+	return rec.at.Add(failureBackoff(rec.first, rec.retries+1, 0))
+}
+
+// keyOf is the key of the parent an event is about.
+func keyOf(meta bus.Meta) parentKey {
+	return parentKey{Controller: meta.Controller, Resource: meta.Resource, Namespace: meta.Namespace, Name: meta.Name}
+}
+
+// retries is the count of retries the parent's next request is: the
+// Failures it carries (see bus.Meta).
+func (r *republisher) retries(meta bus.Meta) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last[keyOf(meta)].nextRetries(meta.ApplyKey())
 }
 
 // published remembers the request with that id as the parent's last, and
-// checks on it after the grace period. A request of the same observed
-// state as the one before (a forced one) keeps its count of re-publishes.
+// checks on it when due. It counts the retries in a row of the parent's.
 func (r *republisher) published(meta bus.Meta, id string) {
-	key := parentKey{Controller: meta.Controller, Resource: meta.Resource, Namespace: meta.Namespace, Name: meta.Name}
+	key := keyOf(meta)
+	first := minFirstRetry
+	if r.firstRetry != nil {
+		first = r.firstRetry(meta.Controller, meta.Hook)
+	}
 	// The fence is kept per ApplyKey: a decorated object's per decorator.
-	cur := &lastRequest{uid: meta.ApplyKey(), id: id, request: meta.RequestSubject(), reply: meta.ReplySubject(), at: time.Now()}
+	cur := &lastRequest{uid: meta.ApplyKey(), id: id, request: meta.RequestSubject(), reply: meta.ReplySubject(), at: time.Now(), first: first}
 	r.mu.Lock()
 	prev := r.last[key]
 	if prev != nil && prev.id == id {
 		r.mu.Unlock()
 		return // a duplicate: its check is due already
 	}
-	if prev != nil && prev.uid == cur.uid && sameObservedState(prev.id, id) {
-		cur.republished = prev.republished
-	}
+	cur.retries = prev.nextRetries(cur.uid)
 	r.last[key] = cur
 	r.mu.Unlock()
-	r.checks.AddAfter(key, r.wait(cur.republished))
+	r.checks.AddAfter(key, time.Until(r.due(cur)))
+}
+
+// failed records that the parent's request of that id (any, if id is
+// empty: seen in uc's report on the parent) failed at that time: its retry
+// is due after its backoff. A failure of a request published before the
+// parent last changed is old news, and a failure heard twice counts once —
+// but a dead letter, the request's last word, counts from when it came,
+// over a report seen before it (of a first delivery that failed).
+func (r *republisher) failed(key parentKey, id string, at time.Time) {
+	r.mu.Lock()
+	rec := r.last[key]
+	if rec == nil || id != "" && rec.id != id || rec.changedAt.After(rec.at) || rec.failed && (rec.sure || id == "") {
+		r.mu.Unlock()
+		return
+	}
+	rec.failed, rec.sure = true, id != ""
+	rec.retryAt = at.Add(failureBackoff(rec.first, rec.retries+1, rand.Float64()))
+	retryAt, k := rec.retryAt, rec.retries+1
+	r.mu.Unlock()
+	r.log.Debug("the last request of a parent failed; retrying it later", "controller", key.Controller, "parent", key.String(),
+		"request", rec.id, "retry", k, "in", time.Until(retryAt).Round(time.Millisecond))
+	r.checks.AddAfter(key, time.Until(retryAt))
+}
+
+// changed records that the parent, its children or its related objects
+// changed, by anyone but uc: a new observed state, which the hook is asked
+// about at once. Its backoff starts again.
+func (r *republisher) changed(key parentKey, at time.Time) {
+	key.Resync = false
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rec := r.last[key]; rec != nil {
+		rec.changedAt, rec.retries, rec.failed, rec.sure, rec.retryAt, rec.resyncHeld = at, 0, false, false, time.Time{}, false
+	}
+}
+
+// holdBack tells whether the parent waits for the retry of its failed
+// request: no request is published for it meanwhile. A resync held back
+// is made once the wait ends without a retry.
+func (r *republisher) holdBack(key parentKey, now time.Time) bool {
+	resync := key.Resync
+	key.Resync = false
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec := r.last[key]
+	if rec == nil || !rec.failed || !now.Before(rec.retryAt) {
+		return false
+	}
+	rec.resyncHeld = rec.resyncHeld || resync
+	return true
 }
 
 // forget forgets a parent that needs no request: it is gone, or no longer
@@ -119,20 +269,21 @@ func (r *republisher) run(ctx context.Context) {
 	}
 }
 
-// check looks for the parent's last request once its wait is over, and
-// publishes the parent again when the request is nowhere.
+// check looks for the parent's last request once it is due, and
+// publishes the parent again when the request is nowhere: it failed, or
+// was lost.
 func (r *republisher) check(ctx context.Context, key parentKey) {
 	r.mu.Lock()
 	rec := r.last[key]
 	var due time.Duration
 	if rec != nil {
-		due = r.wait(rec.republished) - time.Since(rec.at)
+		due = time.Until(r.due(rec))
 	}
 	r.mu.Unlock()
 	switch {
 	case rec == nil:
 		return
-	case due > 0: // a newer request was published since
+	case due > 0: // a newer request was published since, or its retry waits
 		r.checks.AddAfter(key, due)
 		return
 	}
@@ -145,29 +296,46 @@ func (r *republisher) check(ctx context.Context, key parentKey) {
 		return
 	case where == applied:
 		r.mu.Lock()
-		if r.last[key] == rec {
+		current := r.last[key] == rec
+		if current {
 			delete(r.last, key)
 		}
 		r.mu.Unlock()
+		if current && rec.resyncHeld {
+			r.resync(parentKey{key.Controller, key.Resource, key.Namespace, key.Name, true})
+		}
 		return
 	case where != "":
-		r.checks.AddAfter(key, r.grace)
+		// Still on its way: a failure heard was not its last word (its
+		// first delivery failed, and it is tried again).
+		r.mu.Lock()
+		rec.failed, rec.sure, rec.retryAt = false, false, time.Time{}
+		again := r.due(rec).Sub(rec.at)
+		r.mu.Unlock()
+		r.checks.AddAfter(key, again)
 		return
 	}
 	if err := r.limit.Wait(ctx); err != nil {
 		return
 	}
 	r.mu.Lock()
-	log = log.With("published", time.Since(rec.at).Round(time.Second))
-	rec.republished++
-	rec.at = time.Now()
-	n := rec.republished
+	if r.last[key] != rec {
+		r.mu.Unlock()
+		r.checks.AddAfter(key, 0) // a newer request was published meanwhile
+		return
+	}
+	heard := rec.failed
+	rec.failed, rec.sure, rec.retryAt, rec.resyncHeld = true, true, time.Now(), false
+	published, k := time.Since(rec.at).Round(time.Second), rec.retries+1
 	r.mu.Unlock()
-	log.Warn("the last request of a parent is neither on the bus nor applied; publishing the parent again", "republished", n)
-	key.Resync = true
-	r.resync(key)
-	key.Resync = false
-	r.checks.AddAfter(key, r.wait(n))
+	if heard {
+		log.Info("the last request of a parent failed; asking again", "retry", k)
+	} else {
+		log.Warn("the last request of a parent is neither on the bus nor applied; publishing the parent again", "published", published, "retry", k)
+	}
+	r.resync(parentKey{key.Controller, key.Resource, key.Namespace, key.Name, true})
+	// The retry's publish checks on it in time; this, if it publishes nothing.
+	r.checks.AddAfter(key, r.grace)
 }
 
 // applied is where find finds a request that was applied.

@@ -71,43 +71,189 @@ func TestRepublish(t *testing.T) {
 			switch {
 			case tt.fence != nil && tt.fence.Request == id && rec != nil:
 				t.Errorf("an applied request is still remembered: %+v", rec)
-			case tt.republish && (rec == nil || rec.republished != 1):
-				t.Errorf("after a re-publish the parent's request is %+v, want it counted once", rec)
+			case tt.republish && (rec == nil || rec.nextRetries(rec.uid) != 1):
+				t.Errorf("after a re-publish the parent's request is %+v, want the next one counted as its first retry", rec)
 			}
 		})
 	}
 }
 
-// TestRepublishWaits: a parent published again waits twice as long each
-// time for its request to be applied, up to a bound; a request of a new
-// observed state starts again from the grace period.
-func TestRepublishWaits(t *testing.T) {
-	r := newRepublisher(nil, slog.Default(), nil)
-	for n, want := range []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 16 * time.Minute, 16 * time.Minute} {
-		if got := r.wait(n); got != want {
-			t.Errorf("wait after %d re-publishes: %s, want %s", n, got, want)
-		}
-	}
-	if got := r.wait(1000); got != maxRepublishGrace {
-		t.Errorf("wait after 1000 re-publishes: %s, want %s", got, maxRepublishGrace)
-	}
-	meta := bus.Meta{Address: bus.Address{Controller: "c", Hook: "sync", ParentUID: types.UID("u")}, Name: "p"}
-	key := parentKey{Controller: "c", Name: "p"}
-	same := eventID(meta.RequestSubject(), "t", []byte("state 1"), false)
+// TestFailureBackoff: the k-th retry of a failing parent waits first
+// doubled k-1 times, up to maxRetryDelay, less up to a tenth as jitter: the
+// waits grow even with the most jitter on one and none on the next.
+func TestFailureBackoff(t *testing.T) {
 	for _, tt := range []struct {
-		name string
-		id   string
-		want int
+		first time.Duration
+		want  []time.Duration
 	}{
-		{"the same state, forced", eventID(meta.RequestSubject(), "t", []byte("state 1"), true), 3},
-		{"a new state", eventID(meta.RequestSubject(), "t", []byte("state 2"), false), 0},
+		{time.Second, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second,
+			64 * time.Second, 128 * time.Second, 256 * time.Second, 512 * time.Second, maxRetryDelay, maxRetryDelay}},
+		{800 * time.Millisecond, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}}, // at least minFirstRetry
+		{time.Minute, []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 16 * time.Minute, maxRetryDelay, maxRetryDelay}},
 	} {
-		r.published(meta, same)
-		r.last[key].republished = 3
-		r.published(meta, tt.id)
-		if got := r.last[key].republished; got != tt.want {
-			t.Errorf("%s: counted %d re-publishes, want %d", tt.name, got, tt.want)
+		for i, want := range tt.want {
+			k := i + 1
+			if got := failureBackoff(tt.first, k, 0); got != want {
+				t.Errorf("first %s, retry %d: %s, want %s", tt.first, k, got, want)
+			}
+			if got := failureBackoff(tt.first, k, 0.999); got > want || got < want-want/10 {
+				t.Errorf("first %s, retry %d with the most jitter: %s, want within a tenth below %s", tt.first, k, got, want)
+			}
+			if k > 1 && want < maxRetryDelay && failureBackoff(tt.first, k, 0.999) <= failureBackoff(tt.first, k-1, 0) {
+				t.Errorf("first %s: retry %d may wait no longer than retry %d", tt.first, k, k-1)
+			}
 		}
+	}
+	if got := failureBackoff(time.Second, 1000, 0); got != maxRetryDelay {
+		t.Errorf("retry 1000: %s, want %s", got, maxRetryDelay)
+	}
+}
+
+// TestRetriesCount: the republisher counts a parent's retries in a row
+// and holds back its syncs until the next is due. A failure heard makes
+// the next request a retry, due after the backoff; a failure heard again,
+// or of another request, or of one published before the parent changed,
+// changes nothing; a change of the parent starts again from none.
+func TestRetriesCount(t *testing.T) {
+	r := newRepublisher(nil, slog.Default(), nil)
+	t.Cleanup(r.checks.ShutDown)
+	r.firstRetry = func(controller, hook string) time.Duration { return 10 * time.Second }
+	meta := bus.Meta{Address: bus.Address{Controller: "c", Hook: "sync", ParentUID: types.UID("u")}, Namespace: "ns", Name: "p"}
+	key := parentKey{Controller: "c", Namespace: "ns", Name: "p"}
+	resync := key
+	resync.Resync = true
+	held := func(at time.Time) bool { return r.holdBack(key, at) }
+
+	r.published(meta, "a")
+	if n := r.retries(meta); n != 0 || held(time.Now()) {
+		t.Fatalf("a new request: retries %d, held %v; want 0, not held", n, held(time.Now()))
+	}
+	r.failed(key, "another", time.Now())
+	if held(time.Now()) {
+		t.Fatal("a failure of another request holds the parent back")
+	}
+	failedAt := time.Now()
+	r.failed(key, "a", failedAt)
+	r.failed(key, "a", failedAt.Add(time.Second)) // heard again, from elsewhere
+	r.mu.Lock()
+	retryAt := r.last[key].retryAt
+	r.mu.Unlock()
+	if wait := retryAt.Sub(failedAt); wait < 9*time.Second || wait > 10*time.Second {
+		t.Fatalf("the first retry is due %s after the failure, want 10s less up to a tenth", wait)
+	}
+	if !held(time.Now()) || !r.holdBack(resync, time.Now()) || held(retryAt) {
+		t.Fatal("the parent is not held back until its retry is due")
+	}
+	if n := r.retries(meta); n != 1 {
+		t.Fatalf("the request after a failure counts %d retries, want 1", n)
+	}
+	r.published(meta, "b")
+	if n := r.retries(meta); n != 1 || held(time.Now()) {
+		t.Fatalf("the retry: retries %d, held %v; want 1, not held", n, held(time.Now()))
+	}
+	failedAt = time.Now()
+	r.failed(key, "", failedAt) // uc's report on the parent
+	r.mu.Lock()
+	retryAt, resyncHeld := r.last[key].retryAt, r.last[key].resyncHeld
+	r.mu.Unlock()
+	if wait := retryAt.Sub(failedAt); wait < 18*time.Second || wait > 20*time.Second {
+		t.Fatalf("the second retry is due %s after the failure, want 20s less up to a tenth", wait)
+	}
+	if resyncHeld {
+		t.Fatal("a resync held back before the retry is still held after it")
+	}
+	r.published(meta, "c")
+	if n := r.retries(meta); n != 2 {
+		t.Fatalf("the second retry counts %d retries, want 2", n)
+	}
+	// uc's report of a first delivery that failed, then the dead letter
+	// after the delivery policy's retries: the backoff counts from the
+	// dead letter.
+	r.failed(key, "", time.Now())
+	deadLetter := time.Now().Add(5 * time.Second)
+	r.failed(key, "c", deadLetter)
+	r.failed(key, "", deadLetter.Add(time.Minute)) // seen again on the parent
+	r.mu.Lock()
+	retryAt = r.last[key].retryAt
+	r.mu.Unlock()
+	if wait := retryAt.Sub(deadLetter); wait < 36*time.Second || wait > 40*time.Second {
+		t.Fatalf("the third retry is due %s after the dead letter, want 40s less up to a tenth", wait)
+	}
+
+	r.changed(key, time.Now())
+	r.failed(key, "c", time.Now()) // of what the parent was before it changed
+	if n := r.retries(meta); n != 0 || held(time.Now()) {
+		t.Fatalf("after a change: retries %d, held %v; want 0, not held", n, held(time.Now()))
+	}
+	other := meta
+	other.ParentUID = "v" // a parent of the same name, made anew
+	r.published(meta, "d")
+	r.failed(key, "d", time.Now())
+	if n := r.retries(other); n != 0 {
+		t.Fatalf("a new parent of the same name counts %d retries, want 0", n)
+	}
+}
+
+// TestRetryFollowsItsRequest: once its retry is due, a parent whose last
+// request failed is published again, forced, if the request is nowhere;
+// not while it is still on its way (a delivery that failed and is tried
+// again), and a resync held back meanwhile is made once it was applied.
+func TestRetryFollowsItsRequest(t *testing.T) {
+	meta := bus.Meta{Address: bus.Address{Controller: "c", Hook: "sync", Partition: 3, ParentUID: "uid-1"}, Namespace: "ns", Name: "p"}
+	key := parentKey{Controller: "c", Namespace: "ns", Name: "p"}
+	resync := key
+	resync.Resync = true
+	for _, tt := range []struct {
+		name    string
+		on      string // where the request waits
+		applied bool
+		want    []parentKey
+		failed  bool // still taken to have failed after the check
+	}{
+		{"failed", "", false, []parentKey{resync}, true},
+		{"tried again by its worker", meta.RequestSubject(), false, nil, false},
+		{"applied after all", "", true, []parentKey{resync}, false}, // the resync held back
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			js := bustest.JetStream(t)
+			ctx := t.Context()
+			kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bus.FenceBucket, Storage: jetstream.MemoryStorage})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.applied {
+				if _, err := kv.Put(ctx, string(meta.ParentUID), bus.Fence{Observation: 7, Request: "a"}.Value()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.on != "" {
+				if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: tt.on, Data: []byte("{}")}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var resynced []parentKey
+			r := newRepublisher(js, slog.Default(), func(k parentKey) { resynced = append(resynced, k) })
+			t.Cleanup(r.checks.ShutDown)
+			r.firstRetry = func(string, string) time.Duration { return time.Millisecond }
+			r.published(meta, "a")
+			r.failed(key, "a", time.Now().Add(-time.Second)) // its retry is due
+			r.mu.Lock()
+			r.last[key].resyncHeld = true
+			r.mu.Unlock()
+			r.check(ctx, key)
+			if fmt.Sprint(resynced) != fmt.Sprint(tt.want) {
+				t.Fatalf("resynced %v, want %v", resynced, tt.want)
+			}
+			r.mu.Lock()
+			rec := r.last[key]
+			r.mu.Unlock()
+			switch {
+			case tt.applied && rec != nil:
+				t.Errorf("an applied request is still remembered: %+v", rec)
+			case !tt.applied && (rec == nil || rec.failed != tt.failed):
+				t.Errorf("after the check the parent's request is %+v, want failed %v", rec, tt.failed)
+			}
+		})
 	}
 }
 

@@ -39,6 +39,11 @@ func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 	if w.heldBack(key) {
 		return nil
 	}
+	if w.republish.holdBack(key, time.Now()) {
+		// Its last request failed: the next is its retry, when due.
+		w.log.Debug("sync held back until the retry of a failed request", "controller", key.Controller, "parent", key.String(), "resync", key.Resync)
+		return nil
+	}
 	if ctl.Decorator != nil {
 		return w.syncDecorated(ctx, ctl, key)
 	}
@@ -374,6 +379,9 @@ func (w *Watcher) publish(ctx context.Context, meta bus.Meta, typ, subject strin
 	}
 	e.SetID(id)
 	e.SetTime(time.Now())
+	if typ == bus.RequestType(meta.Hook) {
+		meta.Failures = w.republish.retries(meta) // a retry is tried once
+	}
 	meta.SetOn(&e)
 	bus.InjectTrace(ctx, &e)
 	msg, err := bus.ToMsg(ctx, subject, &e)
@@ -394,8 +402,8 @@ func (w *Watcher) publish(ctx context.Context, meta bus.Meta, typ, subject strin
 	tracing.SetAttributes(span, func() []attribute.KeyValue {
 		return []attribute.KeyValue{attribute.String("cloudevents.event_id", id), attribute.Bool("uc.duplicate", ack.Duplicate)}
 	})
-	if typ == bus.RequestType(meta.Hook) && meta.Revision == "" {
-		w.republish.published(meta, id) // a request for the parent as it is
+	if typ == bus.RequestType(meta.Hook) && meta.Revision == "" && meta.Hook != hooks.SyncShadow {
+		w.republish.published(meta, id) // a request for the parent as it is (the shadow's is not applied)
 	}
 	w.log.Debug("published", append(meta.LogArgs(), "type", typ, "observation", meta.Observation,
 		"id", id, "duplicate", ack.Duplicate)...) // duplicate: dropped by the bus, which holds or held that request

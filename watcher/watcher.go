@@ -128,6 +128,7 @@ func New(reg *registry.Registry, js jetstream.JetStream, opts Options, log *slog
 	}
 	w.applying.sync = w.queue.AddAfter
 	w.republish = newRepublisher(js, w.log, func(key parentKey) { w.queue.Add(key) })
+	w.republish.firstRetry = w.firstRetry
 	w.chain = newRequestChain(js)
 	w.unsubscribe = reg.Subscribe(w.onController)
 	return w
@@ -167,6 +168,11 @@ func (w *Watcher) Run(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = inspects.Unsubscribe() }()
+	deadLetters, err := w.js.Conn().Subscribe(topology.DeadLetters.Subjects(), w.onDeadLetter)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = deadLetters.Unsubscribe() }()
 	// A NATS cluster electing its leaders drops requests: retry, each
 	// attempt bounded.
 	var customize *topology.KeptConsumer
@@ -219,7 +225,13 @@ func (w *Watcher) onResync(msg *nats.Msg) {
 		w.answerResync(msg, fmt.Errorf("controller %s is not registered with the watcher", controller))
 		return
 	}
-	w.queue.AddAfter(parentKey{controller, r.Resource, r.Namespace, r.Name, true}, time.Duration(r.AfterSeconds*float64(time.Second)))
+	key := parentKey{controller, r.Resource, r.Namespace, r.Name, true}
+	if r.AfterSeconds <= 0 {
+		// A sync now (uc resync, after fixing a hook): not held back by
+		// the parent's backoff, which starts again.
+		w.republish.changed(key, time.Now())
+	}
+	w.queue.AddAfter(key, time.Duration(r.AfterSeconds*float64(time.Second)))
 	w.answerResync(msg, nil)
 }
 
@@ -378,11 +390,11 @@ func (w *Watcher) onController(old, cur *registry.Controller) {
 		return
 	}
 	name := cur.Name
-	skip := changedRV
+	changed := changedNotByUC
 	if cur.Spec.ParentResource.IgnoreStatusChanges != nil && *cur.Spec.ParentResource.IgnoreStatusChanges {
-		skip = changedMoreThanStatus
+		changed = changedMoreThanStatus
 	}
-	add(cur.Parent, changeHandler(func(obj any) { w.enqueueParent(name, obj) }, skip))
+	add(cur.Parent, w.parentHandler(name, changed))
 	for _, child := range cur.Children {
 		add(child.Resource, changeHandler(func(obj any) { w.enqueueOwner(name, obj) }, changedRV))
 	}
@@ -426,10 +438,18 @@ func changedMoreThanStatus(o, n *unstructured.Unstructured) bool {
 		!equality.Semantic.DeepEqual(o.GetDeletionTimestamp(), n.GetDeletionTimestamp())
 }
 
+// enqueueParent syncs a parent that changed: its backoff starts again.
 func (w *Watcher) enqueueParent(controller string, obj any) {
 	if u, ok := obj.(*unstructured.Unstructured); ok {
-		w.queue.Add(parentKey{controller, "", u.GetNamespace(), u.GetName(), false})
+		w.enqueueChanged(parentKey{controller, "", u.GetNamespace(), u.GetName(), false}, 0)
 	}
+}
+
+// enqueueChanged syncs a parent after a delay: it, its children or its
+// related objects changed, by anyone but uc, so its backoff starts again.
+func (w *Watcher) enqueueChanged(key parentKey, after time.Duration) {
+	w.republish.changed(key, time.Now())
+	w.queue.AddAfter(key, after)
 }
 
 // enqueueOwner maps a child change to its parent: the controller owner when
@@ -449,7 +469,7 @@ func (w *Watcher) enqueueOwner(controller string, obj any) {
 	}
 	if ref := metav1.GetControllerOfNoCopy(u); ref != nil {
 		if ref.APIVersion == ctl.Parent.APIVersion() && ref.Kind == ctl.Parent.GVK.Kind {
-			w.queue.AddAfter(parentKey{controller, "", ns, ref.Name, false}, childDelay)
+			w.enqueueChanged(parentKey{controller, "", ns, ref.Name, false}, childDelay)
 		}
 		return
 	}
@@ -460,7 +480,7 @@ func (w *Watcher) enqueueOwner(controller string, obj any) {
 	for _, p := range parents {
 		parent := p.(*unstructured.Unstructured)
 		if sel, err := ctl.Selector(parent); err == nil && sel.Matches(labels.Set(u.GetLabels())) {
-			w.queue.AddAfter(parentKey{controller, "", ns, parent.GetName(), false}, childDelay)
+			w.enqueueChanged(parentKey{controller, "", ns, parent.GetName(), false}, childDelay)
 		}
 	}
 }

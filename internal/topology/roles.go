@@ -55,7 +55,7 @@ type Resources struct {
 func Watcher() Role {
 	return Role{
 		Name:     "watcher",
-		About:    "uc watcher: publishes hook requests, reads customize replies, resync requests, apply notices and fences",
+		About:    "uc watcher: publishes hook requests, reads customize replies, resync requests, apply notices, dead letters and fences",
 		Creates:  Resources{Consumers: []Consumer{WatcherConsumer}},
 		WaitsFor: Resources{Streams: []Stream{Requests, Replies}},
 		// It reads the fences, to publish again a parent whose last request
@@ -68,7 +68,9 @@ func Watcher() Role {
 			// without a selector) go to the applier as replies.
 			Replies.Subjects(),
 		},
-		Listens: []string{bus.AllResyncs(), bus.AllApplying(), bus.AllInspects()},
+		// It hears the dead letters as they pass, to retry their parents
+		// after their backoff.
+		Listens: []string{bus.AllResyncs(), bus.AllApplying(), bus.AllInspects(), DeadLetters.Subjects()},
 		// It answers the resync requests of `uc resync` and the questions
 		// of `uc trace`.
 		Answers: true,

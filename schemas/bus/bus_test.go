@@ -59,7 +59,9 @@ func TestEventRoundTrip(t *testing.T) {
 	latest, older := base, base
 	latest.Revisions = []string{"aaaa", "bbbb"}
 	older.Revisions, older.Revision = latest.Revisions, "bbbb"
-	for name, m := range map[string]Meta{"plain": base, "latest revision": latest, "older revision": older} {
+	retry := base
+	retry.Failures = 2
+	for name, m := range map[string]Meta{"plain": base, "latest revision": latest, "older revision": older, "a retry": retry} {
 		t.Run(name, func(t *testing.T) { roundTrip(t, m) })
 	}
 	if s := older.ReplySubject(); s != "uc.reply.c.sync.3.u-1_bbbb" {

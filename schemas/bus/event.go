@@ -80,6 +80,12 @@ const (
 	// resource, "<apiVersion>/<resource>" (e.g. "apps/v1/statefulsets"): a
 	// decorator decorates the objects of several resources.
 	ExtResource = "ucresource"
+	// ExtFailures, on a request, counts the parent's requests in a row
+	// that failed (or were lost) before it, since the parent last changed:
+	// the request is a retry of a parent whose hook keeps failing, and the
+	// watcher's backoff spaces the calls, so a worker tries it once (see
+	// README, "Failures back off"). Absent (0) on other requests.
+	ExtFailures = "ucfailures"
 )
 
 // Meta is what every event says about the parent it concerns.
@@ -102,6 +108,9 @@ type Meta struct {
 	// Resource is the decorated object's resource (decorators only, see
 	// ExtResource).
 	Resource string
+	// Failures is the count of failed requests before this one (see
+	// ExtFailures).
+	Failures int
 }
 
 // LatestRevision is the hash of the parent's latest revision, or "".
@@ -158,6 +167,9 @@ func (m Meta) SetOn(e *event.Event) {
 	if m.Resource != "" {
 		e.SetExtension(ExtResource, m.Resource)
 	}
+	if m.Failures > 0 {
+		e.SetExtension(ExtFailures, strconv.Itoa(m.Failures))
+	}
 }
 
 // MetaOf reads the parent's Meta from an event's extensions.
@@ -185,6 +197,11 @@ func MetaOf(e *event.Event) (Meta, error) {
 	}
 	m.Observation = observationOf(m.Observation)
 	m.Observed = ObservedAt(str(ExtObserved))
+	if f := str(ExtFailures); f != "" {
+		if m.Failures, err = strconv.Atoi(f); err != nil {
+			return m, fmt.Errorf("event %s: %s: %w", e.ID(), ExtFailures, err)
+		}
+	}
 	if revs := str(ExtRevisions); revs != "" {
 		m.Revisions = strings.Split(revs, ",")
 		if rev := str(ExtRevision); rev != m.Revisions[0] {

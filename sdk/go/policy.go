@@ -61,6 +61,17 @@ func (p Policy) ForRequest(data []byte, hook string) Policy {
 	return p
 }
 
+// ForRetry is p for a request that is a retry: one whose parent's
+// requests failed failures times in a row before it (bus.Meta.Failures). A
+// retry is tried once — uc's backoff across a parent's requests spaces the
+// calls of a hook that keeps failing — and dead-lettered when it fails.
+func (p Policy) ForRetry(failures int) Policy {
+	if failures > 0 {
+		p.MaxDeliveries = 1
+	}
+	return p
+}
+
 // hookSpec is what a worker reads of a UniversalController's hook: the
 // fields of its delivery, and the webhook's timeout, which wins over the
 // delivery's.

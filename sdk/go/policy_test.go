@@ -86,6 +86,16 @@ func TestPolicyReadsTheControllerSpec(t *testing.T) {
 	}
 }
 
+// TestPolicyForRetry: a retry (a request with failures before it) is
+// tried once; any other request as the policy says.
+func TestPolicyForRetry(t *testing.T) {
+	for _, tc := range []struct{ failures, want int }{{0, 10}, {1, 1}, {7, 1}} {
+		if got := DefaultPolicy.ForRetry(tc.failures).MaxDeliveries; got != tc.want {
+			t.Errorf("%d failures before: %d deliveries, want %d", tc.failures, got, tc.want)
+		}
+	}
+}
+
 func TestReasonOf(t *testing.T) {
 	for _, tc := range []struct {
 		err        error

@@ -41,17 +41,20 @@ const fastDelivery = `{"timeout":"300ms","maxDeliveries":3,"backoffDelay":"200ms
 
 // request publishes a sync request for parent name of controller c, whose
 // sync hook has the delivery spec delivery.
-func request(t *testing.T, js jetstream.JetStream, name, delivery string) bus.Meta {
+func request(t *testing.T, js jetstream.JetStream, name, delivery string, edits ...func(*bus.Meta)) bus.Meta {
 	t.Helper()
-	return requestIn(t.Context(), t, js, name, delivery)
+	return requestIn(t.Context(), t, js, name, delivery, edits...)
 }
 
 // requestIn is request sent in the span of ctx.
-func requestIn(ctx context.Context, t *testing.T, js jetstream.JetStream, name, delivery string) bus.Meta {
+func requestIn(ctx context.Context, t *testing.T, js jetstream.JetStream, name, delivery string, edits ...func(*bus.Meta)) bus.Meta {
 	t.Helper()
 	uid := types.UID(uuid.NewString())
 	meta := bus.Meta{Address: bus.Address{Controller: "c", Hook: hooks.Sync, Partition: bus.Partition(uid, 4), ParentUID: uid},
 		Namespace: "ns", Name: name, Generation: 1, ResourceVersion: "7", Observation: 7}
+	for _, edit := range edits {
+		edit(&meta)
+	}
 	e := event.New()
 	e.SetID(uuid.NewString())
 	e.SetType(bus.RequestType(hooks.Sync))
@@ -214,6 +217,33 @@ func TestServeDeliveryPromises(t *testing.T) {
 		} else {
 			t.Logf("broken: retry %d after %s", i+1, gap.Round(time.Millisecond))
 		}
+	}
+}
+
+// TestServeRetryOnce: a request that is a retry of a parent whose requests
+// failed before (bus.Meta.Failures) is tried once, whatever the delivery
+// policy: it is dead-lettered at its first failure, and the failure
+// reported is final.
+func TestServeRetryOnce(t *testing.T) {
+	js := startJetStream(t, 30*time.Second)
+	h := &steeredHook{calls: map[string][]time.Time{}}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() { _ = hook.Serve(ctx, js, "c", h) }()
+	retry := request(t, js, "broken", fastDelivery, func(m *bus.Meta) { m.Failures = 3 })
+	if got := last(t, js, bus.DeadLetterStream, retry.DeadLetterSubject()).Header.Get(hook.HeaderFailureReason); got != hook.ReasonHTTPError {
+		t.Errorf("dead letter reason %q, want %q", got, hook.ReasonHTTPError)
+	}
+	e, m := decode(t, last(t, js, bus.ReplyStream, retry.ReplySubject()))
+	var f bus.Failure
+	if err := json.Unmarshal(e.Data(), &f); err != nil {
+		t.Fatal(err)
+	}
+	if f.Deliveries != 1 || f.Retrying || m.Failures != 3 {
+		t.Errorf("failure %+v (failures %d), want one delivery, not retrying, failures 3", f, m.Failures)
+	}
+	if calls := h.callTimes("broken"); len(calls) != 1 {
+		t.Errorf("%d calls, want 1", len(calls))
 	}
 }
 

@@ -352,7 +352,7 @@ func (s *server) serve(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.NakWithDelay(wait)
 		return
 	}
-	policy := s.opts.policy.ForRequest(req.Data(), meta.Hook)
+	policy := s.opts.policy.ForRequest(req.Data(), meta.Hook).ForRetry(meta.Failures)
 	ctx, span := s.traceCall(ctx, msg, req, meta)
 	err = s.answer(ContextWithRequest(ctx, req, log), req, meta, policy.Timeout)
 	tracing.End(span, err)

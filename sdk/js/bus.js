@@ -55,10 +55,13 @@ export function metaOf(event) {
     revisions: ext("ucrevisions") ? ext("ucrevisions").split(",") : [],
     revision: "",
     resource: ext("ucresource"),
+    // A retry of a parent whose hook keeps failing: tried once (forRetry).
+    failures: ext("ucfailures"),
   };
   if (!meta.controller || !meta.hook || !meta.parentUID || !meta.name) {
     throw new Error(`event ${event.id} lacks uccontroller, uchook, ucparentuid or ucname`);
   }
+  if (meta.failures !== "" && !/^\d+$/.test(meta.failures)) throw new Error(`event ${event.id}: ucfailures ${JSON.stringify(meta.failures)} is not an integer`);
   for (const name of ["generation", "partition", "observation"]) {
     if (!/^-?\d+$/.test(meta[name])) throw new Error(`event ${event.id}: uc${name.toLowerCase()} ${JSON.stringify(meta[name])} is not an integer`);
   }
@@ -119,6 +122,7 @@ export function answer(request, meta, type, data, source) {
     ext.ucrevisions = meta.revisions.join(",");
   }
   if (meta.resource) ext.ucresource = meta.resource;
+  if (meta.failures) ext.ucfailures = meta.failures;
   return new CloudEvent({
     id: randomUUID(),
     type,

@@ -14,7 +14,7 @@ test("a request decodes, with its parent's meta", () => {
 });
 
 test("a request that lacks what a reply needs is refused", () => {
-  for (const edit of [{ "ce-ucname": undefined }, { "ce-ucparentuid": undefined }, { "ce-ucobservation": "soon" }, { "ce-ucpartition": "" }]) {
+  for (const edit of [{ "ce-ucname": undefined }, { "ce-ucparentuid": undefined }, { "ce-ucobservation": "soon" }, { "ce-ucpartition": "" }, { "ce-ucfailures": "two" }]) {
     assert.throws(() => metaOf(decode(requestMsg(undefined, edit))), undefined, JSON.stringify(edit));
   }
   assert.throws(() => decode(requestMsg({ ...WORKED_EXAMPLE, body: "{not json" })));

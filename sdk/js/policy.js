@@ -82,6 +82,14 @@ export function withSpec(policy, hook) {
 export const forRequest = (policy, request, hook) => withSpec(policy, request?.controller?.spec?.hooks?.[hook]);
 
 /**
+ * policy for a request that is a retry: one whose parent's requests
+ * failed `failures` times in a row before it (ucfailures). A retry is tried
+ * once — uc's backoff across a parent's requests spaces the calls of a hook
+ * that keeps failing — and dead-lettered when it fails.
+ */
+export const forRetry = (policy, failures) => (Number(failures) > 0 ? { ...policy, maxDeliveries: 1 } : policy);
+
+/**
  * The delay after the n-th delivery (n ≥ 1) failed: backoffDelay·2ⁿ⁻¹,
  * capped at maxBackoffDelay, less a random part of up to its half (jitter)
  * that r, in [0, 1), picks.

@@ -4,7 +4,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { headers as natsHeaders } from "nats";
 import * as bus from "./bus.js";
 import { newLogger } from "./log.js";
-import { DEFAULT_POLICY, HookError, Reason, backoff, forRequest, formatDuration, reasonOf } from "./policy.js";
+import { DEFAULT_POLICY, HookError, Reason, backoff, forRequest, forRetry, formatDuration, reasonOf } from "./policy.js";
 import { ParentQueue } from "./queue.js";
 
 /** Bounds one pull: a pull the server lost (it restarted) is replaced within it. */
@@ -184,7 +184,7 @@ class HookServer {
         msg.nak(wait);
         return;
       }
-      const policy = forRequest(this.policy, request.data, meta.hook);
+      const policy = forRetry(forRequest(this.policy, request.data, meta.hook), meta.failures);
       try {
         const reply = await this.#call(request, meta, policy.timeout, log);
         await this.#publish(request, meta, bus.responseType(meta.hook), reply);

@@ -71,6 +71,17 @@ test("after the last delivery the request is dead-lettered and the failure publi
   assert.deepEqual(dataOf(failure), { reason: Reason.HTTPError, message: "500 Internal Server Error", deliveries: 3 });
 });
 
+test("a retry of a parent whose requests failed before (ucfailures) is tried once: dead-lettered at its first failure", async (t) => {
+  const { js } = serving(t, () => {
+    throw new HookError("500 Internal Server Error", { reason: Reason.HTTPError });
+  });
+  assert.deepEqual(await deliver(js, delivery({ delivery: FAST, edit: { "ce-ucfailures": "2" } })), ["term", Reason.HTTPError]);
+  const [failure] = js.on(REPLIES);
+  assert.equal(failure.headers.get("ce-ucfailures"), "2");
+  assert.deepEqual(dataOf(failure), { reason: Reason.HTTPError, message: "500 Internal Server Error", deliveries: 1 });
+  assert.equal(js.on("uc.dlq.c.sync.0.uid-p").length, 1);
+});
+
 test("a call past the timeout fails with Timeout and is left behind", async (t) => {
   const { js } = serving(t, (_, call) => new Promise((_, reject) => call.signal.addEventListener("abort", () => reject(new Error("aborted")))));
   const started = Date.now();

@@ -43,8 +43,8 @@ func TestDeliveryDeadLetter(t *testing.T) {
 	registerEchoController(t, controller, v1alpha1.Hook{Webhook: &v1alpha1.Webhook{URL: &srv.URL}, Delivery: fastDelivery(time.Second)})
 	ns := namespace(t)
 	for _, tc := range []struct{ mode, reason, want string }{
-		{"hang", hook.ReasonTimeout, "after 3 deliveries: Timeout: no reply within 1s"},
-		{"fail", hook.ReasonHTTPError, `after 3 deliveries: HTTPError: POST ` + srv.URL + `: 500 Internal Server Error: "echo hook is broken"`},
+		{"hang", hook.ReasonTimeout, "will retry: Timeout: no reply within 1s"},
+		{"fail", hook.ReasonHTTPError, `will retry: HTTPError: POST ` + srv.URL + `: 500 Internal Server Error: "echo hook is broken"`},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			ctx := t.Context()
@@ -113,8 +113,8 @@ func checkRetries(t *testing.T, calls []echoCall, mode string) {
 	t.Helper()
 	// The deliveries of the dead-lettered request: a call for the message
 	// before (a status event of the last sync) may still come after the
-	// spec changed, and the failure reported on the parent's status at the
-	// first failed call makes a new request.
+	// spec changed, and the parent's retries after the dead letter carry
+	// it as uc's report of the failure left it.
 	times := deliveries(calls, mode)
 	if len(times) < 3 {
 		t.Fatalf("%d calls, want 3 before the dead letter", len(times))

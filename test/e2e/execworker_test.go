@@ -192,9 +192,9 @@ func TestExecWorkerBadCommands(t *testing.T) {
 
 	for i, tc := range []struct{ mode, reason, want string }{
 		{"garbage", "InvalidHookReply", "not a valid sync response"},
-		{"exit1", "HookFailed", "after 3 deliveries: WorkerError: " + hook + `: exit status 1: stderr: "the hook broke"`},
-		{"hang", "HookFailed", "after 3 deliveries: Timeout: no reply within 2s"},
-		{"flood", "HookFailed", "after 3 deliveries: InvalidReply: " + hook + ": reply larger than 8388608 bytes: killed"},
+		{"exit1", "HookFailed", "will retry: WorkerError: " + hook + `: exit status 1: stderr: "the hook broke"`},
+		{"hang", "HookFailed", "will retry: Timeout: no reply within 2s"},
+		{"flood", "HookFailed", "will retry: InvalidReply: " + hook + ": reply larger than 8388608 bytes: killed"},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			setEcho(t, ns, name, "bad", tc.mode)

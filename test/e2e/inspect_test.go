@@ -125,14 +125,17 @@ func (h *breakableHook) answered(request string) (inspectedCall, bool) {
 }
 
 // registerBreakable registers a Composite controller whose sync hook is h:
-// a request is dead-lettered after two failed deliveries, 100ms apart, and
-// a status write does not sync its parent again (so that a parent whose
-// hook fails is published once, and dead-lettered once).
+// a request is dead-lettered at its first failed delivery, and the watcher
+// retries its parent only 10 minutes later (the delay after the last
+// delivery that the delivery policy sets, see README, "Failures back
+// off"), and a status write does not sync its parent again (so that a
+// parent whose hook fails is published once, and dead-lettered once, for
+// as long as the test runs).
 func registerBreakable(t *testing.T, controller string, h *breakableHook) {
 	t.Helper()
 	registerCompositeWith(t, controller, h, func(spec map[string]any) {
 		spec["hooks"] = map[string]any{"sync": map[string]any{"version": "v1",
-			"delivery": map[string]any{"maxDeliveries": int64(2), "backoffDelay": "100ms"}}}
+			"delivery": map[string]any{"maxDeliveries": int64(1), "backoffDelay": "10m", "maxBackoffDelay": "10m"}}}
 		parent, _ := spec["parentResource"].(map[string]any)
 		parent["ignoreStatusChanges"] = true
 	})

@@ -196,8 +196,8 @@ func TestJSWorkerDelivery(t *testing.T) {
 	ns := namespace(t)
 
 	for _, tc := range []struct{ mode, reason, want string }{
-		{"fail", hook.ReasonWorkerError, "after 3 deliveries: WorkerError: the echo hook broke"},
-		{"hang", hook.ReasonTimeout, "after 3 deliveries: Timeout: no reply within 2s"},
+		{"fail", hook.ReasonWorkerError, "will retry: WorkerError: the echo hook broke"},
+		{"hang", hook.ReasonTimeout, "will retry: Timeout: no reply within 2s"},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			ctx := t.Context()

@@ -39,10 +39,11 @@ func TestMetricsDocumented(t *testing.T) {
 	srv.Start()
 	registerEchoController(t, webhook, v1alpha1.Hook{Webhook: &v1alpha1.Webhook{URL: &srv.URL}, Delivery: fastDelivery(time.Second)})
 	createEcho(t, ns, "answers", webhook, "v1", "")
-	createEcho(t, ns, "fails", webhook, "v1", "fail")
+	fails := createEcho(t, ns, "fails", webhook, "v1", "fail")
 	if !t.Run("a webhook hook answers, another's request is dead-lettered", func(t *testing.T) {
 		eventually(t, time.Minute, func() error { return echoSynced(ctx, ns, "answers", webhook, "v1") })
-		eventually(t, time.Minute, func() error { return hookFailed(ctx, ns, "fails", "after 3 deliveries") })
+		eventually(t, time.Minute, func() error { return hookFailed(ctx, ns, "fails", "will retry: HTTPError") })
+		eventually(t, time.Minute, func() error { return deadLettered(ctx, webhook, fails, hook.ReasonHTTPError) })
 	}) {
 		return
 	}
