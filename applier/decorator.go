@@ -133,7 +133,7 @@ func (rc *reconciler) refuseReply(log *slog.Logger, ctl *registry.Controller, b 
 // rejectDecorated reports a reply that cannot be applied to a decorated
 // object in a Warning Event on the object, and touches nothing.
 func (rc *reconciler) rejectDecorated(log *slog.Logger, ctl *registry.Controller, m bus.Meta, obj *unstructured.Unstructured, reason string, problem error) error {
-	log.Error("reply rejected", "reason", reason, "err", problem)
+	logRejected(log, reason, problem)
 	rc.observer.Rejected(m, reason)
 	rc.warn(ctl, obj, reason, problem.Error())
 	return nil

@@ -246,7 +246,7 @@ func (rc *reconciler) parent(ctx context.Context, ctl *registry.Controller, m bu
 // Event and a Synced=False condition naming the problem — and touches
 // nothing else.
 func (rc *reconciler) reject(ctx context.Context, log *slog.Logger, ctl *registry.Controller, parent *unstructured.Unstructured, m bus.Meta, reason string, problem error) error {
-	log.Error("reply rejected", "reason", reason, "err", problem)
+	logRejected(log, reason, problem)
 	rc.observer.Rejected(m, reason)
 	if ctl.DryRun() {
 		return rc.rejectDryRun(ctx, m, reason, problem)
@@ -256,6 +256,17 @@ func (rc *reconciler) reject(ctx context.Context, log *slog.Logger, ctl *registr
 		return err
 	}
 	return nil
+}
+
+// logRejected logs a rejected reply: an error of uc's or the apiserver's
+// finding, or, for the report of a hook that failed (HookFailed), a
+// warning: the hook's failure was logged as an error where it failed.
+func logRejected(log *slog.Logger, reason string, problem error) {
+	level := slog.LevelError
+	if reason == v1alpha1.ReasonHookFailed {
+		level = slog.LevelWarn
+	}
+	log.Log(context.Background(), level, "reply rejected", "reason", reason, "err", problem)
 }
 
 // warn records a Warning Event on obj about a sync that failed. For a

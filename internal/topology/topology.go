@@ -76,11 +76,16 @@ var (
 		Duplicates:  2 * time.Minute,
 	}}
 	// DeadLetters holds the requests no hook could serve within their
-	// maximum deliveries, for a week.
+	// maximum deliveries, for a week, and the last MaxDeadLettersPerParent
+	// of each parent and hook: a parent whose hook keeps failing is retried
+	// on its backoff, each retry dead-lettered again (up to some 600 a
+	// week at the 1000 s cap), and its last failures tell all of them.
 	DeadLetters = Stream{Name: bus.DeadLetterStream, Prefix: bus.DeadLetterPrefix, config: jetstream.StreamConfig{
-		Description: "requests no hook could serve within their maximum deliveries",
-		Retention:   jetstream.LimitsPolicy,
-		MaxAge:      7 * 24 * time.Hour,
+		Description:       "requests no hook could serve within their maximum deliveries",
+		Retention:         jetstream.LimitsPolicy,
+		MaxAge:            7 * 24 * time.Hour,
+		MaxMsgsPerSubject: MaxDeadLettersPerParent,
+		Discard:           jetstream.DiscardOld,
 	}}
 	// Plans holds the last plan of each parent of a dry-run controller
 	// (spec.dryRun), for a bounded time: the last plan per parent is all
@@ -93,6 +98,10 @@ var (
 		MaxAge:            bus.PlanMaxAge,
 	}}
 )
+
+// MaxDeadLettersPerParent bounds the dead letters kept per parent and
+// hook (a dead letter's subject, bus.Address.DeadLetterSubject).
+const MaxDeadLettersPerParent = 10
 
 // Streams are uc's streams.
 var Streams = []Stream{Requests, Replies, DeadLetters, Plans}
