@@ -92,12 +92,15 @@ func leadOnce(ctx context.Context, kube kubernetes.Interface, namespace, name, i
 	done := make(chan struct{})
 	var err error
 	le, err = leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   leaseDuration,
-		RenewDeadline:   renewDeadline,
-		RetryPeriod:     retryPeriod,
-		ReleaseOnCancel: true,
-		Name:            name,
+		Lock:          lock,
+		LeaseDuration: leaseDuration,
+		RenewDeadline: renewDeadline,
+		RetryPeriod:   retryPeriod,
+		// Not client-go's ReleaseOnCancel: it releases after any lost
+		// renewal, judging by the record it observed last — after a
+		// pause, its own, stale — and so clears the successor's lease.
+		// release does it on shutdown only, while the lease is current.
+		Name: name,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(term context.Context) {
 				defer close(done)
@@ -120,8 +123,31 @@ func leadOnce(ctx context.Context, kube kubernetes.Interface, namespace, name, i
 	le.Run(ctx) // returns once ctx ends or the lease is lost
 	if lock.led() {
 		<-done // the term's context ended: fn returns
+		if ctx.Err() != nil && lease() == nil {
+			lock.release(identity, log)
+		}
 	}
 	return fnErr
+}
+
+// release gives up the lease on shutdown, so that a standby takes over at
+// once rather than when the lease expires: if the lease still names this
+// process, it is rewritten to name no one, expiring at once, conditioned
+// on the resourceVersion read (a successor's lease is never cleared).
+func (r *renewals) release(identity string, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), renewDeadline)
+	defer cancel()
+	rec, _, err := r.Get(ctx)
+	if err != nil || rec.HolderIdentity != identity {
+		return
+	}
+	now := metav1.Now()
+	released := resourcelock.LeaderElectionRecord{LeaseDurationSeconds: 1, AcquireTime: now, RenewTime: now, LeaderTransitions: rec.LeaderTransitions}
+	if err := r.Interface.Update(ctx, released); err != nil {
+		log.Warn("release the watcher lease", "err", err)
+		return
+	}
+	log.Info("released the watcher lease")
 }
 
 // renewals is the lease's lock, remembering when the last of its writes

@@ -210,8 +210,10 @@ func TestPause(t *testing.T) {
 		if frozen > 0 && gated == 0 {
 			t.Errorf("%d applies of %s were in flight when it was paused past its hold, and none found its gate closed", frozen, roles.appliers[0].name)
 		}
-		if applied.parents != pauseParents {
-			t.Errorf("the appliers' logs show applies of %d parents, want %d: the check does not see them all", applied.parents, pauseParents)
+		if applied.parents < pauseParents {
+			// (More when the suite's other tests left Fanouts behind: the
+			// roles serve every Fanout.)
+			t.Errorf("the appliers' logs show applies of %d parents, want at least %d: the check does not see them all", applied.parents, pauseParents)
 		}
 		if len(found) > 0 {
 			t.Errorf("%d applies overlapped another of the same parent: %s", len(found), strings.Join(found[:min(len(found), 10)], "; "))
