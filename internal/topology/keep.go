@@ -13,6 +13,15 @@ import (
 	"universalcontroller.dev/uc/schemas/bus"
 )
 
+// pullExpiry bounds each pull request of a kept consumer. The server hands
+// the messages it delivers — new ones, and those redelivered after
+// bus.AckWait — to the pull requests waiting, and a process that is paused
+// (a long GC, a frozen VM, SIGSTOP) leaves its own waiting: with nats.go's
+// 30 s default, the messages of a partition that another replica took
+// over kept going to the paused one for up to 30 s. Its pulls now end
+// within AckWait, as its messages' acks do.
+const pullExpiry = bus.AckWait
+
 // KeptConsumer is a durable consumer that a role creates and consumes
 // itself, and creates again when it is lost: Keep does, or call Check every
 // bus.CheckEvery and whenever the onLost callback fires.
@@ -48,7 +57,7 @@ func (k *KeptConsumer) create(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("consumer %s: %w", k.c.Name(), err)
 	}
-	cc, err := cons.Consume(k.handler, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+	cc, err := cons.Consume(k.handler, jetstream.PullExpiry(pullExpiry), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		if !bus.ConsumerLost(err) {
 			return
 		}
