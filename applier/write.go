@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/dynamic"
@@ -292,9 +293,16 @@ func (w *writer) upgradeOwnership(ctx context.Context, res dynamic.ResourceInter
 	if patch, err = testVersion(patch, out.GetResourceVersion()); err != nil {
 		return nil, err
 	}
-	if out, err = res.Patch(ctx, out.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+	upgraded, err := res.Patch(ctx, out.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsInvalid(err) {
+		// The test of the patch failed: another writer (a controller
+		// writing the child's status) changed it since the apply.
+		err = apierrors.NewConflict(schema.GroupResource{Group: out.GroupVersionKind().Group, Resource: out.GetKind()}, out.GetName(), err)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("upgrade field ownership: %w", err)
 	}
+	out = upgraded
 	obj = obj.DeepCopy()
 	obj.SetResourceVersion(out.GetResourceVersion())
 	return res.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: manager, Force: true})

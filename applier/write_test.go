@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	clienttesting "k8s.io/client-go/testing"
 
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/internal/tracing"
@@ -212,6 +213,50 @@ func TestWritesAreNoted(t *testing.T) {
 			}
 			if got := wrote.all(); !reflect.DeepEqual(got, want) {
 				t.Fatalf("noted %+v, want %+v", got, want)
+			}
+		})
+	}
+}
+
+// TestChangedSinceIsAConflict: a JSON patch whose test of the object's
+// resourceVersion fails — another writer changed the child since uc read
+// it — is answered 422 Invalid by the apiserver; uc takes it for what it
+// is, a conflict, which is retried, never a refusal that rejects the reply.
+func TestChangedSinceIsAConflict(t *testing.T) {
+	ctl := testController(v1alpha1.ChildUpdateInPlace)
+	child := object("ConfigMap", "ns", "c1", map[string]any{"keep": "1"}, "parent-uid")
+	child.SetResourceVersion("7")
+	child.SetManagedFields([]metav1.ManagedFieldsEntry{
+		{Manager: v1alpha1.FieldManager(ctl.Name), Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{".":{},"f:drop":{},"f:keep":{}}}`)}},
+		{Manager: v1alpha1.FieldManager(ctl.Name), Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{".":{},"f:keep":{}}}`)}},
+	})
+	testFailed := func(dyn *dynamicfake.FakeDynamicClient) {
+		dyn.PrependReactor("patch", "*", func(clienttesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "c1",
+				field.ErrorList{field.Invalid(field.NewPath("metadata", "resourceVersion"), "8", "testing value 7 failed")})
+		})
+	}
+	for _, tc := range []struct {
+		name  string
+		write func(w *writer, dyn *dynamicfake.FakeDynamicClient) error
+	}{
+		{"release", func(w *writer, _ *dynamicfake.FakeDynamicClient) error {
+			_, err := w.write(t.Context(), ctl, action{verb: verbRelease, child: &ctl.Children[0], obj: child}, false)
+			return err
+		}},
+		{"the field ownership upgrade after an apply", func(w *writer, dyn *dynamicfake.FakeDynamicClient) error {
+			_, err := w.upgradeOwnership(t.Context(), dyn.Resource(ctl.Children[0].GVR).Namespace("ns"), ctl, child, child)
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), child.DeepCopy())
+			testFailed(dyn)
+			err := tc.write(&writer{dyn: dyn, tracer: tracing.Tracer(nil)}, dyn)
+			if !apierrors.IsConflict(err) || permanent(err) {
+				t.Errorf("err = %v: want a conflict, retried (permanent: %t)", err, permanent(err))
 			}
 		})
 	}
