@@ -268,14 +268,14 @@ func (rc *reconciler) writeDecoration(ctx context.Context, ctl *registry.Control
 	}
 	out, err := res.Apply(ctx, obj.GetName(), cfg, opts)
 	if err != nil {
-		return fmt.Errorf("write the labels and annotations of %s: %w", objectKey(obj), err)
+		return judged(fmt.Errorf("write the labels and annotations of %s: %w", objectKey(obj), err))
 	}
 	noteWritten(ctx, d.GVR, out)
 	if resp.Status != nil && d.StatusSubresource {
 		cfg := parentConfig(ctx, d.GVR, obj)
 		cfg.Object["status"] = resp.Status
 		if out, err = res.ApplyStatus(ctx, obj.GetName(), cfg, opts); err != nil {
-			return fmt.Errorf("write the status of %s: %w", objectKey(obj), err)
+			return judged(fmt.Errorf("write the status of %s: %w", objectKey(obj), err))
 		}
 		noteWritten(ctx, d.GVR, out)
 	}

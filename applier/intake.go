@@ -2,7 +2,6 @@ package applier
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"slices"
 	"strings"
@@ -39,8 +38,6 @@ type intake struct {
 	mu      sync.Mutex
 	pending map[types.UID]*batch // newest replies per parent (bus.Address.ApplyKey), not yet being applied
 	held    map[int]*partition   // the partitions this replica holds
-
-	waiting sync.Map // controllers whose replies waited for the registry, said once each
 }
 
 // parentApplier is what intake hands the replies it takes to: the
@@ -144,16 +141,8 @@ func (in *intake) loop() workloop.Loop[types.UID] {
 		Sync:      in.applyNext,
 		Failed: func(uid types.UID, err error) {
 			meta := in.pendingMeta(uid)
-			if movedOn(err) {
-				in.log.Info("the apply met a newer state; will retry against it", append(meta.LogArgs(), "err", err)...)
-			} else if !errors.Is(err, errNotRegisteredYet) {
-				in.log.Error("apply failed; will retry", append(meta.LogArgs(), "failures", in.queue.NumRequeues(uid)+1, "err", err)...)
-				in.observer.Failed(meta)
-			} else if _, said := in.waiting.LoadOrStore(meta.Controller, true); !said {
-				// Not a failure: this replica's registry catches up with the
-				// controller soon (after a restart, with every parent at once).
-				in.log.Debug("replies wait for the controller to be registered here", "controller", meta.Controller)
-			}
+			in.log.Error("apply failed; will retry", append(meta.LogArgs(), "failures", in.queue.NumRequeues(uid)+1, "err", err)...)
+			in.observer.Failed(meta)
 		},
 		Log:     in.log,
 		LogArgs: func(uid types.UID) []any { return in.pendingMeta(uid).LogArgs() },

@@ -1,6 +1,7 @@
 package applier
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,8 +15,11 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"universalcontroller.dev/uc/internal/verdict"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
@@ -75,12 +79,14 @@ func replyMsg(t *testing.T, m bus.Meta, seq uint64) *busMsg {
 }
 
 // fakeReconciler records the batches intake hands it, and fails them
-// while fail is set. during, if set, runs during each apply.
+// while fail is set (with failWith, if set). during, if set, runs during
+// each apply.
 type fakeReconciler struct {
-	applied []int64 // the observations applied, in order
-	shadows int
-	fail    bool
-	during  func()
+	applied  []int64 // the observations applied, in order
+	shadows  int
+	fail     bool
+	failWith error
+	during   func()
 }
 
 func (f *fakeReconciler) apply(ctx context.Context, parents *knownParents, b *batch) error {
@@ -91,6 +97,9 @@ func (f *fakeReconciler) apply(ctx context.Context, parents *knownParents, b *ba
 		f.during()
 	}
 	f.applied = append(f.applied, b.meta.Observation)
+	if f.fail && f.failWith != nil {
+		return f.failWith
+	}
 	if f.fail {
 		return errors.New("the apiserver is down")
 	}
@@ -247,5 +256,104 @@ func TestIntakeSetsShadowsAside(t *testing.T) {
 	}
 	if got := garbage.settled(); got != "[terminated]" {
 		t.Errorf("a message that is no reply: %s, want terminated", got)
+	}
+}
+
+// failures is an Observer that counts the applies it is told failed.
+type failures struct {
+	nobody
+	n int
+}
+
+func (f *failures) Failed(bus.Meta) { f.n++ }
+
+// TestIntakeReadsTheVerdict: an apply that failed is logged as an error,
+// told to the Observer, and retried; one that waits (a controller not
+// registered here yet, a conflict or a lapsed hold, which the reconciler
+// marks so) is retried too, its replies kept, and counted as the applies
+// that failed in a row are (reportFailing reads the count), but it is no
+// failure: logged at debug level, not told.
+func TestIntakeReadsTheVerdict(t *testing.T) {
+	conflict := apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, "c", errors.New("the object has been modified"))
+	for _, tc := range []struct {
+		name    string
+		err     error
+		failure bool
+	}{
+		{"failed", errors.New("the apiserver is down"), true},
+		{"not registered here yet", fmt.Errorf("controller c: %w", errNotRegisteredYet), false},
+		{"met a newer object", verdict.Wait.Mark(fmt.Errorf("apply configmaps ns/c: %w", conflict)), false},
+		{"hold lost", fmt.Errorf("apply configmaps ns/c: %w", &lapsed{since: time.Second}), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			rec := &fakeReconciler{fail: true, failWith: tc.err}
+			observer := &failures{}
+			in := newIntake(rec, observer, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+			t.Cleanup(in.shutDown)
+			in.hold(newPartition(0, nil, 0, time.Now()))
+			msg := replyMsg(t, observation(1), 1)
+			in.receive(msg)
+			next(t, in)
+			if got := msg.settled(); got != "[in progress]" {
+				t.Errorf("the reply: %s, want kept in progress for the retry", got)
+			}
+			if got := in.failures(observation(1).ApplyKey()); got != 1 {
+				t.Errorf("%d applies failed in a row, want 1", got)
+			}
+			if got := observer.n == 1; got != tc.failure {
+				t.Errorf("the Observer was told of %d failures; a failure: %v", observer.n, tc.failure)
+			}
+			if got := strings.Contains(logs.String(), `level=ERROR msg="apply failed; will retry"`); got != tc.failure {
+				t.Errorf("logged as an error: %v, want %v:\n%s", got, tc.failure, logs.String())
+			}
+			if !tc.failure && !strings.Contains(logs.String(), `level=DEBUG msg="waits; will retry"`) {
+				t.Errorf("a wait is not logged at debug level:\n%s", logs.String())
+			}
+		})
+	}
+}
+
+// TestFailedApply: the reconciler marks the error of an apply with what
+// the worker loop does with it: a reply the fence dropped is done; one
+// that met a newer object, or whose hold lapsed, waits and is logged as
+// news; one of a controller not registered here yet waits quietly; any
+// other is a failure, retried.
+func TestFailedApply(t *testing.T) {
+	conflict := apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, "c", errors.New("the object has been modified"))
+	lapsedHold, lapse := context.WithCancelCause(t.Context())
+	lapse(fmt.Errorf("%w: released", errHoldLost))
+	for _, tc := range []struct {
+		name    string
+		ctx     context.Context
+		err     error
+		done    bool
+		verdict verdict.Verdict
+		news    bool
+	}{
+		{"the fence moved", t.Context(), fmt.Errorf("advance fence: %w (12)", errFenceMoved), true, verdict.Retry, true},
+		{"a conflict", t.Context(), fmt.Errorf("apply configmaps ns/c: %w", conflict), false, verdict.Wait, true},
+		{"the hold lapsed", lapsedHold, fmt.Errorf("apply configmaps ns/c: %w", context.Canceled), false, verdict.Wait, true},
+		{"the gate closed", t.Context(), fmt.Errorf("apply configmaps ns/c: %w", &lapsed{since: time.Second}), false, verdict.Wait, true},
+		{"not registered here yet", t.Context(), fmt.Errorf("controller c: %w", errNotRegisteredYet), false, verdict.Wait, false},
+		{"the apiserver is down", t.Context(), errors.New("connection refused"), false, verdict.Retry, false},
+		{"a timeout", t.Context(), apierrors.NewServerTimeout(schema.GroupResource{Resource: "configmaps"}, "create", 1), false, verdict.Retry, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			err := failedApply(tc.ctx, slog.New(slog.NewTextHandler(&logs, nil)), tc.err)
+			if (err == nil) != tc.done {
+				t.Fatalf("failedApply = %v; want done: %v", err, tc.done)
+			}
+			if got := verdict.Of(err); !tc.done && got != tc.verdict {
+				t.Errorf("verdict %v, want %v", got, tc.verdict)
+			}
+			if got := strings.Contains(logs.String(), "level=INFO"); got != tc.news {
+				t.Errorf("logged as news: %v, want %v:\n%s", got, tc.news, logs.String())
+			}
+			if context.Cause(tc.ctx) != nil && !errors.Is(err, errHoldLost) {
+				t.Errorf("%v does not say the hold lapsed", err)
+			}
+		})
 	}
 }

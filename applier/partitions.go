@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"universalcontroller.dev/uc/internal/topology"
+	"universalcontroller.dev/uc/internal/verdict"
 	"universalcontroller.dev/uc/schemas/bus"
 )
 
@@ -350,8 +351,9 @@ func newPartition(n int, consumer *topology.KeptConsumer, rev uint64, sent time.
 }
 
 // errHoldLost ends the applies of a partition this replica may no longer
-// hold.
-var errHoldLost = errors.New("the hold on the partition lapsed")
+// hold. It waits (verdict.Wait), no failure: the apply is retried in a new
+// hold, or the parent's replies go back to the replica that holds it.
+var errHoldLost = verdict.Wait.Mark(errors.New("the hold on the partition lapsed"))
 
 // extend records a renewal of p's key sent at sent: p may be applied until
 // staleAfter from then.

@@ -20,6 +20,7 @@ import (
 
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/internal/tracing"
+	"universalcontroller.dev/uc/internal/verdict"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -58,6 +59,7 @@ type reconciler struct {
 	decorated decorations // what decorators last wrote to decorated objects
 	failing   failing     // the failures reported on parents whose apply is retried
 	shadows   *shadows    // the replies of sync hooks' shadows, waiting for the sync hooks'
+	waiting   sync.Map    // controllers whose replies waited for the registry, said once each
 }
 
 // apply makes the cluster match a batch of replies of one parent, as
@@ -83,22 +85,37 @@ func (rc *reconciler) apply(ctx context.Context, parents *knownParents, b *batch
 	ctx, span := rc.traceApply(ctx, b)
 	defer endApply(span, &err)
 	if err = rc.applyReplies(ctx, parents, b); err != nil {
-		if errors.Is(err, errFenceMoved) {
-			log.Info("a newer observation was applied meanwhile; reply dropped", "err", err)
-			return nil
-		}
-		if cause := context.Cause(ctx); errors.Is(cause, errHoldLost) {
-			return fmt.Errorf("%w (%w)", err, cause)
-		}
-		return err
+		return failedApply(ctx, log, err)
 	}
 	rc.failing.forget(b.meta.ApplyKey())
 	return nil
 }
 
+// failedApply is the error of an apply that failed with err, as the worker
+// loop reads its verdict: none when a newer observation was applied
+// meanwhile (the fence moved: the reply is dropped), a wait when the world
+// moved on (movedOn, logged as news), err otherwise. An apply that failed
+// as this replica's hold lapsed says so.
+func failedApply(ctx context.Context, log *slog.Logger, err error) error {
+	if errors.Is(err, errFenceMoved) {
+		log.Info("a newer observation was applied meanwhile; reply dropped", "err", err)
+		return nil
+	}
+	if cause := context.Cause(ctx); errors.Is(cause, errHoldLost) {
+		err = fmt.Errorf("%w (%w)", err, cause)
+	}
+	if movedOn(err) {
+		log.Info("the apply met a newer state; will retry against it", "err", err)
+		return verdict.Wait.Mark(err)
+	}
+	return err
+}
+
 // errNotRegisteredYet is a reply of a controller that another role of uc
-// registered before this replica did: it waits.
-var errNotRegisteredYet = errors.New("not registered here yet")
+// registered before this replica did. It waits (verdict.Wait), no failure:
+// this replica's registry catches up with the controller soon (after a
+// restart, with every parent at once).
+var errNotRegisteredYet = verdict.Wait.Mark(errors.New("not registered here yet"))
 
 // applyReplies makes the cluster match the replies of one observation of a
 // parent. It is idempotent.
@@ -108,7 +125,11 @@ func (rc *reconciler) applyReplies(ctx context.Context, parents *knownParents, b
 	log := rc.log.With(append(m.LogArgs(), "hook", m.Hook, "observation", m.Observation)...)
 	ctl, ok := rc.reg.Get(m.Controller)
 	if !ok && rc.reg.MayExist(m.Controller) {
-		// Another role registered it first: the reply waits for this one.
+		// Another role registered it first: the reply waits for this one,
+		// said once per controller (after a restart, every parent waits).
+		if _, said := rc.waiting.LoadOrStore(m.Controller, true); !said {
+			log.Debug("replies wait for the controller to be registered here")
+		}
 		return fmt.Errorf("controller %s: %w", m.Controller, errNotRegisteredYet)
 	}
 	if !ok {
@@ -285,9 +306,10 @@ func (rc *reconciler) warn(ctl *registry.Controller, obj *unstructured.Unstructu
 // its reply was planned: an object it was to write changed meanwhile (a
 // conflict of its resourceVersion precondition), or this replica no longer
 // applies the parent (superseded). It is logged as news, not as an error,
-// and retried against the newer state (in a new hold), or superseded by
-// the request that the change causes. A conflict that persists — another
-// writer fighting over the same fields — is reported as failures are.
+// and waits (verdict.Wait): retried against the newer state (in a new
+// hold), or superseded by the request that the change causes. A conflict
+// that persists — another writer fighting over the same fields — is
+// reported as failures are (reportFailing).
 func movedOn(err error) bool {
 	return apierrors.IsConflict(err) || superseded(err)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 
@@ -26,6 +27,7 @@ import (
 
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/internal/tracing"
+	"universalcontroller.dev/uc/internal/verdict"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
@@ -244,7 +246,7 @@ func (w *writer) write(ctx context.Context, ctl *registry.Controller, act action
 	}
 	switch {
 	case err != nil:
-		return notWritten, fmt.Errorf("%s: %w", act, err)
+		return notWritten, judged(fmt.Errorf("%s: %w", act, err))
 	case dryRun:
 		return unchanged, nil
 	}
@@ -262,7 +264,7 @@ func (w *writer) inTheWay(ctx context.Context, res dynamic.ResourceInterface, ac
 	}
 	owner := metav1.GetControllerOfNoCopy(act.obj).UID
 	if err := mayManage(cur, owner, act.sel); err != nil {
-		return &refusedError{err}
+		return verdict.Permanent.Mark(&refusedError{err})
 	}
 	return errors.New("it exists already, not yet seen by the cache: will adopt it")
 }
@@ -342,7 +344,7 @@ func leftBehind(out *unstructured.Unstructured, manager string, former sets.Set[
 	return !updated.Difference(applied).Empty(), nil
 }
 
-// refusedError is a write uc refuses to make.
+// refusedError is a write uc refuses to make (verdict.Permanent).
 type refusedError struct{ error }
 
 func (e *refusedError) Unwrap() error { return e.error }
@@ -373,7 +375,7 @@ func (w *writer) startWrite(ctx context.Context, act action, dryRun bool) (conte
 func (w *writer) confirmParent(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured) error {
 	live, err := w.dyn.Resource(ctl.Parent.GVR).Namespace(parent.GetNamespace()).Get(ctx, parent.GetName(), metav1.GetOptions{})
 	if err != nil {
-		return fmt.Errorf("confirm parent before adopting: %w", err)
+		return judged(fmt.Errorf("confirm parent before adopting: %w", err))
 	}
 	if live.GetUID() != parent.GetUID() || live.GetDeletionTimestamp() != nil {
 		return fmt.Errorf("parent %s was replaced or is being deleted: not adopting", parent.GetName())
@@ -407,48 +409,70 @@ func testVersion(patch []byte, rv string) ([]byte, error) {
 }
 
 // classify tells a failed write that retrying the same reply cannot help
-// — uc refusing the hook's objects (InvalidHookReply), or the apiserver
-// (ApplyFailed) — from one worth retrying (problem nil).
+// (verdict.Permanent) — uc refusing the hook's objects (InvalidHookReply),
+// or the apiserver (ApplyFailed) — from one worth retrying (problem nil).
 func classify(hook string, err error) (reason string, problem error) {
-	var refused *refusedError
-	switch {
-	case errors.As(err, &refused):
-		return invalidReply(hook, err)
-	case permanent(err):
-		return v1alpha1.ReasonApplyFailed, err
+	if verdict.Of(err) != verdict.Permanent {
+		return "", nil
 	}
-	return "", nil
+	var refused *refusedError
+	if errors.As(err, &refused) {
+		return invalidReply(hook, err)
+	}
+	return v1alpha1.ReasonApplyFailed, err
 }
 
-// permanent errors are uc, or the apiserver, refusing the hook's objects as
-// they are: the same reply meets the same answer however often it is
-// retried. The reply is rejected at once; the watcher publishes a parent
-// whose reply was rejected again later (see watcher/republish.go), so a
-// hook fixed since, or a rule of the cluster changed since, makes the parent
-// converge. They are: an object uc will not write (refusedError), one the
-// apiserver finds invalid or malformed (422, 400 — a ValidatingAdmissionPolicy
-// refuses with 422 unless it says otherwise), too large (413), or cannot type
-// against its schema (server-side apply answers that with a 500 of its
-// own), a write admission or authorization forbids (403: an admission
-// webhook or policy, a quota, RBAC, a terminating namespace), one to a
-// namespace or a resource the apiserver does not have (404), a verb the
-// resource does not support (405).
+// judged marks an error of a write the apiserver refused with its verdict:
+// Permanent when it refuses the hook's objects as they are (refusal), the
+// verdict err carries otherwise.
+func judged(err error) error {
+	if refusal(err) {
+		return verdict.Permanent.Mark(err)
+	}
+	return err
+}
+
+// refusal tells the apiserver refusing the hook's objects as they are: the
+// same reply meets the same answer however often it is retried. The reply
+// is rejected at once; the watcher publishes a parent whose reply was
+// rejected again later (see watcher/republish.go), so a hook fixed since,
+// or a rule of the cluster changed since, makes the parent converge. It is
+// an object the apiserver finds invalid or malformed (422, 400 — a
+// ValidatingAdmissionPolicy refuses with 422 unless it says otherwise), too
+// large (413), or cannot type against its schema (untypable: server-side
+// apply answers that with a 500 of its own), a write admission or
+// authorization forbids (403: an admission webhook or policy, a quota,
+// RBAC, a terminating namespace), one to a namespace or a resource the
+// apiserver does not have (404), a verb the resource does not support
+// (405). (uc refusing a write, refusedError, is marked where it is made.)
 //
 // Every other error is worth a retry of the same reply, with backoff: a
 // conflict (409), a timeout (504, or a context deadline), too many
 // requests (429), the apiserver or an admission webhook unavailable (500,
 // 503), an expired credential (401), the network, the bus. One that
 // persists is reported on the parent (reportFailing).
-func permanent(err error) bool {
-	var refused *refusedError
-	return errors.As(err, &refused) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsRequestEntityTooLargeError(err) ||
+func refusal(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsRequestEntityTooLargeError(err) ||
 		untypable(err) || apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err)
 }
 
 // untypable tells the apiserver's server-side apply refusing an object it
 // cannot type against its schema (a field of the wrong type, or one the
-// schema does not declare): it has no status code of its own and answers
-// 500.
+// schema does not declare).
+//
+// It is uc's one reading of an error's text, and the only place it may
+// read one. The apiserver gives this refusal nothing typed to tell it by:
+// its field manager returns a plain error ("failed to create typed patch
+// object (…): …", k8s.io/apimachinery's
+// pkg/util/managedfields/internal/structuredmerge.go), which the
+// apiserver's responsewriters.ErrorToAPIStatus, as for any error that is
+// not an API status, answers with a 500 of reason Unknown (empty), no
+// details and the error's text as the message — the same answer as an
+// unexpected failure of storage or of a conversion webhook, which is worth
+// a retry. So it is told by the apiserver's message, read only in an
+// API status with that code.
 func untypable(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "failed to create typed patch object")
+	var status apierrors.APIStatus
+	return errors.As(err, &status) && status.Status().Code == http.StatusInternalServerError &&
+		strings.Contains(status.Status().Message, "failed to create typed patch object")
 }

@@ -21,6 +21,7 @@ import (
 
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/internal/tracing"
+	"universalcontroller.dev/uc/internal/verdict"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -60,9 +61,9 @@ func TestCreateNeverUpserts(t *testing.T) {
 				switch {
 				case err == nil:
 					t.Fatal("the create of an existing object succeeded")
-				case tc.refused != "" && (!errors.As(err, &refused) || !strings.Contains(err.Error(), tc.refused)):
-					t.Fatalf("err = %v, want a refusal naming %q", err, tc.refused)
-				case tc.refused == "" && (errors.As(err, &refused) || permanent(err)):
+				case tc.refused != "" && (!errors.As(err, &refused) || !strings.Contains(err.Error(), tc.refused) || verdict.Of(err) != verdict.Permanent):
+					t.Fatalf("err = %v, want a refusal naming %q, permanent", err, tc.refused)
+				case tc.refused == "" && (errors.As(err, &refused) || verdict.Of(err) == verdict.Permanent):
 					t.Fatalf("err = %v, want one that is retried", err)
 				}
 				live, err := dyn.Resource(ctl.Children[0].GVR).Namespace("ns").Get(t.Context(), "taken", metav1.GetOptions{})
@@ -86,7 +87,7 @@ func TestPermanent(t *testing.T) {
 		err  error
 		want bool
 	}{
-		{&refusedError{errors.New("controlled by another parent")}, true},
+		{verdict.Permanent.Mark(&refusedError{errors.New("controlled by another parent")}), true},
 		{apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "c", field.ErrorList{field.Invalid(field.NewPath("data"), "x", "bad key")}), true},
 		{apierrors.NewBadRequest("cannot decode"), true},
 		{apierrors.NewRequestEntityTooLargeError("limit is 3145728"), true},
@@ -100,15 +101,18 @@ func TestPermanent(t *testing.T) {
 		{apierrors.NewTimeoutError("request timed out", 1), false},
 		{apierrors.NewTooManyRequests("slow down", 1), false},
 		{apierrors.NewInternalError(errors.New(`failed calling webhook "policy.example.com": connection refused`)), false},
+		{&apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 500, Reason: metav1.StatusReasonUnknown,
+			Message: "conversion webhook for example.com/v1, Kind=Parent failed: connection refused"}}, false},
+		{errors.New("failed to create typed patch object, said a proxy"), false}, // text alone, no API status: not the apiserver's refusal
 		{apierrors.NewServiceUnavailable("try later"), false},
 		{apierrors.NewUnauthorized("token expired"), false},
 		{context.DeadlineExceeded, false},
 		{errors.New("nats: timeout"), false},
 	} {
 		t.Run(tc.err.Error(), func(t *testing.T) {
-			err := fmt.Errorf("create configmaps ns/c: %w", tc.err) // as write wraps it
-			if got := permanent(err); got != tc.want {
-				t.Errorf("permanent = %v, want %v", got, tc.want)
+			err := judged(fmt.Errorf("create configmaps ns/c: %w", tc.err)) // as write wraps it
+			if got := verdict.Of(err) == verdict.Permanent; got != tc.want {
+				t.Errorf("verdict %v, want permanent: %v", verdict.Of(err), tc.want)
 			}
 			if reason, problem := classify(hooks.Sync, err); (problem != nil) != tc.want || tc.want && reason == "" {
 				t.Errorf("classify = %q, %v; want a rejection: %v", reason, problem, tc.want)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"universalcontroller.dev/uc/internal/verdict"
 	"universalcontroller.dev/uc/schemas/bus"
 )
 
@@ -181,8 +182,9 @@ func (c *requestChain) forget(key parentKey) {
 
 // errCacheBehind is a parent whose cached copy is older than the one its
 // last request observed: the cache of a watcher that just took over, still
-// behind its predecessor's. The parent is synced again a little later.
-var errCacheBehind = errors.New("the cache holds an older parent than the one last published or applied")
+// behind its predecessor's. It waits (verdict.Wait), no failure: the cache
+// catches up within moments, and the parent is synced again a little later.
+var errCacheBehind = verdict.Wait.Mark(errors.New("the cache holds an older parent than the one last published or applied"))
 
 // notBehind fails with errCacheBehind when parent is older than the one
 // last observed: a smaller generation or, where both are the integers

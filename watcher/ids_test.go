@@ -11,6 +11,7 @@ import (
 
 	"universalcontroller.dev/uc/internal/bustest"
 	"universalcontroller.dev/uc/internal/tracing"
+	"universalcontroller.dev/uc/internal/verdict"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
@@ -196,8 +197,8 @@ func TestRequestAfterTakeOver(t *testing.T) {
 		resourceVersion string
 	}{{1, "130"}, {2, "119"}, {1, "90"}, {2, "120"}} {
 		c.setParent(behind.generation, behind.resourceVersion)
-		if taken, err := c.publish("stale", false); taken || !errors.Is(err, errCacheBehind) {
-			t.Errorf("the cache at generation %d, resourceVersion %s: taken %v, %v; want errCacheBehind", behind.generation, behind.resourceVersion, taken, err)
+		if taken, err := c.publish("stale", false); taken || !errors.Is(err, errCacheBehind) || verdict.Of(err) != verdict.Wait {
+			t.Errorf("the cache at generation %d, resourceVersion %s: taken %v, %v; want errCacheBehind, which waits", behind.generation, behind.resourceVersion, taken, err)
 		}
 		c.observed = 0 // each time, the caches are behind the fence's observation
 	}
@@ -231,7 +232,7 @@ func TestNotBehind(t *testing.T) {
 		p := &unstructured.Unstructured{Object: map[string]any{}}
 		p.SetGeneration(tt.generation)
 		p.SetResourceVersion(tt.resourceVersion)
-		if err := notBehind(p, tt.last); errors.Is(err, errCacheBehind) != tt.behind {
+		if err := notBehind(p, tt.last); errors.Is(err, errCacheBehind) != tt.behind || (verdict.Of(err) == verdict.Wait) != tt.behind {
 			t.Errorf("generation %d, resourceVersion %s after %+v: %v, want behind %v", tt.generation, tt.resourceVersion, tt.last, err, tt.behind)
 		}
 	}

@@ -33,6 +33,7 @@ import (
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/internal/tracing"
+	"universalcontroller.dev/uc/internal/verdict"
 	"universalcontroller.dev/uc/internal/workloop"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -320,12 +321,6 @@ func (w *Watcher) worker() workloop.Loop[parentKey] {
 		Timeout:   itemTimeout,
 		Sync:      w.syncTraced,
 		Failed: func(key parentKey, err error) {
-			if errors.Is(err, errCacheBehind) || errors.Is(err, errNotLeading) {
-				// Not a failure: the cache catches up within moments; a
-				// watcher whose lease lapsed ends its term.
-				w.log.Debug("sync parent later", "controller", key.Controller, "parent", key.String(), "err", err)
-				return
-			}
 			w.log.Error("sync parent", "controller", key.Controller, "parent", key.String(), "err", err)
 		},
 		Log:     w.log,
@@ -333,8 +328,10 @@ func (w *Watcher) worker() workloop.Loop[parentKey] {
 	}
 }
 
-// errNotLeading is a publish that the lease forbids (Options.Lease).
-var errNotLeading = errors.New("not leading")
+// errNotLeading is a publish that the lease forbids (Options.Lease). It
+// waits (verdict.Wait), no failure: a watcher whose lease lapsed ends its
+// term, or renews it.
+var errNotLeading = verdict.Wait.Mark(errors.New("not leading"))
 
 // itemTimeout bounds the handling of one item: a parent's sync, a customize
 // reply. Both read the informers' caches and publish a few requests, each

@@ -3,9 +3,10 @@
 // replies each take keys from a client-go rate-limited workqueue and handle
 // one at a time per worker, as Kubernetes' sample-controller does. This
 // package is that loop, written once: it bounds each item's handling with
-// a deadline, recovers a panic as the item's error (recovery.Recover), and
-// requeues a failed item with the queue's backoff or forgets the failures
-// of one that succeeded.
+// a deadline, recovers a panic as the item's error (recovery.Recover),
+// reads the verdict on an item's error (internal/verdict) — requeued with
+// the queue's backoff (Retry, Wait) or given up (Permanent) — and forgets
+// the failures of one that succeeded.
 package workloop
 
 import (
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"universalcontroller.dev/uc/internal/recovery"
+	"universalcontroller.dev/uc/internal/verdict"
 )
 
 // Loop is how a queue's items are handled.
@@ -27,13 +29,15 @@ type Loop[T comparable] struct {
 	// which is retried, instead of taking a worker forever.
 	Timeout time.Duration
 	// Sync handles one item; it must be idempotent. An error (a panic
-	// included) requeues the item with the queue's backoff.
+	// included) requeues the item with the queue's backoff, unless its
+	// verdict is Permanent.
 	Sync func(ctx context.Context, item T) error
-	// Failed, if set, is told of each failure before the item is requeued
-	// (to log it with what the loop knows of the item); Log logs it
-	// otherwise.
+	// Failed, if set, is told of each failure — an error whose verdict is
+	// Retry or Permanent — before the item is requeued or given up (to log
+	// it with what the loop knows of the item); Log logs it otherwise. An
+	// error whose verdict is Wait is no failure: Log logs it at debug level.
 	Failed func(item T, err error)
-	// Log logs panics and, without Failed, failures.
+	// Log logs panics, waits and, without Failed, failures.
 	Log *slog.Logger
 	// LogArgs are the slog key-value pairs that name an item in logs.
 	LogArgs func(item T) []any
@@ -58,16 +62,27 @@ func (l Loop[T]) Next(ctx context.Context, queue workqueue.TypedRateLimitingInte
 		return false
 	}
 	defer queue.Done(item)
-	if err := l.handle(ctx, item); err != nil {
-		if l.Failed != nil {
-			l.Failed(item, err)
-		} else {
-			l.Log.Error("failed; will retry", append(l.LogArgs(item), "component", l.Component, "failures", queue.NumRequeues(item)+1, "err", err)...)
-		}
-		queue.AddRateLimited(item)
+	err := l.handle(ctx, item)
+	if err == nil {
+		queue.Forget(item)
 		return true
 	}
-	queue.Forget(item)
+	v := verdict.Of(err)
+	switch {
+	case v == verdict.Wait:
+		l.Log.Debug("waits; will retry", append(l.LogArgs(item), "component", l.Component, "waits", queue.NumRequeues(item)+1, "err", err)...)
+	case l.Failed != nil:
+		l.Failed(item, err)
+	case v == verdict.Permanent:
+		l.Log.Error("failed; not retried", append(l.LogArgs(item), "component", l.Component, "err", err)...)
+	default:
+		l.Log.Error("failed; will retry", append(l.LogArgs(item), "component", l.Component, "failures", queue.NumRequeues(item)+1, "err", err)...)
+	}
+	if v == verdict.Permanent {
+		queue.Forget(item)
+	} else {
+		queue.AddRateLimited(item)
+	}
 	return true
 }
 

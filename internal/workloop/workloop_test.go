@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -13,25 +14,46 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"universalcontroller.dev/uc/internal/recovery"
+	"universalcontroller.dev/uc/internal/verdict"
 )
+
+// errBehind is a sentinel marked once, as the watcher's are.
+var errBehind = verdict.Wait.Mark(errors.New("the cache is behind"))
 
 // TestNext: an item that syncs is forgotten, one that fails or panics is
 // handed to Failed and requeued with backoff, a panic is counted and logged
-// with the item, and every sync runs under the loop's deadline.
+// with the item, and every sync runs under the loop's deadline. The
+// verdict on the error decides: one that waits is requeued with backoff but
+// is no failure (logged at debug level, Failed not told); a permanent one
+// is a failure that is not retried.
 func TestNext(t *testing.T) {
 	tests := []struct {
 		name     string
 		sync     func(ctx context.Context) error
+		noFailed bool // the loop has no Failed: it logs failures itself
 		failed   bool
 		panicked bool
 		requeued int
-		logSays  []string
+		// errorsLogged is the number of errors the loop logs: a panic,
+		// and a failure when the loop has no Failed.
+		errorsLogged int
+		logSays      []string
 	}{
 		{name: "synced", sync: func(context.Context) error { return nil }},
 		{name: "failed", sync: func(context.Context) error { return errors.New("boom") }, failed: true, requeued: 1},
-		{name: "panicked", sync: func(context.Context) error { panic("bug") }, failed: true, panicked: true, requeued: 1,
+		{name: "panicked", sync: func(context.Context) error { panic("bug") }, failed: true, panicked: true, requeued: 1, errorsLogged: 1,
 			logSays: []string{"recovered from a panic", "item=key", "stack=", "panic=bug"}},
 		{name: "past the deadline", sync: func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }, failed: true, requeued: 1},
+		{name: "retry, marked", sync: func(context.Context) error { return verdict.Retry.Mark(errors.New("boom")) }, failed: true, requeued: 1},
+		{name: "retry, logged", sync: func(context.Context) error { return errors.New("boom") }, noFailed: true, requeued: 1, errorsLogged: 1,
+			logSays: []string{"level=ERROR", `msg="failed; will retry"`, "item=key", "failures=1", "err=boom"}},
+		{name: "wait", sync: func(context.Context) error { return fmt.Errorf("sync: %w", errBehind) }, requeued: 1,
+			logSays: []string{"level=DEBUG", `msg="waits; will retry"`, "item=key", "waits=1", `err="sync: the cache is behind"`}},
+		{name: "wait, no Failed", sync: func(context.Context) error { return errBehind }, noFailed: true, requeued: 1,
+			logSays: []string{"level=DEBUG", `msg="waits; will retry"`}},
+		{name: "permanent", sync: func(context.Context) error { return verdict.Permanent.Mark(errors.New("invalid")) }, failed: true},
+		{name: "permanent, logged", sync: func(context.Context) error { return fmt.Errorf("x: %w", verdict.Permanent.Mark(errors.New("invalid"))) },
+			noFailed: true, errorsLogged: 1, logSays: []string{"level=ERROR", `msg="failed; not retried"`, "item=key", `err="x: invalid"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -48,9 +70,11 @@ func TestNext(t *testing.T) {
 					}
 					return tt.sync(ctx)
 				},
-				Failed:  func(_ string, err error) { failures = append(failures, err) },
-				Log:     slog.New(slog.NewTextHandler(&logs, nil)),
+				Log:     slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 				LogArgs: func(item string) []any { return []any{"item", item} },
+			}
+			if !tt.noFailed {
+				loop.Failed = func(_ string, err error) { failures = append(failures, err) }
 			}
 			before := testutil.ToFloat64(recovery.Panics.WithLabelValues("test"))
 			queue.Add("key")
@@ -62,6 +86,16 @@ func TestNext(t *testing.T) {
 			}
 			if got := queue.NumRequeues("key"); got != tt.requeued {
 				t.Errorf("requeued %d times, want %d", got, tt.requeued)
+			}
+			if got := queue.Len(); got != tt.requeued {
+				// AddRateLimited's 1ms delay over, the item is back.
+				time.Sleep(20 * time.Millisecond)
+				if got = queue.Len(); got != tt.requeued {
+					t.Errorf("%d items in the queue, want %d", got, tt.requeued)
+				}
+			}
+			if got := strings.Count(logs.String(), "level=ERROR"); got != tt.errorsLogged {
+				t.Errorf("logged %d errors, want %d:\n%s", got, tt.errorsLogged, logs.String())
 			}
 			if got := testutil.ToFloat64(recovery.Panics.WithLabelValues("test")) - before; got != map[bool]float64{true: 1}[tt.panicked] {
 				t.Errorf("counted %v panics", got)
