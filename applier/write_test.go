@@ -259,8 +259,9 @@ func TestChangedSinceIsAConflict(t *testing.T) {
 			dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), child.DeepCopy())
 			testFailed(dyn)
 			err := tc.write(&writer{dyn: dyn, tracer: tracing.Tracer(nil)}, dyn)
-			if !apierrors.IsConflict(err) || permanent(err) {
-				t.Errorf("err = %v: want a conflict, retried (permanent: %t)", err, permanent(err))
+			permanent := verdict.Of(judged(err)) == verdict.Permanent
+			if !apierrors.IsConflict(err) || permanent {
+				t.Errorf("err = %v: want a conflict, retried (permanent: %t)", err, permanent)
 			}
 		})
 	}
