@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Every write of an apply is fenced twice, so that a replica that was
@@ -98,4 +100,14 @@ func basisVersion(ctx context.Context, gvr schema.GroupVersionResource, obj *uns
 		}
 	}
 	return obj.GetResourceVersion()
+}
+
+// preconditions of a delete: the object's UID, and its resourceVersion as
+// it was read, when known.
+func preconditions(uid types.UID, rv string) *metav1.Preconditions {
+	p := &metav1.Preconditions{UID: &uid}
+	if rv != "" {
+		p.ResourceVersion = &rv
+	}
+	return p
 }

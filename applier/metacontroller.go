@@ -145,7 +145,7 @@ func rolls(ctl *registry.Controller, group, kind string) bool {
 func (rc *reconciler) deleteMetacontrollerRevisions(ctx context.Context, mc []*unstructured.Unstructured) error {
 	for _, u := range mc {
 		res := rc.dyn.Resource(registry.MetacontrollerRevisionResource).Namespace(u.GetNamespace())
-		if err := deleteRevision(ctx, res, u.GetName(), u.GetUID()); err != nil {
+		if err := deleteRevision(ctx, res, u.GetName(), u.GetUID(), u.GetResourceVersion()); err != nil {
 			return fmt.Errorf("delete Metacontroller's revision %s: %w", objectKey(u), err)
 		}
 	}

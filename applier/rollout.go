@@ -450,7 +450,7 @@ func (rc *reconciler) saveRevisions(ctx context.Context, ro *rollout) error {
 		if rev.UID == "" {
 			continue // one of Metacontroller's, never created as uc's
 		}
-		if err := deleteRevision(ctx, res, rev.Name, rev.UID); err != nil {
+		if err := deleteRevision(ctx, res, rev.Name, rev.UID, rev.ResourceVersion); err != nil {
 			return fmt.Errorf("delete unused revision %s: %w", rev.Name, err)
 		}
 	}
@@ -458,12 +458,12 @@ func (rc *reconciler) saveRevisions(ctx context.Context, ro *rollout) error {
 }
 
 // deleteRevision deletes a ControllerRevision of that UID, if it is still
-// there.
-func deleteRevision(ctx context.Context, res dynamic.ResourceInterface, name string, uid types.UID) error {
+// there as it was read (its resourceVersion).
+func deleteRevision(ctx context.Context, res dynamic.ResourceInterface, name string, uid types.UID, rv string) error {
 	if err := mayWrite(ctx); err != nil {
 		return err
 	}
-	err := res.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	err := res.Delete(ctx, name, metav1.DeleteOptions{Preconditions: preconditions(uid, rv)})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}

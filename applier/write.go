@@ -236,8 +236,7 @@ func (w *writer) write(ctx context.Context, ctl *registry.Controller, act action
 	case verbDelete:
 		uid, rv := act.obj.GetUID(), act.obj.GetResourceVersion()
 		policy := metav1.DeletePropagationBackground
-		err = res.Delete(ctx, act.obj.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
-			PropagationPolicy: &policy, DryRun: dry})
+		err = res.Delete(ctx, act.obj.GetName(), metav1.DeleteOptions{Preconditions: preconditions(uid, rv), PropagationPolicy: &policy, DryRun: dry})
 		if apierrors.IsNotFound(err) {
 			result, err = unchanged, nil // already gone
 		} else if err == nil && !dryRun {
