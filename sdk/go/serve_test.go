@@ -193,10 +193,21 @@ func TestServeDeliveryPromises(t *testing.T) {
 		if got := dl.Header.Get(hook.HeaderFailureReason); got != tc.reason {
 			t.Errorf("%s: dead letter reason %q, want %q", tc.meta.Name, got, tc.reason)
 		}
-		e, m := decode(t, last(t, js, bus.ReplyStream, tc.meta.ReplySubject()))
+		// The failure event follows the dead letter: until it comes, the
+		// reply subject's last event is the report of the first failure.
+		var e *event.Event
+		var m bus.Meta
 		var f bus.Failure
-		if err := json.Unmarshal(e.Data(), &f); err != nil {
-			t.Fatal(err)
+		err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			e, m = decode(t, last(t, js, bus.ReplyStream, tc.meta.ReplySubject()))
+			f = bus.Failure{}
+			if err := json.Unmarshal(e.Data(), &f); err != nil {
+				return false, err
+			}
+			return !f.Retrying, nil
+		})
+		if err != nil {
+			t.Fatalf("%s: no failure event after the dead letter: %v (last: %+v)", tc.meta.Name, err, f)
 		}
 		if e.Type() != bus.FailureType(hooks.Sync) || f.Reason != tc.reason || f.Deliveries != 3 {
 			t.Errorf("%s: failure event %s %+v, want %s after 3 deliveries", tc.meta.Name, e.Type(), f, tc.reason)
