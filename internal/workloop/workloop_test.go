@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/workqueue"
 
 	"universalcontroller.dev/uc/internal/recovery"
@@ -87,12 +88,11 @@ func TestNext(t *testing.T) {
 			if got := queue.NumRequeues("key"); got != tt.requeued {
 				t.Errorf("requeued %d times, want %d", got, tt.requeued)
 			}
-			if got := queue.Len(); got != tt.requeued {
-				// AddRateLimited's 1ms delay over, the item is back.
-				time.Sleep(20 * time.Millisecond)
-				if got = queue.Len(); got != tt.requeued {
-					t.Errorf("%d items in the queue, want %d", got, tt.requeued)
-				}
+			// AddRateLimited's 1ms delay over, the item is back.
+			if err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, time.Second, true, func(context.Context) (bool, error) {
+				return queue.Len() == tt.requeued, nil
+			}); err != nil {
+				t.Errorf("%d items in the queue, want %d", queue.Len(), tt.requeued)
 			}
 			if got := strings.Count(logs.String(), "level=ERROR"); got != tt.errorsLogged {
 				t.Errorf("logged %d errors, want %d:\n%s", got, tt.errorsLogged, logs.String())

@@ -32,7 +32,7 @@ const backoffWindow = 150 * time.Second
 // maxCallsInWindow bounds the calls of a failing parent within
 // backoffWindow: the first request's 3 deliveries (fastDelivery), then one
 // call per retry, 1 s after the first dead letter, 2 s after the next, 4 s…
-// (README, "Failures back off"): about 10. client-go's per-item
+// (docs/protocol.md, "Failures back off"): about 10. client-go's per-item
 // exponential backoff (5 ms doubling, as Metacontroller uses it) would call
 // a dozen times or so.
 const maxCallsInWindow = 20

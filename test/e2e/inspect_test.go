@@ -127,8 +127,8 @@ func (h *breakableHook) answered(request string) (inspectedCall, bool) {
 // registerBreakable registers a Composite controller whose sync hook is h:
 // a request is dead-lettered at its first failed delivery, and the watcher
 // retries its parent only 10 minutes later (the delay after the last
-// delivery that the delivery policy sets, see README, "Failures back
-// off"), and a status write does not sync its parent again (so that a
+// delivery that the delivery policy sets, see docs/protocol.md, "Failures
+// back off"), and a status write does not sync its parent again (so that a
 // parent whose hook fails is published once, and dead-lettered once, for
 // as long as the test runs).
 func registerBreakable(t *testing.T, controller string, h *breakableHook) {

@@ -385,8 +385,11 @@ func (p *pauseRun) pause(t *testing.T, n int, flt fault) *pauseFault {
 	if f.meanwhile != nil {
 		f.meanwhile(t, f)
 	}
-	// The fault is the pause, of a fixed length.
-	time.Sleep(time.Until(f.frozen.Add(f.length)))
+	// The fault is the pause, of a fixed length: no condition ends it.
+	select {
+	case <-time.After(time.Until(f.frozen.Add(f.length))):
+	case <-t.Context().Done():
+	}
 	f.end()
 	t.Logf("resumed %s with SIGCONT after %s", f.what, f.thawed.Sub(f.frozen).Round(100*time.Millisecond))
 	if err := poll(t.Context(), time.Minute, f.answers); err != nil {
