@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/schemas/bus"
@@ -47,7 +46,7 @@ func (rc *reconciler) setFinalizer(ctx context.Context, ctl *registry.Controller
 			{"op": "test", "path": path, "value": ctl.Finalizer()},
 			{"op": "remove", "path": path},
 		})
-		out, err = res.Patch(ctx, parent.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.FieldManager(ctl.Name) + "/finalizer"})
+		out, err = testedPatch(ctx, res, ctl.Parent.GVR.GroupResource(), parent.GetName(), patch, metav1.PatchOptions{FieldManager: v1alpha1.FieldManager(ctl.Name) + "/finalizer"})
 	}
 	if err != nil {
 		return fmt.Errorf("set finalizer: %w", err)

@@ -222,14 +222,11 @@ func (w *writer) write(ctx context.Context, ctl *registry.Controller, act action
 		}
 	case verbRelease:
 		var out *unstructured.Unstructured
-		out, err = res.Patch(ctx, act.obj.GetName(), types.JSONPatchType, releasePatch(act.obj, ctl), metav1.PatchOptions{FieldManager: v1alpha1.FieldManager(ctl.Name), DryRun: dry})
+		out, err = testedPatch(ctx, res, act.child.GVR.GroupResource(), act.obj.GetName(), releasePatch(act.obj, ctl),
+			metav1.PatchOptions{FieldManager: v1alpha1.FieldManager(ctl.Name), DryRun: dry})
 		switch {
 		case apierrors.IsNotFound(err):
 			result, err = unchanged, nil // gone
-		case apierrors.IsInvalid(err):
-			// A test of the patch failed: the child changed since it was
-			// planned on.
-			err = apierrors.NewConflict(act.child.GVR.GroupResource(), act.obj.GetName(), err)
 		case err == nil && !dryRun:
 			noteWritten(ctx, act.child.GVR, out)
 		}
@@ -294,12 +291,7 @@ func (w *writer) upgradeOwnership(ctx context.Context, res dynamic.ResourceInter
 	if patch, err = testVersion(patch, out.GetResourceVersion()); err != nil {
 		return nil, err
 	}
-	upgraded, err := res.Patch(ctx, out.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{})
-	if apierrors.IsInvalid(err) {
-		// The test of the patch failed: another writer (a controller
-		// writing the child's status) changed it since the apply.
-		err = apierrors.NewConflict(schema.GroupResource{Group: out.GroupVersionKind().Group, Resource: out.GetKind()}, out.GetName(), err)
-	}
+	upgraded, err := testedPatch(ctx, res, schema.GroupResource{Group: out.GroupVersionKind().Group, Resource: out.GetKind()}, out.GetName(), patch, metav1.PatchOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("upgrade field ownership: %w", err)
 	}
@@ -394,6 +386,18 @@ func releasePatch(child *unstructured.Unstructured, ctl *registry.Controller) []
 		{"op": "remove", "path": path},
 	})
 	return b
+}
+
+// testedPatch makes a JSON patch whose test operations condition it on the
+// object as it was read. The apiserver answers a failed test 422 Invalid;
+// it is what it means, a conflict: another writer (a controller writing
+// the object's status, say) changed the object since.
+func testedPatch(ctx context.Context, res dynamic.ResourceInterface, gr schema.GroupResource, name string, patch []byte, opts metav1.PatchOptions) (*unstructured.Unstructured, error) {
+	out, err := res.Patch(ctx, name, types.JSONPatchType, patch, opts)
+	if apierrors.IsInvalid(err) {
+		err = apierrors.NewConflict(gr, name, err)
+	}
+	return out, err
 }
 
 // testVersion puts in front of a JSON patch a test that the object's
