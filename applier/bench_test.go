@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/internal/tracing/otlp"
 	"universalcontroller.dev/uc/schemas/bus"
@@ -102,7 +102,7 @@ type indexedLive struct {
 	byName map[string]*unstructured.Unstructured // by namespace/name
 }
 
-func (l indexedLive) get(_ *registry.Child, ns, name string) (*unstructured.Unstructured, bool) {
+func (l indexedLive) get(_ *core.Child, ns, name string) (*unstructured.Unstructured, bool) {
 	o, ok := l.byName[ns+"/"+name]
 	return o, ok
 }

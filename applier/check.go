@@ -3,7 +3,7 @@ package applier
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
@@ -16,7 +16,7 @@ import (
 // For a controller that rolls its children out, the plan is the one of a
 // parent whose children are all on its latest revision: the rollout that
 // moves them one at a time is not planned.
-func Check(ctl *registry.Controller, parent *unstructured.Unstructured, hook string, reply []byte, maxChildren int, live Cache) (*Checked, error) {
+func Check(ctl *core.Controller, parent *unstructured.Unstructured, hook string, reply []byte, maxChildren int, live Cache) (*Checked, error) {
 	resp, err := decodeSync(hook, reply, ctl.Spec.Hooks.Named(hook).StrictReplies(), maxChildren)
 	var actions []action
 	if err == nil {
@@ -27,14 +27,14 @@ func Check(ctl *registry.Controller, parent *unstructured.Unstructured, hook str
 	}
 	m := bus.Meta{Address: bus.Address{Controller: ctl.Name, Hook: hook, ParentUID: parent.GetUID()},
 		Namespace: parent.GetNamespace(), Name: parent.GetName(), Generation: parent.GetGeneration(), ResourceVersion: parent.GetResourceVersion()}
-	plan := describe(ctl, parent, m, resp, actions, replyConditions(resp, m.Generation), &registry.StatusSchema{}, live)
+	plan := describe(ctl, parent, m, resp, actions, replyConditions(resp, m.Generation), &core.StatusSchema{}, live)
 	return &Checked{Response: resp, Writes: writes(actions), Plan: plan}, nil
 }
 
 // CheckDecoration is Check for a decorator's reply about an object it
 // decorates; ctl is the decorator's view for the object's resource
-// (registry.Controller.Decorating).
-func CheckDecoration(ctl *registry.Controller, obj *unstructured.Unstructured, hook string, reply []byte, maxChildren int, live Cache) (*CheckedDecoration, error) {
+// (core.Controller.Decorating).
+func CheckDecoration(ctl *core.Controller, obj *unstructured.Unstructured, hook string, reply []byte, maxChildren int, live Cache) (*CheckedDecoration, error) {
 	resp, actions, err := planDecoration(ctl, obj, hook, reply, maxChildren, cacheLookup{live})
 	if err != nil {
 		return nil, rejected(hook, err)
@@ -87,7 +87,7 @@ type Write struct {
 	// Created, Updated, Adopted, Recreating (a delete, the child is
 	// created again), Deleted or Released.
 	Event string
-	Child *registry.Child
+	Child *core.Child
 	// Object is the object applied or created, or the live object deleted
 	// or released.
 	Object *unstructured.Unstructured

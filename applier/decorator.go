@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -33,7 +33,7 @@ import (
 // the object.
 
 // decorate applies the reply of a decorator's hook to the decorated object.
-func (rc *reconciler) decorate(ctx context.Context, parents *knownParents, ctl *registry.Controller, b *batch, log *slog.Logger) error {
+func (rc *reconciler) decorate(ctx context.Context, parents *knownParents, ctl *core.Controller, b *batch, log *slog.Logger) error {
 	m := b.meta
 	key := m.ApplyKey()
 	d, ok := ctl.Decorator.Decorated(m.Resource)
@@ -76,7 +76,7 @@ func (rc *reconciler) decorate(ctx context.Context, parents *knownParents, ctl *
 // applyDecoration makes the decorated object's attachments, labels,
 // annotations, status and finalizer match the reply of the decorator (ctl,
 // as it sees d's objects), and advances the fence.
-func (rc *reconciler) applyDecoration(ctx context.Context, parents *knownParents, ctl *registry.Controller, d *registry.Decorated, obj *unstructured.Unstructured, b *batch, log *slog.Logger) error {
+func (rc *reconciler) applyDecoration(ctx context.Context, parents *knownParents, ctl *core.Controller, d *core.Decorated, obj *unstructured.Unstructured, b *batch, log *slog.Logger) error {
 	m := b.meta
 	key := m.ApplyKey()
 	if f := b.failure(); f != nil {
@@ -122,7 +122,7 @@ func (rc *reconciler) applyDecoration(ctx context.Context, parents *knownParents
 // refuseReply drops a decorator's reply that is not about an object the
 // decorator decorates, and says so in a Warning Event on the
 // UniversalDecorator. Nothing is written to the object it names.
-func (rc *reconciler) refuseReply(log *slog.Logger, ctl *registry.Controller, b *batch, problem error) {
+func (rc *reconciler) refuseReply(log *slog.Logger, ctl *core.Controller, b *batch, problem error) {
 	m := b.meta
 	err := fmt.Errorf("%s reply for %s %s (uid %s) refused: %w", m.Hook, m.Resource, m.Key(), m.ParentUID, problem)
 	log.Error("reply refused", "err", err)
@@ -132,7 +132,7 @@ func (rc *reconciler) refuseReply(log *slog.Logger, ctl *registry.Controller, b 
 
 // rejectDecorated reports a reply that cannot be applied to a decorated
 // object in a Warning Event on the object, and touches nothing.
-func (rc *reconciler) rejectDecorated(log *slog.Logger, ctl *registry.Controller, m bus.Meta, obj *unstructured.Unstructured, reason string, problem error) error {
+func (rc *reconciler) rejectDecorated(log *slog.Logger, ctl *core.Controller, m bus.Meta, obj *unstructured.Unstructured, reason string, problem error) error {
 	logRejected(log, reason, problem)
 	rc.observer.Rejected(m, reason)
 	rc.warn(ctl, obj, reason, problem.Error())
@@ -141,7 +141,7 @@ func (rc *reconciler) rejectDecorated(log *slog.Logger, ctl *registry.Controller
 
 // planDecoration decodes the data of a decorator's reply, which may have at
 // most maxChildren attachments, and plans its attachments' writes.
-func planDecoration(ctl *registry.Controller, obj *unstructured.Unstructured, hook string, data []byte, maxChildren int, live liveObjects) (*hooks.DecoratorResponse, []action, error) {
+func planDecoration(ctl *core.Controller, obj *unstructured.Unstructured, hook string, data []byte, maxChildren int, live liveObjects) (*hooks.DecoratorResponse, []action, error) {
 	resp, err := decodeData[hooks.DecoratorResponse](hook, data, ctl.Spec.Hooks.Named(hook).StrictReplies())
 	if err == nil {
 		err = checkCount(len(resp.Attachments), maxChildren)
@@ -158,7 +158,7 @@ func planDecoration(ctl *registry.Controller, obj *unstructured.Unstructured, ho
 // whole reply when any attachment is not one the decorator may manage: a
 // kind it does not declare, or an existing object that is not already its
 // attachment of this object.
-func planAttachments(ctl *registry.Controller, parent *unstructured.Unstructured, resp *hooks.DecoratorResponse, live liveObjects) ([]action, error) {
+func planAttachments(ctl *core.Controller, parent *unstructured.Unstructured, resp *hooks.DecoratorResponse, live liveObjects) ([]action, error) {
 	if err := resp.Validate(); err != nil {
 		return nil, err
 	}
@@ -201,7 +201,7 @@ func planAttachments(ctl *registry.Controller, parent *unstructured.Unstructured
 
 // attachment marks a desired attachment, obj, as the decorator's, in place
 // (see desiredObject), and returns it.
-func attachment(ctl *registry.Controller, obj *unstructured.Unstructured) *unstructured.Unstructured {
+func attachment(ctl *core.Controller, obj *unstructured.Unstructured) *unstructured.Unstructured {
 	annotations := obj.GetAnnotations()
 	if annotations == nil {
 		annotations = map[string]string{}
@@ -215,7 +215,7 @@ func attachment(ctl *registry.Controller, obj *unstructured.Unstructured) *unstr
 // as one of its attachments: it is not controlled by the decorated object,
 // or it is but it is not the decorator's (the object's own controller made
 // it, or another decorator did). It judges the live object.
-func mayAttach(ctl *registry.Controller, cur *unstructured.Unstructured, parent types.UID) error {
+func mayAttach(ctl *core.Controller, cur *unstructured.Unstructured, parent types.UID) error {
 	ref := metav1.GetControllerOfNoCopy(cur)
 	switch {
 	case ref == nil:
@@ -237,7 +237,7 @@ func mayAttach(ctl *registry.Controller, cur *unstructured.Unstructured, parent 
 // object of the same name, nor creates one that was deleted meanwhile. It
 // writes nothing when the object already has what the decorator last wrote
 // to it.
-func (rc *reconciler) writeDecoration(ctx context.Context, ctl *registry.Controller, d *registry.Decorated, obj *unstructured.Unstructured, resp *hooks.DecoratorResponse, key types.UID) error {
+func (rc *reconciler) writeDecoration(ctx context.Context, ctl *core.Controller, d *core.Decorated, obj *unstructured.Unstructured, resp *hooks.DecoratorResponse, key types.UID) error {
 	lbls, anns := present(resp.Labels), present(resp.Annotations)
 	fp, err := fingerprint(lbls, anns, resp.Status)
 	if err != nil {

@@ -10,17 +10,17 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
 // testDecorator is a decorator of Parents attaching ConfigMaps, as its view
 // for Parents.
-func testDecorator() *registry.Controller {
+func testDecorator() *core.Controller {
 	ctl := testController(v1alpha1.ChildUpdateInPlace)
 	ctl.Spec.GenerateSelector = nil
-	ctl.Decorator = &registry.Decoration{Name: "deco", Annotation: registry.AnnotationDecorator, Resources: []registry.Decorated{{
+	ctl.Decorator = &core.Decoration{Name: "deco", Annotation: core.AnnotationDecorator, Resources: []core.Decorated{{
 		Resource: ctl.Parent, Labels: labels.Everything(), Annotations: labels.Everything()}}}
 	return ctl.Decorating(&ctl.Decorator.Resources[0])
 }
@@ -95,7 +95,7 @@ func TestPlanAttachments(t *testing.T) {
 			for _, a := range actions {
 				got = append(got, a.String())
 				if a.verb == verbCreate || a.verb == verbApply {
-					if ref := metav1.GetControllerOf(a.obj); ref == nil || ref.UID != "parent-uid" || a.obj.GetAnnotations()[registry.AnnotationDecorator] != "deco" {
+					if ref := metav1.GetControllerOf(a.obj); ref == nil || ref.UID != "parent-uid" || a.obj.GetAnnotations()[core.AnnotationDecorator] != "deco" {
 						t.Errorf("%s is not the decorator's attachment of the parent: %v %v", a, a.obj.GetOwnerReferences(), a.obj.GetAnnotations())
 					}
 				}
@@ -109,7 +109,7 @@ func TestPlanAttachments(t *testing.T) {
 
 func TestPlanAttachmentsOfAClusterScopedObject(t *testing.T) {
 	ctl := testDecorator()
-	ctl.Parent = registry.Resource{
+	ctl.Parent = core.Resource{
 		GVR:        schema.GroupVersionResource{Version: "v1", Resource: "namespaces"},
 		GVK:        schema.GroupVersionKind{Version: "v1", Kind: "Namespace"},
 		Namespaced: false,

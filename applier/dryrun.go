@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
@@ -29,7 +29,7 @@ import (
 // dryRun publishes the plan of a reply that would be applied: its
 // children's writes (actions), the status with uc's conditions, the
 // finalizer and the Events; then advances the fence.
-func (rc *reconciler) dryRun(ctx context.Context, parents *knownParents, ctl *registry.Controller, parent *unstructured.Unstructured, m bus.Meta,
+func (rc *reconciler) dryRun(ctx context.Context, parents *knownParents, ctl *core.Controller, parent *unstructured.Unstructured, m bus.Meta,
 	resp *hooks.SyncResponse, actions []action, conditions []metav1.Condition) error {
 	p := describe(ctl, parent, m, resp, actions, conditions, rc.reg.StatusSchema(ctl.Parent), rc.reg)
 	if err := rc.publishPlan(ctx, m, p); err != nil {
@@ -45,8 +45,8 @@ func (rc *reconciler) dryRun(ctx context.Context, parents *knownParents, ctl *re
 // conditions: what its writes do to each child (live holds the live
 // ones), the parent's status as the schema admits it, when it would be
 // written, the finalizer and the Events. It writes nothing.
-func describe(ctl *registry.Controller, parent *unstructured.Unstructured, m bus.Meta, resp *hooks.SyncResponse, actions []action,
-	conditions []metav1.Condition, schema *registry.StatusSchema, live Cache) *bus.Plan {
+func describe(ctl *core.Controller, parent *unstructured.Unstructured, m bus.Meta, resp *hooks.SyncResponse, actions []action,
+	conditions []metav1.Condition, schema *core.StatusSchema, live Cache) *bus.Plan {
 	p := newPlan(m)
 	p.Children = Steps(ctl, resp.Children, writes(actions), live)
 	status, _, _ := unstructured.NestedMap(parent.Object, "status")

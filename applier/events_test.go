@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
@@ -22,7 +22,7 @@ import (
 // TestRecordWrites: one Normal Event per reply names the children created,
 // deleted, adopted or released; in-place updates are not recorded.
 func TestRecordWrites(t *testing.T) {
-	cms := &registry.Child{}
+	cms := &core.Child{}
 	cms.GVK = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 	act := func(event, name string) action {
 		o := &unstructured.Unstructured{}
@@ -123,7 +123,7 @@ func TestReportFailing(t *testing.T) {
 			rc.failures = func(key types.UID) int { return failures[key] }
 			c := *ctl
 			if tc.decorator {
-				c = registry.Controller{Name: ctl.Name, Parent: ctl.Parent, Decorator: &registry.Decoration{}}
+				c = core.Controller{Name: ctl.Name, Parent: ctl.Parent, Decorator: &core.Decoration{}}
 			}
 			c.Metacontroller = tc.metacontroller
 			reason := "ApplyFailed"

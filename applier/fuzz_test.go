@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -97,20 +97,20 @@ func FuzzDecodeReply(f *testing.F) {
 // whose selector is its controller-uid label.
 const fuzzParentUID = "parent-uid"
 
-func fuzzController() *registry.Controller {
+func fuzzController() *core.Controller {
 	ctl := testController(v1alpha1.ChildUpdateInPlace)
-	res := func(group, version, kind, plural string, namespaced bool) registry.Resource {
-		return registry.Resource{
+	res := func(group, version, kind, plural string, namespaced bool) core.Resource {
+		return core.Resource{
 			GVR:        schema.GroupVersionResource{Group: group, Version: version, Resource: plural},
 			GVK:        schema.GroupVersionKind{Group: group, Version: version, Kind: kind},
 			Namespaced: namespaced,
 		}
 	}
 	ctl.Children = append(ctl.Children,
-		registry.Child{Resource: res("apps", "v1", "Deployment", "deployments", true), Method: v1alpha1.ChildUpdateRecreate},
-		registry.Child{Resource: res("", "v1", "Service", "services", true), Method: v1alpha1.ChildUpdateOnDelete},
+		core.Child{Resource: res("apps", "v1", "Deployment", "deployments", true), Method: v1alpha1.ChildUpdateRecreate},
+		core.Child{Resource: res("", "v1", "Service", "services", true), Method: v1alpha1.ChildUpdateOnDelete},
 		// Declared, but a namespaced parent cannot have one.
-		registry.Child{Resource: res("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", false), Method: v1alpha1.ChildUpdateInPlace},
+		core.Child{Resource: res("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", false), Method: v1alpha1.ChildUpdateInPlace},
 	)
 	return ctl
 }
@@ -189,7 +189,7 @@ func FuzzPlan(f *testing.F) {
 }
 
 // checkAction fails t when act breaks a promise of the applier.
-func checkAction(t *testing.T, ctl *registry.Controller, parent *unstructured.Unstructured, sel labels.Selector, live fakeLive, act action) {
+func checkAction(t *testing.T, ctl *core.Controller, parent *unstructured.Unstructured, sel labels.Selector, live fakeLive, act action) {
 	t.Helper()
 	declared := false
 	for i := range ctl.Children {

@@ -27,7 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/internal/revision"
 )
 
@@ -40,8 +40,8 @@ const (
 
 // metacontrollerRevisions lists the ControllerRevisions Metacontroller left
 // for parent, from the apiserver: those it controls, of its resource.
-func (rc *reconciler) metacontrollerRevisions(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
-	list, err := rc.dyn.Resource(registry.MetacontrollerRevisionResource).Namespace(parent.GetNamespace()).List(ctx, metav1.ListOptions{
+func (rc *reconciler) metacontrollerRevisions(ctx context.Context, ctl *core.Controller, parent *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	list, err := rc.dyn.Resource(core.MetacontrollerRevisionResource).Namespace(parent.GetNamespace()).List(ctx, metav1.ListOptions{
 		LabelSelector: labels.Set{
 			labelMetacontrollerAPIGroup: ctl.Parent.GVR.Group,
 			labelMetacontrollerResource: ctl.Parent.GVR.Resource,
@@ -67,7 +67,7 @@ func (rc *reconciler) metacontrollerRevisions(ctx context.Context, ctl *registry
 // reused with Metacontroller's children, the others lose their children
 // (and so are deleted as unused, unless one is the latest). It returns the
 // parent's revisions and the names of those to save.
-func importRevisions(ctl *registry.Controller, parent *unstructured.Unstructured, revs []*revision.Revision, mc []*unstructured.Unstructured) ([]*revision.Revision, []string, error) {
+func importRevisions(ctl *core.Controller, parent *unstructured.Unstructured, revs []*revision.Revision, mc []*unstructured.Unstructured) ([]*revision.Revision, []string, error) {
 	if len(mc) == 0 {
 		return revs, nil, nil
 	}
@@ -134,8 +134,8 @@ func importRevisions(ctl *registry.Controller, parent *unstructured.Unstructured
 }
 
 // rolls tells a child kind the controller rolls out.
-func rolls(ctl *registry.Controller, group, kind string) bool {
-	return slices.ContainsFunc(ctl.Children, func(c registry.Child) bool {
+func rolls(ctl *core.Controller, group, kind string) bool {
+	return slices.ContainsFunc(ctl.Children, func(c core.Child) bool {
 		return c.Rolling() && c.GVK.Group == group && c.GVK.Kind == kind
 	})
 }
@@ -144,7 +144,7 @@ func rolls(ctl *registry.Controller, group, kind string) bool {
 // uc's hold what they said.
 func (rc *reconciler) deleteMetacontrollerRevisions(ctx context.Context, mc []*unstructured.Unstructured) error {
 	for _, u := range mc {
-		res := rc.dyn.Resource(registry.MetacontrollerRevisionResource).Namespace(u.GetNamespace())
+		res := rc.dyn.Resource(core.MetacontrollerRevisionResource).Namespace(u.GetNamespace())
 		if err := deleteRevision(ctx, res, u.GetName(), u.GetUID(), u.GetResourceVersion()); err != nil {
 			return fmt.Errorf("delete Metacontroller's revision %s: %w", objectKey(u), err)
 		}

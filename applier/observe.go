@@ -3,7 +3,7 @@ package applier
 import (
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/bus"
 )
 
@@ -36,7 +36,7 @@ type rolloutProgress struct {
 
 // rolled records the parent's progress after a rollout step, until every
 // child is on the latest revision.
-func (k *knownParents) rolled(uid types.UID, ctl *registry.Controller, ro *rollout) {
+func (k *knownParents) rolled(uid types.UID, ctl *core.Controller, ro *rollout) {
 	progress := rolloutProgress{controller: ctl.Name}
 	for _, rev := range ro.revs {
 		n := len(ro.onRevision(ctl, rev))

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
@@ -23,7 +23,7 @@ import (
 // it where it still is: whoever put it there (uc, or Metacontroller before
 // uc served its CompositeController), a finalizer another field manager
 // also owns would stay if uc merely stopped applying it.
-func (rc *reconciler) setFinalizer(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, want bool) error {
+func (rc *reconciler) setFinalizer(ctx context.Context, ctl *core.Controller, parent *unstructured.Unstructured, want bool) error {
 	change := finalizerChange(ctl, parent, want)
 	if change == "" {
 		return nil
@@ -58,7 +58,7 @@ func (rc *reconciler) setFinalizer(ctx context.Context, ctl *registry.Controller
 // finalizerChange is what setting uc's finalizer on the parent to want
 // changes: "add", "remove", or "" when nothing (it is as wanted, or the
 // parent is being deleted: a finalizer is never added then).
-func finalizerChange(ctl *registry.Controller, parent *unstructured.Unstructured, want bool) string {
+func finalizerChange(ctl *core.Controller, parent *unstructured.Unstructured, want bool) string {
 	has := slices.Contains(parent.GetFinalizers(), ctl.Finalizer())
 	switch {
 	case want == has, want && parent.GetDeletionTimestamp() != nil:

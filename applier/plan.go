@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
@@ -38,7 +38,7 @@ const eventUpdated = "Updated"
 // action is one write the applier makes to a child.
 type action struct {
 	verb  verb
-	child *registry.Child
+	child *core.Child
 	// obj is the object to apply, or the live object to delete or release.
 	obj *unstructured.Unstructured
 	// adopt is set when the apply takes over an orphan.
@@ -69,7 +69,7 @@ type childID struct {
 	namespace, name string
 }
 
-func idOf(c *registry.Child, o *unstructured.Unstructured) childID {
+func idOf(c *core.Child, o *unstructured.Unstructured) childID {
 	return childID{c.GVR.String(), o.GetNamespace(), o.GetName()}
 }
 
@@ -77,11 +77,11 @@ func idOf(c *registry.Child, o *unstructured.Unstructured) childID {
 type liveObjects interface {
 	// owned lists the objects of a child resource in namespace ("" for all)
 	// that owner controls.
-	owned(c *registry.Child, namespace string, owner types.UID) ([]*unstructured.Unstructured, error)
+	owned(c *core.Child, namespace string, owner types.UID) ([]*unstructured.Unstructured, error)
 	// orphans lists the objects of a child resource in namespace ("" for
 	// all) that nothing controls and sel matches.
-	orphans(c *registry.Child, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error)
-	get(c *registry.Child, namespace, name string) (*unstructured.Unstructured, bool)
+	orphans(c *core.Child, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error)
+	get(c *core.Child, namespace, name string) (*unstructured.Unstructured, bool)
 }
 
 // plan turns a sync reply into the writes that make the cluster match it. It
@@ -90,7 +90,7 @@ type liveObjects interface {
 // The reply is plan's: each desired child becomes, in place, the object its
 // write carries, so a reply of many children is held once (see
 // desiredObject).
-func plan(ctl *registry.Controller, parent *unstructured.Unstructured, resp *hooks.SyncResponse, live liveObjects) ([]action, error) {
+func plan(ctl *core.Controller, parent *unstructured.Unstructured, resp *hooks.SyncResponse, live liveObjects) ([]action, error) {
 	if err := resp.Validate(); err != nil {
 		return nil, err
 	}
@@ -168,7 +168,7 @@ func listed(list string, i int, d *unstructured.Unstructured) string {
 // (in the spec field declaredIn), and the object to apply, controlled by
 // owner. It records the object in desired, and fails for an object listed
 // twice.
-func desire(ctl *registry.Controller, parent, d *unstructured.Unstructured, owner metav1.OwnerReference, desired map[childID]bool, declaredIn string) (*registry.Child, *unstructured.Unstructured, error) {
+func desire(ctl *core.Controller, parent, d *unstructured.Unstructured, owner metav1.OwnerReference, desired map[childID]bool, declaredIn string) (*core.Child, *unstructured.Unstructured, error) {
 	child, ok := ctl.Child(d.GetAPIVersion(), d.GetKind())
 	if !ok {
 		return nil, nil, fmt.Errorf("kind not declared in %s", declaredIn)
@@ -206,7 +206,7 @@ func mayManage(cur *unstructured.Unstructured, parent types.UID, sel labels.Sele
 // object changed since it was last applied (its hash annotation, if uc
 // applied it) or when a field the controller sets has another value;
 // defaults and fields written by others never count.
-func update(child *registry.Child, cur, want *unstructured.Unstructured) (action, bool) {
+func update(child *core.Child, cur, want *unstructured.Unstructured) (action, bool) {
 	// The caller checked that cur is the parent's, or an orphan it may adopt.
 	if metav1.GetControllerOfNoCopy(cur) == nil {
 		if cur.GetDeletionTimestamp() != nil {
@@ -237,7 +237,7 @@ func update(child *registry.Child, cur, want *unstructured.Unstructured) (action
 // fields. It changes d itself, not a copy, and returns it: a reply is
 // decoded for one apply, and a reply of a thousand children held twice —
 // as decoded and as written — would cost twice the memory.
-func desiredObject(ctl *registry.Controller, parent *unstructured.Unstructured, child *registry.Child, obj *unstructured.Unstructured, owner metav1.OwnerReference) (*unstructured.Unstructured, error) {
+func desiredObject(ctl *core.Controller, parent *unstructured.Unstructured, child *core.Child, obj *unstructured.Unstructured, owner metav1.OwnerReference) (*unstructured.Unstructured, error) {
 	switch {
 	case !child.Namespaced:
 		if ctl.Parent.Namespaced {
@@ -291,7 +291,7 @@ func setAppliedHash(obj *unstructured.Unstructured) error {
 	return nil
 }
 
-func ownerRef(ctl *registry.Controller, parent *unstructured.Unstructured) metav1.OwnerReference {
+func ownerRef(ctl *core.Controller, parent *unstructured.Unstructured) metav1.OwnerReference {
 	yes := true
 	return metav1.OwnerReference{
 		APIVersion:         ctl.Parent.APIVersion(),
@@ -403,25 +403,25 @@ type Cache interface {
 // informers.
 type cacheLookup struct{ reg Cache }
 
-func (c cacheLookup) owned(ch *registry.Child, namespace string, owner types.UID) ([]*unstructured.Unstructured, error) {
+func (c cacheLookup) owned(ch *core.Child, namespace string, owner types.UID) ([]*unstructured.Unstructured, error) {
 	return c.reg.Owned(ch.GVR, namespace, owner)
 }
 
-func (c cacheLookup) orphans(ch *registry.Child, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
+func (c cacheLookup) orphans(ch *core.Child, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
 	objs, err := c.reg.Orphans(ch.GVR, namespace)
 	if err != nil {
 		return nil, err
 	}
 	var out []*unstructured.Unstructured
 	for _, u := range objs {
-		if registry.Adoptable(sel, u) {
+		if core.Adoptable(sel, u) {
 			out = append(out, u)
 		}
 	}
 	return out, nil
 }
 
-func (c cacheLookup) get(ch *registry.Child, namespace, name string) (*unstructured.Unstructured, bool) {
+func (c cacheLookup) get(ch *core.Child, namespace, name string) (*unstructured.Unstructured, bool) {
 	obj, err := c.reg.Object(ch.GVR, namespace, name)
 	return obj, err == nil
 }

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
@@ -49,7 +49,7 @@ func TestContains(t *testing.T) {
 // fakeLive is a fixed set of live children.
 type fakeLive []*unstructured.Unstructured
 
-func (f fakeLive) owned(c *registry.Child, ns string, owner types.UID) ([]*unstructured.Unstructured, error) {
+func (f fakeLive) owned(c *core.Child, ns string, owner types.UID) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	for _, o := range f {
 		if ref := metav1.GetControllerOfNoCopy(o); ref != nil && ref.UID == owner && o.GetKind() == c.GVK.Kind && (ns == "" || o.GetNamespace() == ns) {
@@ -59,17 +59,17 @@ func (f fakeLive) owned(c *registry.Child, ns string, owner types.UID) ([]*unstr
 	return out, nil
 }
 
-func (f fakeLive) orphans(c *registry.Child, ns string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
+func (f fakeLive) orphans(c *core.Child, ns string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	for _, o := range f {
-		if o.GetKind() == c.GVK.Kind && (ns == "" || o.GetNamespace() == ns) && registry.Adoptable(sel, o) {
+		if o.GetKind() == c.GVK.Kind && (ns == "" || o.GetNamespace() == ns) && core.Adoptable(sel, o) {
 			out = append(out, o)
 		}
 	}
 	return out, nil
 }
 
-func (f fakeLive) get(c *registry.Child, ns, name string) (*unstructured.Unstructured, bool) {
+func (f fakeLive) get(c *core.Child, ns, name string) (*unstructured.Unstructured, bool) {
 	for _, o := range f {
 		if o.GetKind() == c.GVK.Kind && o.GetNamespace() == ns && o.GetName() == name {
 			return o, true
@@ -78,18 +78,18 @@ func (f fakeLive) get(c *registry.Child, ns, name string) (*unstructured.Unstruc
 	return nil, false
 }
 
-func testController(method v1alpha1.ChildUpdateMethod) *registry.Controller {
+func testController(method v1alpha1.ChildUpdateMethod) *core.Controller {
 	yes := true
-	return &registry.Controller{
+	return &core.Controller{
 		Name: "test",
 		Spec: v1alpha1.UniversalControllerSpec{GenerateSelector: &yes},
-		Parent: registry.Resource{
+		Parent: core.Resource{
 			GVR:        schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "parents"},
 			GVK:        schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Parent"},
 			Namespaced: true,
 		},
-		Children: []registry.Child{{
-			Resource: registry.Resource{
+		Children: []core.Child{{
+			Resource: core.Resource{
 				GVR:        schema.GroupVersionResource{Version: "v1", Resource: "configmaps"},
 				GVK:        schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
 				Namespaced: true,

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/record"
 
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/internal/verdict"
@@ -166,7 +167,7 @@ func (rc *reconciler) applyReplies(ctx context.Context, parents *knownParents, b
 
 // applyTo makes the parent's children, status and finalizer match the
 // replies of the batch, and advances the fence.
-func (rc *reconciler) applyTo(ctx context.Context, parents *knownParents, ctl *registry.Controller, parent *unstructured.Unstructured, b *batch, log *slog.Logger) error {
+func (rc *reconciler) applyTo(ctx context.Context, parents *knownParents, ctl *core.Controller, parent *unstructured.Unstructured, b *batch, log *slog.Logger) error {
 	m := b.latest().meta
 	if f := b.failure(); f != nil {
 		reason, problem := decodeFailure(f)
@@ -243,7 +244,7 @@ func (rc *reconciler) applyTo(ctx context.Context, parents *knownParents, ctl *r
 // replaced by another object of the same name. A replica's cache can lag
 // behind the watcher's (another replica's, or a parent just created): when
 // the cache does not have the parent the reply names, the apiserver decides.
-func (rc *reconciler) parent(ctx context.Context, ctl *registry.Controller, m bus.Meta) (*unstructured.Unstructured, error) {
+func (rc *reconciler) parent(ctx context.Context, ctl *core.Controller, m bus.Meta) (*unstructured.Unstructured, error) {
 	p, err := rc.reg.Object(ctl.Parent.GVR, m.Namespace, m.Name)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, err
@@ -266,7 +267,7 @@ func (rc *reconciler) parent(ctx context.Context, ctl *registry.Controller, m bu
 // reject reports a reply that cannot be applied on the parent — a Warning
 // Event and a Synced=False condition naming the problem — and touches
 // nothing else.
-func (rc *reconciler) reject(ctx context.Context, log *slog.Logger, ctl *registry.Controller, parent *unstructured.Unstructured, m bus.Meta, reason string, problem error) error {
+func (rc *reconciler) reject(ctx context.Context, log *slog.Logger, ctl *core.Controller, parent *unstructured.Unstructured, m bus.Meta, reason string, problem error) error {
 	logRejected(log, reason, problem)
 	rc.observer.Rejected(m, reason)
 	if ctl.DryRun() {
@@ -295,7 +296,7 @@ func logRejected(log *slog.Logger, reason string, problem error) {
 // own, SyncError, with uc's reason leading the message, so that what
 // watched Metacontroller's Events (alerts, `kubectl get events
 // --field-selector reason=SyncError`) still sees them.
-func (rc *reconciler) warn(ctl *registry.Controller, obj *unstructured.Unstructured, reason, message string) {
+func (rc *reconciler) warn(ctl *core.Controller, obj *unstructured.Unstructured, reason, message string) {
 	if ctl.Metacontroller {
 		reason, message = v1alpha1.ReasonSyncError, "Sync error: "+reason+": "+message
 	}
@@ -334,7 +335,7 @@ const reportAfterFailures = 3
 // reported again: the Event once per distinct error, the condition once
 // per distinct error and generation; the next apply that succeeds sets
 // Synced=True.
-func (rc *reconciler) reportFailing(ctx context.Context, log *slog.Logger, ctl *registry.Controller, parent *unstructured.Unstructured, m bus.Meta, err error) {
+func (rc *reconciler) reportFailing(ctx context.Context, log *slog.Logger, ctl *core.Controller, parent *unstructured.Unstructured, m bus.Meta, err error) {
 	key := m.ApplyKey()
 	if rc.failures(key)+1 < reportAfterFailures || ctl.DryRun() || superseded(err) {
 		return // a dry-run controller's parents are not written to, not even to say so

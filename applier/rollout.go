@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/internal/revision"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
@@ -45,7 +45,7 @@ type rollout struct {
 
 // candidate is a child on an older revision, waiting to move to the latest.
 type candidate struct {
-	child *registry.Child
+	child *core.Child
 	name  string
 	from  *revision.Revision
 	// want is the latest reply's object, nil when the latest revision does
@@ -58,13 +58,13 @@ type candidate struct {
 // planRollout works out the next step of a parent's rollout. revs are its
 // ControllerRevisions, replies the hook's replies by revision hash, the
 // latest's among them. It writes nothing.
-func planRollout(ctl *registry.Controller, parent *unstructured.Unstructured, latestPatch map[string]any, latestHash string, revs []*revision.Revision, replies map[string]*hooks.SyncResponse, live liveObjects) (*rollout, error) {
+func planRollout(ctl *core.Controller, parent *unstructured.Unstructured, latestPatch map[string]any, latestHash string, revs []*revision.Revision, replies map[string]*hooks.SyncResponse, live liveObjects) (*rollout, error) {
 	ro := &rollout{revs: revs, changed: map[string]bool{}, keep: map[childID]bool{}}
 	if err := ro.findLatest(ctl, parent, latestPatch, latestHash); err != nil {
 		return nil, err
 	}
 	ns := parent.GetNamespace()
-	id := func(c *registry.Child, name string) childID { return childID{c.GVR.String(), ns, name} }
+	id := func(c *core.Child, name string) childID { return childID{c.GVR.String(), ns, name} }
 
 	// The latest reply: children of kinds that do not roll, and rolling
 	// children on the latest revision or on none (new ones join the latest),
@@ -137,7 +137,7 @@ func planRollout(ctl *registry.Controller, parent *unstructured.Unstructured, la
 
 // findLatest finds the latest revision among revs, or makes it. A parent
 // set back to an older revision makes that one the newest again.
-func (ro *rollout) findLatest(ctl *registry.Controller, parent *unstructured.Unstructured, patch map[string]any, hash string) error {
+func (ro *rollout) findLatest(ctl *core.Controller, parent *unstructured.Unstructured, patch map[string]any, hash string) error {
 	revision.Sort(ro.revs)
 	var newest int64
 	if n := len(ro.revs); n > 0 {
@@ -167,7 +167,7 @@ func (ro *rollout) findLatest(ctl *registry.Controller, parent *unstructured.Uns
 
 // newRevision is a parent's revision of that patch and hash, with no child
 // on it yet, not created yet.
-func newRevision(ctl *registry.Controller, parent *unstructured.Unstructured, patch map[string]any, hash string) (*revision.Revision, error) {
+func newRevision(ctl *core.Controller, parent *unstructured.Unstructured, patch map[string]any, hash string) (*revision.Revision, error) {
 	raw, err := json.Marshal(patch)
 	if err != nil {
 		return nil, fmt.Errorf("encode the parent's revision: %w", err)
@@ -184,7 +184,7 @@ func newRevision(ctl *registry.Controller, parent *unstructured.Unstructured, pa
 	}}, nil
 }
 
-func revisionLabels(ctl *registry.Controller, parent *unstructured.Unstructured, hash string) map[string]string {
+func revisionLabels(ctl *core.Controller, parent *unstructured.Unstructured, hash string) map[string]string {
 	lbls := map[string]string{
 		v1alpha1.LabelRevisionParentUID: string(parent.GetUID()),
 		revision.LabelHash:              hash,
@@ -207,7 +207,7 @@ func revisionLabels(ctl *registry.Controller, parent *unstructured.Unstructured,
 // step moves the first candidate to the latest revision when every rolling
 // child already on it is as the latest reply wants it (wants) and passes
 // its status checks, and sets the Updated condition's reason and message.
-func (ro *rollout) step(ctl *registry.Controller, parent *unstructured.Unstructured, moves []candidate, wants map[childID]*unstructured.Unstructured, live liveObjects) {
+func (ro *rollout) step(ctl *core.Controller, parent *unstructured.Unstructured, moves []candidate, wants map[childID]*unstructured.Unstructured, live liveObjects) {
 	if len(moves) == 0 {
 		ro.reason, ro.message = v1alpha1.ReasonOnLatestRevision, "every child is on the latest revision"
 		return
@@ -240,7 +240,7 @@ func (ro *rollout) step(ctl *registry.Controller, parent *unstructured.Unstructu
 // write to be as the latest reply wants it (want): the move that put it
 // there may have been saved without its write (a crash in between, or a
 // cache that has not seen the write yet), and the next child waits for it.
-func updated(ctl *registry.Controller, parent *unstructured.Unstructured, child *registry.Child, cur, want *unstructured.Unstructured) bool {
+func updated(ctl *core.Controller, parent *unstructured.Unstructured, child *core.Child, cur, want *unstructured.Unstructured) bool {
 	if want == nil {
 		return false
 	}
@@ -256,7 +256,7 @@ func updated(ctl *registry.Controller, parent *unstructured.Unstructured, child 
 
 // passes tells a child that passes its kind's status checks; a
 // RollingInPlace child must also have observed its latest generation.
-func passes(child *registry.Child, cur *unstructured.Unstructured) bool {
+func passes(child *core.Child, cur *unstructured.Unstructured) bool {
 	if cur.GetDeletionTimestamp() != nil {
 		return false
 	}
@@ -277,13 +277,13 @@ func passes(child *registry.Child, cur *unstructured.Unstructured) bool {
 
 // named is one child named on a revision.
 type named struct {
-	child *registry.Child
+	child *core.Child
 	name  string
 }
 
 // onRevision lists the rolling children on rev, of kinds the controller
 // still declares.
-func (ro *rollout) onRevision(ctl *registry.Controller, rev *revision.Revision) []named {
+func (ro *rollout) onRevision(ctl *core.Controller, rev *revision.Revision) []named {
 	var out []named
 	for _, rc := range rev.Children {
 		for i := range ctl.Children {
@@ -298,24 +298,24 @@ func (ro *rollout) onRevision(ctl *registry.Controller, rev *revision.Revision) 
 	return out
 }
 
-func (ro *rollout) of(child *registry.Child, name string) *revision.Revision {
+func (ro *rollout) of(child *core.Child, name string) *revision.Revision {
 	return revision.Of(ro.revs, child.GVK.Group, child.GVK.Kind, name)
 }
 
-func (ro *rollout) put(rev *revision.Revision, child *registry.Child, name string) {
+func (ro *rollout) put(rev *revision.Revision, child *core.Child, name string) {
 	if rev.Add(child.GVK.Group, child.GVK.Kind, name) {
 		ro.changed[rev.Name] = true
 	}
 }
 
-func (ro *rollout) take(rev *revision.Revision, child *registry.Child, name string) {
+func (ro *rollout) take(rev *revision.Revision, child *core.Child, name string) {
 	if rev.Remove(child.GVK.Group, child.GVK.Kind, name) {
 		ro.changed[rev.Name] = true
 	}
 }
 
 // find returns the object of that kind and name a reply wants, or nil.
-func find(resp *hooks.SyncResponse, child *registry.Child, name string) *unstructured.Unstructured {
+func find(resp *hooks.SyncResponse, child *core.Child, name string) *unstructured.Unstructured {
 	for _, d := range resp.Children {
 		if d.GetName() == name && d.GetKind() == child.GVK.Kind && d.GetAPIVersion() == child.APIVersion() {
 			return d
@@ -355,7 +355,7 @@ func (ro *rollout) condition(generation int64) metav1.Condition {
 // computed from another revision of the parent than the one this replica's
 // cache holds (a newer reply or a fresher cache resolves it), or the
 // apiserver failed.
-func (rc *reconciler) rollout(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, m bus.Meta, replies map[string]*hooks.SyncResponse) (*rollout, error) {
+func (rc *reconciler) rollout(ctx context.Context, ctl *core.Controller, parent *unstructured.Unstructured, m bus.Meta, replies map[string]*hooks.SyncResponse) (*rollout, error) {
 	paths := revision.FieldPaths(&ctl.Spec)
 	patch := revision.Patch(parent, paths)
 	hash, err := revision.Hash(patch)

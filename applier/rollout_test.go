@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/internal/revision"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -218,7 +218,7 @@ func TestRevisionLabels(t *testing.T) {
 		{"catset", strings.Repeat("p", 64), "catset", ""},
 	} {
 		parent.SetName(tc.parent)
-		got := revisionLabels(&registry.Controller{Name: tc.controller}, parent, "h")
+		got := revisionLabels(&core.Controller{Name: tc.controller}, parent, "h")
 		if got[v1alpha1.LabelRevisionController] != tc.wantController || got[v1alpha1.LabelRevisionParentName] != tc.wantParent {
 			t.Errorf("%s, %s: labels %v", tc.controller, tc.parent, got)
 		}

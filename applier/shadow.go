@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/lru"
 
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
@@ -193,7 +193,7 @@ func (rc *reconciler) receiveShadow(r *reply) {
 // syncReplied offers the sync hook's reply to the shadow's comparison,
 // once it was applied (or planned, or rejected), if the controller has a
 // shadow.
-func (rc *reconciler) syncReplied(ctl *registry.Controller, r *reply) {
+func (rc *reconciler) syncReplied(ctl *core.Controller, r *reply) {
 	if ctl.Shadow() == nil || r.meta.Hook != hooks.Sync || r.typ != bus.ResponseType(hooks.Sync) {
 		return
 	}
@@ -249,7 +249,7 @@ func (rc *reconciler) compareShadow(ctx context.Context, p *shadowPair) {
 // against the live children, as the applier would apply it — as if every
 // child were on the parent's latest revision — and writes nothing: what
 // it would make of the parent, and its plan.
-func (rc *reconciler) outcomeOf(ctl *registry.Controller, parent *unstructured.Unstructured, r *reply) (outcome, *bus.Plan) {
+func (rc *reconciler) outcomeOf(ctl *core.Controller, parent *unstructured.Unstructured, r *reply) (outcome, *bus.Plan) {
 	err := checkType(r)
 	var resp *hooks.SyncResponse
 	if err == nil {

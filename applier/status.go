@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -47,7 +47,7 @@ func condition(typ string, generation int64, status metav1.ConditionStatus, reas
 // Event with the apiserver's answer, the parent counted as failing on its
 // UniversalController — and not retried: it never fails the apply. It
 // writes nothing when the result equals the live status.
-func (rc *reconciler) writeStatus(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, status map[string]any, generation int64, conds ...metav1.Condition) error {
+func (rc *reconciler) writeStatus(ctx context.Context, ctl *core.Controller, parent *unstructured.Unstructured, status map[string]any, generation int64, conds ...metav1.Condition) error {
 	log := rc.log.With("controller", ctl.Name, "parent", objectKey(parent), "uid", parent.GetUID())
 	schema := rc.reg.StatusSchema(ctl.Parent)
 	live, _, _ := unstructured.NestedMap(parent.Object, "status")
@@ -97,7 +97,7 @@ func refused(err error) bool {
 func equalJSON(a, b map[string]any) bool { return contains(a, b) && contains(b, a) }
 
 // applyStatus writes status unless it equals the live one.
-func (rc *reconciler) applyStatus(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, live, status map[string]any) error {
+func (rc *reconciler) applyStatus(ctx context.Context, ctl *core.Controller, parent *unstructured.Unstructured, live, status map[string]any) error {
 	if equalJSON(live, status) {
 		return nil
 	}
@@ -121,7 +121,7 @@ func (rc *reconciler) applyStatus(ctx context.Context, ctl *registry.Controller,
 // Synced condition, and records a Normal Event when it recovers from a
 // failure while its status has no room for the condition: the Warning that
 // reported the failure is not the last word.
-func (rc *reconciler) reportSynced(ctl *registry.Controller, parent *unstructured.Unstructured, written map[string]any, conds []metav1.Condition) {
+func (rc *reconciler) reportSynced(ctl *core.Controller, parent *unstructured.Unstructured, written map[string]any, conds []metav1.Condition) {
 	synced := meta.FindStatusCondition(conds, v1alpha1.ConditionSynced)
 	if synced == nil {
 		return
@@ -148,7 +148,7 @@ type composed struct {
 // where the schema admits it. An addition the schema admits in part (a
 // condition whose item schema is {type, status}) goes in as far as it
 // does.
-func composeStatus(schema *registry.StatusSchema, live, status map[string]any, generation int64, conds []metav1.Condition) composed {
+func composeStatus(schema *core.StatusSchema, live, status map[string]any, generation int64, conds []metav1.Condition) composed {
 	var c composed
 	if status != nil {
 		c.hook = runtime.DeepCopyJSON(status)

@@ -24,6 +24,7 @@ import (
 	ktesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/hooks"
@@ -111,8 +112,8 @@ var (
 // TestComposeStatus: the hook's status is pruned to what the parent's
 // schema declares, and uc's additions go in as far as it admits them.
 func TestComposeStatus(t *testing.T) {
-	schemaOf := func(status map[string]any) *registry.StatusSchema {
-		s, err := registry.StatusSchemaOf(crdWithStatus(status), "v1")
+	schemaOf := func(status map[string]any) *core.StatusSchema {
+		s, err := core.StatusSchemaOf(crdWithStatus(status), "v1")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -133,7 +134,7 @@ func TestComposeStatus(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name        string
-		schema      *registry.StatusSchema
+		schema      *core.StatusSchema
 		live, hook  map[string]any
 		wantFull    map[string]any
 		wantPruned  []string
@@ -148,7 +149,7 @@ func TestComposeStatus(t *testing.T) {
 			[]string{"status.conditions[1].lastTransitionTime", "status.conditions[1].message", "status.conditions[1].observedGeneration",
 				"status.conditions[1].reason", "status.observedGeneration"}},
 		{"preserve unknown fields", schemaOf(openSchema), live, hook, whole(hook), nil, nil},
-		{"unknown schema", &registry.StatusSchema{}, live, hook, whole(hook), nil, nil},
+		{"unknown schema", &core.StatusSchema{}, live, hook, whole(hook), nil, nil},
 		{"additions refused before", refused, live, hook, hook, nil, nil},
 		{"no hook status: the live one", schemaOf(closedSchema), map[string]any{"working": false}, nil,
 			map[string]any{"working": false}, nil, []string{"status.conditions", "status.observedGeneration"}},
@@ -179,11 +180,11 @@ func TestComposeStatus(t *testing.T) {
 // again composes the live status: nothing to write. A schema without
 // conditions leaves the hook's out, and says so.
 func TestComposeHookConditions(t *testing.T) {
-	schema, err := registry.StatusSchemaOf(crdWithStatus(openSchema), "v1")
+	schema, err := core.StatusSchemaOf(crdWithStatus(openSchema), "v1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	closed, err := registry.StatusSchemaOf(crdWithStatus(closedSchema), "v1")
+	closed, err := core.StatusSchemaOf(crdWithStatus(closedSchema), "v1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,7 +374,7 @@ func testReconciler(dyn dynamic.Interface, events record.EventRecorder) *reconci
 // fakeParent is the parent ns/p (uid "uid") of the test controller ctl on a
 // fake apiserver that hands answer every status written to it, and answers
 // with its error.
-func fakeParent(ctl *registry.Controller, answer func(status map[string]any) error) (*unstructured.Unstructured, *fakedynamic.FakeDynamicClient) {
+func fakeParent(ctl *core.Controller, answer func(status map[string]any) error) (*unstructured.Unstructured, *fakedynamic.FakeDynamicClient) {
 	parent := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Parent"}}
 	parent.SetNamespace("ns")
 	parent.SetName("p")

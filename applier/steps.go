@@ -5,7 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -17,7 +17,7 @@ import (
 // fields they set, adopted, unchanged, or kept as they are by OnDelete —
 // then the live ones deleted or released. desired are the reply's
 // children as the plan made them; live holds the live children.
-func Steps(ctl *registry.Controller, desired []*unstructured.Unstructured, writes []Write, live Cache) []bus.Step {
+func Steps(ctl *core.Controller, desired []*unstructured.Unstructured, writes []Write, live Cache) []bus.Step {
 	steps := make([]bus.Step, 0, len(desired))
 	written := map[*unstructured.Unstructured]bool{}
 	byChild := map[string]Write{}
@@ -51,7 +51,7 @@ func Steps(ctl *registry.Controller, desired []*unstructured.Unstructured, write
 	return steps
 }
 
-func stepKey(c *registry.Child, o *unstructured.Unstructured) string {
+func stepKey(c *core.Child, o *unstructured.Unstructured) string {
 	return c.GVR.String() + " " + o.GetNamespace() + "/" + o.GetName()
 }
 

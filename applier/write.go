@@ -25,7 +25,7 @@ import (
 	"k8s.io/client-go/util/csaupgrade"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/internal/verdict"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -55,7 +55,7 @@ type writer struct {
 // first write needs no dry run of its own, since nothing is written before
 // it. Before adopting an orphan, an uncached read confirms the parent still
 // exists, is the same object, and is not being deleted.
-func (w *writer) execute(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, actions []action) (bool, error) {
+func (w *writer) execute(ctx context.Context, ctl *core.Controller, parent *unstructured.Unstructured, actions []action) (bool, error) {
 	if len(actions) == 0 {
 		return false, nil
 	}
@@ -96,7 +96,7 @@ const writeConcurrency = 8
 // that lists claims before the Pods that mount them has them created
 // first). It returns the writes made, whether any changed an object, and
 // the first error.
-func (w *writer) writeAll(ctx context.Context, ctl *registry.Controller, actions []action, dryRun bool) ([]action, bool, error) {
+func (w *writer) writeAll(ctx context.Context, ctl *core.Controller, actions []action, dryRun bool) ([]action, bool, error) {
 	var done []action
 	changed := false
 	for len(actions) > 0 {
@@ -185,7 +185,7 @@ const maxEventMessage = 900
 // plan saw it (gate.go): an apply, a release and a delete name its
 // resourceVersion, a create fails if the object exists; and it is made only
 // while the apply's gate is open.
-func (w *writer) write(ctx context.Context, ctl *registry.Controller, act action, dryRun bool) (writeResult, error) {
+func (w *writer) write(ctx context.Context, ctl *core.Controller, act action, dryRun bool) (writeResult, error) {
 	var dry []string
 	if dryRun {
 		dry = []string{metav1.DryRunAll}
@@ -274,11 +274,11 @@ func (w *writer) inTheWay(ctx context.Context, res dynamic.ResourceInterface, ac
 // It is needed only once a field so owned is no longer desired: the apply
 // alone cannot remove it. Until then a child created by uc costs one apply
 // per update, as one it applied from the start.
-func (w *writer) upgradeOwnership(ctx context.Context, res dynamic.ResourceInterface, ctl *registry.Controller, out, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func (w *writer) upgradeOwnership(ctx context.Context, res dynamic.ResourceInterface, ctl *core.Controller, out, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	manager := v1alpha1.FieldManager(ctl.Name)
 	former := sets.New(manager)
 	if ctl.Metacontroller {
-		former.Insert(registry.MetacontrollerFieldManager)
+		former.Insert(core.MetacontrollerFieldManager)
 	}
 	if left, err := leftBehind(out, manager, former); err != nil || !left {
 		return out, err
@@ -341,7 +341,7 @@ type refusedError struct{ error }
 func (e *refusedError) Unwrap() error { return e.error }
 
 // tracedWrite is write in a span of its own.
-func (w *writer) tracedWrite(ctx context.Context, ctl *registry.Controller, act action, dryRun bool) (writeResult, error) {
+func (w *writer) tracedWrite(ctx context.Context, ctl *core.Controller, act action, dryRun bool) (writeResult, error) {
 	ctx, span := w.startWrite(ctx, act, dryRun)
 	result, err := w.write(ctx, ctl, act, dryRun)
 	tracing.SetAttributes(span, func() []attribute.KeyValue {
@@ -363,7 +363,7 @@ func (w *writer) startWrite(ctx context.Context, act action, dryRun bool) (conte
 
 // confirmParent reads the parent from the apiserver, not the cache, and
 // fails unless it is the same object and is not being deleted.
-func (w *writer) confirmParent(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured) error {
+func (w *writer) confirmParent(ctx context.Context, ctl *core.Controller, parent *unstructured.Unstructured) error {
 	live, err := w.dyn.Resource(ctl.Parent.GVR).Namespace(parent.GetNamespace()).Get(ctx, parent.GetName(), metav1.GetOptions{})
 	if err != nil {
 		return judged(fmt.Errorf("confirm parent before adopting: %w", err))
@@ -376,7 +376,7 @@ func (w *writer) confirmParent(ctx context.Context, ctl *registry.Controller, pa
 
 // releasePatch removes the parent's ownerReference from a child, provided it
 // is still there at the same place (a JSON patch test).
-func releasePatch(child *unstructured.Unstructured, ctl *registry.Controller) []byte {
+func releasePatch(child *unstructured.Unstructured, ctl *core.Controller) []byte {
 	ref := metav1.GetControllerOfNoCopy(child)
 	i := slices.IndexFunc(child.GetOwnerReferences(), func(r metav1.OwnerReference) bool { return r.UID == ref.UID })
 	path := fmt.Sprintf("/metadata/ownerReferences/%d", i)

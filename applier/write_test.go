@@ -19,7 +19,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clienttesting "k8s.io/client-go/testing"
 
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/internal/verdict"
 	"universalcontroller.dev/uc/schemas/bus"
@@ -169,9 +169,9 @@ func TestLeftBehind(t *testing.T) {
 			entry(manager, metav1.ManagedFieldsOperationApply, keep, ""),
 		}, nil, false},
 		{"Metacontroller's update, taken over", []metav1.ManagedFieldsEntry{
-			entry(registry.MetacontrollerFieldManager, metav1.ManagedFieldsOperationUpdate, keepDrop, ""),
+			entry(core.MetacontrollerFieldManager, metav1.ManagedFieldsOperationUpdate, keepDrop, ""),
 			entry(manager, metav1.ManagedFieldsOperationApply, keep, ""),
-		}, []string{registry.MetacontrollerFieldManager}, true},
+		}, []string{core.MetacontrollerFieldManager}, true},
 		{"a status update is not the object's", []metav1.ManagedFieldsEntry{
 			entry(manager, metav1.ManagedFieldsOperationUpdate, `{"f:status":{"f:x":{}}}`, "status"),
 			entry(manager, metav1.ManagedFieldsOperationApply, keep, ""),

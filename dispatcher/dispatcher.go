@@ -25,6 +25,7 @@ import (
 	"knative.dev/pkg/resolver"
 	"knative.dev/pkg/tracker"
 
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/schemas/hooks"
@@ -67,14 +68,14 @@ type hookKey struct{ controller, hook string }
 
 // servedHook is one hook the dispatcher serves.
 type servedHook struct {
-	ctl    *registry.Controller
+	ctl    *core.Controller
 	spec   v1alpha1.Hook
 	cancel context.CancelFunc // nil until started
 }
 
 // sameHook tells whether a hook's spec, and the controller's endpoint
 // configs a webhook may use, are what it is served with.
-func (s *servedHook) sameHook(ctl *registry.Controller, spec *v1alpha1.Hook) bool {
+func (s *servedHook) sameHook(ctl *core.Controller, spec *v1alpha1.Hook) bool {
 	return spec != nil && equality.Semantic.DeepEqual(s.spec, *spec) &&
 		(spec.Webhook == nil || equality.Semantic.DeepEqual(s.ctl.Spec.EndpointConfigs, ctl.Spec.EndpointConfigs))
 }
@@ -114,8 +115,8 @@ func (d *Dispatcher) destinationChanged(controller types.NamespacedName) {
 	d.log.Debug("destination changed", "controller", controller.Name)
 }
 
-func (d *Dispatcher) onController(old, cur *registry.Controller) {
-	name, specs := registry.DeclaredHooks(old, cur)
+func (d *Dispatcher) onController(old, cur *core.Controller) {
+	name, specs := core.DeclaredHooks(old, cur)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, hook := range hooks.All {

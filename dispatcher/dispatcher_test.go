@@ -6,7 +6,7 @@ import (
 
 	duckv1 "knative.dev/pkg/apis/duck/v1"
 
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
@@ -18,8 +18,8 @@ import (
 func TestDispatcherFollowsControllers(t *testing.T) {
 	d := &Dispatcher{log: slog.Default(), served: map[hookKey]*servedHook{}}
 	url := "http://hook/sync"
-	ctl := func(generation int64, sync v1alpha1.Hook, finalize *v1alpha1.Hook) *registry.Controller {
-		return &registry.Controller{Name: "c", Generation: generation, Spec: v1alpha1.UniversalControllerSpec{Hooks: v1alpha1.ControllerHooks{Hooks: v1alpha1.Hooks{Sync: v1alpha1.SyncHook{Hook: sync}, Finalize: finalize}}}}
+	ctl := func(generation int64, sync v1alpha1.Hook, finalize *v1alpha1.Hook) *core.Controller {
+		return &core.Controller{Name: "c", Generation: generation, Spec: v1alpha1.UniversalControllerSpec{Hooks: v1alpha1.ControllerHooks{Hooks: v1alpha1.Hooks{Sync: v1alpha1.SyncHook{Hook: sync}, Finalize: finalize}}}}
 	}
 	webhook := v1alpha1.Hook{Webhook: &v1alpha1.Webhook{URL: &url}}
 	served := func() map[string]*servedHook {

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/bus"
 )
 
@@ -91,7 +91,7 @@ func TestWatches(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		ctl  bool
-		res  registry.Resource
+		res  core.Resource
 		want bool
 	}{
 		{"a controller's parents", true, deployments, true},

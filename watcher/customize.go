@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/internal/recovery"
-	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/bus"
@@ -42,7 +42,7 @@ type customized struct {
 // relatedRule is a relatedResources entry, resolved.
 type relatedRule struct {
 	hooks.RelatedResourceRule
-	res       registry.Resource
+	res       core.Resource
 	selector  labels.Selector // nil when the rule selects by names
 	namespace labels.Selector // v2 namespaceSelector, or nil
 	v2        bool            // of a customize hook of version v2
@@ -211,7 +211,7 @@ func (w *Watcher) onCustomizeReply(ctx context.Context, msg jetstream.Msg) error
 
 // decodeCustomize decodes and resolves a customize reply, and starts
 // watching every related resource it names.
-func (w *Watcher) decodeCustomize(ctx context.Context, ctl *registry.Controller, data []byte) ([]relatedRule, error) {
+func (w *Watcher) decodeCustomize(ctx context.Context, ctl *core.Controller, data []byte) ([]relatedRule, error) {
 	rules, err := relatedRules(ctl, data, w.reg.Resolve)
 	if err != nil {
 		return nil, err
@@ -236,7 +236,7 @@ type Rules struct{ rules []relatedRule }
 
 // CustomizeRules decodes and checks a customize reply as the watcher does,
 // its resources resolved with resolve. An error is the reply's problem.
-func CustomizeRules(ctl *registry.Controller, data []byte, resolve registry.ResolveFunc) (Rules, error) {
+func CustomizeRules(ctl *core.Controller, data []byte, resolve core.ResolveFunc) (Rules, error) {
 	rules, err := relatedRules(ctl, data, resolve)
 	return Rules{rules}, err
 }
@@ -245,7 +245,7 @@ func CustomizeRules(ctl *registry.Controller, data []byte, resolve registry.Reso
 // version version, as the watcher does, from those list lists (by
 // resource, in a namespace or, for "", in all); nsLabels are a
 // namespace's labels.
-func (r Rules) Select(ctl *registry.Controller, parent *unstructured.Unstructured, version string, list ListFunc, nsLabels func(string) labels.Set) (hooks.GroupedObjects, error) {
+func (r Rules) Select(ctl *core.Controller, parent *unstructured.Unstructured, version string, list ListFunc, nsLabels func(string) labels.Set) (hooks.GroupedObjects, error) {
 	return selectRelated(ctl, parent, version, r.rules, list, nsLabels)
 }
 
@@ -253,7 +253,7 @@ func (r Rules) Select(ctl *registry.Controller, parent *unstructured.Unstructure
 type ListFunc func(gvr schema.GroupVersionResource, namespace string) ([]*unstructured.Unstructured, error)
 
 // relatedRules decodes and resolves a customize reply.
-func relatedRules(ctl *registry.Controller, data []byte, resolve registry.ResolveFunc) ([]relatedRule, error) {
+func relatedRules(ctl *core.Controller, data []byte, resolve core.ResolveFunc) ([]relatedRule, error) {
 	var resp hooks.CustomizeResponse
 	if err := hooks.DecodeReply(data, &resp, ctl.Spec.Hooks.Customize.StrictReplies()); err != nil {
 		return nil, fmt.Errorf("not a valid customize response: %w", err)
@@ -295,7 +295,7 @@ func selectorOrEverything(ls *metav1.LabelSelector) (labels.Selector, error) {
 
 // watchRelated makes sure the watcher follows a related resource for the
 // controller: a change re-syncs the parents whose rules select the object.
-func (w *Watcher) watchRelated(ctx context.Context, ctl *registry.Controller, res registry.Resource) error {
+func (w *Watcher) watchRelated(ctx context.Context, ctl *core.Controller, res core.Resource) error {
 	if err := w.reg.Watch(ctx, ctl.Name, res.GVR); err != nil {
 		return err
 	}
@@ -339,7 +339,7 @@ func (w *Watcher) namespaceLabels(ns string) labels.Set {
 // related returns the parent's related objects, or ok=false after asking the
 // customize hook when it has no answer for the parent's generation yet
 // (forced: with a request of its own id, see publish).
-func (w *Watcher) related(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, version string, forced bool) (hooks.GroupedObjects, bool, error) {
+func (w *Watcher) related(ctx context.Context, ctl *core.Controller, parent *unstructured.Unstructured, version string, forced bool) (hooks.GroupedObjects, bool, error) {
 	out, ok, err := w.cachedRelated(ctx, ctl, parent, version)
 	if err != nil || ok {
 		return out, ok, err
@@ -350,7 +350,7 @@ func (w *Watcher) related(ctx context.Context, ctl *registry.Controller, parent 
 // cachedRelated returns the parent's related objects, selected by the
 // customize reply the watcher has for the parent's generation, or ok=false
 // when it has none. The sync's span links to the customize reply it uses.
-func (w *Watcher) cachedRelated(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, version string) (_ hooks.GroupedObjects, _ bool, err error) {
+func (w *Watcher) cachedRelated(ctx context.Context, ctl *core.Controller, parent *unstructured.Unstructured, version string) (_ hooks.GroupedObjects, _ bool, err error) {
 	if ctl.Spec.Hooks.Customize == nil {
 		return hooks.GroupedObjects{}, true, nil
 	}
@@ -367,7 +367,7 @@ func (w *Watcher) cachedRelated(ctx context.Context, ctl *registry.Controller, p
 
 // askCustomize publishes the parent's customize request (forced: with an
 // id of its own, see publish).
-func (w *Watcher) askCustomize(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured, forced bool) error {
+func (w *Watcher) askCustomize(ctx context.Context, ctl *core.Controller, parent *unstructured.Unstructured, forced bool) error {
 	meta := w.meta(ctl, parent, hooks.Customize)
 	req := &hooks.CustomizeRequest{Controller: ctl.Object, Parent: parent}
 	typ, subject := bus.RequestType(hooks.Customize), meta.RequestSubject()
@@ -391,7 +391,7 @@ func (w *Watcher) listCached(gvr schema.GroupVersionResource, namespace string) 
 // selectRelated selects a parent's related objects with the rules of its
 // customize reply: every rule's kind has an entry, its objects keyed as
 // the hook version asks.
-func selectRelated(ctl *registry.Controller, parent *unstructured.Unstructured, version string, rules []relatedRule, list ListFunc, nsLabels func(string) labels.Set) (hooks.GroupedObjects, error) {
+func selectRelated(ctl *core.Controller, parent *unstructured.Unstructured, version string, rules []relatedRule, list ListFunc, nsLabels func(string) labels.Set) (hooks.GroupedObjects, error) {
 	out := hooks.GroupedObjects{}
 	for _, r := range rules {
 		group := hooks.GroupKey(r.res.GVK.Kind, r.res.APIVersion())

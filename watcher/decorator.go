@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
@@ -24,7 +24,7 @@ import (
 
 // followDecorator puts a decorator's event handlers on the informers of its
 // decorated resources and of its attachments.
-func (w *Watcher) followDecorator(ctl *registry.Controller, add func(registry.Resource, cache.ResourceEventHandler)) {
+func (w *Watcher) followDecorator(ctl *core.Controller, add func(core.Resource, cache.ResourceEventHandler)) {
 	for i := range ctl.Decorator.Resources {
 		d := &ctl.Decorator.Resources[i]
 		changed := changedRV
@@ -40,7 +40,7 @@ func (w *Watcher) followDecorator(ctl *registry.Controller, add func(registry.Re
 
 // enqueueDecorated syncs an object of a decorated resource that the
 // decorator decorates or has to let go.
-func (w *Watcher) enqueueDecorated(ctl *registry.Controller, d *registry.Decorated, obj any) {
+func (w *Watcher) enqueueDecorated(ctl *core.Controller, d *core.Decorated, obj any) {
 	if u, ok := obj.(*unstructured.Unstructured); ok && ctl.Decorates(d, u) {
 		w.enqueueChanged(parentKey{ctl.Name, d.Key(), u.GetNamespace(), u.GetName(), false}, 0)
 	}
@@ -48,7 +48,7 @@ func (w *Watcher) enqueueDecorated(ctl *registry.Controller, d *registry.Decorat
 
 // enqueueDecoratedOwner maps a change of one of the decorator's attachments
 // to the object it is attached to.
-func (w *Watcher) enqueueDecoratedOwner(ctl *registry.Controller, obj any) {
+func (w *Watcher) enqueueDecoratedOwner(ctl *core.Controller, obj any) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok || !ctl.IsAttachment(u) {
 		return
@@ -71,7 +71,7 @@ func (w *Watcher) enqueueDecoratedOwner(ctl *registry.Controller, obj any) {
 
 // syncDecorated publishes the sync or finalize request of one decorated
 // object.
-func (w *Watcher) syncDecorated(ctx context.Context, ctl *registry.Controller, key parentKey) error {
+func (w *Watcher) syncDecorated(ctx context.Context, ctl *core.Controller, key parentKey) error {
 	d, ok := ctl.Decorator.Decorated(key.Resource)
 	if !ok {
 		return nil
@@ -120,7 +120,7 @@ func (w *Watcher) syncDecorated(ctx context.Context, ctl *registry.Controller, k
 // selectors no longer select, that the decorator's finalizer holds, if it
 // has a finalize hook (else a sync reply lets it go). One that the
 // finalizer does not hold needs no request (ok false).
-func HookForDecorated(ctl *registry.Controller, d *registry.Decorated, obj *unstructured.Unstructured) (hook string, ok bool) {
+func HookForDecorated(ctl *core.Controller, d *core.Decorated, obj *unstructured.Unstructured) (hook string, ok bool) {
 	switch {
 	case obj.GetDeletionTimestamp() == nil && d.Selects(obj):
 		return hooks.Sync, true
@@ -135,7 +135,7 @@ func HookForDecorated(ctl *registry.Controller, d *registry.Decorated, obj *unst
 // NewDecoratorRequest builds a decorator's sync or finalize request: every
 // declared attachment kind has an entry, its objects keyed as the hook
 // version asks. ctl is the decorator's view for the object's resource.
-func NewDecoratorRequest(ctl *registry.Controller, obj *unstructured.Unstructured, attached [][]*unstructured.Unstructured, related hooks.GroupedObjects, version string, finalizing bool) *hooks.DecoratorRequest {
+func NewDecoratorRequest(ctl *core.Controller, obj *unstructured.Unstructured, attached [][]*unstructured.Unstructured, related hooks.GroupedObjects, version string, finalizing bool) *hooks.DecoratorRequest {
 	return &hooks.DecoratorRequest{
 		Controller:  ctl.Object,
 		Object:      obj,
@@ -147,7 +147,7 @@ func NewDecoratorRequest(ctl *registry.Controller, obj *unstructured.Unstructure
 
 // Attachments returns, per attachment kind, the decorator's attachments of
 // obj.
-func Attachments(children Children, ctl *registry.Controller, obj *unstructured.Unstructured) ([][]*unstructured.Unstructured, error) {
+func Attachments(children Children, ctl *core.Controller, obj *unstructured.Unstructured) ([][]*unstructured.Unstructured, error) {
 	out := make([][]*unstructured.Unstructured, len(ctl.Children))
 	for i, child := range ctl.Children {
 		owned, err := children.Owned(child.GVR, obj.GetNamespace(), obj.GetUID())

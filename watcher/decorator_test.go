@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/internal/golden"
-	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -26,7 +26,7 @@ import (
 
 // fixtureDecorator is a resolved UniversalDecorator of one resource, as its
 // view for that resource.
-func fixtureDecorator(t testing.TB, version string, decorated registry.Resource, attachments ...registry.Resource) *registry.Controller {
+func fixtureDecorator(t testing.TB, version string, decorated core.Resource, attachments ...core.Resource) *core.Controller {
 	t.Helper()
 	var rules []string
 	for _, a := range attachments {
@@ -44,12 +44,12 @@ spec:
   hooks:
     sync: {version: `+version+`}
 `)
-	ctl := &registry.Controller{Name: bus.DecoratorController("deco-" + version), Generation: 1, Object: u,
+	ctl := &core.Controller{Name: bus.DecoratorController("deco-" + version), Generation: 1, Object: u,
 		Spec: v1alpha1.UniversalControllerSpec{Hooks: v1alpha1.ControllerHooks{Hooks: v1alpha1.Hooks{Sync: v1alpha1.SyncHook{Hook: v1alpha1.Hook{Version: v1alpha1.HookVersion(version)}}}}},
-		Decorator: &registry.Decoration{Name: "deco-" + version, Annotation: registry.AnnotationDecorator, Resources: []registry.Decorated{
+		Decorator: &core.Decoration{Name: "deco-" + version, Annotation: core.AnnotationDecorator, Resources: []core.Decorated{
 			{Resource: decorated, Labels: labels.Everything(), Annotations: labels.Everything()}}}}
 	for _, a := range attachments {
-		ctl.Children = append(ctl.Children, registry.Child{Resource: a})
+		ctl.Children = append(ctl.Children, core.Child{Resource: a})
 	}
 	return ctl.Decorating(&ctl.Decorator.Resources[0])
 }
@@ -73,7 +73,7 @@ metadata: {name: team-a, uid: `+parentUID+`, resourceVersion: "301", labels: {we
 	welcome := child(t, "v1", "ConfigMap", "team-a", "welcome", "data: {namespace: team-a}\n")
 	for _, tc := range []struct {
 		golden   string
-		ctl      *registry.Controller
+		ctl      *core.Controller
 		obj      *unstructured.Unstructured
 		attached [][]*unstructured.Unstructured
 		keys     map[string][]string

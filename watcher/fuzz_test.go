@@ -16,7 +16,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
 
@@ -40,7 +40,7 @@ func FuzzSyncRequest(f *testing.F) {
 		}
 		f.Add(data)
 	}
-	var ctls []*registry.Controller
+	var ctls []*core.Controller
 	for _, version := range []string{"v1", "v2"} {
 		ctls = append(ctls,
 			fixtureController(f, "parents", version, resource("example.com", "v1", "Parent", "parents", true), configMaps, deployments, secrets),
@@ -67,7 +67,7 @@ func FuzzSyncRequest(f *testing.F) {
 
 // checkSyncRequest builds the request of parent with the children of
 // declared kinds, and checks it.
-func checkSyncRequest(t *testing.T, ctl *registry.Controller, parent *unstructured.Unstructured, children, related hooks.GroupedObjects, finalizing bool) {
+func checkSyncRequest(t *testing.T, ctl *core.Controller, parent *unstructured.Unstructured, children, related hooks.GroupedObjects, finalizing bool) {
 	version := ctl.HookVersion(hooks.Sync)
 	claimed := make([][]*unstructured.Unstructured, len(ctl.Children))
 	wantKeys := map[string]map[string]bool{}

@@ -6,7 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -36,7 +36,7 @@ import (
 
 // observation is the observation of a request about parent, built from
 // the caches now, before the objects it observes are counted (observeAll).
-func (w *Watcher) observation(ctl *registry.Controller, parent *unstructured.Unstructured) int64 {
+func (w *Watcher) observation(ctl *core.Controller, parent *unstructured.Unstructured) int64 {
 	gvrs := []schema.GroupVersionResource{ctl.Parent.GVR}
 	for _, child := range ctl.Children {
 		gvrs = append(gvrs, child.GVR)

@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/internal/bustest"
-	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
@@ -44,7 +44,7 @@ func TestObserved(t *testing.T) {
 		o.SetResourceVersion(rv)
 		return o
 	}
-	ctl := &registry.Controller{Generation: 1}
+	ctl := &core.Controller{Generation: 1}
 	req := func(controllerRV, childRV string) *hooks.SyncRequest {
 		return &hooks.SyncRequest{
 			Controller: obj("ctl", controllerRV),
@@ -59,7 +59,7 @@ func TestObserved(t *testing.T) {
 	if got := string(observed(ctl, req("1", "6"))); got == base {
 		t.Errorf("a child's new resourceVersion left what a request observed unchanged: %q", got)
 	}
-	if got := string(observed(&registry.Controller{Generation: 2}, req("1", "5"))); got == base {
+	if got := string(observed(&core.Controller{Generation: 2}, req("1", "5"))); got == base {
 		t.Errorf("a new controller generation left what a request observed unchanged: %q", got)
 	}
 }

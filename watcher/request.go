@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/internal/revision"
 	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/bus"
@@ -110,7 +110,7 @@ type built struct {
 // build builds the parent's request from the caches, and publishes
 // nothing. It returns nil when the parent needs no request: it is gone,
 // no longer selected, or being deleted and no finalizer of uc's holds it.
-func (w *Watcher) build(ctx context.Context, ctl *registry.Controller, key parentKey) (*built, error) {
+func (w *Watcher) build(ctx context.Context, ctl *core.Controller, key parentKey) (*built, error) {
 	parent, err := w.reg.Object(ctl.Parent.GVR, key.Namespace, key.Name)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
@@ -160,7 +160,7 @@ func (w *Watcher) forget(key parentKey) {
 
 // resyncLater syncs the parent again after the controller's
 // resyncPeriodSeconds, if it has one.
-func (w *Watcher) resyncLater(ctl *registry.Controller, key parentKey) {
+func (w *Watcher) resyncLater(ctl *core.Controller, key parentKey) {
 	if rs := ctl.Spec.ResyncPeriodSeconds; rs != nil && *rs > 0 {
 		key.Resync = true
 		w.queue.AddAfter(key, time.Duration(*rs)*time.Second)
@@ -176,7 +176,7 @@ type olderRevision struct {
 // liveRevisions returns, for a controller that rolls its children out, the
 // older revisions of the parent that children are still on, and records in
 // meta every revision the hook is asked about, the latest first.
-func (w *Watcher) liveRevisions(ctl *registry.Controller, parent *unstructured.Unstructured, meta *bus.Meta) ([]olderRevision, error) {
+func (w *Watcher) liveRevisions(ctl *core.Controller, parent *unstructured.Unstructured, meta *bus.Meta) ([]olderRevision, error) {
 	if !ctl.Rolling() {
 		return nil, nil
 	}
@@ -213,7 +213,7 @@ func (w *Watcher) liveRevisions(ctl *registry.Controller, parent *unstructured.U
 // for a parent being deleted that uc's finalizer holds, if the controller
 // has a finalize hook (else a sync reply lets it go). A parent being
 // deleted that uc's finalizer does not hold needs no request (ok false).
-func HookFor(ctl *registry.Controller, parent *unstructured.Unstructured) (hook string, ok bool) {
+func HookFor(ctl *core.Controller, parent *unstructured.Unstructured) (hook string, ok bool) {
 	switch {
 	case parent.GetDeletionTimestamp() == nil:
 		return hooks.Sync, true
@@ -226,7 +226,7 @@ func HookFor(ctl *registry.Controller, parent *unstructured.Unstructured) (hook 
 }
 
 // InvalidSelector is the failure reported on a parent whose children
-// cannot be selected (see registry.Controller.Selector): no hook is asked.
+// cannot be selected (see core.Controller.Selector): no hook is asked.
 func InvalidSelector(err error) bus.Failure {
 	return bus.Failure{Reason: v1alpha1.ReasonInvalidSelector, Message: err.Error()}
 }
@@ -243,9 +243,9 @@ type Children interface {
 }
 
 // Claim returns, per declared child resource, the parent's children: the
-// objects it controls and the orphans it may adopt that registry.Claims.
+// objects it controls and the orphans it may adopt that core.Claims.
 // (Controlled children that stop matching are released by the applier.)
-func Claim(children Children, ctl *registry.Controller, parent *unstructured.Unstructured, sel labels.Selector) ([][]*unstructured.Unstructured, error) {
+func Claim(children Children, ctl *core.Controller, parent *unstructured.Unstructured, sel labels.Selector) ([][]*unstructured.Unstructured, error) {
 	claimed := make([][]*unstructured.Unstructured, len(ctl.Children))
 	for i, child := range ctl.Children {
 		owned, err := children.Owned(child.GVR, parent.GetNamespace(), parent.GetUID())
@@ -257,7 +257,7 @@ func Claim(children Children, ctl *registry.Controller, parent *unstructured.Uns
 			return nil, err
 		}
 		for _, o := range slices.Concat(owned, orphans) {
-			if registry.Claims(parent.GetUID(), sel, o) {
+			if core.Claims(parent.GetUID(), sel, o) {
 				claimed[i] = append(claimed[i], o)
 			}
 		}
@@ -268,7 +268,7 @@ func Claim(children Children, ctl *registry.Controller, parent *unstructured.Uns
 // NewSyncRequest builds a sync or finalize request: every declared child
 // kind has an entry, its objects (claimed, by declared child kind) keyed
 // as the hook version asks.
-func NewSyncRequest(ctl *registry.Controller, parent *unstructured.Unstructured, claimed [][]*unstructured.Unstructured, related hooks.GroupedObjects, version string, finalizing bool) *hooks.SyncRequest {
+func NewSyncRequest(ctl *core.Controller, parent *unstructured.Unstructured, claimed [][]*unstructured.Unstructured, related hooks.GroupedObjects, version string, finalizing bool) *hooks.SyncRequest {
 	return &hooks.SyncRequest{
 		Controller: ctl.Object,
 		Parent:     parent,
@@ -281,7 +281,7 @@ func NewSyncRequest(ctl *registry.Controller, parent *unstructured.Unstructured,
 // group groups a parent's children (claimed, by declared child kind) as a
 // request carries them: every declared kind has an entry, its objects
 // keyed as the hook version asks.
-func group(ctl *registry.Controller, claimed [][]*unstructured.Unstructured, version string) hooks.GroupedObjects {
+func group(ctl *core.Controller, claimed [][]*unstructured.Unstructured, version string) hooks.GroupedObjects {
 	children := hooks.GroupedObjects{}
 	for i, child := range ctl.Children {
 		children[hooks.GroupKey(child.GVK.Kind, child.APIVersion())] = hooks.ObjectMap{}
@@ -293,7 +293,7 @@ func group(ctl *registry.Controller, claimed [][]*unstructured.Unstructured, ver
 }
 
 // meta is what the events of one hook call say about the parent.
-func (w *Watcher) meta(ctl *registry.Controller, parent *unstructured.Unstructured, hook string) bus.Meta {
+func (w *Watcher) meta(ctl *core.Controller, parent *unstructured.Unstructured, hook string) bus.Meta {
 	m := bus.Meta{
 		Address: bus.Address{
 			Controller: ctl.Name,
@@ -411,14 +411,14 @@ func (w *Watcher) publish(ctx context.Context, meta bus.Meta, typ, subject strin
 }
 
 // observed identifies what a sync request observed.
-func observed(ctl *registry.Controller, req *hooks.SyncRequest) []byte {
+func observed(ctl *core.Controller, req *hooks.SyncRequest) []byte {
 	return observedObjects(ctl, req.Finalizing, req.Parent, req.Children, req.Related)
 }
 
 // observedObjects identifies what a request observed: every object in it by
 // UID and resourceVersion, and the controller's generation (not the
 // controller object: its status changes when nothing the hook sees does).
-func observedObjects(ctl *registry.Controller, finalizing bool, parent *unstructured.Unstructured, groups ...hooks.GroupedObjects) []byte {
+func observedObjects(ctl *core.Controller, finalizing bool, parent *unstructured.Unstructured, groups ...hooks.GroupedObjects) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "%d %t %s@%s", ctl.Generation, finalizing, parent.GetUID(), parent.GetResourceVersion())
 	for _, group := range groups {

@@ -26,8 +26,8 @@ import (
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/internal/golden"
-	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
@@ -57,8 +57,8 @@ func obj(t testing.TB, y string) *unstructured.Unstructured {
 }
 
 // resource is a fixture resource as discovery would resolve it.
-func resource(group, version, kind, plural string, namespaced bool) registry.Resource {
-	return registry.Resource{
+func resource(group, version, kind, plural string, namespaced bool) core.Resource {
+	return core.Resource{
 		GVR:        schema.GroupVersionResource{Group: group, Version: version, Resource: plural},
 		GVK:        schema.GroupVersionKind{Group: group, Version: version, Kind: kind},
 		Namespaced: namespaced,
@@ -74,7 +74,7 @@ var (
 
 // fixtureController is a resolved UniversalController: its object as the
 // hooks receive it, and its parent and children resolved.
-func fixtureController(t testing.TB, name, version string, parent registry.Resource, children ...registry.Resource) *registry.Controller {
+func fixtureController(t testing.TB, name, version string, parent core.Resource, children ...core.Resource) *core.Controller {
 	t.Helper()
 	var rules []string
 	for _, c := range children {
@@ -93,9 +93,9 @@ spec:
     sync: {version: `+version+`}
     finalize: {version: `+version+`}
 `)
-	ctl := &registry.Controller{Name: name, Generation: 1, Object: u, Parent: parent}
+	ctl := &core.Controller{Name: name, Generation: 1, Object: u, Parent: parent}
 	for _, c := range children {
-		ctl.Children = append(ctl.Children, registry.Child{Resource: c, Method: v1alpha1.ChildUpdateInPlace})
+		ctl.Children = append(ctl.Children, core.Child{Resource: c, Method: v1alpha1.ChildUpdateInPlace})
 	}
 	return ctl
 }
@@ -136,7 +136,7 @@ func fixtureUID(key string) string {
 // requestCase is one recorded sync or finalize request.
 type requestCase struct {
 	golden     string
-	ctl        *registry.Controller
+	ctl        *core.Controller
 	parent     *unstructured.Unstructured
 	claimed    [][]*unstructured.Unstructured
 	related    hooks.GroupedObjects

@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/internal/topology"
@@ -61,7 +62,7 @@ type Options struct {
 // the bus as duplicates.
 type parentKey struct {
 	Controller string
-	// Resource is a decorated object's resource (registry.Resource.Key);
+	// Resource is a decorated object's resource (core.Resource.Key);
 	// empty for a UniversalController's parent.
 	Resource        string
 	Namespace, Name string
@@ -361,7 +362,7 @@ func (w *Watcher) syncTraced(ctx context.Context, key parentKey) (err error) {
 
 // onController follows a controller's registration: it swaps the event
 // handlers on the shared informers of its parent and child resources.
-func (w *Watcher) onController(old, cur *registry.Controller) {
+func (w *Watcher) onController(old, cur *core.Controller) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if old != nil {
@@ -373,7 +374,7 @@ func (w *Watcher) onController(old, cur *registry.Controller) {
 	if cur == nil {
 		return
 	}
-	add := func(res registry.Resource, h cache.ResourceEventHandler) {
+	add := func(res core.Resource, h cache.ResourceEventHandler) {
 		inf := w.reg.Informer(res.GVR)
 		reg, err := inf.AddEventHandler(h)
 		if err != nil {
@@ -398,7 +399,7 @@ func (w *Watcher) onController(old, cur *registry.Controller) {
 	if cur.Rolling() {
 		// A rollout's progress is in the parent's revisions: the requests
 		// follow it.
-		add(registry.Resource{GVR: v1alpha1.RevisionResource}, changeHandler(func(obj any) { w.enqueueOwner(name, obj) }, changedRV))
+		add(core.Resource{GVR: v1alpha1.RevisionResource}, changeHandler(func(obj any) { w.enqueueOwner(name, obj) }, changedRV))
 	}
 }
 

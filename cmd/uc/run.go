@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"universalcontroller.dev/uc/applier"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/dispatcher"
 	"universalcontroller.dev/uc/internal/natsauth"
 	"universalcontroller.dev/uc/internal/preflight"
@@ -113,8 +114,8 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 			return err
 		}
 		hookConsumers := topology.NewHookConsumers(js, log.With("component", "dispatcher"))
-		reg.Subscribe(func(old, cur *registry.Controller) {
-			name, declared := registry.DeclaredHooks(old, cur)
+		reg.Subscribe(func(old, cur *core.Controller) {
+			name, declared := core.DeclaredHooks(old, cur)
 			hookConsumers.Declare(name, slices.Collect(maps.Keys(declared)))
 		})
 		d := dispatcher.New(js, reg, kube, watchDyn, dispatcher.Options{MaxReplyBytes: cfg.maxReplyBytes, Calls: m, TracerProvider: tp}, log)

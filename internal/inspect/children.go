@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
@@ -65,7 +65,7 @@ type Change struct {
 // children lists the parent's children of every declared kind, and the
 // objects its selector matches that it could adopt or that another object
 // controls.
-func (c *Cluster) children(ctx context.Context, ctl *registry.Controller, parent *unstructured.Unstructured) ([]Child, error) {
+func (c *Cluster) children(ctx context.Context, ctl *core.Controller, parent *unstructured.Unstructured) ([]Child, error) {
 	sel, selErr := ctl.Selector(parent)
 	var out []Child
 	for _, res := range ctl.Children {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
@@ -71,7 +72,7 @@ func ParseTarget(arg, namespace string) (Target, error) {
 func (t Target) String() string { return t.Kind + "/" + t.Name }
 
 // resolve resolves a resource of a controller's spec.
-func (c *Cluster) resolve(rule v1alpha1.ResourceRule) (registry.Resource, error) {
+func (c *Cluster) resolve(rule v1alpha1.ResourceRule) (core.Resource, error) {
 	return registry.ResolveResource(c.mapper, rule)
 }
 
@@ -91,7 +92,7 @@ func (c *Cluster) resourceOf(kind string) (schema.GroupResource, error) {
 // controllers are the UniversalControllers resolved, the one named only
 // when name is not "". A controller whose resources cannot be resolved is
 // left out, unless it is the one named.
-func (c *Cluster) controllers(ctx context.Context, name string) ([]*registry.Controller, error) {
+func (c *Cluster) controllers(ctx context.Context, name string) ([]*core.Controller, error) {
 	var objs []unstructured.Unstructured
 	res := c.dyn.Resource(v1alpha1.Resource)
 	if name != "" {
@@ -107,9 +108,9 @@ func (c *Cluster) controllers(ctx context.Context, name string) ([]*registry.Con
 		}
 		objs = list.Items
 	}
-	var out []*registry.Controller
+	var out []*core.Controller
 	for i := range objs {
-		ctl, err := registry.NewController(&objs[i], objs[i].GetName(), c.resolve)
+		ctl, err := core.NewController(&objs[i], objs[i].GetName(), c.resolve)
 		switch {
 		case err == nil:
 			out = append(out, ctl)
@@ -127,7 +128,7 @@ var errNoController = errors.New("no UniversalController manages it")
 // named controller when not "", else every one whose labelSelector selects
 // it, or, when none does, every one of its resource (each trace then says
 // that it does not select the parent).
-func (c *Cluster) parentOf(ctx context.Context, t Target, controller string) (*unstructured.Unstructured, []*registry.Controller, error) {
+func (c *Cluster) parentOf(ctx context.Context, t Target, controller string) (*unstructured.Unstructured, []*core.Controller, error) {
 	gr, err := c.resourceOf(t.Kind)
 	if err != nil {
 		return nil, nil, err
@@ -136,7 +137,7 @@ func (c *Cluster) parentOf(ctx context.Context, t Target, controller string) (*u
 	if err != nil {
 		return nil, nil, err
 	}
-	var ofKind, selecting []*registry.Controller
+	var ofKind, selecting []*core.Controller
 	var parent *unstructured.Unstructured
 	for _, ctl := range ctls {
 		if ctl.Parent.GVR.GroupResource() != gr {
@@ -165,7 +166,7 @@ func (c *Cluster) parentOf(ctx context.Context, t Target, controller string) (*u
 
 // get reads an object of a resource; namespace is ignored for a
 // cluster-scoped one.
-func (c *Cluster) get(ctx context.Context, res registry.Resource, namespace, name string) (*unstructured.Unstructured, error) {
+func (c *Cluster) get(ctx context.Context, res core.Resource, namespace, name string) (*unstructured.Unstructured, error) {
 	if !res.Namespaced {
 		return c.dyn.Resource(res.GVR).Get(ctx, name, metav1.GetOptions{})
 	}
@@ -174,7 +175,7 @@ func (c *Cluster) get(ctx context.Context, res registry.Resource, namespace, nam
 
 // list lists the objects of a resource in namespace ("": every
 // namespace), those sel matches.
-func (c *Cluster) list(ctx context.Context, res registry.Resource, namespace string, sel labels.Selector) ([]unstructured.Unstructured, error) {
+func (c *Cluster) list(ctx context.Context, res core.Resource, namespace string, sel labels.Selector) ([]unstructured.Unstructured, error) {
 	ri := dynamic.ResourceInterface(c.dyn.Resource(res.GVR))
 	if res.Namespaced && namespace != "" {
 		ri = c.dyn.Resource(res.GVR).Namespace(namespace)
@@ -189,7 +190,7 @@ func (c *Cluster) list(ctx context.Context, res registry.Resource, namespace str
 // ParentsOf are the controller's parents in namespace ("": in every
 // namespace): the objects of its parent resource that its labelSelector
 // selects.
-func (c *Cluster) ParentsOf(ctx context.Context, controller, namespace string) (*registry.Controller, []unstructured.Unstructured, error) {
+func (c *Cluster) ParentsOf(ctx context.Context, controller, namespace string) (*core.Controller, []unstructured.Unstructured, error) {
 	ctls, err := c.controllers(ctx, controller)
 	if err != nil {
 		return nil, nil, err

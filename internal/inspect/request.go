@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/bus"
 )
 
@@ -14,7 +14,7 @@ import (
 // active watcher gives it (uc render --from-trace).
 type LastRequest struct {
 	// Controller is the controller the request is for.
-	Controller *registry.Controller
+	Controller *core.Controller
 	// Published is what the watcher last published for the parent; the
 	// request is that one's when Request.Published is true.
 	Published *bus.LastPublished

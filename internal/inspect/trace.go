@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -151,7 +151,7 @@ func Follow(ctx context.Context, c *Cluster, b *Bus, t Target, opts TraceOptions
 }
 
 // trace follows the parent through the pipeline of one controller.
-func trace(ctx context.Context, c *Cluster, b *Bus, ctl *registry.Controller, parent *unstructured.Unstructured, opts TraceOptions) (*Trace, error) {
+func trace(ctx context.Context, c *Cluster, b *Bus, ctl *core.Controller, parent *unstructured.Unstructured, opts TraceOptions) (*Trace, error) {
 	tr := &Trace{Controller: ctl.Name, Parent: parentOf(parent), Selected: ctl.ParentSelector.Matches(labels.Set(parent.GetLabels())),
 		Conditions: conditionsOf(parent), Partition: Partition{Number: bus.Partition(parent.GetUID(), max(opts.Partitions, 1))}}
 	key := bus.Address{Controller: ctl.Name, ParentUID: parent.GetUID()}.ApplyKey()

@@ -24,8 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 )
 
 // Verb is what a write does to an object.
@@ -47,7 +46,7 @@ const (
 // Write is one write the applier is to make.
 type Write struct {
 	Verb     Verb
-	Resource registry.Resource
+	Resource core.Resource
 	// New is the object as written (Create, Apply).
 	New *unstructured.Unstructured
 	// Old is the live object, as the cache has it (Apply, Release,

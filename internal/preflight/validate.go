@@ -25,8 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/kube-openapi/pkg/validation/strfmt"
 	"k8s.io/kube-openapi/pkg/validation/validate"
-
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 )
 
 // maxObjectBytes bounds the objects validated on the client: etcd refuses
@@ -254,7 +253,7 @@ func compile(crd *apiextensionsv1.CustomResourceDefinition, version string) (c *
 	v := crd.Spec.Versions[i]
 	c.gvk = schema.GroupVersionKind{Group: crd.Spec.Group, Version: v.Name, Kind: crd.Spec.Names.Kind}
 	var err error
-	if c.structural, err = registry.Structural(v.Schema.OpenAPIV3Schema); err != nil {
+	if c.structural, err = core.Structural(v.Schema.OpenAPIV3Schema); err != nil {
 		c.refusable = fmt.Sprintf("its schema is not structural: %v", err)
 		return c
 	}

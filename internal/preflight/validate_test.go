@@ -10,8 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
-
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 )
 
 func obj(t *testing.T, y string) *unstructured.Unstructured {
@@ -23,7 +22,7 @@ func obj(t *testing.T, y string) *unstructured.Unstructured {
 	return u
 }
 
-var configMaps = registry.Resource{
+var configMaps = core.Resource{
 	GVR:        schema.GroupVersionResource{Version: "v1", Resource: "configmaps"},
 	GVK:        schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
 	Namespaced: true,
@@ -81,7 +80,7 @@ func (f fakeCRDs) CustomResourceDefinition(_ context.Context, gr schema.GroupRes
 	return f[gr], nil
 }
 
-var widgets = registry.Resource{
+var widgets = core.Resource{
 	GVR:        schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"},
 	GVK:        schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"},
 	Namespaced: true,
@@ -173,7 +172,7 @@ func TestCustomResourceValidation(t *testing.T) {
 // A kind uc knows no validation of (a built-in kind besides ConfigMaps) is
 // always refusable; nothing written is never.
 func TestUnknownKindsAreRefusable(t *testing.T) {
-	pods := registry.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, GVK: schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, Namespaced: true}
+	pods := core.Resource{GVR: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, GVK: schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, Namespaced: true}
 	s := newSchemas(fakeCRDs{})
 	pod := obj(t, `{apiVersion: v1, kind: Pod, metadata: {name: p, namespace: ns}}`)
 	if got := s.couldRefuse(context.Background(), Write{Verb: Create, Resource: pods, New: pod}); got == "" {

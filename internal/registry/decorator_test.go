@@ -13,6 +13,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
@@ -84,7 +85,7 @@ func TestResolveDecorator(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name      string
-		d         *Decorated
+		d         *core.Decorated
 		obj       metav1.Object
 		decorates bool
 	}{
@@ -98,8 +99,8 @@ func TestResolveDecorator(t *testing.T) {
 			t.Errorf("%s: decorates = %t, want %t", tc.name, got, tc.decorates)
 		}
 	}
-	mine := obj(nil, map[string]string{AnnotationDecorator: "deco"})
-	theirs := obj(nil, map[string]string{AnnotationDecorator: "other"})
+	mine := obj(nil, map[string]string{core.AnnotationDecorator: "deco"})
+	theirs := obj(nil, map[string]string{core.AnnotationDecorator: "other"})
 	if !c.IsAttachment(mine) || c.IsAttachment(theirs) || c.IsAttachment(obj(nil, nil)) {
 		t.Error("attachments are told by the decorator's annotation")
 	}

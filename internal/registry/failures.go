@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
@@ -220,7 +221,7 @@ func (r *Registry) parentChanged(gvr schema.GroupVersionResource) {
 // counted tells a controller whose failing parents are counted: one
 // registered by a UniversalController. A decorated object carries no
 // condition of uc's, and Metacontroller's objects have no such status.
-func counted(ctl *Controller) bool { return ctl.Decorator == nil && !ctl.Metacontroller }
+func counted(ctl *core.Controller) bool { return ctl.Decorator == nil && !ctl.Metacontroller }
 
 // syncedCondition is the Synced condition on an object's status, or nil.
 func syncedCondition(obj *unstructured.Unstructured) map[string]any {

@@ -1,90 +1,15 @@
 package registry
 
 import (
-	"fmt"
-
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/bus"
-	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
-
-// Metacontroller's own API, served with WithMetacontrollerAPI: its
-// CompositeControllers and DecoratorControllers, as Metacontroller's CRDs
-// declare them. A CompositeController's spec is a UniversalController's
-// field for field, a DecoratorController's a UniversalDecorator's, so they
-// are decoded as those; they register controllers named
-// bus.CompositeController(name) and bus.MetacontrollerDecorator(name).
-// Such a controller keeps what Metacontroller put on the objects it
-// manages, so that parents and children are adopted as Metacontroller left
-// them: its finalizer names, its attachments' annotation, and its field
-// manager, whose fields uc's apply takes over.
-var (
-	CompositeControllerResource = schema.GroupVersionResource{Group: "metacontroller.k8s.io", Version: "v1alpha1", Resource: "compositecontrollers"}
-	DecoratorControllerResource = schema.GroupVersionResource{Group: "metacontroller.k8s.io", Version: "v1alpha1", Resource: "decoratorcontrollers"}
-	// MetacontrollerRevisionResource holds Metacontroller's record of its
-	// CompositeControllers' rolling updates: its ControllerRevisions.
-	MetacontrollerRevisionResource = schema.GroupVersionResource{Group: "metacontroller.k8s.io", Version: "v1alpha1", Resource: "controllerrevisions"}
-)
-
-// MetacontrollerFieldManager is the field manager Metacontroller writes
-// children with (the default of its --apply-strategy-ssa-field-manager, and
-// its user agent's name for creates and merge patches).
-const MetacontrollerFieldManager = "metacontroller"
-
-// annotationMetacontrollerDecorator on an attachment names the
-// DecoratorController that made it.
-const annotationMetacontrollerDecorator = "metacontroller.k8s.io/decorator-controller"
 
 // WithMetacontrollerAPI makes the registry also register Metacontroller's
 // CompositeControllers and DecoratorControllers.
 func WithMetacontrollerAPI() Option {
 	return func(r *Registry) {
-		r.addSource(CompositeControllerResource, bus.CompositeController, metacontroller(r.resolve))
-		r.addSource(DecoratorControllerResource, bus.MetacontrollerDecorator, metacontroller(r.resolveDecorator))
-	}
-}
-
-// metacontroller makes a resolver of uc's objects one of Metacontroller's.
-func metacontroller(resolve resolver) resolver {
-	return func(u *unstructured.Unstructured, name string) (*Controller, error) {
-		c, err := resolve(u, name)
-		if err != nil {
-			return nil, err
-		}
-		c.Metacontroller = true
-		if c.Decorator != nil {
-			c.Decorator.Annotation = annotationMetacontrollerDecorator
-		}
-		return c, nil
-	}
-}
-
-// ControllerOf turns a controller object as a file holds it — a
-// UniversalController, a UniversalDecorator, or one of Metacontroller's
-// CompositeControllers and DecoratorControllers — into the Controller uc
-// registers for it, under the name it has on the bus, its resources
-// resolved with resolve; statusSubresource tells whether a decorated
-// resource has a status subresource.
-func ControllerOf(u *unstructured.Unstructured, resolve ResolveFunc, statusSubresource func(Resource) (bool, error)) (*Controller, error) {
-	newController := func(u *unstructured.Unstructured, name string) (*Controller, error) {
-		return NewController(u, name, resolve)
-	}
-	newDecorator := func(u *unstructured.Unstructured, name string) (*Controller, error) {
-		return NewDecorator(u, name, resolve, statusSubresource)
-	}
-	switch gk := u.GroupVersionKind().GroupKind(); gk {
-	case schema.GroupKind{Group: v1alpha1.Group, Kind: "UniversalController"}:
-		return newController(u, u.GetName())
-	case schema.GroupKind{Group: v1alpha1.Group, Kind: "UniversalDecorator"}:
-		return newDecorator(u, bus.DecoratorController(u.GetName()))
-	case schema.GroupKind{Group: CompositeControllerResource.Group, Kind: "CompositeController"}:
-		return metacontroller(newController)(u, bus.CompositeController(u.GetName()))
-	case schema.GroupKind{Group: DecoratorControllerResource.Group, Kind: "DecoratorController"}:
-		return metacontroller(newDecorator)(u, bus.MetacontrollerDecorator(u.GetName()))
-	default:
-		return nil, fmt.Errorf("%s %q is not a controller object: a UniversalController or UniversalDecorator (%s), or a CompositeController or DecoratorController (%s)",
-			gk, u.GetName(), v1alpha1.Resource.GroupVersion(), CompositeControllerResource.GroupVersion())
+		r.addSource(core.CompositeControllerResource, bus.CompositeController, core.AsMetacontroller(r.resolve))
+		r.addSource(core.DecoratorControllerResource, bus.MetacontrollerDecorator, core.AsMetacontroller(r.resolveDecorator))
 	}
 }

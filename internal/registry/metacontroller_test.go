@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
@@ -61,13 +62,13 @@ func TestMetacontrollerSources(t *testing.T) {
 // Metacontroller's and decorators under their bus names, keeping their
 // finalizers; anything else is refused.
 func TestControllerOf(t *testing.T) {
-	resolve := func(rule v1alpha1.ResourceRule) (Resource, error) {
+	resolve := func(rule v1alpha1.ResourceRule) (core.Resource, error) {
 		gv, _ := schema.ParseGroupVersion(rule.APIVersion)
-		return Resource{GVR: gv.WithResource(rule.Resource), GVK: gv.WithKind("Thing"), Namespaced: true}, nil
+		return core.Resource{GVR: gv.WithResource(rule.Resource), GVK: gv.WithKind("Thing"), Namespaced: true}, nil
 	}
 	sts := map[string]any{"apiVersion": "apps/v1", "resource": "statefulsets"}
 	spec := map[string]any{"parentResource": sts, "resources": []any{sts}}
-	noStatus := func(Resource) (bool, error) { return false, nil }
+	noStatus := func(core.Resource) (bool, error) { return false, nil }
 	for _, tc := range []struct {
 		apiVersion, kind string
 		name, finalizer  string
@@ -83,7 +84,7 @@ func TestControllerOf(t *testing.T) {
 			u := &unstructured.Unstructured{Object: map[string]any{
 				"apiVersion": tc.apiVersion, "kind": tc.kind, "metadata": map[string]any{"name": "web"}, "spec": spec,
 			}}
-			c, err := ControllerOf(u, resolve, noStatus)
+			c, err := core.ControllerOf(u, resolve, noStatus)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err %v, want one saying %q", err, tc.wantErr)

@@ -8,7 +8,6 @@ package registry
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -32,110 +31,16 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/internal/workloop"
 	"universalcontroller.dev/uc/schemas/bus"
-	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
-// Resource is a resource type resolved through discovery.
-type Resource struct {
-	GVR        schema.GroupVersionResource
-	GVK        schema.GroupVersionKind
-	Namespaced bool
-}
-
-// APIVersion is the resource's apiVersion, e.g. "apps/v1".
-func (r Resource) APIVersion() string { return r.GVK.GroupVersion().String() }
-
-// Key names the resource as a decorated object's events, resync requests
-// and apply notices do: "<apiVersion>/<resource>", e.g.
-// "apps/v1/statefulsets".
-func (r Resource) Key() string { return r.APIVersion() + "/" + r.GVR.Resource }
-
-// Child is a declared child resource with its update method.
-type Child struct {
-	Resource
-	Method v1alpha1.ChildUpdateMethod
-	// StatusChecks gate a rolling update: a child on the latest revision
-	// must pass them before the next one moves.
-	StatusChecks []v1alpha1.StatusConditionCheck
-}
-
-// Rolling tells children that roll out one at a time, through revisions.
-func (c *Child) Rolling() bool {
-	return c.Method == v1alpha1.ChildUpdateRollingRecreate || c.Method == v1alpha1.ChildUpdateRollingInPlace
-}
-
-// Controller is a registered UniversalController, resolved.
-type Controller struct {
-	Name       string
-	Generation int64
-	Spec       v1alpha1.UniversalControllerSpec
-	// Object is the UniversalController as the hooks receive it.
-	Object   *unstructured.Unstructured
-	Parent   Resource
-	Children []Child
-	// ParentSelector is parentResource.labelSelector (everything when unset).
-	ParentSelector labels.Selector
-	// Decorator is set for a UniversalDecorator (see Decoration).
-	Decorator *Decoration
-	// Metacontroller tells a controller registered by one of
-	// Metacontroller's objects (WithMetacontrollerAPI).
-	Metacontroller bool
-}
-
-// Rolling tells a controller with a child kind that rolls out: its parents
-// have ControllerRevisions.
-func (c *Controller) Rolling() bool {
-	return slices.ContainsFunc(c.Children, func(ch Child) bool { return ch.Rolling() })
-}
-
-// Shadow is the sync hook's shadow (spec.hooks.sync.shadow), or nil.
-func (c *Controller) Shadow() *v1alpha1.Hook { return c.Spec.Hooks.Sync.Shadow }
-
-// DryRun tells a controller that writes nothing: its applier publishes
-// its plans instead (spec.dryRun).
-func (c *Controller) DryRun() bool { return c.Spec.DryRun != nil && *c.Spec.DryRun }
-
-// Child returns the declared child resource of the given apiVersion and kind.
-func (c *Controller) Child(apiVersion, kind string) (*Child, bool) {
-	for i := range c.Children {
-		if c.Children[i].APIVersion() == apiVersion && c.Children[i].GVK.Kind == kind {
-			return &c.Children[i], true
-		}
-	}
-	return nil, false
-}
-
-// HookVersion is the version of the named hook ("v1" unless set).
-func (c *Controller) HookVersion(hook string) string {
-	h := c.Spec.Hooks.Named(hook)
-	if h == nil || h.Version == "" {
-		return string(v1alpha1.HookV1)
-	}
-	return string(h.Version)
-}
-
 // Listener hears about controllers being registered, changed and removed.
 // old is nil for a new controller, cur is nil for a removed one.
-type Listener func(old, cur *Controller)
-
-// DeclaredHooks names the controller of a Listener's change and the hooks
-// it declares now, by name: none once it is removed.
-func DeclaredHooks(old, cur *Controller) (string, map[string]*v1alpha1.Hook) {
-	if cur == nil {
-		return old.Name, nil
-	}
-	declared := map[string]*v1alpha1.Hook{}
-	for _, name := range hooks.All {
-		if h := cur.Spec.Hooks.Named(name); h != nil {
-			declared[name] = h
-		}
-	}
-	return cur.Name, declared
-}
+type Listener func(old, cur *core.Controller)
 
 // Registry tracks UniversalController objects. Run it, then read controllers
 // with Get and objects with Lister.
@@ -153,7 +58,7 @@ type Registry struct {
 	selector  labels.Selector // the controller objects this registry serves
 
 	mu          sync.RWMutex
-	controllers map[string]*Controller
+	controllers map[string]*core.Controller
 	listeners   []*Listener
 	// notifying orders the listeners' calls: a subscriber hears of the
 	// controllers registered before it, then of every change, in order.
@@ -169,8 +74,8 @@ type source struct {
 	resolve resolver
 }
 
-// A resolver turns an object into the Controller of that name.
-type resolver func(u *unstructured.Unstructured, name string) (*Controller, error)
+// A resolver turns an object into the core.Controller of that name.
+type resolver func(u *unstructured.Unstructured, name string) (*core.Controller, error)
 
 // addSource makes the objects of gvr register controllers.
 func (r *Registry) addSource(gvr schema.GroupVersionResource, name func(string) string, resolve resolver) {
@@ -197,7 +102,7 @@ func WithSelector(sel labels.Selector) Option {
 }
 
 // WithStatusSchemas makes the registry watch CustomResourceDefinitions for
-// the status schemas of parent kinds (StatusSchema), which the applier
+// the status schemas of parent kinds (core.StatusSchema), which the applier
 // writes parents' status against.
 func WithStatusSchemas() Option {
 	return func(r *Registry) { r.schemas.watch(r.informers.dyn) }
@@ -216,7 +121,7 @@ func New(dyn dynamic.Interface, disco discovery.DiscoveryInterface, log *slog.Lo
 		mapper:      restmapper.NewDeferredDiscoveryRESTMapper(cached),
 		queue:       workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: "universalcontrollers"}),
 		log:         log.With("component", "registry"),
-		controllers: map[string]*Controller{},
+		controllers: map[string]*core.Controller{},
 		selector:    labels.Everything(),
 	}
 	r.schemas, r.failures = newStatusSchemas(r.log), newFailures()
@@ -289,7 +194,7 @@ func (r *Registry) Subscribe(l Listener) (unsubscribe func()) {
 }
 
 // Get returns the registered controller of that name.
-func (r *Registry) Get(name string) (*Controller, bool) {
+func (r *Registry) Get(name string) (*core.Controller, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	c, ok := r.controllers[name]
@@ -399,7 +304,7 @@ func (r *Registry) sync(ctx context.Context, name string) error {
 	return nil
 }
 
-func (r *Registry) set(name string, old, cur *Controller) {
+func (r *Registry) set(name string, old, cur *core.Controller) {
 	if old == nil && cur == nil {
 		return
 	}
@@ -413,7 +318,7 @@ func (r *Registry) set(name string, old, cur *Controller) {
 	} else {
 		r.controllers[name] = cur
 		r.reportSoon(name) // "none failing" too
-		r.log.Info("controller registered", "controller", name, "parents", cur.parentResources(), "generation", cur.Generation)
+		r.log.Info("controller registered", "controller", name, "parents", cur.ParentResources(), "generation", cur.Generation)
 	}
 	listeners := r.listeners
 	r.mu.Unlock()
@@ -422,11 +327,11 @@ func (r *Registry) set(name string, old, cur *Controller) {
 	}
 }
 
-// resolve turns a UniversalController object into a Controller, its
+// resolve turns a UniversalController object into a core.Controller, its
 // resources resolved through discovery. Its parent resource must have a
 // status subresource.
-func (r *Registry) resolve(u *unstructured.Unstructured, name string) (*Controller, error) {
-	c, err := NewController(u, name, r.Resolve)
+func (r *Registry) resolve(u *unstructured.Unstructured, name string) (*core.Controller, error) {
+	c, err := core.NewController(u, name, r.Resolve)
 	if err != nil {
 		return nil, err
 	}
@@ -436,90 +341,27 @@ func (r *Registry) resolve(u *unstructured.Unstructured, name string) (*Controll
 	return c, nil
 }
 
-// ResolveFunc resolves an apiVersion and plural resource name: Registry's
-// Resolve through discovery, or anything that knows the resources without
-// a cluster.
-type ResolveFunc func(v1alpha1.ResourceRule) (Resource, error)
-
-// NewController turns a UniversalController object (or a CompositeController,
-// its spec the same field for field) into the Controller named name, its
-// resources resolved with resolve.
-func NewController(u *unstructured.Unstructured, name string, resolve ResolveFunc) (*Controller, error) {
-	var uc v1alpha1.UniversalController
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &uc); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", u.GetName(), err)
-	}
-	c := &Controller{Name: name, Generation: uc.Generation, Spec: uc.Spec, Object: u, ParentSelector: labels.Everything()}
-	var err error
-	if c.Parent, err = resolve(uc.Spec.ParentResource.ResourceRule); err != nil {
-		return nil, fmt.Errorf("parent resource: %w", err)
-	}
-	if sel := uc.Spec.ParentResource.LabelSelector; sel != nil {
-		if c.ParentSelector, err = metav1.LabelSelectorAsSelector(sel); err != nil {
-			return nil, fmt.Errorf("parentResource.labelSelector: %w", err)
-		}
-	}
-	for _, cr := range uc.Spec.ChildResources {
-		res, err := resolve(cr.ResourceRule)
-		if err != nil {
-			return nil, fmt.Errorf("child resource: %w", err)
-		}
-		child := Child{Resource: res, Method: v1alpha1.ChildUpdateOnDelete}
-		if us := cr.UpdateStrategy; us != nil {
-			if us.Method != "" {
-				child.Method = us.Method
-			}
-			if us.StatusChecks != nil {
-				child.StatusChecks = us.StatusChecks.Conditions
-			}
-		}
-		c.Children = append(c.Children, child)
-	}
-	if c.Rolling() && !c.Parent.Namespaced {
-		return nil, fmt.Errorf("rolling update methods need a namespaced parent resource: its ControllerRevisions live in the parent's namespace")
-	}
-	return c, nil
-}
-
 // Resolve resolves an apiVersion and plural resource name through
 // discovery (see ResolveResource).
-func (r *Registry) Resolve(rule v1alpha1.ResourceRule) (Resource, error) {
+func (r *Registry) Resolve(rule v1alpha1.ResourceRule) (core.Resource, error) {
 	return ResolveResource(r.mapper, rule)
 }
 
 // ResolveResource resolves an apiVersion and plural resource name with
 // mapper, resetting it once when the resource is not known yet (its CRD
 // may be new).
-func ResolveResource(mapper meta.ResettableRESTMapper, rule v1alpha1.ResourceRule) (Resource, error) {
-	res, err := ResolveWith(mapper, rule)
+func ResolveResource(mapper meta.ResettableRESTMapper, rule v1alpha1.ResourceRule) (core.Resource, error) {
+	res, err := core.ResolveWith(mapper, rule)
 	if meta.IsNoMatchError(err) {
 		mapper.Reset()
-		res, err = ResolveWith(mapper, rule)
+		res, err = core.ResolveWith(mapper, rule)
 	}
 	return res, err
 }
 
-// ResolveWith resolves an apiVersion and plural resource name with mapper.
-func ResolveWith(mapper meta.RESTMapper, rule v1alpha1.ResourceRule) (Resource, error) {
-	gv, err := schema.ParseGroupVersion(rule.APIVersion)
-	if err != nil {
-		return Resource{}, fmt.Errorf("apiVersion %q: %w", rule.APIVersion, err)
-	}
-	gvr := gv.WithResource(rule.Resource)
-	gvk, err := mapper.KindFor(gvr)
-	if err != nil {
-		return Resource{}, fmt.Errorf("resolve %s: %w", gvr, err)
-	}
-	mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil {
-		return Resource{}, fmt.Errorf("resolve %s: %w", gvk, err)
-	}
-	return Resource{GVR: gvr, GVK: gvk, Namespaced: mapping.Scope.Name() == meta.RESTScopeNameNamespace}, nil
-}
-
 // hasStatus checks that a parent resource has a status subresource, where
 // uc writes the hook's status.
-func (r *Registry) hasStatus(res Resource) error {
+func (r *Registry) hasStatus(res core.Resource) error {
 	has, err := r.statusSubresource(res)
 	if err == nil && !has {
 		err = fmt.Errorf("parent resource %s has no status subresource; add `subresources: {status: {}}` to its CRD", res.GVR.GroupResource())
@@ -528,7 +370,7 @@ func (r *Registry) hasStatus(res Resource) error {
 }
 
 // statusSubresource tells whether a resource has a status subresource.
-func (r *Registry) statusSubresource(res Resource) (bool, error) {
+func (r *Registry) statusSubresource(res core.Resource) (bool, error) {
 	list, err := r.disco.ServerResourcesForGroupVersion(res.GVR.GroupVersion().String())
 	if err != nil {
 		return false, fmt.Errorf("discover %s: %w", res.GVR.GroupVersion(), err)
@@ -626,7 +468,7 @@ func inNamespace(objs []any, namespace string) []*unstructured.Unstructured {
 
 // startInformers starts the informers a controller needs and waits until
 // their caches are filled, so nothing acts on a partial view.
-func (r *Registry) startInformers(ctx context.Context, c *Controller) error {
+func (r *Registry) startInformers(ctx context.Context, c *core.Controller) error {
 	var owned []schema.GroupVersionResource
 	for _, ch := range c.Children {
 		owned = append(owned, ch.GVR)
@@ -649,7 +491,7 @@ func (r *Registry) startInformers(ctx context.Context, c *Controller) error {
 			}
 		}
 	}
-	gvrs := append(c.parentResources(), owned...)
+	gvrs := append(c.ParentResources(), owned...)
 	r.informers.only(c.Name, gvrs...)
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -657,68 +499,6 @@ func (r *Registry) startInformers(ctx context.Context, c *Controller) error {
 		return fmt.Errorf("controller %s: %w", c.Name, err)
 	}
 	return nil
-}
-
-// parentResources are the resources of a controller's parents: its parent
-// resource, or a decorator's decorated resources.
-func (c *Controller) parentResources() []schema.GroupVersionResource {
-	if c.Decorator == nil {
-		return []schema.GroupVersionResource{c.Parent.GVR}
-	}
-	var out []schema.GroupVersionResource
-	for _, d := range c.Decorator.Resources {
-		out = append(out, d.GVR)
-	}
-	return out
-}
-
-// ErrNoSelector is returned for a parent with neither a spec.selector nor a
-// controller that generates one.
-var ErrNoSelector = errors.New("the parent has no spec.selector (set one, or generateSelector: true on the UniversalController)")
-
-// Selector is the label selector that claims a parent's children: the
-// generated controller-uid=<UID> with generateSelector, else the parent's
-// spec.selector, which must not be empty.
-func (c *Controller) Selector(parent *unstructured.Unstructured) (labels.Selector, error) {
-	if c.Spec.GenerateSelector != nil && *c.Spec.GenerateSelector {
-		return labels.SelectorFromSet(labels.Set{v1alpha1.LabelControllerUID: string(parent.GetUID())}), nil
-	}
-	raw, found, err := unstructured.NestedFieldNoCopy(parent.Object, "spec", "selector")
-	if err != nil || !found || raw == nil {
-		return nil, ErrNoSelector
-	}
-	var ls metav1.LabelSelector
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(asMap(raw), &ls); err != nil {
-		return nil, fmt.Errorf("spec.selector: %w", err)
-	}
-	sel, err := metav1.LabelSelectorAsSelector(&ls)
-	if err != nil {
-		return nil, fmt.Errorf("spec.selector: %w", err)
-	}
-	if sel.Empty() {
-		return nil, ErrNoSelector
-	}
-	return sel, nil
-}
-
-func asMap(v any) map[string]any {
-	m, _ := v.(map[string]any)
-	return m
-}
-
-// Finalizer is the finalizer uc puts on parents of a controller that has a
-// finalize hook; a decorator's has a domain of its own, so it never is a
-// controller's. Metacontroller's objects keep Metacontroller's finalizers.
-func (c *Controller) Finalizer() string {
-	switch {
-	case c.Metacontroller && c.Decorator != nil:
-		return "metacontroller.io/decoratorcontroller-" + c.Decorator.Name
-	case c.Metacontroller:
-		return "metacontroller.io/compositecontroller-" + c.Object.GetName()
-	case c.Decorator != nil:
-		return v1alpha1.DecoratorFinalizer(c.Decorator.Name)
-	}
-	return v1alpha1.ControllerFinalizer(c.Name)
 }
 
 // Object returns an object from the shared cache of its resource; namespace

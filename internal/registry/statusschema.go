@@ -2,65 +2,21 @@ package registry
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
-	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
-	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
+	"universalcontroller.dev/uc/core"
 )
-
-// StatusSchema is what the apiserver admits in the status of a parent kind:
-// the status of its CustomResourceDefinition's schema, made structural as
-// the apiserver makes it. The status of a kind without a CRD (a built-in
-// kind, an aggregated API), or whose CRD uc cannot read, is unknown: Prune
-// keeps everything, and only the apiserver's answer tells what it refuses.
-type StatusSchema struct {
-	// Source names where the schema comes from, for messages.
-	Source string
-	root   *structuralschema.Structural // {status: ...} at the object's root; nil: unknown
-	// refused is set once the apiserver refused uc's additions to a status
-	// this schema admits (a validation the pruning does not know of).
-	refused atomic.Bool
-}
-
-// Known tells whether the schema comes from the kind's CRD.
-func (s *StatusSchema) Known() bool { return s.root != nil }
-
-// Prune removes from status, in place, the fields the schema does not
-// declare, exactly as the apiserver prunes an object it stores, and returns
-// their paths ("status.conditions[0].reason"), sorted.
-func (s *StatusSchema) Prune(status map[string]any) []string {
-	if s.root == nil {
-		return nil
-	}
-	obj := map[string]any{"status": status}
-	dropped := pruning.PruneWithOptions(obj, s.root, false, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
-	if _, kept := obj["status"]; !kept {
-		clear(status) // the schema declares no status at all
-	}
-	return dropped
-}
-
-// AdditionsRefused tells whether the apiserver refused uc's additions to a
-// status of this schema: then uc writes the hook's status alone.
-func (s *StatusSchema) AdditionsRefused() bool { return s.refused.Load() }
-
-// RefuseAdditions records that the apiserver refused uc's additions. A new
-// version of the CRD makes a new StatusSchema, which tries them again.
-func (s *StatusSchema) RefuseAdditions() { s.refused.Store(true) }
 
 // crdResource is the GroupVersionResource of CustomResourceDefinitions.
 var crdResource = apiextensionsv1.SchemeGroupVersion.WithResource("customresourcedefinitions")
@@ -82,7 +38,7 @@ type statusSchemas struct {
 // cachedSchema is the schema of a kind as of one state of its CRD.
 type cachedSchema struct {
 	state  string // the CRD's resourceVersion, or why there is none
-	schema *StatusSchema
+	schema *core.StatusSchema
 }
 
 func newStatusSchemas(log *slog.Logger) *statusSchemas {
@@ -118,11 +74,11 @@ func (s *statusSchemas) run(ctx context.Context, wait time.Duration) {
 
 // StatusSchema returns the status schema of a parent resource, as of the
 // latest state of its CRD that uc has seen.
-func (r *Registry) StatusSchema(res Resource) *StatusSchema {
+func (r *Registry) StatusSchema(res core.Resource) *core.StatusSchema {
 	return r.schemas.get(res.GVR)
 }
 
-func (s *statusSchemas) get(gvr schema.GroupVersionResource) *StatusSchema {
+func (s *statusSchemas) get(gvr schema.GroupVersionResource) *core.StatusSchema {
 	name := gvr.GroupResource().String() // a CRD is named <plural>.<group>
 	var crd *unstructured.Unstructured
 	state := "CustomResourceDefinitions are not watched"
@@ -143,57 +99,16 @@ func (s *statusSchemas) get(gvr schema.GroupVersionResource) *StatusSchema {
 	if c := s.byGVR[gvr]; c != nil && c.state == state {
 		return c.schema
 	}
-	out := &StatusSchema{Source: state}
+	out := &core.StatusSchema{Source: state}
 	if crd != nil {
 		var err error
-		if out, err = StatusSchemaOf(crd, gvr.Version); err != nil {
-			out = &StatusSchema{Source: fmt.Sprintf("CustomResourceDefinition %s (unreadable: %v)", name, err)}
+		if out, err = core.StatusSchemaOf(crd, gvr.Version); err != nil {
+			out = &core.StatusSchema{Source: fmt.Sprintf("CustomResourceDefinition %s (unreadable: %v)", name, err)}
 			s.log.Warn("the status schema of a parent resource is unreadable", "resource", gvr.String(), "err", err)
 		}
 	}
 	s.byGVR[gvr] = &cachedSchema{state: state, schema: out}
 	return out
-}
-
-// StatusSchemaOf makes the status schema of one version of a CRD, as the
-// apiserver makes it.
-func StatusSchemaOf(crd *unstructured.Unstructured, version string) (*StatusSchema, error) {
-	root, err := structuralOf(crd, version)
-	if err != nil {
-		return nil, err
-	}
-	return &StatusSchema{Source: "CustomResourceDefinition " + crd.GetName(), root: root}, nil
-}
-
-// structuralOf makes the structural schema of one version of a CRD.
-func structuralOf(crd *unstructured.Unstructured, version string) (*structuralschema.Structural, error) {
-	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
-	for _, v := range versions {
-		m, _ := v.(map[string]any)
-		if m["name"] != version {
-			continue
-		}
-		raw, _, _ := unstructured.NestedFieldNoCopy(m, "schema", "openAPIV3Schema")
-		b, err := json.Marshal(raw)
-		if err != nil {
-			return nil, err
-		}
-		var props apiextensionsv1.JSONSchemaProps
-		if err := json.Unmarshal(b, &props); err != nil {
-			return nil, err
-		}
-		return Structural(&props)
-	}
-	return nil, fmt.Errorf("no version %s", version)
-}
-
-// Structural makes a CRD's schema structural, as the apiserver does.
-func Structural(props *apiextensionsv1.JSONSchemaProps) (*structuralschema.Structural, error) {
-	var internal apiextensions.JSONSchemaProps
-	if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(props, &internal, nil); err != nil {
-		return nil, err
-	}
-	return structuralschema.NewStructural(&internal)
 }
 
 // statusSchemasOnly is the CRD informer's transform: it keeps of a CRD its

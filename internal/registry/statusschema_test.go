@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"sigs.k8s.io/yaml"
+	"universalcontroller.dev/uc/core"
 )
 
 // statusCRD is a CRD of kind Widget whose version v1 has the given status
@@ -144,10 +145,10 @@ func TestStatusSchemaPrune(t *testing.T) {
 		{"no CRD", "", true, statusWithAdditions(), nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &StatusSchema{Source: "no CustomResourceDefinition"}
+			s := &core.StatusSchema{Source: "no CustomResourceDefinition"}
 			if !tc.noCRD {
 				var err error
-				if s, err = StatusSchemaOf(statusCRD(t, tc.status), "v1"); err != nil {
+				if s, err = core.StatusSchemaOf(statusCRD(t, tc.status), "v1"); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -185,11 +186,11 @@ func TestStatusSchemasOnly(t *testing.T) {
 	if u.GetName() != crd.GetName() || u.GetResourceVersion() != crd.GetResourceVersion() {
 		t.Errorf("identity %s@%s, want %s@%s", u.GetName(), u.GetResourceVersion(), crd.GetName(), crd.GetResourceVersion())
 	}
-	full, err := StatusSchemaOf(crd, "v1")
+	full, err := core.StatusSchemaOf(crd, "v1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	kept, err := StatusSchemaOf(u, "v1")
+	kept, err := core.StatusSchemaOf(u, "v1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +235,7 @@ func TestStatusSchemaFollowsCRD(t *testing.T) {
 	if _, err := dyn.Resource(crdResource).Update(ctx, changed, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var next *StatusSchema
+	var next *core.StatusSchema
 	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		next = s.get(widgets)
 		return next != first, nil

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
@@ -20,12 +20,12 @@ import (
 type inputs struct {
 	// ctl is the controller; a decorator's view for the decorated
 	// resource of the parent.
-	ctl *registry.Controller
+	ctl *core.Controller
 	// parent is the parent, or the object the decorator decorates.
 	parent *unstructured.Unstructured
 	// decorated is the decorator's resource of the parent; nil for a
 	// controller.
-	decorated *registry.Decorated
+	decorated *core.Decorated
 	// mapper resolves resources: offline, or the cluster's discovery.
 	mapper meta.RESTMapper
 	// world lists the observed objects: from files, or the cluster.
@@ -107,26 +107,26 @@ func load(ctx context.Context, opts Options, notes io.Writer) (*inputs, error) {
 // controllerFor registers the controller among the objects, or, when
 // there are several, the one whose parents are of the parent's kind: a
 // controller's parent resource, or one of a decorator's resources.
-func (in *inputs) controllerFor(objs []*unstructured.Unstructured) (*registry.Controller, error) {
+func (in *inputs) controllerFor(objs []*unstructured.Unstructured) (*core.Controller, error) {
 	// render writes no status: whether a resource has a status
 	// subresource does not matter.
-	noStatus := func(registry.Resource) (bool, error) { return false, nil }
+	noStatus := func(core.Resource) (bool, error) { return false, nil }
 	switch len(objs) {
 	case 0:
 		return nil, errors.New("no controller object")
 	case 1:
-		return registry.ControllerOf(objs[0], in.resolve, noStatus)
+		return core.ControllerOf(objs[0], in.resolve, noStatus)
 	}
 	gvk := in.parent.GroupVersionKind()
-	var found []*registry.Controller
+	var found []*core.Controller
 	var names []string
 	for _, o := range objs {
-		c, err := registry.ControllerOf(o, in.resolve, noStatus)
+		c, err := core.ControllerOf(o, in.resolve, noStatus)
 		if err != nil {
 			return nil, err
 		}
 		names = append(names, c.Name)
-		if c.Parent.GVK == gvk || c.Decorator != nil && slices.ContainsFunc(c.Decorator.Resources, func(d registry.Decorated) bool { return d.GVK == gvk }) {
+		if c.Parent.GVK == gvk || c.Decorator != nil && slices.ContainsFunc(c.Decorator.Resources, func(d core.Decorated) bool { return d.GVK == gvk }) {
 			found = append(found, c)
 		}
 	}
@@ -165,8 +165,8 @@ func (in *inputs) childNamespace() string {
 }
 
 // resolve resolves a resource as uc does, through the mapper.
-func (in *inputs) resolve(rule v1alpha1.ResourceRule) (registry.Resource, error) {
-	res, err := registry.ResolveWith(in.mapper, rule)
+func (in *inputs) resolve(rule v1alpha1.ResourceRule) (core.Resource, error) {
+	res, err := core.ResolveWith(in.mapper, rule)
 	if meta.IsNoMatchError(err) && in.kube == nil {
 		err = fmt.Errorf("%w (give its CustomResourceDefinition with --crd, or read the cluster's with --kubeconfig)", err)
 	}

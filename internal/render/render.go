@@ -21,7 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"universalcontroller.dev/uc/applier"
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/watcher"
 )
@@ -188,7 +188,7 @@ func (in *inputs) syncRequest(hook string, related hooks.GroupedObjects) (*hooks
 // parent without one), with a UID (when it has none, its namesake's that
 // liveUID finds, if any, else one made up from its kind and name; said in
 // notes), without managedFields. A parent uc would not sync is an error.
-func preparedParent(ctl *registry.Controller, parent *unstructured.Unstructured, liveUID func(*unstructured.Unstructured) (string, error), notes io.Writer) error {
+func preparedParent(ctl *core.Controller, parent *unstructured.Unstructured, liveUID func(*unstructured.Unstructured) (string, error), notes io.Writer) error {
 	if gvk := parent.GroupVersionKind(); gvk != ctl.Parent.GVK {
 		return fmt.Errorf("the parent is a %s, but %s's parents are %s", gvk, ctl.Name, ctl.Parent.GVK)
 	}

@@ -18,14 +18,14 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
 
 // Replay is a request uc published, to call a hook with again (`uc render
 // --from-trace`).
 type Replay struct {
-	Controller *registry.Controller
+	Controller *core.Controller
 	// Hook is sync or finalize.
 	Hook string
 	// Request is the request's JSON, a hooks.SyncRequest.
@@ -84,7 +84,7 @@ func RunReplay(ctx context.Context, r Replay, opts Options, out, notes io.Writer
 // without c); parent.yaml; observed.yaml and related.yaml, Lists of the
 // children and related objects the request observed; and request.json,
 // the request as it is. It says in notes how to render them.
-func save(ctx context.Context, dir string, ctl *registry.Controller, req *hooks.SyncRequest, data []byte, c *cluster, notes io.Writer) error {
+func save(ctx context.Context, dir string, ctl *core.Controller, req *hooks.SyncRequest, data []byte, c *cluster, notes io.Writer) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Ver
 
 // crdsOf reads the CustomResourceDefinitions of the controller's parent and
 // child resources, those that are custom resources.
-func (c *cluster) crdsOf(ctx context.Context, ctl *registry.Controller) ([]any, error) {
+func (c *cluster) crdsOf(ctx context.Context, ctl *core.Controller) ([]any, error) {
 	resources := []schema.GroupVersionResource{ctl.Parent.GVR}
 	for _, child := range ctl.Children {
 		resources = append(resources, child.GVR)

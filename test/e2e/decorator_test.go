@@ -30,8 +30,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"universalcontroller.dev/uc/core"
 	servicepp "universalcontroller.dev/uc/examples/service-per-pod"
-	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -168,7 +168,7 @@ func attachedBy(obj metav1.Object, decorator string, uid types.UID) error {
 	if err := controlledBy(obj, uid); err != nil {
 		return err
 	}
-	if got := obj.GetAnnotations()[registry.AnnotationDecorator]; got != decorator {
+	if got := obj.GetAnnotations()[core.AnnotationDecorator]; got != decorator {
 		return fmt.Errorf("%s is attached by %q, want %q", obj.GetName(), got, decorator)
 	}
 	return nil
