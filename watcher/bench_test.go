@@ -8,6 +8,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
@@ -35,7 +36,7 @@ status: {children: 5, observedGeneration: 2}
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		req := NewSyncRequest(ctl, parent, claimed, nil, "v2", false)
+		req := core.NewSyncRequest(ctl, parent, claimed, nil, "v2", false)
 		e := event.New()
 		e.SetType(bus.RequestType(hooks.Sync))
 		e.SetSource("/universalcontroller/bench")

@@ -9,7 +9,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -35,17 +34,8 @@ import (
 type customized struct {
 	key        parentKey
 	generation int64
-	rules      []relatedRule
+	rules      core.Rules
 	span       trace.SpanContext // of the reply's handling: the syncs that use it link to it
-}
-
-// relatedRule is a relatedResources entry, resolved.
-type relatedRule struct {
-	hooks.RelatedResourceRule
-	res       core.Resource
-	selector  labels.Selector // nil when the rule selects by names
-	namespace labels.Selector // v2 namespaceSelector, or nil
-	v2        bool            // of a customize hook of version v2
 }
 
 // customizeCache holds the customize replies by parent, keyed as the
@@ -79,56 +69,11 @@ func (c *customizeCache) selecting(controller string, gvr schema.GroupVersionRes
 		if cz.key.Controller != controller {
 			continue
 		}
-		for _, r := range cz.rules {
-			if r.res.GVR == gvr && r.matches(obj, cz.key.Namespace, nsLabels) {
-				out = append(out, cz.key)
-				break
-			}
+		if cz.rules.Selects(gvr, obj, cz.key.Namespace, nsLabels) {
+			out = append(out, cz.key)
 		}
 	}
 	return out
-}
-
-// matches tells whether the rule selects obj for a parent in parentNS ("" for
-// a cluster-scoped parent, which may look in any namespace).
-func (r relatedRule) matches(obj *unstructured.Unstructured, parentNS string, nsLabels func(string) labels.Set) bool {
-	ns := obj.GetNamespace()
-	switch {
-	case r.parentNamespaceOnly(parentNS) && ns != parentNS:
-		return false
-	case r.Namespace != "" && ns != r.Namespace:
-		return false
-	case r.namespace != nil && !r.namespace.Matches(nsLabels(ns)):
-		return false
-	case r.selector == nil:
-		for _, n := range r.Names {
-			if n == obj.GetName() {
-				return true
-			}
-		}
-		return false
-	}
-	return r.selector.Matches(labels.Set(obj.GetLabels()))
-}
-
-// lookIn is the one namespace the rule can select objects in, or "" for all.
-func (r relatedRule) lookIn(parentNS string) string {
-	switch {
-	case r.parentNamespaceOnly(parentNS):
-		return parentNS
-	case r.Namespace != "":
-		return r.Namespace
-	}
-	return ""
-}
-
-// parentNamespaceOnly tells whether the rule selects namespaced objects in
-// the parent's namespace alone, as Metacontroller's v1 hooks do for a
-// namespaced parent. A v2 hook's rule looks in the namespace it names, in
-// those its namespaceSelector selects, or else in every namespace; objects
-// of a cluster-scoped kind are selected whatever the parent's scope.
-func (r relatedRule) parentNamespaceOnly(parentNS string) bool {
-	return parentNS != "" && r.res.Namespaced && !r.v2
 }
 
 // retryDelay is how long a customize reply that could not be handled waits.
@@ -200,7 +145,7 @@ func (w *Watcher) onCustomizeReply(ctx context.Context, msg jetstream.Msg) error
 	rules, err := w.decodeCustomize(ctx, ctl, e.Data())
 	if err != nil {
 		w.republish.failed(key, meta.RequestID, time.Now())
-		return failure(CustomizeRejected(err))
+		return failure(core.CustomizeRejected(err))
 	}
 	w.customize.put(meta.ApplyKey(), &customized{key: key, generation: meta.Generation, rules: rules, span: span.SpanContext()})
 	// The hook answered: the parent's sync is asked at once, its backoff
@@ -211,86 +156,17 @@ func (w *Watcher) onCustomizeReply(ctx context.Context, msg jetstream.Msg) error
 
 // decodeCustomize decodes and resolves a customize reply, and starts
 // watching every related resource it names.
-func (w *Watcher) decodeCustomize(ctx context.Context, ctl *core.Controller, data []byte) ([]relatedRule, error) {
-	rules, err := relatedRules(ctl, data, w.reg.Resolve)
+func (w *Watcher) decodeCustomize(ctx context.Context, ctl *core.Controller, data []byte) (core.Rules, error) {
+	rules, err := core.CustomizeRules(ctl, data, w.reg.Resolve)
 	if err != nil {
-		return nil, err
+		return core.Rules{}, err
 	}
-	for _, r := range rules {
-		if err := w.watchRelated(ctx, ctl, r.res); err != nil {
-			return nil, err
+	for _, res := range rules.Resources() {
+		if err := w.watchRelated(ctx, ctl, res); err != nil {
+			return core.Rules{}, err
 		}
 	}
 	return rules, nil
-}
-
-// CustomizeRejected is the failure reported on a parent whose customize
-// reply the watcher cannot use: err says why.
-func CustomizeRejected(err error) bus.Failure {
-	return bus.Failure{Reason: v1alpha1.ReasonInvalidHookReply, Message: "customize hook reply rejected: " + err.Error()}
-}
-
-// Rules are the rules of a customize reply, which select the related
-// objects of a parent's sync requests.
-type Rules struct{ rules []relatedRule }
-
-// CustomizeRules decodes and checks a customize reply as the watcher does,
-// its resources resolved with resolve. An error is the reply's problem.
-func CustomizeRules(ctl *core.Controller, data []byte, resolve core.ResolveFunc) (Rules, error) {
-	rules, err := relatedRules(ctl, data, resolve)
-	return Rules{rules}, err
-}
-
-// Select selects the related objects of a parent's sync request of hook
-// version version, as the watcher does, from those list lists (by
-// resource, in a namespace or, for "", in all); nsLabels are a
-// namespace's labels.
-func (r Rules) Select(ctl *core.Controller, parent *unstructured.Unstructured, version string, list ListFunc, nsLabels func(string) labels.Set) (hooks.GroupedObjects, error) {
-	return selectRelated(ctl, parent, version, r.rules, list, nsLabels)
-}
-
-// ListFunc lists the objects of a resource in a namespace ("" for all).
-type ListFunc func(gvr schema.GroupVersionResource, namespace string) ([]*unstructured.Unstructured, error)
-
-// relatedRules decodes and resolves a customize reply.
-func relatedRules(ctl *core.Controller, data []byte, resolve core.ResolveFunc) ([]relatedRule, error) {
-	var resp hooks.CustomizeResponse
-	if err := hooks.DecodeReply(data, &resp, ctl.Spec.Hooks.Customize.StrictReplies()); err != nil {
-		return nil, fmt.Errorf("not a valid customize response: %w", err)
-	}
-	if err := resp.Validate(); err != nil {
-		return nil, err
-	}
-	rules := make([]relatedRule, 0, len(resp.RelatedResources))
-	for i, rr := range resp.RelatedResources {
-		r := relatedRule{RelatedResourceRule: rr, v2: ctl.HookVersion(hooks.Customize) == string(v1alpha1.HookV2)}
-		var err error
-		if r.res, err = resolve(v1alpha1.ResourceRule{APIVersion: rr.APIVersion, Resource: rr.Resource}); err != nil {
-			return nil, fmt.Errorf("relatedResources[%d]: %w", i, err)
-		}
-		if len(rr.Names) == 0 {
-			if r.selector, err = selectorOrEverything(rr.LabelSelector); err != nil {
-				return nil, fmt.Errorf("relatedResources[%d].labelSelector: %w", i, err)
-			}
-		}
-		if rr.NamespaceSelector != nil {
-			if ctl.HookVersion(hooks.Customize) != string(v1alpha1.HookV2) {
-				return nil, fmt.Errorf("relatedResources[%d]: namespaceSelector needs hook version v2", i)
-			}
-			if r.namespace, err = selectorOrEverything(rr.NamespaceSelector); err != nil {
-				return nil, fmt.Errorf("relatedResources[%d].namespaceSelector: %w", i, err)
-			}
-		}
-		rules = append(rules, r)
-	}
-	return rules, nil
-}
-
-func selectorOrEverything(ls *metav1.LabelSelector) (labels.Selector, error) {
-	if ls == nil {
-		return labels.Everything(), nil
-	}
-	return metav1.LabelSelectorAsSelector(ls)
 }
 
 // watchRelated makes sure the watcher follows a related resource for the
@@ -361,7 +237,7 @@ func (w *Watcher) cachedRelated(ctx context.Context, ctl *core.Controller, paren
 		return nil, false, nil
 	}
 	span.AddLink(trace.Link{SpanContext: cz.span})
-	out, err := selectRelated(ctl, parent, version, cz.rules, w.listCached, w.namespaceLabels)
+	out, err := cz.rules.Select(ctl, parent, version, w.listCached, w.namespaceLabels)
 	return out, err == nil, err
 }
 
@@ -384,29 +260,6 @@ func (w *Watcher) listCached(gvr schema.GroupVersionResource, namespace string) 
 	out := make([]*unstructured.Unstructured, 0, len(objs))
 	for _, o := range objs {
 		out = append(out, o.(*unstructured.Unstructured))
-	}
-	return out, nil
-}
-
-// selectRelated selects a parent's related objects with the rules of its
-// customize reply: every rule's kind has an entry, its objects keyed as
-// the hook version asks.
-func selectRelated(ctl *core.Controller, parent *unstructured.Unstructured, version string, rules []relatedRule, list ListFunc, nsLabels func(string) labels.Set) (hooks.GroupedObjects, error) {
-	out := hooks.GroupedObjects{}
-	for _, r := range rules {
-		group := hooks.GroupKey(r.res.GVK.Kind, r.res.APIVersion())
-		if out[group] == nil {
-			out[group] = hooks.ObjectMap{}
-		}
-		objs, err := list(r.res.GVR, r.lookIn(parent.GetNamespace()))
-		if err != nil {
-			return nil, err
-		}
-		for _, u := range objs {
-			if r.matches(u, parent.GetNamespace(), nsLabels) {
-				out.Insert(hooks.ObjectKey(version, ctl.Parent.Namespaced, u), u)
-			}
-		}
 	}
 	return out, nil
 }

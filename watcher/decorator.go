@@ -2,7 +2,6 @@ package watcher
 
 import (
 	"context"
-	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -88,7 +87,7 @@ func (w *Watcher) syncDecorated(ctx context.Context, ctl *core.Controller, key p
 		w.forget(key)
 		return nil
 	}
-	hook, ok := HookForDecorated(ctl, d, obj)
+	hook, ok := core.HookForDecorated(ctl, d, obj)
 	if !ok {
 		w.forget(key)
 		return nil
@@ -100,12 +99,12 @@ func (w *Watcher) syncDecorated(ctx context.Context, ctl *core.Controller, key p
 		return err // without a customize reply yet, the sync follows it
 	}
 	_, span := w.tracer.Start(ctx, "claim")
-	attached, err := Attachments(w.reg, view, obj)
+	attached, err := core.Attachments(w.reg, view, obj)
 	tracing.End(span, err)
 	if err != nil {
 		return err
 	}
-	req := NewDecoratorRequest(view, obj, attached, related, version, hook == hooks.Finalize)
+	req := core.NewDecoratorRequest(view, obj, attached, related, version, hook == hooks.Finalize)
 	meta := w.meta(view, obj, hook)
 	observeAll(&meta, req.Attachments, req.Related)
 	if _, err := w.publishRequest(ctx, key, &meta, obj, req, observedObjects(ctl, req.Finalizing, obj, req.Attachments, req.Related)); err != nil {
@@ -113,52 +112,4 @@ func (w *Watcher) syncDecorated(ctx context.Context, ctl *core.Controller, key p
 	}
 	w.resyncLater(ctl, key)
 	return nil
-}
-
-// HookForDecorated tells which hook a decorated object's request is for:
-// sync, or finalize for one being deleted, or that the decorator's
-// selectors no longer select, that the decorator's finalizer holds, if it
-// has a finalize hook (else a sync reply lets it go). One that the
-// finalizer does not hold needs no request (ok false).
-func HookForDecorated(ctl *core.Controller, d *core.Decorated, obj *unstructured.Unstructured) (hook string, ok bool) {
-	switch {
-	case obj.GetDeletionTimestamp() == nil && d.Selects(obj):
-		return hooks.Sync, true
-	case !slices.Contains(obj.GetFinalizers(), ctl.Finalizer()):
-		return "", false // nothing of the decorator's holds it
-	case ctl.Spec.Hooks.Finalize != nil:
-		return hooks.Finalize, true
-	}
-	return hooks.Sync, true
-}
-
-// NewDecoratorRequest builds a decorator's sync or finalize request: every
-// declared attachment kind has an entry, its objects keyed as the hook
-// version asks. ctl is the decorator's view for the object's resource.
-func NewDecoratorRequest(ctl *core.Controller, obj *unstructured.Unstructured, attached [][]*unstructured.Unstructured, related hooks.GroupedObjects, version string, finalizing bool) *hooks.DecoratorRequest {
-	return &hooks.DecoratorRequest{
-		Controller:  ctl.Object,
-		Object:      obj,
-		Attachments: group(ctl, attached, version),
-		Related:     related,
-		Finalizing:  finalizing,
-	}
-}
-
-// Attachments returns, per attachment kind, the decorator's attachments of
-// obj.
-func Attachments(children Children, ctl *core.Controller, obj *unstructured.Unstructured) ([][]*unstructured.Unstructured, error) {
-	out := make([][]*unstructured.Unstructured, len(ctl.Children))
-	for i, child := range ctl.Children {
-		owned, err := children.Owned(child.GVR, obj.GetNamespace(), obj.GetUID())
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range owned {
-			if ctl.IsAttachment(o) {
-				out[i] = append(out[i], o)
-			}
-		}
-	}
-	return out, nil
 }

@@ -87,7 +87,7 @@ metadata: {name: team-a, uid: `+parentUID+`, resourceVersion: "301", labels: {we
 	} {
 		t.Run(strings.TrimSuffix(tc.golden, ".json"), func(t *testing.T) {
 			version := tc.ctl.HookVersion(hooks.Sync)
-			got := indentJSON(t, NewDecoratorRequest(tc.ctl, tc.obj, tc.attached, hooks.GroupedObjects{}, version, false))
+			got := indentJSON(t, core.NewDecoratorRequest(tc.ctl, tc.obj, tc.attached, hooks.GroupedObjects{}, version, false))
 			golden.Check(t, tc.golden, got)
 
 			var wire map[string]any

@@ -85,7 +85,7 @@ func checkSyncRequest(t *testing.T, ctl *core.Controller, parent *unstructured.U
 			}
 		}
 	}
-	req := NewSyncRequest(ctl, parent, claimed, related, version, finalizing)
+	req := core.NewSyncRequest(ctl, parent, claimed, related, version, finalizing)
 	data, err := json.Marshal(req)
 	if err != nil {
 		t.Fatalf("%s %s: the request does not encode: %v", ctl.Name, version, err)

@@ -16,8 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 
 	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/internal/revision"
@@ -80,7 +78,7 @@ func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 	for _, rev := range b.revs {
 		m := b.meta
 		m.Revision = rev.hash
-		req := NewSyncRequest(ctl, rev.parent, b.claimed, b.req.Related, ctl.HookVersion(m.Hook), b.req.Finalizing)
+		req := core.NewSyncRequest(ctl, rev.parent, b.claimed, b.req.Related, ctl.HookVersion(m.Hook), b.req.Finalizing)
 		typ, subject := bus.RequestType(m.Hook), m.RequestSubject()
 		if err := w.publish(ctx, m, typ, subject, req, chainedID(observedHash(subject, typ, observed(ctl, req)), id, key.Resync)); err != nil {
 			return err
@@ -121,19 +119,19 @@ func (w *Watcher) build(ctx context.Context, ctl *core.Controller, key parentKey
 	if !ctl.ParentSelector.Matches(labels.Set(parent.GetLabels())) {
 		return nil, nil
 	}
-	hook, ok := HookFor(ctl, parent)
+	hook, ok := core.HookFor(ctl, parent)
 	if !ok {
 		return nil, nil
 	}
 	b := &built{parent: parent, meta: w.meta(ctl, parent, hook)}
 	sel, err := ctl.Selector(parent)
 	if err != nil {
-		f := InvalidSelector(err)
+		f := core.InvalidSelector(err)
 		b.failure = &f
 		return b, nil
 	}
 	_, span := w.tracer.Start(ctx, "claim")
-	b.claimed, err = Claim(w.reg, ctl, parent, sel)
+	b.claimed, err = core.Claim(w.reg, ctl, parent, sel)
 	tracing.End(span, err)
 	if err != nil {
 		return nil, err
@@ -146,7 +144,7 @@ func (w *Watcher) build(ctx context.Context, ctl *core.Controller, key parentKey
 	if b.revs, err = w.liveRevisions(ctl, parent, &b.meta); err != nil {
 		return nil, err
 	}
-	b.req = NewSyncRequest(ctl, parent, b.claimed, related, version, hook == hooks.Finalize)
+	b.req = core.NewSyncRequest(ctl, parent, b.claimed, related, version, hook == hooks.Finalize)
 	observeAll(&b.meta, b.req.Children, b.req.Related)
 	return b, nil
 }
@@ -207,89 +205,6 @@ func (w *Watcher) liveRevisions(ctl *core.Controller, parent *unstructured.Unstr
 		meta.Revisions = append(meta.Revisions, rev.Hash)
 	}
 	return older, nil
-}
-
-// HookFor tells which hook a parent's request is for: sync, or finalize
-// for a parent being deleted that uc's finalizer holds, if the controller
-// has a finalize hook (else a sync reply lets it go). A parent being
-// deleted that uc's finalizer does not hold needs no request (ok false).
-func HookFor(ctl *core.Controller, parent *unstructured.Unstructured) (hook string, ok bool) {
-	switch {
-	case parent.GetDeletionTimestamp() == nil:
-		return hooks.Sync, true
-	case !slices.Contains(parent.GetFinalizers(), ctl.Finalizer()):
-		return "", false // nothing of uc's holds the parent
-	case ctl.Spec.Hooks.Finalize != nil:
-		return hooks.Finalize, true
-	}
-	return hooks.Sync, true
-}
-
-// InvalidSelector is the failure reported on a parent whose children
-// cannot be selected (see core.Controller.Selector): no hook is asked.
-func InvalidSelector(err error) bus.Failure {
-	return bus.Failure{Reason: v1alpha1.ReasonInvalidSelector, Message: err.Error()}
-}
-
-// Children finds the objects of a child resource: the registry's shared
-// caches, or anything else that holds objects.
-type Children interface {
-	// Owned lists the objects of a child resource whose controller is
-	// owner.
-	Owned(gvr schema.GroupVersionResource, namespace string, owner types.UID) ([]*unstructured.Unstructured, error)
-	// Orphans lists the objects of a child resource in namespace ("" for
-	// all) that no controller owns.
-	Orphans(gvr schema.GroupVersionResource, namespace string) ([]*unstructured.Unstructured, error)
-}
-
-// Claim returns, per declared child resource, the parent's children: the
-// objects it controls and the orphans it may adopt that core.Claims.
-// (Controlled children that stop matching are released by the applier.)
-func Claim(children Children, ctl *core.Controller, parent *unstructured.Unstructured, sel labels.Selector) ([][]*unstructured.Unstructured, error) {
-	claimed := make([][]*unstructured.Unstructured, len(ctl.Children))
-	for i, child := range ctl.Children {
-		owned, err := children.Owned(child.GVR, parent.GetNamespace(), parent.GetUID())
-		if err != nil {
-			return nil, err
-		}
-		orphans, err := children.Orphans(child.GVR, parent.GetNamespace())
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range slices.Concat(owned, orphans) {
-			if core.Claims(parent.GetUID(), sel, o) {
-				claimed[i] = append(claimed[i], o)
-			}
-		}
-	}
-	return claimed, nil
-}
-
-// NewSyncRequest builds a sync or finalize request: every declared child
-// kind has an entry, its objects (claimed, by declared child kind) keyed
-// as the hook version asks.
-func NewSyncRequest(ctl *core.Controller, parent *unstructured.Unstructured, claimed [][]*unstructured.Unstructured, related hooks.GroupedObjects, version string, finalizing bool) *hooks.SyncRequest {
-	return &hooks.SyncRequest{
-		Controller: ctl.Object,
-		Parent:     parent,
-		Children:   group(ctl, claimed, version),
-		Related:    related,
-		Finalizing: finalizing,
-	}
-}
-
-// group groups a parent's children (claimed, by declared child kind) as a
-// request carries them: every declared kind has an entry, its objects
-// keyed as the hook version asks.
-func group(ctl *core.Controller, claimed [][]*unstructured.Unstructured, version string) hooks.GroupedObjects {
-	children := hooks.GroupedObjects{}
-	for i, child := range ctl.Children {
-		children[hooks.GroupKey(child.GVK.Kind, child.APIVersion())] = hooks.ObjectMap{}
-		for _, o := range claimed[i] {
-			children.Insert(hooks.ObjectKey(version, ctl.Parent.Namespaced, o), o)
-		}
-	}
-	return children
 }
 
 // meta is what the events of one hook call say about the parent.

@@ -259,7 +259,7 @@ data: {key: value}
 func TestSyncRequestGolden(t *testing.T) {
 	for _, tc := range requestCases(t) {
 		t.Run(strings.TrimSuffix(tc.golden, ".json"), func(t *testing.T) {
-			req := NewSyncRequest(tc.ctl, tc.parent, tc.claimed, tc.related, tc.version, tc.finalizing)
+			req := core.NewSyncRequest(tc.ctl, tc.parent, tc.claimed, tc.related, tc.version, tc.finalizing)
 			got := indentJSON(t, req)
 			golden.Check(t, tc.golden, got)
 

@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"universalcontroller.dev/uc/applier"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/hooks"
-	"universalcontroller.dev/uc/watcher"
 )
 
 // relatedObjects are the related objects of the parent's sync or finalize
@@ -33,21 +33,21 @@ func (in *inputs) relatedObjects(ctx context.Context, call caller, hook string) 
 
 // customize calls the customize hook, and checks its reply as the watcher
 // does. A reply it would refuse fails the parent's sync, as uc reports it.
-func (in *inputs) customize(ctx context.Context, call caller) (watcher.Rules, []byte, error) {
+func (in *inputs) customize(ctx context.Context, call caller) (core.Rules, []byte, error) {
 	reply, err := call(ctx, hooks.Customize, &hooks.CustomizeRequest{Controller: in.ctl.Object, Parent: in.parent})
 	if err != nil {
-		return watcher.Rules{}, nil, err
+		return core.Rules{}, nil, err
 	}
-	rules, err := watcher.CustomizeRules(in.ctl, reply, in.resolve)
+	rules, err := core.CustomizeRules(in.ctl, reply, in.resolve)
 	if err != nil {
-		return watcher.Rules{}, nil, applier.HookFailed(hooks.Sync, watcher.CustomizeRejected(err))
+		return core.Rules{}, nil, applier.HookFailed(hooks.Sync, core.CustomizeRejected(err))
 	}
 	return rules, reply, nil
 }
 
 // selectRelated selects the objects the rules select among the observed
 // ones, keyed as the hook version asks.
-func (in *inputs) selectRelated(ctx context.Context, rules watcher.Rules, version string) (hooks.GroupedObjects, error) {
+func (in *inputs) selectRelated(ctx context.Context, rules core.Rules, version string) (hooks.GroupedObjects, error) {
 	list := func(gvr schema.GroupVersionResource, namespace string) ([]*unstructured.Unstructured, error) {
 		return in.world.list(ctx, gvr, namespace)
 	}

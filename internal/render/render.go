@@ -3,7 +3,7 @@
 // and checks the reply as the applier would, without a bus and, unless
 // asked to read the observed objects from one, without a cluster.
 // Everything that decides is uc's own code, fed from files: the request is
-// the watcher's (watcher.Claim, watcher.NewSyncRequest), the call the
+// the watcher's (core.Claim, core.NewSyncRequest), the call the
 // hook workers' (exechook, the dispatcher's webhook client), the reply's
 // rules and the plan the applier's (applier.Check).
 package render
@@ -23,7 +23,6 @@ import (
 	"universalcontroller.dev/uc/applier"
 	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/hooks"
-	"universalcontroller.dev/uc/watcher"
 )
 
 // Options are what to render.
@@ -125,9 +124,9 @@ func (in *inputs) hook(asked string) (string, error) {
 	var hook string
 	var ok bool
 	if in.decorated != nil {
-		hook, ok = watcher.HookForDecorated(in.ctl, in.decorated, in.parent)
+		hook, ok = core.HookForDecorated(in.ctl, in.decorated, in.parent)
 	} else {
-		hook, ok = watcher.HookFor(in.ctl, in.parent)
+		hook, ok = core.HookFor(in.ctl, in.parent)
 	}
 	if !ok {
 		return "", errors.New("the parent is being deleted, or no longer selected, and no finalizer of uc's holds it: uc sends it no request")
@@ -141,11 +140,11 @@ func (in *inputs) request(hook string, related hooks.GroupedObjects) (any, error
 	if in.decorated == nil {
 		return in.syncRequest(hook, related)
 	}
-	attached, err := watcher.Attachments(in.children, in.ctl, in.parent)
+	attached, err := core.Attachments(in.children, in.ctl, in.parent)
 	if err != nil {
 		return nil, err
 	}
-	return watcher.NewDecoratorRequest(in.ctl, in.parent, attached, related, in.ctl.HookVersion(hook), hook == hooks.Finalize), nil
+	return core.NewDecoratorRequest(in.ctl, in.parent, attached, related, in.ctl.HookVersion(hook), hook == hooks.Finalize), nil
 }
 
 // check checks and plans a reply as the applier would.
@@ -174,13 +173,13 @@ func (in *inputs) syncRequest(hook string, related hooks.GroupedObjects) (*hooks
 	sel, err := in.ctl.Selector(in.parent)
 	if err != nil {
 		// The watcher asks no hook, and reports why on the parent.
-		return nil, applier.HookFailed(hook, watcher.InvalidSelector(err))
+		return nil, applier.HookFailed(hook, core.InvalidSelector(err))
 	}
-	claimed, err := watcher.Claim(in.children, in.ctl, in.parent, sel)
+	claimed, err := core.Claim(in.children, in.ctl, in.parent, sel)
 	if err != nil {
 		return nil, err
 	}
-	return watcher.NewSyncRequest(in.ctl, in.parent, claimed, related, in.ctl.HookVersion(hook), hook == hooks.Finalize), nil
+	return core.NewSyncRequest(in.ctl, in.parent, claimed, related, in.ctl.HookVersion(hook), hook == hooks.Finalize), nil
 }
 
 // preparedParent makes the parent from its file as it would be in the

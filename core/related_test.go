@@ -1,4 +1,4 @@
-package watcher
+package core
 
 import (
 	"testing"
@@ -6,7 +6,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
 
@@ -16,7 +15,7 @@ import (
 // its rule names, or of every namespace; a cluster-scoped kind is seen by
 // every parent.
 func TestRelatedRuleNamespaces(t *testing.T) {
-	namespaced := core.Resource{Namespaced: true}
+	namespaced := Resource{Namespaced: true}
 	obj := func(ns string) *unstructured.Unstructured {
 		o := &unstructured.Unstructured{Object: map[string]any{}}
 		o.SetNamespace(ns)
@@ -36,7 +35,7 @@ func TestRelatedRuleNamespaces(t *testing.T) {
 		{"v1, namespaced parent, another namespace", relatedRule{res: namespaced, selector: labels.Everything()}, "p", obj("other"), "p", false},
 		{"v1, a namespace named in the rule is not the parent's", relatedRule{RelatedResourceRule: hooks.RelatedResourceRule{Namespace: "other"}, res: namespaced, selector: labels.Everything()}, "p", obj("other"), "p", false},
 		{"v1, cluster-scoped parent, any namespace", relatedRule{res: namespaced, selector: labels.Everything()}, "", obj("other"), "", true},
-		{"v1, namespaced parent, a cluster-scoped kind", relatedRule{res: core.Resource{}, selector: labels.Everything()}, "p", obj(""), "", true},
+		{"v1, namespaced parent, a cluster-scoped kind", relatedRule{res: Resource{}, selector: labels.Everything()}, "p", obj(""), "", true},
 		{"v2, namespaced parent, every namespace", relatedRule{res: namespaced, selector: labels.Everything(), v2: true}, "p", obj("other"), "", true},
 		{"v2, the namespace the rule names", relatedRule{RelatedResourceRule: hooks.RelatedResourceRule{Namespace: "src"}, res: namespaced, selector: labels.Everything(), v2: true}, "p", obj("src"), "src", true},
 		{"v2, not another than the rule names", relatedRule{RelatedResourceRule: hooks.RelatedResourceRule{Namespace: "src"}, res: namespaced, selector: labels.Everything(), v2: true}, "p", obj("p"), "src", false},
