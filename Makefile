@@ -88,7 +88,7 @@ bench: bench-go testbed-bins
 # runs with benchstat (BENCHCOUNT=10).
 BENCHCOUNT ?= 1
 bench-go:
-	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) ./watcher/ ./applier/
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) ./watcher/ ./applier/ ./core/
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

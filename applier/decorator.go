@@ -2,9 +2,6 @@ package applier
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -12,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	"universalcontroller.dev/uc/core"
@@ -86,12 +82,12 @@ func (rc *reconciler) applyDecoration(ctx context.Context, parents *knownParents
 	r := b.latest()
 	err := checkType(r)
 	var resp *hooks.DecoratorResponse
-	var actions []action
+	var actions []core.Write
 	if err == nil {
-		resp, actions, err = planDecoration(ctl, obj, r.meta.Hook, r.data, rc.maxChildren, cacheLookup{rc.reg})
+		resp, actions, err = core.PlanDecoration(ctl, obj, r.meta.Hook, r.data, rc.maxChildren, rc.reg)
 	}
 	if err != nil {
-		reason, problem := invalidReply(m.Hook, err)
+		reason, problem := core.InvalidReply(m.Hook, err)
 		return rc.rejectDecorated(log, ctl, m, obj, reason, problem)
 	}
 	if _, err := rc.writer.execute(ctx, ctl, obj, actions); err != nil {
@@ -139,96 +135,6 @@ func (rc *reconciler) rejectDecorated(log *slog.Logger, ctl *core.Controller, m 
 	return nil
 }
 
-// planDecoration decodes the data of a decorator's reply, which may have at
-// most maxChildren attachments, and plans its attachments' writes.
-func planDecoration(ctl *core.Controller, obj *unstructured.Unstructured, hook string, data []byte, maxChildren int, live liveObjects) (*hooks.DecoratorResponse, []action, error) {
-	resp, err := decodeData[hooks.DecoratorResponse](hook, data, ctl.Spec.Hooks.Named(hook).StrictReplies())
-	if err == nil {
-		err = checkCount(len(resp.Attachments), maxChildren)
-	}
-	var actions []action
-	if err == nil {
-		actions, err = planAttachments(ctl, obj, resp, live)
-	}
-	return resp, actions, err
-}
-
-// planAttachments turns a decorator's reply into the writes that make the
-// object's attachments match it. It writes nothing, and it rejects the
-// whole reply when any attachment is not one the decorator may manage: a
-// kind it does not declare, or an existing object that is not already its
-// attachment of this object.
-func planAttachments(ctl *core.Controller, parent *unstructured.Unstructured, resp *hooks.DecoratorResponse, live liveObjects) ([]action, error) {
-	if err := resp.Validate(); err != nil {
-		return nil, err
-	}
-	owner := ownerRef(ctl, parent)
-	desired := map[childID]bool{}
-	var actions []action
-	for i, d := range resp.Attachments {
-		child, obj, err := desire(ctl, parent, attachment(ctl, d), owner, desired, "attachments")
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", listed("attachments", i, d), err)
-		}
-		cur, exists := live.get(child, obj.GetNamespace(), obj.GetName())
-		if !exists {
-			// A decorator adopts nothing: an object found in the way is
-			// refused unless it is already the object's.
-			actions = append(actions, action{verb: verbCreate, child: child, obj: obj, sel: labels.Nothing(), event: "Created"})
-			continue
-		}
-		if err := mayAttach(ctl, cur, parent.GetUID()); err != nil {
-			return nil, fmt.Errorf("%s: %w", listed("attachments", i, d), err)
-		}
-		if a, ok := update(child, cur, obj); ok {
-			actions = append(actions, a)
-		}
-	}
-	for i := range ctl.Children {
-		child := &ctl.Children[i]
-		owned, err := live.owned(child, parent.GetNamespace(), parent.GetUID())
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range owned {
-			if ctl.IsAttachment(o) && !desired[idOf(child, o)] && o.GetDeletionTimestamp() == nil {
-				actions = append(actions, action{verb: verbDelete, child: child, obj: o, event: "Deleted"})
-			}
-		}
-	}
-	return actions, nil
-}
-
-// attachment marks a desired attachment, obj, as the decorator's, in place
-// (see desiredObject), and returns it.
-func attachment(ctl *core.Controller, obj *unstructured.Unstructured) *unstructured.Unstructured {
-	annotations := obj.GetAnnotations()
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	annotations[ctl.Decorator.Annotation] = ctl.Decorator.Name
-	obj.SetAnnotations(annotations)
-	return obj
-}
-
-// mayAttach tells why a decorator may not manage an existing object named
-// as one of its attachments: it is not controlled by the decorated object,
-// or it is but it is not the decorator's (the object's own controller made
-// it, or another decorator did). It judges the live object.
-func mayAttach(ctl *core.Controller, cur *unstructured.Unstructured, parent types.UID) error {
-	ref := metav1.GetControllerOfNoCopy(cur)
-	switch {
-	case ref == nil:
-		return fmt.Errorf("an object of that name exists and is controlled by no one: a decorator adopts nothing")
-	case ref.UID != parent:
-		return fmt.Errorf("an object of that name exists and is already controlled by %s %s: uc does not take it over", ref.Kind, ref.Name)
-	case !ctl.IsAttachment(cur):
-		return fmt.Errorf("an object of that name exists, controlled by the decorated object but not by this decorator (it lacks the annotation %s=%s): uc does not take it over",
-			ctl.Decorator.Annotation, ctl.Decorator.Name)
-	}
-	return nil
-}
-
 // writeDecoration sets the reply's labels, annotations and status on the
 // decorated object with server-side apply, under the decorator's field
 // manager: a label or annotation it set before and no longer sets is
@@ -238,16 +144,16 @@ func mayAttach(ctl *core.Controller, cur *unstructured.Unstructured, parent type
 // writes nothing when the object already has what the decorator last wrote
 // to it.
 func (rc *reconciler) writeDecoration(ctx context.Context, ctl *core.Controller, d *core.Decorated, obj *unstructured.Unstructured, resp *hooks.DecoratorResponse, key types.UID) error {
-	lbls, anns := present(resp.Labels), present(resp.Annotations)
-	fp, err := fingerprint(lbls, anns, resp.Status)
+	lbls, anns := core.Present(resp.Labels), core.Present(resp.Annotations)
+	fp, err := core.Fingerprint(lbls, anns, resp.Status)
 	if err != nil {
 		return err
 	}
 	liveLabels, _, _ := unstructured.NestedMap(obj.Object, "metadata", "labels")
 	liveAnns, _, _ := unstructured.NestedMap(obj.Object, "metadata", "annotations")
 	liveStatus, _, _ := unstructured.NestedMap(obj.Object, "status")
-	if rc.decorated.same(key, fp) && contains(liveLabels, lbls) && contains(liveAnns, anns) &&
-		(resp.Status == nil || contains(liveStatus, resp.Status)) {
+	if rc.decorated.same(key, fp) && core.Contains(liveLabels, lbls) && core.Contains(liveAnns, anns) &&
+		(resp.Status == nil || core.Contains(liveStatus, resp.Status)) {
 		return nil
 	}
 	if err := mayWrite(ctx); err != nil {
@@ -268,39 +174,19 @@ func (rc *reconciler) writeDecoration(ctx context.Context, ctl *core.Controller,
 	}
 	out, err := res.Apply(ctx, obj.GetName(), cfg, opts)
 	if err != nil {
-		return judged(fmt.Errorf("write the labels and annotations of %s: %w", objectKey(obj), err))
+		return judged(fmt.Errorf("write the labels and annotations of %s: %w", core.ObjectKey(obj), err))
 	}
 	noteWritten(ctx, d.GVR, out)
 	if resp.Status != nil && d.StatusSubresource {
 		cfg := parentConfig(ctx, d.GVR, obj)
 		cfg.Object["status"] = resp.Status
 		if out, err = res.ApplyStatus(ctx, obj.GetName(), cfg, opts); err != nil {
-			return judged(fmt.Errorf("write the status of %s: %w", objectKey(obj), err))
+			return judged(fmt.Errorf("write the status of %s: %w", core.ObjectKey(obj), err))
 		}
 		noteWritten(ctx, d.GVR, out)
 	}
 	rc.decorated.remember(key, fp)
 	return nil
-}
-
-// present is a reply's labels or annotations without the null ones.
-func present(m map[string]*string) map[string]any {
-	out := map[string]any{}
-	for k, v := range m {
-		if v != nil {
-			out[k] = *v
-		}
-	}
-	return out
-}
-
-func fingerprint(parts ...any) (string, error) {
-	b, err := json.Marshal(parts) // maps marshal with sorted keys
-	if err != nil {
-		return "", fmt.Errorf("hash the decoration: %w", err)
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:12]), nil
 }
 
 // decorations remembers, per decorated object and decorator (by

@@ -32,7 +32,7 @@
 //	intake      intake.go (intake, worker loop), partitions.go (owner,
 //	            partition, its hold), batch.go (reply, batch)
 //	reconciler  reconcile.go (apply, reject, reportFailing), decode.go,
-//	            fence.go (and knownParents), status.go, rollout.go (rollout,
+//	            fence.go (and knownParents), status.go, rollout.go (core.rollout,
 //	            revisions), metacontroller.go, parent.go, feedback.go,
 //	            decorator.go, dryrun.go, shadow.go, trace.go, observe.go
 //	writer      write.go (execute, write, ownership, errors), preflight.go

@@ -18,7 +18,7 @@ import (
 
 // A dry-run controller (spec.dryRun) runs through the whole pipeline, and
 // its applier plans each reply with the code that applies it, then
-// publishes the plan (bus.Plan) instead of writing anything to the
+// publishes the plan (bus.plan) instead of writing anything to the
 // cluster: no child, no status, no finalizer, no ControllerRevision, and
 // no Event either — an Event is a write too, and who switches dryRun on
 // expects nothing written. What touches only the bus still happens: the
@@ -30,8 +30,8 @@ import (
 // children's writes (actions), the status with uc's conditions, the
 // finalizer and the Events; then advances the fence.
 func (rc *reconciler) dryRun(ctx context.Context, parents *knownParents, ctl *core.Controller, parent *unstructured.Unstructured, m bus.Meta,
-	resp *hooks.SyncResponse, actions []action, conditions []metav1.Condition) error {
-	p := describe(ctl, parent, m, resp, actions, conditions, rc.reg.StatusSchema(ctl.Parent), rc.reg)
+	resp *hooks.SyncResponse, actions []core.Write, conditions []metav1.Condition) error {
+	p := core.Describe(ctl, parent, m, resp, actions, conditions, rc.reg.StatusSchema(ctl.Parent), rc.reg)
 	if err := rc.publishPlan(ctx, m, p); err != nil {
 		return err
 	}
@@ -41,39 +41,10 @@ func (rc *reconciler) dryRun(ctx context.Context, parents *knownParents, ctl *co
 	return rc.advanceFence(ctx, parents, m)
 }
 
-// describe is the plan of m's reply resp, planned into actions, with uc's
-// conditions: what its writes do to each child (live holds the live
-// ones), the parent's status as the schema admits it, when it would be
-// written, the finalizer and the Events. It writes nothing.
-func describe(ctl *core.Controller, parent *unstructured.Unstructured, m bus.Meta, resp *hooks.SyncResponse, actions []action,
-	conditions []metav1.Condition, schema *core.StatusSchema, live Cache) *bus.Plan {
-	p := newPlan(m)
-	p.Children = Steps(ctl, resp.Children, writes(actions), live)
-	status, _, _ := unstructured.NestedMap(parent.Object, "status")
-	if next := composeStatus(schema, status, resp.Status, m.Generation, conditions).full; !equalJSON(status, next) {
-		p.Status = next
-	}
-	keep := ctl.Spec.Hooks.Finalize != nil && (m.Hook == hooks.Sync || !resp.Finalized)
-	p.Finalizer = finalizerChange(ctl, parent, keep)
-	if reason, message, ok := writesEvent(actions); ok {
-		p.Events = append(p.Events, bus.PlanEvent{Type: "Normal", Reason: reason, Message: message})
-	}
-	for _, e := range resp.Events {
-		p.Events = append(p.Events, bus.PlanEvent{Type: e.Type, Reason: e.Reason, Message: e.Message})
-	}
-	p.ResyncAfterSeconds = resp.ResyncAfterSeconds
-	return p
-}
-
-// newPlan is the plan of m's reply, with nothing planned yet.
-func newPlan(m bus.Meta) *bus.Plan {
-	return &bus.Plan{Hook: m.Hook, RequestID: m.RequestID, Generation: m.Generation, ResourceVersion: m.ResourceVersion, Children: []bus.Step{}}
-}
-
 // rejectDryRun publishes the plan of a reply that would be rejected: the
 // reason and message the parent would get, nothing else.
 func (rc *reconciler) rejectDryRun(ctx context.Context, m bus.Meta, reason string, problem error) error {
-	p := newPlan(m)
+	p := core.NewPlan(m)
 	p.Rejected = &bus.Rejected{Reason: reason, Message: problem.Error()}
 	return rc.publishPlan(ctx, m, p)
 }

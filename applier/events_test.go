@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"universalcontroller.dev/uc/core"
+	"universalcontroller.dev/uc/core/coretest"
 	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
@@ -24,22 +25,22 @@ import (
 func TestRecordWrites(t *testing.T) {
 	cms := &core.Child{}
 	cms.GVK = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
-	act := func(event, name string) action {
+	act := func(event, name string) core.Write {
 		o := &unstructured.Unstructured{}
 		o.SetNamespace("ns")
 		o.SetName(name)
-		return action{child: cms, obj: o, event: event}
+		return core.Write{Child: cms, Object: o, Event: event}
 	}
 	for _, tc := range []struct {
 		name string
-		done []action
+		done []core.Write
 		want []string
 	}{
 		{"nothing", nil, nil},
-		{"creates", []action{act("Created", "a"), act("Created", "b")},
+		{"creates", []core.Write{act("Created", "a"), act("Created", "b")},
 			[]string{"Normal Created Created ConfigMap ns/a, Created ConfigMap ns/b"}},
-		{"updates only", []action{act(eventUpdated, "a"), act(eventUpdated, "b")}, nil},
-		{"mixed", []action{act(eventUpdated, "a"), act("Created", "b"), act("Deleted", "c")},
+		{"updates only", []core.Write{act(core.EventUpdated, "a"), act(core.EventUpdated, "b")}, nil},
+		{"mixed", []core.Write{act(core.EventUpdated, "a"), act("Created", "b"), act("Deleted", "c")},
 			[]string{"Normal Applied Created ConfigMap ns/b, Deleted ConfigMap ns/c"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -70,7 +71,7 @@ func TestRecordWrites(t *testing.T) {
 // new generation. After an apply succeeds, a failure counts from one
 // again. A decorated object gets the Event, never a condition.
 func TestReportFailing(t *testing.T) {
-	ctl := testController(v1alpha1.ChildUpdateInPlace)
+	ctl := coretest.Controller(v1alpha1.ChildUpdateInPlace)
 	conflict := fmt.Errorf("create configmaps ns/c: %w", apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, "c", errors.New("try again")))
 	down := fmt.Errorf("create configmaps ns/c: %w", apierrors.NewInternalError(errors.New(`failed calling webhook "policy.example.com": connection refused`)))
 	type step struct {
@@ -114,7 +115,7 @@ func TestReportFailing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var synced []map[string]any // the Synced conditions written
 			parent, dyn := fakeParent(ctl, func(status map[string]any) error {
-				synced = append(synced, findCondition(status["conditions"], v1alpha1.ConditionSynced))
+				synced = append(synced, core.FindCondition(status["conditions"], v1alpha1.ConditionSynced))
 				return nil
 			})
 			rec := record.NewFakeRecorder(100)

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"universalcontroller.dev/uc/core"
+	"universalcontroller.dev/uc/core/coretest"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -98,7 +99,7 @@ func FuzzDecodeReply(f *testing.F) {
 const fuzzParentUID = "parent-uid"
 
 func fuzzController() *core.Controller {
-	ctl := testController(v1alpha1.ChildUpdateInPlace)
+	ctl := coretest.Controller(v1alpha1.ChildUpdateInPlace)
 	res := func(group, version, kind, plural string, namespaced bool) core.Resource {
 		return core.Resource{
 			GVR:        schema.GroupVersionResource{Group: group, Version: version, Resource: plural},
@@ -118,21 +119,21 @@ func fuzzController() *core.Controller {
 // fuzzLive is what the cluster holds: children of the parent, an orphan its
 // selector claims, another parent's child, an unowned object it does not
 // select, and an orphan in another namespace.
-func fuzzLive() fakeLive {
+func fuzzLive() coretest.Live {
 	withLabels := func(o *unstructured.Unstructured, lbls map[string]string) *unstructured.Unstructured {
 		o.SetLabels(lbls)
 		return o
 	}
-	deploy := object("Deployment", "ns", "web", nil, fuzzParentUID)
+	deploy := coretest.Object("Deployment", "ns", "web", nil, fuzzParentUID)
 	deploy.SetAPIVersion("apps/v1")
-	return fakeLive{
-		object("ConfigMap", "ns", "mine", map[string]any{"k": "1"}, fuzzParentUID),
+	return coretest.Live{
+		coretest.Object("ConfigMap", "ns", "mine", map[string]any{"k": "1"}, fuzzParentUID),
 		deploy,
-		withLabels(object("Service", "ns", "released", nil, fuzzParentUID), map[string]string{"app": "web"}),
-		withLabels(object("ConfigMap", "ns", "orphan", nil, ""), map[string]string{v1alpha1.LabelControllerUID: fuzzParentUID}),
-		object("ConfigMap", "ns", "theirs", nil, "other-uid"),
-		withLabels(object("ConfigMap", "ns", "victim", map[string]any{"secret": "do-not-touch"}, ""), map[string]string{"app": "victim"}),
-		withLabels(object("ConfigMap", "elsewhere", "orphan", nil, ""), map[string]string{v1alpha1.LabelControllerUID: fuzzParentUID}),
+		withLabels(coretest.Object("Service", "ns", "released", nil, fuzzParentUID), map[string]string{"app": "web"}),
+		withLabels(coretest.Object("ConfigMap", "ns", "orphan", nil, ""), map[string]string{v1alpha1.LabelControllerUID: fuzzParentUID}),
+		coretest.Object("ConfigMap", "ns", "theirs", nil, "other-uid"),
+		withLabels(coretest.Object("ConfigMap", "ns", "victim", map[string]any{"secret": "do-not-touch"}, ""), map[string]string{"app": "victim"}),
+		withLabels(coretest.Object("ConfigMap", "elsewhere", "orphan", nil, ""), map[string]string{v1alpha1.LabelControllerUID: fuzzParentUID}),
 	}
 }
 
@@ -167,18 +168,18 @@ func FuzzPlan(f *testing.F) {
 		if err != nil {
 			return
 		}
-		actions, err := plan(ctl, parent, resp, live)
+		actions, err := core.Plan(ctl, parent, resp, live)
 		if err != nil {
 			if actions != nil {
 				t.Fatalf("a rejected reply (%v) planned %v", err, actions)
 			}
 			return
 		}
-		applied := map[childID]bool{}
+		applied := map[core.ChildID]bool{}
 		for _, act := range actions {
 			checkAction(t, ctl, parent, sel, live, act)
-			if act.verb == verbApply {
-				id := idOf(act.child, act.obj)
+			if act.Verb == core.VerbApply {
+				id := core.IDOf(act.Child, act.Object)
 				if applied[id] {
 					t.Errorf("%s: applied twice", act)
 				}
@@ -189,35 +190,36 @@ func FuzzPlan(f *testing.F) {
 }
 
 // checkAction fails t when act breaks a promise of the applier.
-func checkAction(t *testing.T, ctl *core.Controller, parent *unstructured.Unstructured, sel labels.Selector, live fakeLive, act action) {
+func checkAction(t *testing.T, ctl *core.Controller, parent *unstructured.Unstructured, sel labels.Selector, live coretest.Live, act core.Write) {
 	t.Helper()
 	declared := false
 	for i := range ctl.Children {
-		declared = declared || act.child == &ctl.Children[i]
+		declared = declared || act.Child == &ctl.Children[i]
 	}
 	switch {
 	case !declared:
 		t.Fatalf("%s: not a declared child resource", act)
-	case act.obj.GetKind() != act.child.GVK.Kind:
-		t.Fatalf("%s: a %s written as a %s", act, act.obj.GetKind(), act.child.GVK.Kind)
-	case act.obj.GetNamespace() != parent.GetNamespace():
+	case act.Object.GetKind() != act.Child.GVK.Kind:
+		t.Fatalf("%s: a %s written as a %s", act, act.Object.GetKind(), act.Child.GVK.Kind)
+	case act.Object.GetNamespace() != parent.GetNamespace():
 		t.Fatalf("%s: outside the parent's namespace %q", act, parent.GetNamespace())
 	}
-	if act.verb == verbApply || act.verb == verbCreate {
-		ref := metav1.GetControllerOf(act.obj)
+	if act.Verb == core.VerbApply || act.Verb == core.VerbCreate {
+		ref := metav1.GetControllerOf(act.Object)
 		switch {
-		case act.obj.GetAPIVersion() != act.child.APIVersion():
-			t.Fatalf("%s: apiVersion %q, declared %q", act, act.obj.GetAPIVersion(), act.child.APIVersion())
+		case act.Object.GetAPIVersion() != act.Child.APIVersion():
+			t.Fatalf("%s: apiVersion %q, declared %q", act, act.Object.GetAPIVersion(), act.Child.APIVersion())
 		case ref == nil || ref.UID != parent.GetUID():
-			t.Fatalf("%s: applied without the parent as its controller: %v", act, act.obj.GetOwnerReferences())
-		case !sel.Matches(labels.Set(act.obj.GetLabels())):
-			t.Fatalf("%s: labels %v do not match the parent's selector", act, act.obj.GetLabels())
+			t.Fatalf("%s: applied without the parent as its controller: %v", act, act.Object.GetOwnerReferences())
+		case !sel.Matches(labels.Set(act.Object.GetLabels())):
+			t.Fatalf("%s: labels %v do not match the parent's selector", act, act.Object.GetLabels())
 		}
-		cur, ok := live.get(act.child, act.obj.GetNamespace(), act.obj.GetName())
+		cur, err := live.Object(act.Child.GVR, act.Object.GetNamespace(), act.Object.GetName())
+		ok := err == nil
 		switch {
-		case ok && act.verb == verbCreate:
+		case ok && act.Verb == core.VerbCreate:
 			t.Fatalf("%s: creates an object that exists", act)
-		case !ok && act.verb == verbApply:
+		case !ok && act.Verb == core.VerbApply:
 			t.Fatalf("%s: applies an object that does not exist", act)
 		case !ok:
 		case metav1.GetControllerOf(cur) != nil && metav1.GetControllerOf(cur).UID != parent.GetUID():
@@ -227,8 +229,9 @@ func checkAction(t *testing.T, ctl *core.Controller, parent *unstructured.Unstru
 		}
 		return
 	}
-	cur, ok := live.get(act.child, act.obj.GetNamespace(), act.obj.GetName())
-	if !ok || cur.GetUID() != act.obj.GetUID() {
+	cur, err := live.Object(act.Child.GVR, act.Object.GetNamespace(), act.Object.GetName())
+	ok := err == nil
+	if !ok || cur.GetUID() != act.Object.GetUID() {
 		t.Fatalf("%s: not a live object", act)
 	}
 	if ref := metav1.GetControllerOf(cur); ref != nil && ref.UID != parent.GetUID() {

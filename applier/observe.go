@@ -36,11 +36,11 @@ type rolloutProgress struct {
 
 // rolled records the parent's progress after a rollout step, until every
 // child is on the latest revision.
-func (k *knownParents) rolled(uid types.UID, ctl *core.Controller, ro *rollout) {
+func (k *knownParents) rolled(uid types.UID, ctl *core.Controller, ro *core.Rollout) {
 	progress := rolloutProgress{controller: ctl.Name}
-	for _, rev := range ro.revs {
-		n := len(ro.onRevision(ctl, rev))
-		if rev == ro.latest {
+	for _, rev := range ro.Revisions {
+		n := len(ro.OnRevision(ctl, rev))
+		if rev == ro.Latest {
 			progress.latest += n
 		} else {
 			progress.older += n

@@ -24,7 +24,7 @@ import (
 // uc served its CompositeController), a finalizer another field manager
 // also owns would stay if uc merely stopped applying it.
 func (rc *reconciler) setFinalizer(ctx context.Context, ctl *core.Controller, parent *unstructured.Unstructured, want bool) error {
-	change := finalizerChange(ctl, parent, want)
+	change := core.FinalizerChange(ctl, parent, want)
 	if change == "" {
 		return nil
 	}
@@ -53,20 +53,6 @@ func (rc *reconciler) setFinalizer(ctx context.Context, ctl *core.Controller, pa
 	}
 	noteWritten(ctx, ctl.Parent.GVR, out)
 	return nil
-}
-
-// finalizerChange is what setting uc's finalizer on the parent to want
-// changes: "add", "remove", or "" when nothing (it is as wanted, or the
-// parent is being deleted: a finalizer is never added then).
-func finalizerChange(ctl *core.Controller, parent *unstructured.Unstructured, want bool) string {
-	has := slices.Contains(parent.GetFinalizers(), ctl.Finalizer())
-	switch {
-	case want == has, want && parent.GetDeletionTimestamp() != nil:
-		return ""
-	case want:
-		return "add"
-	}
-	return "remove"
 }
 
 // resyncAfter asks the watcher to sync the parent again after a delay. It is

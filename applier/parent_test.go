@@ -9,6 +9,7 @@ import (
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	ktesting "k8s.io/client-go/testing"
 
+	"universalcontroller.dev/uc/core/coretest"
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -18,7 +19,7 @@ import (
 // seen yet (another replica's watcher published it) is applied to the parent
 // the apiserver has, not dropped as if the parent were gone.
 func TestParentNotInCacheYet(t *testing.T) {
-	ctl := testController(v1alpha1.ChildUpdateInPlace)
+	ctl := coretest.Controller(v1alpha1.ChildUpdateInPlace)
 	_, dyn := fakeParent(ctl, nil) // its UID is "uid"
 	reg := registry.New(dyn, &fakediscovery.FakeDiscovery{Fake: &ktesting.Fake{}}, slog.Default())
 	a := New(reg, dyn, nil, nil, Options{}, slog.Default()).rec // the cache is empty: never started

@@ -3,6 +3,7 @@ package applier
 import (
 	"context"
 
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/internal/preflight"
 )
 
@@ -14,7 +15,7 @@ type Preflight interface {
 
 // mayBeRefused tells why the apiserver could refuse one of the writes, or
 // "" when it could refuse none: then they need no dry run.
-func (w *writer) mayBeRefused(ctx context.Context, actions []action) string {
+func (w *writer) mayBeRefused(ctx context.Context, actions []core.Write) string {
 	for _, act := range actions {
 		if w.preflight == nil {
 			return "writes are not checked before they are made"
@@ -28,19 +29,19 @@ func (w *writer) mayBeRefused(ctx context.Context, actions []action) string {
 
 // writeOf describes an action to the preflight check, with the live object
 // an apply changes as the cache has it.
-func (w *writer) writeOf(act action) preflight.Write {
-	out := preflight.Write{Resource: act.child.Resource, Old: act.obj}
-	switch act.verb {
-	case verbCreate:
-		out.Verb, out.New, out.Old = preflight.Create, act.obj, nil
-	case verbApply:
-		out.Verb, out.New, out.Old = preflight.Apply, act.obj, nil
-		if live, err := w.live.Object(act.child.GVR, act.obj.GetNamespace(), act.obj.GetName()); err == nil {
+func (w *writer) writeOf(act core.Write) preflight.Write {
+	out := preflight.Write{Resource: act.Child.Resource, Old: act.Object}
+	switch act.Verb {
+	case core.VerbCreate:
+		out.Verb, out.New, out.Old = preflight.Create, act.Object, nil
+	case core.VerbApply:
+		out.Verb, out.New, out.Old = preflight.Apply, act.Object, nil
+		if live, err := w.live.Object(act.Child.GVR, act.Object.GetNamespace(), act.Object.GetName()); err == nil {
 			out.Old = live
 		}
-	case verbRelease:
+	case core.VerbRelease:
 		out.Verb = preflight.Release
-	case verbDelete:
+	case core.VerbDelete:
 		out.Verb = preflight.Delete
 	}
 	return out

@@ -16,6 +16,8 @@ import (
 	ktesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
+	"universalcontroller.dev/uc/core"
+	"universalcontroller.dev/uc/core/coretest"
 	"universalcontroller.dev/uc/internal/preflight"
 	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -36,7 +38,7 @@ func (r refusable) CouldRefuse(_ context.Context, w preflight.Write) string {
 // when the apiserver could refuse one of them, and only then; and a
 // refusal stops the reply before anything is written.
 func TestDryRunsOnlyWhereSomethingCouldRefuse(t *testing.T) {
-	ctl := testController(v1alpha1.ChildUpdateInPlace)
+	ctl := coretest.Controller(v1alpha1.ChildUpdateInPlace)
 	parent := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Parent"}}
 	parent.SetNamespace("ns")
 	parent.SetName("p")
@@ -71,13 +73,13 @@ func TestDryRunsOnlyWhereSomethingCouldRefuse(t *testing.T) {
 				return false, nil, nil
 			})
 			w := &writer{dyn: dyn, tracer: tracing.Tracer(nil), events: record.NewFakeRecorder(10), log: slog.New(slog.DiscardHandler), preflight: tc.preflight}
-			var actions []action
+			var actions []core.Write
 			for _, name := range []string{"a", "b", "c"} {
-				obj, err := desiredObject(ctl, parent, &ctl.Children[0], object("ConfigMap", "", name, map[string]any{"k": "v"}, ""), ownerRef(ctl, parent))
+				obj, err := coretest.Desired(ctl, parent, coretest.Object("ConfigMap", "", name, map[string]any{"k": "v"}, ""))
 				if err != nil {
 					t.Fatal(err)
 				}
-				actions = append(actions, action{verb: verbCreate, child: &ctl.Children[0], obj: obj, event: "Created"})
+				actions = append(actions, core.Write{Verb: core.VerbCreate, Child: &ctl.Children[0], Object: obj, Event: "Created"})
 			}
 			_, err := w.execute(t.Context(), ctl, parent, actions)
 			if (err != nil) != (tc.refused != "") {

@@ -176,30 +176,30 @@ func (rc *reconciler) applyTo(ctx context.Context, parents *knownParents, ctl *c
 	planCtx, span := rc.tracer.Start(ctx, "plan")
 	replies, err := b.decode(ctl.Spec.Hooks.Named(m.Hook).StrictReplies(), rc.maxChildren)
 	resp := replies[m.LatestRevision()]
-	var ro *rollout
+	var ro *core.Rollout
 	if err == nil && ctl.Rolling() {
 		if ro, err = rc.rollout(planCtx, ctl, parent, m, replies); err != nil {
 			tracing.End(span, err)
 			return err
 		}
 		step := *resp
-		step.Children = ro.children
+		step.Children = ro.Children
 		resp = &step
 	}
-	var actions []action
+	var actions []core.Write
 	if err == nil {
-		actions, err = plan(ctl, parent, resp, cacheLookup{rc.reg})
+		actions, err = core.Plan(ctl, parent, resp, rc.reg)
 	}
 	tracing.SetAttributes(span, func() []attribute.KeyValue { return []attribute.KeyValue{attribute.Int("uc.writes", len(actions))} })
 	tracing.End(span, err)
 	if err != nil {
-		reason, problem := invalidReply(m.Hook, err)
+		reason, problem := core.InvalidReply(m.Hook, err)
 		return rc.reject(ctx, log, ctl, parent, m, reason, problem)
 	}
-	conditions := replyConditions(resp, m.Generation)
+	conditions := core.ReplyConditions(resp, m.Generation)
 	if ro != nil {
-		actions = ro.keepOnly(actions)
-		conditions = append(conditions, ro.condition(m.Generation))
+		actions = ro.KeepOnly(actions)
+		conditions = append(conditions, ro.Condition(m.Generation))
 	}
 	if ctl.DryRun() {
 		return rc.dryRun(ctx, parents, ctl, parent, m, resp, actions, conditions)
@@ -274,7 +274,7 @@ func (rc *reconciler) reject(ctx context.Context, log *slog.Logger, ctl *core.Co
 		return rc.rejectDryRun(ctx, m, reason, problem)
 	}
 	rc.warn(ctl, parent, reason, problem.Error())
-	if err := rc.writeStatus(ctx, ctl, parent, nil, m.Generation, failedCondition(m.Generation, reason, problem.Error())); err != nil {
+	if err := rc.writeStatus(ctx, ctl, parent, nil, m.Generation, core.FailedCondition(m.Generation, reason, problem.Error())); err != nil {
 		return err
 	}
 	return nil
@@ -349,7 +349,7 @@ func (rc *reconciler) reportFailing(ctx context.Context, log *slog.Logger, ctl *
 	if !newError && !newGeneration || ctl.Decorator != nil {
 		return // uc adds no condition to a decorated object
 	}
-	if err := rc.writeStatus(ctx, ctl, parent, nil, m.Generation, failedCondition(m.Generation, v1alpha1.ReasonApplyFailed, message)); err != nil {
+	if err := rc.writeStatus(ctx, ctl, parent, nil, m.Generation, core.FailedCondition(m.Generation, v1alpha1.ReasonApplyFailed, message)); err != nil {
 		log.Warn("report a failing apply in the parent's status; will retry", "err", err)
 		rc.failing.forget(key)
 	}

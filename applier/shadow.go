@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/lru"
@@ -232,7 +231,7 @@ func (rc *reconciler) compareShadow(ctx context.Context, p *shadowPair) {
 	}
 	sync, _ := rc.outcomeOf(ctl, parent, p.sync)
 	shadow, plan := rc.outcomeOf(ctl, parent, p.shadow)
-	plan.ShadowDiff = diffOutcomes(m.RequestID, sync, shadow)
+	plan.ShadowDiff = core.DiffOutcomes(m.RequestID, sync, shadow)
 	rc.shadowObserver.Compared(ctl.Name, plan.ShadowDiff)
 	if err := rc.publishPlan(ctx, p.shadow.meta, plan); err != nil {
 		log.Warn("publish the shadow's plan", "err", err)
@@ -249,35 +248,29 @@ func (rc *reconciler) compareShadow(ctx context.Context, p *shadowPair) {
 // against the live children, as the applier would apply it — as if every
 // child were on the parent's latest revision — and writes nothing: what
 // it would make of the parent, and its plan.
-func (rc *reconciler) outcomeOf(ctl *core.Controller, parent *unstructured.Unstructured, r *reply) (outcome, *bus.Plan) {
+func (rc *reconciler) outcomeOf(ctl *core.Controller, parent *unstructured.Unstructured, r *reply) (core.Outcome, *bus.Plan) {
 	err := checkType(r)
 	var resp *hooks.SyncResponse
 	if err == nil {
-		resp, err = decodeSync(hooks.Sync, r.data, ctl.Spec.Hooks.Named(r.meta.Hook).StrictReplies(), rc.maxChildren)
+		resp, err = core.DecodeSync(hooks.Sync, r.data, ctl.Spec.Hooks.Named(r.meta.Hook).StrictReplies(), rc.maxChildren)
 	}
-	var actions []action
+	var actions []core.Write
 	if err == nil {
-		actions, err = plan(ctl, parent, resp, cacheLookup{rc.reg})
+		actions, err = core.Plan(ctl, parent, resp, rc.reg)
 	}
 	if err != nil {
 		// Said as of the sync hook's, so that both replies rejected alike
 		// are no difference.
-		reason, problem := invalidReply(hooks.Sync, err)
-		p := newPlan(r.meta)
+		reason, problem := core.InvalidReply(hooks.Sync, err)
+		p := core.NewPlan(r.meta)
 		p.Rejected = &bus.Rejected{Reason: reason, Message: problem.Error()}
-		return outcome{rejected: p.Rejected}, p
+		return core.Outcome{Rejected: p.Rejected}, p
 	}
-	o := outcome{children: map[string]*unstructured.Unstructured{}, status: resp.Status, conditions: resp.Conditions}
+	o := core.Outcome{Children: map[string]*unstructured.Unstructured{}, Status: resp.Status, Conditions: resp.Conditions}
 	for _, c := range resp.Children {
-		o.children[childKey(c)] = c
+		o.Children[core.ChildKey(c)] = c
 	}
-	return o, describe(ctl, parent, r.meta, resp, actions, replyConditions(resp, r.meta.Generation), rc.reg.StatusSchema(ctl.Parent), rc.reg)
-}
-
-// replyConditions are the conditions a reply's apply sets: uc's Synced,
-// and the hook's.
-func replyConditions(resp *hooks.SyncResponse, generation int64) []metav1.Condition {
-	return append([]metav1.Condition{syncedCondition(generation)}, hooks.MetaConditions(resp.Conditions, generation, metav1.Time{})...)
+	return o, core.Describe(ctl, parent, r.meta, resp, actions, core.ReplyConditions(resp, r.meta.Generation), rc.reg.StatusSchema(ctl.Parent), rc.reg)
 }
 
 // shadowMessage is the message of the Event that records a difference.
@@ -303,8 +296,8 @@ func shadowMessage(d *bus.ShadowDiff) string {
 	list("it changes", changed)
 	list("it sets otherwise", d.Status)
 	msg := fmt.Sprintf("the sync hook's shadow answers request %s otherwise (difference %s): %s", d.Request, d.Hash, strings.Join(parts, "; "))
-	if len(msg) > maxEventMessage {
-		msg = strings.ToValidUTF8(msg[:maxEventMessage], "") + "…"
+	if len(msg) > core.MaxEventMessage {
+		msg = strings.ToValidUTF8(msg[:core.MaxEventMessage], "") + "…"
 	}
 	return msg
 }

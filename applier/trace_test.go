@@ -16,6 +16,8 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/tools/record"
 
+	"universalcontroller.dev/uc/core"
+	"universalcontroller.dev/uc/core/coretest"
 	"universalcontroller.dev/uc/internal/bustest"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
@@ -43,7 +45,7 @@ func TestApplyContinuesTheTrace(t *testing.T) {
 	tracer := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer("test")
 	rc := &reconciler{tracer: tracer}
 	w := &writer{dyn: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), events: record.NewFakeRecorder(10), log: slog.New(slog.DiscardHandler), tracer: tracer}
-	ctl := testController(v1alpha1.ChildUpdateInPlace)
+	ctl := coretest.Controller(v1alpha1.ChildUpdateInPlace)
 	parent := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Parent"}}
 	parent.SetNamespace("ns")
 	parent.SetName("p")
@@ -52,12 +54,12 @@ func TestApplyContinuesTheTrace(t *testing.T) {
 	for attempt := range 2 {
 		// A create, and a delete of a child already gone (the fake
 		// client makes a dry run's create for real).
-		obj, err := desiredObject(ctl, parent, &ctl.Children[0], object("ConfigMap", "", fmt.Sprint("c-", attempt), nil, ""), ownerRef(ctl, parent))
+		obj, err := coretest.Desired(ctl, parent, coretest.Object("ConfigMap", "", fmt.Sprint("c-", attempt), nil, ""))
 		if err != nil {
 			t.Fatal(err)
 		}
-		actions := []action{{verb: verbCreate, child: &ctl.Children[0], obj: obj},
-			{verb: verbDelete, child: &ctl.Children[0], obj: object("ConfigMap", "ns", "gone", nil, "parent-uid")}}
+		actions := []core.Write{{Verb: core.VerbCreate, Child: &ctl.Children[0], Object: obj},
+			{Verb: core.VerbDelete, Child: &ctl.Children[0], Object: coretest.Object("ConfigMap", "ns", "gone", nil, "parent-uid")}}
 		ctx, span := rc.traceApply(t.Context(), b)
 		if _, err := w.execute(ctx, ctl, parent, actions); err != nil {
 			t.Fatal(err)

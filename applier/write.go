@@ -40,7 +40,7 @@ import (
 // It keeps nothing between replies.
 type writer struct {
 	dyn       dynamic.Interface
-	live      Cache // the live objects an apply changes, for the preflight check
+	live      core.Cache // the live objects an apply changes, for the preflight check
 	events    record.EventRecorder
 	tracer    trace.Tracer
 	log       *slog.Logger
@@ -55,18 +55,18 @@ type writer struct {
 // first write needs no dry run of its own, since nothing is written before
 // it. Before adopting an orphan, an uncached read confirms the parent still
 // exists, is the same object, and is not being deleted.
-func (w *writer) execute(ctx context.Context, ctl *core.Controller, parent *unstructured.Unstructured, actions []action) (bool, error) {
+func (w *writer) execute(ctx context.Context, ctl *core.Controller, parent *unstructured.Unstructured, actions []core.Write) (bool, error) {
 	if len(actions) == 0 {
 		return false, nil
 	}
-	if slices.ContainsFunc(actions, func(act action) bool { return act.adopt }) {
+	if slices.ContainsFunc(actions, func(act core.Write) bool { return act.Adopt }) {
 		if err := w.confirmParent(ctx, ctl, parent); err != nil {
 			return false, err
 		}
 	}
 	first, rest := actions[:1], actions[1:]
 	if why := w.mayBeRefused(ctx, rest); why != "" {
-		w.log.Debug("dry run", "controller", ctl.Name, "parent", objectKey(parent), "uid", parent.GetUID(), "because", why)
+		w.log.Debug("dry run", "controller", ctl.Name, "parent", core.ObjectKey(parent), "uid", parent.GetUID(), "because", why)
 		dryCtx, span := w.tracer.Start(ctx, "dry run")
 		tracing.SetAttributes(span, func() []attribute.KeyValue { return []attribute.KeyValue{attribute.String("uc.because", why)} })
 		_, _, err := w.writeAll(dryCtx, ctl, rest, true)
@@ -77,7 +77,7 @@ func (w *writer) execute(ctx context.Context, ctl *core.Controller, parent *unst
 	}
 	done, changed, err := w.writeAll(ctx, ctl, first, false)
 	if err == nil {
-		var more []action
+		var more []core.Write
 		var moreChanged bool
 		more, moreChanged, err = w.writeAll(ctx, ctl, rest, false)
 		done, changed = append(done, more...), changed || moreChanged
@@ -96,12 +96,12 @@ const writeConcurrency = 8
 // that lists claims before the Pods that mount them has them created
 // first). It returns the writes made, whether any changed an object, and
 // the first error.
-func (w *writer) writeAll(ctx context.Context, ctl *core.Controller, actions []action, dryRun bool) ([]action, bool, error) {
-	var done []action
+func (w *writer) writeAll(ctx context.Context, ctl *core.Controller, actions []core.Write, dryRun bool) ([]core.Write, bool, error) {
+	var done []core.Write
 	changed := false
 	for len(actions) > 0 {
 		n := 1
-		for n < len(actions) && actions[n].verb == actions[0].verb && actions[n].child == actions[0].child {
+		for n < len(actions) && actions[n].Verb == actions[0].Verb && actions[n].Child == actions[0].Child {
 			n++
 		}
 		run := actions[:n]
@@ -147,97 +147,69 @@ const (
 // in-place update is routine (every spec change of the parent makes one per
 // child) and shows on the parent's Synced condition; their Events took a
 // sixth of the apiserver's CPU in the bench's update of 1000 parents.
-func (w *writer) recordWrites(parent *unstructured.Unstructured, done []action) {
-	if reason, message, ok := writesEvent(done); ok {
+func (w *writer) recordWrites(parent *unstructured.Unstructured, done []core.Write) {
+	if reason, message, ok := core.WritesEvent(done); ok {
 		w.events.Event(parent, "Normal", reason, message)
 	}
 }
-
-// writesEvent is the reason and message of the Event recordWrites records
-// for the writes done; ok is false when it records none.
-func writesEvent(done []action) (reason, message string, ok bool) {
-	done = slices.DeleteFunc(slices.Clone(done), func(act action) bool { return act.event == eventUpdated })
-	if len(done) == 0 {
-		return "", "", false
-	}
-	reason = done[0].event
-	var msg strings.Builder
-	for i, act := range done {
-		if act.event != reason {
-			reason = "Applied"
-		}
-		if msg.Len() > maxEventMessage {
-			fmt.Fprintf(&msg, " and %d more", len(done)-i)
-			break
-		}
-		if i > 0 {
-			msg.WriteString(", ")
-		}
-		fmt.Fprintf(&msg, "%s %s %s", act.event, act.child.GVK.Kind, objectKey(act.obj))
-	}
-	return reason, msg.String(), true
-}
-
-// maxEventMessage bounds the part of an Event message that names children.
-const maxEventMessage = 900
 
 // write makes one planned write. Each is conditioned on the object as the
 // plan saw it (gate.go): an apply, a release and a delete name its
 // resourceVersion, a create fails if the object exists; and it is made only
 // while the apply's gate is open.
-func (w *writer) write(ctx context.Context, ctl *core.Controller, act action, dryRun bool) (writeResult, error) {
+func (w *writer) write(ctx context.Context, ctl *core.Controller, act core.Write, dryRun bool) (writeResult, error) {
 	var dry []string
 	if dryRun {
 		dry = []string{metav1.DryRunAll}
 	} else if err := mayWrite(ctx); err != nil {
 		return notWritten, fmt.Errorf("%s: %w", act, err)
 	}
-	res := w.dyn.Resource(act.child.GVR).Namespace(act.obj.GetNamespace())
+	res := w.dyn.Resource(act.Child.GVR).Namespace(act.Object.GetNamespace())
 	result := changedObject
 	var err error
-	switch act.verb {
-	case verbCreate:
+	switch act.Verb {
+	case core.VerbCreate:
 		var out *unstructured.Unstructured
-		out, err = res.Create(ctx, act.obj, metav1.CreateOptions{FieldManager: v1alpha1.FieldManager(ctl.Name), DryRun: dry})
+		out, err = res.Create(ctx, act.Object, metav1.CreateOptions{FieldManager: v1alpha1.FieldManager(ctl.Name), DryRun: dry})
 		if apierrors.IsAlreadyExists(err) {
 			err = w.inTheWay(ctx, res, act)
 		}
 		if err == nil && !dryRun {
-			noteWritten(ctx, act.child.GVR, out)
+			noteWritten(ctx, act.Child.GVR, out)
 		}
-	case verbApply:
+	case core.VerbApply:
 		// Applied to the object as it was planned on (an orphan adopted as
 		// it was judged): a resourceVersion precondition.
-		obj := act.obj.DeepCopy()
-		obj.SetResourceVersion(act.liveVersion)
+		obj := act.Object.DeepCopy()
+		obj.SetResourceVersion(act.LiveVersion)
 		var out *unstructured.Unstructured
 		out, err = res.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: v1alpha1.FieldManager(ctl.Name), Force: true, DryRun: dry})
 		if err == nil && !dryRun {
-			out, err = w.upgradeOwnership(ctx, res, ctl, out, act.obj)
+			out, err = w.upgradeOwnership(ctx, res, ctl, out, act.Object)
 		}
-		if err == nil && out.GetResourceVersion() == act.liveVersion {
+		if err == nil && out.GetResourceVersion() == act.LiveVersion {
 			result = unchanged
 		} else if err == nil && !dryRun {
-			noteWritten(ctx, act.child.GVR, out)
+			noteWritten(ctx, act.Child.GVR, out)
 		}
-	case verbRelease:
+	case core.VerbRelease:
 		var out *unstructured.Unstructured
-		out, err = testedPatch(ctx, res, act.child.GVR.GroupResource(), act.obj.GetName(), releasePatch(act.obj, ctl),
+		out, err = testedPatch(ctx, res, act.Child.GVR.GroupResource(), act.Object.GetName(), releasePatch(act.Object, ctl),
 			metav1.PatchOptions{FieldManager: v1alpha1.FieldManager(ctl.Name), DryRun: dry})
 		switch {
 		case apierrors.IsNotFound(err):
 			result, err = unchanged, nil // gone
 		case err == nil && !dryRun:
-			noteWritten(ctx, act.child.GVR, out)
+			noteWritten(ctx, act.Child.GVR, out)
 		}
-	case verbDelete:
-		uid, rv := act.obj.GetUID(), act.obj.GetResourceVersion()
+	case core.VerbDelete:
+		uid, rv := act.Object.GetUID(), act.Object.GetResourceVersion()
 		policy := metav1.DeletePropagationBackground
-		err = res.Delete(ctx, act.obj.GetName(), metav1.DeleteOptions{Preconditions: preconditions(uid, rv), PropagationPolicy: &policy, DryRun: dry})
+		err = res.Delete(ctx, act.Object.GetName(), metav1.DeleteOptions{Preconditions: preconditions(uid, rv), PropagationPolicy: &policy, DryRun: dry})
 		if apierrors.IsNotFound(err) {
 			result, err = unchanged, nil // already gone
 		} else if err == nil && !dryRun {
-			noteDeleted(ctx, act.child.GVR, act.obj, uid)
+			noteDeleted(ctx, act.Child.GVR, act.Object, uid)
 		}
 	}
 	switch {
@@ -253,13 +225,13 @@ func (w *writer) write(ctx context.Context, ctl *core.Controller, act action, dr
 // the cache had not seen it. uc never takes it over by a create; if the
 // parent may adopt it, the retry plans an adoption once the cache has it,
 // otherwise the reply is refused.
-func (w *writer) inTheWay(ctx context.Context, res dynamic.ResourceInterface, act action) error {
-	cur, err := res.Get(ctx, act.obj.GetName(), metav1.GetOptions{})
+func (w *writer) inTheWay(ctx context.Context, res dynamic.ResourceInterface, act core.Write) error {
+	cur, err := res.Get(ctx, act.Object.GetName(), metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("read the object in the way: %w", err)
 	}
-	owner := metav1.GetControllerOfNoCopy(act.obj).UID
-	if err := mayManage(cur, owner, act.sel); err != nil {
+	owner := metav1.GetControllerOfNoCopy(act.Object).UID
+	if err := core.MayManage(cur, owner, act.Selector); err != nil {
 		return verdict.Permanent.Mark(&refusedError{err})
 	}
 	return errors.New("it exists already, not yet seen by the cache: will adopt it")
@@ -341,22 +313,22 @@ type refusedError struct{ error }
 func (e *refusedError) Unwrap() error { return e.error }
 
 // tracedWrite is write in a span of its own.
-func (w *writer) tracedWrite(ctx context.Context, ctl *core.Controller, act action, dryRun bool) (writeResult, error) {
+func (w *writer) tracedWrite(ctx context.Context, ctl *core.Controller, act core.Write, dryRun bool) (writeResult, error) {
 	ctx, span := w.startWrite(ctx, act, dryRun)
 	result, err := w.write(ctx, ctl, act, dryRun)
 	tracing.SetAttributes(span, func() []attribute.KeyValue {
-		return []attribute.KeyValue{attribute.Bool("uc.changed", result == changedObject)}
+		return []attribute.KeyValue{attribute.Bool("uc.Changed", result == changedObject)}
 	})
 	tracing.End(span, err)
 	return result, err
 }
 
 // startWrite starts the span of a write.
-func (w *writer) startWrite(ctx context.Context, act action, dryRun bool) (context.Context, trace.Span) {
+func (w *writer) startWrite(ctx context.Context, act core.Write, dryRun bool) (context.Context, trace.Span) {
 	ctx, span := w.tracer.Start(ctx, "write", trace.WithSpanKind(trace.SpanKindClient))
 	tracing.SetAttributes(span, func() []attribute.KeyValue {
-		return []attribute.KeyValue{attribute.String("uc.verb", string(act.verb)), attribute.String("uc.resource", act.child.GVR.Resource),
-			attribute.String("uc.object", objectKey(act.obj)), attribute.Bool("uc.dry_run", dryRun)}
+		return []attribute.KeyValue{attribute.String("uc.Verb", string(act.Verb)), attribute.String("uc.resource", act.Child.GVR.Resource),
+			attribute.String("uc.object", core.ObjectKey(act.Object)), attribute.Bool("uc.dry_run", dryRun)}
 	})
 	return ctx, span
 }
@@ -420,7 +392,7 @@ func classify(hook string, err error) (reason string, problem error) {
 	}
 	var refused *refusedError
 	if errors.As(err, &refused) {
-		return invalidReply(hook, err)
+		return core.InvalidReply(hook, err)
 	}
 	return v1alpha1.ReasonApplyFailed, err
 }

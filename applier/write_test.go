@@ -20,6 +20,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	"universalcontroller.dev/uc/core"
+	"universalcontroller.dev/uc/core/coretest"
 	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/internal/verdict"
 	"universalcontroller.dev/uc/schemas/bus"
@@ -31,31 +32,31 @@ import (
 // seen never writes it; it is refused when the parent could not adopt it,
 // and retried (to adopt it once the cache has it) when it could.
 func TestCreateNeverUpserts(t *testing.T) {
-	ctl := testController(v1alpha1.ChildUpdateInPlace)
+	ctl := coretest.Controller(v1alpha1.ChildUpdateInPlace)
 	parent := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Parent"}}
 	parent.SetNamespace("ns")
 	parent.SetName("p")
 	parent.SetUID("parent-uid")
 	sel := labels.SelectorFromSet(labels.Set{v1alpha1.LabelControllerUID: "parent-uid"})
-	unlabelled := object("ConfigMap", "ns", "taken", map[string]any{"secret": "x"}, "")
+	unlabelled := coretest.Object("ConfigMap", "ns", "taken", map[string]any{"secret": "x"}, "")
 	for _, tc := range []struct {
 		name     string
 		existing *unstructured.Unstructured
 		refused  string // "" when the create is retried
 	}{
 		{"an orphan the selector does not match", unlabelled, "is controlled by no one"},
-		{"another parent's child", object("ConfigMap", "ns", "taken", nil, "other-uid"), "already controlled by Parent p"},
-		{"an orphan the selector matches", claimable(object("ConfigMap", "ns", "taken", nil, "")), ""},
+		{"another parent's child", coretest.Object("ConfigMap", "ns", "taken", nil, "other-uid"), "already controlled by Parent p"},
+		{"an orphan the selector matches", coretest.Claimable(coretest.Object("ConfigMap", "ns", "taken", nil, "")), ""},
 	} {
 		for _, dryRun := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s, dry run %v", tc.name, dryRun), func(t *testing.T) {
 				dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), tc.existing.DeepCopy())
 				w := &writer{dyn: dyn, tracer: tracing.Tracer(nil)}
-				want, err := desiredObject(ctl, parent, &ctl.Children[0], object("ConfigMap", "", "taken", map[string]any{"k": "v"}, ""), ownerRef(ctl, parent))
+				want, err := coretest.Desired(ctl, parent, coretest.Object("ConfigMap", "", "taken", map[string]any{"k": "v"}, ""))
 				if err != nil {
 					t.Fatal(err)
 				}
-				act := action{verb: verbCreate, child: &ctl.Children[0], obj: want, sel: sel}
+				act := core.Write{Verb: core.VerbCreate, Child: &ctl.Children[0], Object: want, Selector: sel}
 				_, err = w.write(t.Context(), ctl, act, dryRun)
 				var refused *refusedError
 				switch {
@@ -192,12 +193,12 @@ func TestLeftBehind(t *testing.T) {
 // its end (bus.Applying.Wrote) — an object written with the apiserver's
 // answer, a delete with the deleted UID — and a dry run notes nothing.
 func TestWritesAreNoted(t *testing.T) {
-	ctl := testController(v1alpha1.ChildUpdateInPlace)
+	ctl := coretest.Controller(v1alpha1.ChildUpdateInPlace)
 	child := &ctl.Children[0]
-	old := object("ConfigMap", "ns", "old", nil, "")
+	old := coretest.Object("ConfigMap", "ns", "old", nil, "")
 	old.SetUID("old-uid")
-	created := object("ConfigMap", "ns", "new", map[string]any{"k": "v"}, "")
-	actions := []action{{verb: verbCreate, child: child, obj: created}, {verb: verbDelete, child: child, obj: old}}
+	created := coretest.Object("ConfigMap", "ns", "new", map[string]any{"k": "v"}, "")
+	actions := []core.Write{{Verb: core.VerbCreate, Child: child, Object: created}, {Verb: core.VerbDelete, Child: child, Object: old}}
 	for _, dryRun := range []bool{true, false} {
 		t.Run(fmt.Sprintf("dry run %v", dryRun), func(t *testing.T) {
 			dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), old.DeepCopy())
@@ -227,8 +228,8 @@ func TestWritesAreNoted(t *testing.T) {
 // it — is answered 422 Invalid by the apiserver; uc takes it for what it
 // is, a conflict, which is retried, never a refusal that rejects the reply.
 func TestChangedSinceIsAConflict(t *testing.T) {
-	ctl := testController(v1alpha1.ChildUpdateInPlace)
-	child := object("ConfigMap", "ns", "c1", map[string]any{"keep": "1"}, "parent-uid")
+	ctl := coretest.Controller(v1alpha1.ChildUpdateInPlace)
+	child := coretest.Object("ConfigMap", "ns", "c1", map[string]any{"keep": "1"}, "parent-uid")
 	child.SetResourceVersion("7")
 	child.SetManagedFields([]metav1.ManagedFieldsEntry{
 		{Manager: v1alpha1.FieldManager(ctl.Name), Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1",
@@ -247,7 +248,7 @@ func TestChangedSinceIsAConflict(t *testing.T) {
 		write func(w *writer, dyn *dynamicfake.FakeDynamicClient) error
 	}{
 		{"release", func(w *writer, _ *dynamicfake.FakeDynamicClient) error {
-			_, err := w.write(t.Context(), ctl, action{verb: verbRelease, child: &ctl.Children[0], obj: child}, false)
+			_, err := w.write(t.Context(), ctl, core.Write{Verb: core.VerbRelease, Child: &ctl.Children[0], Object: child}, false)
 			return err
 		}},
 		{"the field ownership upgrade after an apply", func(w *writer, dyn *dynamicfake.FakeDynamicClient) error {

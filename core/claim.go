@@ -22,7 +22,7 @@ func Claims(parent types.UID, sel labels.Selector, obj *unstructured.Unstructure
 	return Adoptable(sel, obj)
 }
 
-// Adoptable tells whether a parent whose selector is sel may adopt obj: no
+// Adoptable tells whether a parent whose selector is sel may adopt Object: no
 // one controls it, it is not being deleted and sel matches it.
 func Adoptable(sel labels.Selector, obj *unstructured.Unstructured) bool {
 	return metav1.GetControllerOfNoCopy(obj) == nil && obj.GetDeletionTimestamp() == nil && sel.Matches(labels.Set(obj.GetLabels()))

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"universalcontroller.dev/uc/applier"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/internal/exechook"
 	"universalcontroller.dev/uc/internal/inspect"
 	"universalcontroller.dev/uc/internal/render"
@@ -121,7 +122,7 @@ wrong command line or input.`,
 // rendered reports a render's end: a reply the applier would reject, or
 // a hook that failed, is said as the parent would say it, and uc exits 1.
 func rendered(cmd *cobra.Command, err error) error {
-	var rejected *applier.Rejection
+	var rejected *core.Rejection
 	switch {
 	case errors.As(err, &rejected) && rejected.Decorated:
 		fmt.Fprintf(cmd.ErrOrStderr(), "uc render: the object would get a Warning Event %s: %s\n", rejected.Reason, rejected.Message)

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
-	"universalcontroller.dev/uc/applier"
 	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
@@ -40,7 +39,7 @@ func (in *inputs) customize(ctx context.Context, call caller) (core.Rules, []byt
 	}
 	rules, err := core.CustomizeRules(in.ctl, reply, in.resolve)
 	if err != nil {
-		return core.Rules{}, nil, applier.HookFailed(hooks.Sync, core.CustomizeRejected(err))
+		return core.Rules{}, nil, core.HookFailed(hooks.Sync, core.CustomizeRejected(err))
 	}
 	return rules, reply, nil
 }

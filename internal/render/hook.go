@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	"universalcontroller.dev/uc/applier"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/dispatcher"
 	"universalcontroller.dev/uc/internal/exechook"
 	"universalcontroller.dev/uc/schemas/bus"
@@ -16,7 +16,7 @@ import (
 )
 
 // caller calls a hook once with a request and returns its reply. A call
-// that fails is an *applier.Rejection that says what the parent would.
+// that fails is an *core.Rejection that says what the parent would.
 type caller func(ctx context.Context, hook string, req any) ([]byte, error)
 
 // caller calls the hooks as uc's workers do: a command as `uc worker`
@@ -39,7 +39,7 @@ func (in *inputs) caller(opts Options, notes io.Writer) caller {
 		reply, err := callAndWait(ctx, h, data, timeout)
 		if err != nil {
 			reason, _ := hook.ReasonOf(err)
-			return nil, applier.HookFailed(name, bus.Failure{Reason: reason, Message: err.Error(), Deliveries: 1, Retrying: true})
+			return nil, core.HookFailed(name, bus.Failure{Reason: reason, Message: err.Error(), Deliveries: 1, Retrying: true})
 		}
 		if b, ok := reply.([]byte); ok {
 			return b, nil

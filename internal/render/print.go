@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"universalcontroller.dev/uc/applier"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
@@ -53,7 +53,7 @@ type replied struct {
 	conditions          []hooks.Condition
 }
 
-func newResult(in *inputs, hook string, resp replied, writes []applier.Write) *Result {
+func newResult(in *inputs, hook string, resp replied, writes []core.Write) *Result {
 	parent := &unstructured.Unstructured{Object: map[string]any{"apiVersion": in.parent.GetAPIVersion(), "kind": in.parent.GetKind()}}
 	parent.SetName(in.parent.GetName())
 	parent.SetNamespace(in.parent.GetNamespace())
@@ -70,7 +70,7 @@ func newResult(in *inputs, hook string, resp replied, writes []applier.Write) *R
 	if hook == hooks.Finalize {
 		r.Finalized = &resp.finalized
 	}
-	r.Plan = applier.Steps(in.ctl, resp.children, writes, in.children)
+	r.Plan = core.Steps(in.ctl, resp.children, writes, in.children)
 	return r
 }
 

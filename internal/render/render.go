@@ -5,7 +5,7 @@
 // Everything that decides is uc's own code, fed from files: the request is
 // the watcher's (core.Claim, core.NewSyncRequest), the call the
 // hook workers' (exechook, the dispatcher's webhook client), the reply's
-// rules and the plan the applier's (applier.Check).
+// rules and the plan the applier's (core.Check).
 package render
 
 import (
@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/applier"
 	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
@@ -65,7 +64,7 @@ type Options struct {
 
 // Run renders one call of the hook, writing the result to out and notes
 // (what render assumed, the hook's standard error) to notes. A reply the
-// applier would reject, or a call that fails, is an *applier.Rejection
+// applier would reject, or a call that fails, is an *core.Rejection
 // that says what the parent would.
 func Run(ctx context.Context, opts Options, out, notes io.Writer) (err error) {
 	in, err := load(ctx, opts, notes)
@@ -73,7 +72,7 @@ func Run(ctx context.Context, opts Options, out, notes io.Writer) (err error) {
 		return err
 	}
 	defer func() {
-		if r := (*applier.Rejection)(nil); in.decorated != nil && errors.As(err, &r) {
+		if r := (*core.Rejection)(nil); in.decorated != nil && errors.As(err, &r) {
 			r.Decorated = true
 		}
 	}()
@@ -150,7 +149,7 @@ func (in *inputs) request(hook string, related hooks.GroupedObjects) (any, error
 // check checks and plans a reply as the applier would.
 func (in *inputs) check(hook string, reply []byte, maxChildren int) (*Result, error) {
 	if in.decorated == nil {
-		checked, err := applier.Check(in.ctl, in.parent, hook, reply, maxChildren, in.children)
+		checked, err := core.Check(in.ctl, in.parent, hook, reply, maxChildren, in.children)
 		if err != nil {
 			return nil, err
 		}
@@ -158,7 +157,7 @@ func (in *inputs) check(hook string, reply []byte, maxChildren int) (*Result, er
 		return newResult(in, hook, replied{status: resp.Status, children: resp.Children, resync: resp.ResyncAfterSeconds, finalized: resp.Finalized,
 			events: resp.Events, conditions: resp.Conditions}, checked.Writes), nil
 	}
-	checked, err := applier.CheckDecoration(in.ctl, in.parent, hook, reply, maxChildren, in.children)
+	checked, err := core.CheckDecoration(in.ctl, in.parent, hook, reply, maxChildren, in.children)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +172,7 @@ func (in *inputs) syncRequest(hook string, related hooks.GroupedObjects) (*hooks
 	sel, err := in.ctl.Selector(in.parent)
 	if err != nil {
 		// The watcher asks no hook, and reports why on the parent.
-		return nil, applier.HookFailed(hook, core.InvalidSelector(err))
+		return nil, core.HookFailed(hook, core.InvalidSelector(err))
 	}
 	claimed, err := core.Claim(in.children, in.ctl, in.parent, sel)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"universalcontroller.dev/uc/applier"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
@@ -186,7 +186,7 @@ func TestRenderCustomize(t *testing.T) {
 		t.Errorf("customize rendered %+v", c)
 	}
 	_, _, err = render(t, copies("python3 testdata/copies.py bad", nil))
-	var rejected *applier.Rejection
+	var rejected *core.Rejection
 	if !errors.As(err, &rejected) || rejected.Reason != "InvalidHookReply" ||
 		rejected.Message != "customize hook reply rejected: relatedResources[0] (configmaps) has both names and labelSelector" {
 		t.Errorf("err %v, want the customize reply rejected", err)
@@ -267,7 +267,7 @@ func TestRenderRejected(t *testing.T) {
 			start := time.Now()
 			_, _, err := render(t, tc.opts)
 			took := time.Since(start)
-			var r *applier.Rejection
+			var r *core.Rejection
 			if !errors.As(err, &r) || r.Reason != tc.reason || !strings.HasPrefix(r.Message, tc.message) {
 				t.Fatalf("err %v, want a rejection %s: %s…", err, tc.reason, tc.message)
 			}

@@ -1,4 +1,4 @@
-package applier
+package core
 
 import (
 	"crypto/sha256"
@@ -15,41 +15,41 @@ import (
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
-// outcome is what one reply would make of a parent, as the comparison of a
+// Outcome is what one reply would make of a parent, as the comparison of a
 // sync hook's reply with its shadow's sees it: the children it wants, as
 // the objects uc would write, and the status and conditions it sets; or
 // why it would be rejected.
-type outcome struct {
-	rejected *bus.Rejected
-	// children are by childKey.
-	children   map[string]*unstructured.Unstructured
-	status     map[string]any // nil: the reply leaves the status as it is
-	conditions []hooks.Condition
+type Outcome struct {
+	Rejected *bus.Rejected
+	// Children are by ChildKey.
+	Children   map[string]*unstructured.Unstructured
+	Status     map[string]any // nil: the reply leaves the status as it is
+	Conditions []hooks.Condition
 }
 
-// childKey names a child in a ShadowDiff: "<Kind>.<apiVersion>
+// ChildKey names a child in a ShadowDiff: "<Kind>.<apiVersion>
 // <namespace>/<name>".
-func childKey(o *unstructured.Unstructured) string {
-	return hooks.GroupKey(o.GetKind(), o.GetAPIVersion()) + " " + objectKey(o)
+func ChildKey(o *unstructured.Unstructured) string {
+	return hooks.GroupKey(o.GetKind(), o.GetAPIVersion()) + " " + ObjectKey(o)
 }
 
-// diffOutcomes is how the shadow's outcome differs from the sync hook's,
+// DiffOutcomes is how the shadow's outcome differs from the sync hook's,
 // both replies to the request of that id. A reply that would be rejected
 // is compared by its rejection only.
-func diffOutcomes(request string, sync, shadow outcome) *bus.ShadowDiff {
+func DiffOutcomes(request string, sync, shadow Outcome) *bus.ShadowDiff {
 	d := &bus.ShadowDiff{Request: request}
-	if sync.rejected != nil || shadow.rejected != nil {
-		if !reflect.DeepEqual(sync.rejected, shadow.rejected) {
-			d.SyncRejected, d.ShadowRejected = sync.rejected, shadow.rejected
+	if sync.Rejected != nil || shadow.Rejected != nil {
+		if !reflect.DeepEqual(sync.Rejected, shadow.Rejected) {
+			d.SyncRejected, d.ShadowRejected = sync.Rejected, shadow.Rejected
 		}
 	} else {
-		for _, key := range slices.Sorted(maps.Keys(shadow.children)) {
-			if sync.children[key] == nil {
+		for _, key := range slices.Sorted(maps.Keys(shadow.Children)) {
+			if sync.Children[key] == nil {
 				d.Added = append(d.Added, key)
 			}
 		}
-		for _, key := range slices.Sorted(maps.Keys(sync.children)) {
-			want, shadowWants := sync.children[key], shadow.children[key]
+		for _, key := range slices.Sorted(maps.Keys(sync.Children)) {
+			want, shadowWants := sync.Children[key], shadow.Children[key]
 			switch {
 			case shadowWants == nil:
 				d.Removed = append(d.Removed, key)
@@ -81,12 +81,12 @@ func withoutHash(o *unstructured.Unstructured) map[string]any {
 // statusDiff lists the status fields, and the conditions, that two
 // replies set differently: a status left as it is (nil) differs from one
 // set.
-func statusDiff(sync, shadow outcome) []string {
+func statusDiff(sync, shadow Outcome) []string {
 	var paths []string
-	if (sync.status == nil) != (shadow.status == nil) {
+	if (sync.Status == nil) != (shadow.Status == nil) {
 		paths = append(paths, "status")
 	} else {
-		paths = fieldDiff("status", sync.status, shadow.status, paths)
+		paths = fieldDiff("status", sync.Status, shadow.Status, paths)
 	}
 	byType := func(conds []hooks.Condition) map[string]hooks.Condition {
 		out := map[string]hooks.Condition{}
@@ -95,7 +95,7 @@ func statusDiff(sync, shadow outcome) []string {
 		}
 		return out
 	}
-	a, b := byType(sync.conditions), byType(shadow.conditions)
+	a, b := byType(sync.Conditions), byType(shadow.Conditions)
 	for _, typ := range slices.Sorted(maps.Keys(mergeKeys(a, b))) {
 		if ca, okA := a[typ]; !okA || ca != b[typ] {
 			paths = append(paths, "status.conditions["+typ+"]")
@@ -115,7 +115,7 @@ func fieldDiff(path string, a, b any, paths []string) []string {
 		}
 		return paths
 	}
-	if !contains(a, b) || !contains(b, a) {
+	if !Contains(a, b) || !Contains(b, a) {
 		paths = append(paths, path)
 	}
 	return paths

@@ -1,4 +1,4 @@
-package applier
+package core
 
 import (
 	"fmt"
@@ -14,8 +14,8 @@ import (
 
 // wanting is an outcome wanting ConfigMaps, each named with its data's
 // value v, as uc would write them.
-func wanting(status map[string]any, cms ...string) outcome {
-	o := outcome{children: map[string]*unstructured.Unstructured{}, status: status}
+func wanting(status map[string]any, cms ...string) Outcome {
+	o := Outcome{Children: map[string]*unstructured.Unstructured{}, Status: status}
 	for _, nv := range cms {
 		name, v, _ := strings.Cut(nv, "=")
 		c := object("ConfigMap", "ns", name, map[string]any{"v": v}, "")
@@ -23,7 +23,7 @@ func wanting(status map[string]any, cms ...string) outcome {
 		if err := setAppliedHash(c); err != nil {
 			panic(err)
 		}
-		o.children[childKey(c)] = c
+		o.Children[ChildKey(c)] = c
 	}
 	return o
 }
@@ -39,7 +39,7 @@ func TestDiffOutcomes(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name         string
-		sync, shadow outcome
+		sync, shadow Outcome
 		want         string // formatted as show does
 	}{
 		{"the same", wanting(map[string]any{"n": 1}, "a=1", "b=2"), wanting(map[string]any{"n": int64(1)}, "a=1", "b=2"), ""},
@@ -49,31 +49,31 @@ func TestDiffOutcomes(t *testing.T) {
 		{"status fields", wanting(map[string]any{"n": 1, "deep": map[string]any{"x": "a", "y": "b"}, "gone": true}),
 			wanting(map[string]any{"n": 2, "deep": map[string]any{"x": "a", "y": "c"}}), "status [status.deep.y status.gone status.n]"},
 		{"a status set against one left", wanting(nil), wanting(map[string]any{}), "status [status]"},
-		{"conditions", outcome{conditions: ready("True")}, outcome{conditions: ready("False")}, "status [status.conditions[Ready]]"},
-		{"a condition only one sets", outcome{}, outcome{conditions: ready("True")}, "status [status.conditions[Ready]]"},
-		{"the shadow's reply rejected", wanting(nil, "a=1"), outcome{rejected: invalid}, "shadow rejected InvalidHookReply"},
-		{"the sync hook's reply rejected", outcome{rejected: invalid}, wanting(nil, "a=1"), "sync rejected InvalidHookReply"},
-		{"both rejected alike", outcome{rejected: invalid}, outcome{rejected: invalid}, ""},
+		{"conditions", Outcome{Conditions: ready("True")}, Outcome{Conditions: ready("False")}, "status [status.conditions[Ready]]"},
+		{"a condition only one sets", Outcome{}, Outcome{Conditions: ready("True")}, "status [status.conditions[Ready]]"},
+		{"the shadow's reply rejected", wanting(nil, "a=1"), Outcome{Rejected: invalid}, "shadow rejected InvalidHookReply"},
+		{"the sync hook's reply rejected", Outcome{Rejected: invalid}, wanting(nil, "a=1"), "sync rejected InvalidHookReply"},
+		{"both rejected alike", Outcome{Rejected: invalid}, Outcome{Rejected: invalid}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := diffOutcomes("req-1", tc.sync, tc.shadow)
+			d := DiffOutcomes("req-1", tc.sync, tc.shadow)
 			if got := show(d); got != tc.want {
 				t.Errorf("difference %q, want %q", got, tc.want)
 			}
 			if d.Empty() != (d.Hash == "") || d.Request != "req-1" {
 				t.Errorf("hash %q of a difference empty: %t; request %q", d.Hash, d.Empty(), d.Request)
 			}
-			if again := diffOutcomes("req-2", tc.sync, tc.shadow); again.Hash != d.Hash {
+			if again := DiffOutcomes("req-2", tc.sync, tc.shadow); again.Hash != d.Hash {
 				t.Errorf("the same difference for another request has another hash: %s, %s", again.Hash, d.Hash)
 			}
 		})
 	}
-	d := diffOutcomes("r", wanting(nil, "a=1"), wanting(nil, "a=2"))
+	d := DiffOutcomes("r", wanting(nil, "a=1"), wanting(nil, "a=2"))
 	if diff := d.Changed[0].Diff; !strings.Contains(diff, "--- sync\n+++ sync-shadow\n") || !strings.Contains(diff, "-  v: \"1\"\n+  v: \"2\"\n") ||
 		strings.Contains(diff, v1alpha1.AnnotationAppliedHash) {
 		t.Errorf("the changed child's diff:\n%s", diff)
 	}
-	if other := diffOutcomes("r", wanting(nil, "a=1"), wanting(nil, "a=3")); other.Hash == d.Hash {
+	if other := DiffOutcomes("r", wanting(nil, "a=1"), wanting(nil, "a=3")); other.Hash == d.Hash {
 		t.Errorf("two differences share the hash %s", d.Hash)
 	}
 }

@@ -1,9 +1,8 @@
-package applier
+package core
 
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
@@ -16,30 +15,30 @@ import (
 // For a controller that rolls its children out, the plan is the one of a
 // parent whose children are all on its latest revision: the rollout that
 // moves them one at a time is not planned.
-func Check(ctl *core.Controller, parent *unstructured.Unstructured, hook string, reply []byte, maxChildren int, live Cache) (*Checked, error) {
-	resp, err := decodeSync(hook, reply, ctl.Spec.Hooks.Named(hook).StrictReplies(), maxChildren)
-	var actions []action
+func Check(ctl *Controller, parent *unstructured.Unstructured, hook string, reply []byte, maxChildren int, live Cache) (*Checked, error) {
+	resp, err := DecodeSync(hook, reply, ctl.Spec.Hooks.Named(hook).StrictReplies(), maxChildren)
+	var actions []Write
 	if err == nil {
-		actions, err = plan(ctl, parent, resp, cacheLookup{live})
+		actions, err = Plan(ctl, parent, resp, live)
 	}
 	if err != nil {
 		return nil, rejected(hook, err)
 	}
 	m := bus.Meta{Address: bus.Address{Controller: ctl.Name, Hook: hook, ParentUID: parent.GetUID()},
 		Namespace: parent.GetNamespace(), Name: parent.GetName(), Generation: parent.GetGeneration(), ResourceVersion: parent.GetResourceVersion()}
-	plan := describe(ctl, parent, m, resp, actions, replyConditions(resp, m.Generation), &core.StatusSchema{}, live)
-	return &Checked{Response: resp, Writes: writes(actions), Plan: plan}, nil
+	Plan := Describe(ctl, parent, m, resp, actions, ReplyConditions(resp, m.Generation), &StatusSchema{}, live)
+	return &Checked{Response: resp, Writes: actions, Plan: Plan}, nil
 }
 
 // CheckDecoration is Check for a decorator's reply about an object it
 // decorates; ctl is the decorator's view for the object's resource
-// (core.Controller.Decorating).
-func CheckDecoration(ctl *core.Controller, obj *unstructured.Unstructured, hook string, reply []byte, maxChildren int, live Cache) (*CheckedDecoration, error) {
-	resp, actions, err := planDecoration(ctl, obj, hook, reply, maxChildren, cacheLookup{live})
+// (Controller.Decorating).
+func CheckDecoration(ctl *Controller, obj *unstructured.Unstructured, hook string, reply []byte, maxChildren int, live Cache) (*CheckedDecoration, error) {
+	resp, actions, err := PlanDecoration(ctl, obj, hook, reply, maxChildren, live)
 	if err != nil {
 		return nil, rejected(hook, err)
 	}
-	return &CheckedDecoration{Response: resp, Writes: writes(actions)}, nil
+	return &CheckedDecoration{Response: resp, Writes: actions}, nil
 }
 
 // CheckedDecoration is a decorator's reply the applier would apply.
@@ -52,16 +51,8 @@ type CheckedDecoration struct {
 }
 
 func rejected(hook string, err error) *Rejection {
-	reason, problem := invalidReply(hook, err)
+	reason, problem := InvalidReply(hook, err)
 	return &Rejection{Reason: reason, Message: problem.Error()}
-}
-
-func writes(actions []action) []Write {
-	out := make([]Write, 0, len(actions))
-	for _, a := range actions {
-		out = append(out, Write{Verb: string(a.verb), Event: a.event, Child: a.child, Object: a.obj, Adopt: a.adopt})
-	}
-	return out
 }
 
 // Checked is a reply the applier would apply.
@@ -78,27 +69,10 @@ type Checked struct {
 	Plan *bus.Plan
 }
 
-// Write is one write the applier would make to a child.
-type Write struct {
-	// Verb is create, apply (an update or an adoption), delete (with a
-	// UID precondition) or release (the parent's ownerReference dropped).
-	Verb string
-	// Event is the reason of the Normal Event recorded on the parent:
-	// Created, Updated, Adopted, Recreating (a delete, the child is
-	// created again), Deleted or Released.
-	Event string
-	Child *core.Child
-	// Object is the object applied or created, or the live object deleted
-	// or released.
-	Object *unstructured.Unstructured
-	// Adopt is set when the write takes over an orphan.
-	Adopt bool
-}
-
 // HookFailed is the rejection of the reply a hook could not give: how the
 // parent reports the failure.
 func HookFailed(hook string, f bus.Failure) *Rejection {
-	reason, problem := failed(hook, f)
+	reason, problem := Failed(hook, f)
 	return &Rejection{Reason: reason, Message: problem.Error()}
 }
 

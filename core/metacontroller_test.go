@@ -1,4 +1,4 @@
-package applier
+package core
 
 import (
 	"fmt"
@@ -80,7 +80,7 @@ func TestImportRevisions(t *testing.T) {
 		revs: func(t *testing.T) []*revision.Revision { return []*revision.Revision{ours(t, "1", 4, "a")} },
 		want: []string{"1:4:a"},
 	}, {
-		name:  "a rollout half-way: the older revision first, whatever the names",
+		name:  "a Rollout half-way: the older revision first, whatever the names",
 		mc:    []*unstructured.Unstructured{mcRevision("z-latest", 2, "2", "a"), mcRevision("a-older", 1, "1", "b", "c")},
 		want:  []string{"1:1:b,c+", "2:2:a+"},
 		saved: []string{"1", "2"},
@@ -122,7 +122,7 @@ func TestImportRevisions(t *testing.T) {
 			if tt.revs != nil {
 				revs = tt.revs(t)
 			}
-			out, saved, err := importRevisions(ctl, parent, revs, tt.mc)
+			out, saved, err := ImportRevisions(ctl, parent, revs, tt.mc)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,11 +1,10 @@
-package applier
+package core
 
 import (
 	"github.com/pmezard/go-difflib/difflib"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -17,7 +16,7 @@ import (
 // fields they set, adopted, unchanged, or kept as they are by OnDelete —
 // then the live ones deleted or released. desired are the reply's
 // children as the plan made them; live holds the live children.
-func Steps(ctl *core.Controller, desired []*unstructured.Unstructured, writes []Write, live Cache) []bus.Step {
+func Steps(ctl *Controller, desired []*unstructured.Unstructured, writes []Write, live Cache) []bus.Step {
 	steps := make([]bus.Step, 0, len(desired))
 	written := map[*unstructured.Unstructured]bool{}
 	byChild := map[string]Write{}
@@ -51,7 +50,7 @@ func Steps(ctl *core.Controller, desired []*unstructured.Unstructured, writes []
 	return steps
 }
 
-func stepKey(c *core.Child, o *unstructured.Unstructured) string {
+func stepKey(c *Child, o *unstructured.Unstructured) string {
 	return c.GVR.String() + " " + o.GetNamespace() + "/" + o.GetName()
 }
 

@@ -1,4 +1,4 @@
-package applier
+package core
 
 import (
 	"fmt"
@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/internal/revision"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -133,7 +132,7 @@ func TestPlanRollout(t *testing.T) {
 		keep:      []string{"a"},
 		reason:    v1alpha1.ReasonRolloutWaiting,
 	}, {
-		name:      "a child on the latest revision not updated yet holds the rollout",
+		name:      "a child on the latest revision not updated yet holds the Rollout",
 		revs:      []*revision.Revision{rev("h1", 1, "a"), rev("h2", 2, "b")},
 		replies:   map[string]*hooks.SyncResponse{"h2": wants("b=2", "a=2"), "h1": wants("b=1", "a=1")},
 		live:      fakeLive{ready("a", "1", true), ready("b", "1", true)},
@@ -165,21 +164,21 @@ func TestPlanRollout(t *testing.T) {
 			if tt.latest != "" {
 				latest = tt.latest
 			}
-			ro, err := planRollout(ctl, parent, map[string]any{"spec": map[string]any{}}, latest, tt.revs, tt.replies, tt.live)
+			ro, err := PlanRollout(ctl, parent, map[string]any{"spec": map[string]any{}}, latest, tt.revs, tt.replies, tt.live)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var children []string
-			for _, c := range ro.children {
+			for _, c := range ro.Children {
 				children = append(children, fmt.Sprintf("%s=%v", c.GetName(), c.Object["data"].(map[string]any)["v"]))
 			}
 			slices.Sort(children)
 			if !slices.Equal(children, tt.children) {
 				t.Errorf("children %v, want %v", children, tt.children)
 			}
-			unused := ro.unused()
+			unused := ro.Unused()
 			var revs []string
-			for _, r := range ro.revs {
+			for _, r := range ro.Revisions {
 				names := "-"
 				if !slices.Contains(unused, r) {
 					names = ""
@@ -218,7 +217,7 @@ func TestRevisionLabels(t *testing.T) {
 		{"catset", strings.Repeat("p", 64), "catset", ""},
 	} {
 		parent.SetName(tc.parent)
-		got := revisionLabels(&core.Controller{Name: tc.controller}, parent, "h")
+		got := revisionLabels(&Controller{Name: tc.controller}, parent, "h")
 		if got[v1alpha1.LabelRevisionController] != tc.wantController || got[v1alpha1.LabelRevisionParentName] != tc.wantParent {
 			t.Errorf("%s, %s: labels %v", tc.controller, tc.parent, got)
 		}

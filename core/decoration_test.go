@@ -1,4 +1,4 @@
-package applier
+package core
 
 import (
 	"strings"
@@ -10,17 +10,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
 // testDecorator is a decorator of Parents attaching ConfigMaps, as its view
 // for Parents.
-func testDecorator() *core.Controller {
+func testDecorator() *Controller {
 	ctl := testController(v1alpha1.ChildUpdateInPlace)
 	ctl.Spec.GenerateSelector = nil
-	ctl.Decorator = &core.Decoration{Name: "deco", Annotation: core.AnnotationDecorator, Resources: []core.Decorated{{
+	ctl.Decorator = &Decoration{Name: "deco", Annotation: AnnotationDecorator, Resources: []Decorated{{
 		Resource: ctl.Parent, Labels: labels.Everything(), Annotations: labels.Everything()}}}
 	return ctl.Decorating(&ctl.Decorator.Resources[0])
 }
@@ -51,7 +50,7 @@ func TestPlanAttachments(t *testing.T) {
 		name    string
 		live    fakeLive
 		desired []*unstructured.Unstructured
-		want    []string // action strings
+		want    []string // write strings
 		err     string
 	}{
 		{name: "create", desired: []*unstructured.Unstructured{cm("a")}, want: []string{"create configmaps ns/a"}},
@@ -78,7 +77,7 @@ func TestPlanAttachments(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			actions, err := planAttachments(testDecorator(), parent, &hooks.DecoratorResponse{Attachments: tt.desired}, tt.live)
+			actions, err := planAttachments(testDecorator(), parent, &hooks.DecoratorResponse{Attachments: tt.desired}, cacheLookup{tt.live})
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("err = %v, want one containing %q", err, tt.err)
@@ -94,9 +93,9 @@ func TestPlanAttachments(t *testing.T) {
 			var got []string
 			for _, a := range actions {
 				got = append(got, a.String())
-				if a.verb == verbCreate || a.verb == verbApply {
-					if ref := metav1.GetControllerOf(a.obj); ref == nil || ref.UID != "parent-uid" || a.obj.GetAnnotations()[core.AnnotationDecorator] != "deco" {
-						t.Errorf("%s is not the decorator's attachment of the parent: %v %v", a, a.obj.GetOwnerReferences(), a.obj.GetAnnotations())
+				if a.Verb == VerbCreate || a.Verb == VerbApply {
+					if ref := metav1.GetControllerOf(a.Object); ref == nil || ref.UID != "parent-uid" || a.Object.GetAnnotations()[AnnotationDecorator] != "deco" {
+						t.Errorf("%s is not the decorator's attachment of the parent: %v %v", a, a.Object.GetOwnerReferences(), a.Object.GetAnnotations())
 					}
 				}
 			}
@@ -109,7 +108,7 @@ func TestPlanAttachments(t *testing.T) {
 
 func TestPlanAttachmentsOfAClusterScopedObject(t *testing.T) {
 	ctl := testDecorator()
-	ctl.Parent = core.Resource{
+	ctl.Parent = Resource{
 		GVR:        schema.GroupVersionResource{Version: "v1", Resource: "namespaces"},
 		GVK:        schema.GroupVersionKind{Version: "v1", Kind: "Namespace"},
 		Namespaced: false,
@@ -124,7 +123,7 @@ func TestPlanAttachmentsOfAClusterScopedObject(t *testing.T) {
 		{namespace: "", err: "metadata.namespace is required"},
 	} {
 		actions, err := planAttachments(ctl, ns, &hooks.DecoratorResponse{Attachments: []*unstructured.Unstructured{
-			object("ConfigMap", tc.namespace, "welcome", nil, "")}}, fakeLive{})
+			object("ConfigMap", tc.namespace, "welcome", nil, "")}}, cacheLookup{fakeLive{}})
 		switch {
 		case tc.err != "":
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
@@ -140,7 +139,7 @@ func TestPlanAttachmentsOfAClusterScopedObject(t *testing.T) {
 
 func TestPresent(t *testing.T) {
 	v := "x"
-	got := present(map[string]*string{"set": &v, "unset": nil})
+	got := Present(map[string]*string{"set": &v, "unset": nil})
 	if len(got) != 1 || got["set"] != "x" {
 		t.Errorf("present = %v, want only the set key", got)
 	}

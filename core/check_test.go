@@ -1,40 +1,17 @@
-package applier
+package core
 
 import (
 	"fmt"
 	"strings"
 	"testing"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
-
-// fakeCache is a fakeLive of the test controller's one child kind as a
-// Cache.
-type fakeCache struct{ fakeLive }
-
-func (f fakeCache) Owned(_ schema.GroupVersionResource, ns string, owner types.UID) ([]*unstructured.Unstructured, error) {
-	return f.owned(&testController("").Children[0], ns, owner)
-}
-
-func (f fakeCache) Orphans(_ schema.GroupVersionResource, ns string) ([]*unstructured.Unstructured, error) {
-	return f.orphans(&testController("").Children[0], ns, labels.Everything())
-}
-
-func (f fakeCache) Object(gvr schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, error) {
-	if o, ok := f.get(&testController("").Children[0], ns, name); ok {
-		return o, nil
-	}
-	return nil, apierrors.NewNotFound(gvr.GroupResource(), name)
-}
 
 // TestCheck: a reply is decoded, checked and planned as the applier
 // applies one, and a reply it would reject is a Rejection with the reason
@@ -44,10 +21,10 @@ func TestCheck(t *testing.T) {
 	parent.SetNamespace("ns")
 	parent.SetName("p")
 	parent.SetUID("parent-uid")
-	live := fakeCache{fakeLive{
+	live := fakeLive{
 		object("ConfigMap", "ns", "old", nil, "parent-uid"),
 		claimable(object("ConfigMap", "ns", "orphan", map[string]any{"k": "1"}, "")),
-	}}
+	}
 	cm := func(name string) string {
 		return fmt.Sprintf(`{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": %q}, "data": {"k": "1"}}`, name)
 	}
@@ -87,7 +64,7 @@ func TestCheck(t *testing.T) {
 			}
 			var writes []string
 			for _, w := range checked.Writes {
-				writes = append(writes, fmt.Sprintf("%s %s %s", w.Verb, w.Event, objectKey(w.Object)))
+				writes = append(writes, fmt.Sprintf("%s %s %s", w.Verb, w.Event, ObjectKey(w.Object)))
 			}
 			if got := strings.Join(writes, ", "); got != tc.writes {
 				t.Errorf("writes %s, want %s", got, tc.writes)

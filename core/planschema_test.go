@@ -1,4 +1,4 @@
-package applier
+package core
 
 import (
 	"encoding/json"
@@ -50,7 +50,7 @@ func TestPlansAreValid(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reply, _ := json.Marshal(tc.reply)
-			checked, err := Check(ctl, parent, tc.hook, reply, 10, fakeCache{tc.live})
+			checked, err := Check(ctl, parent, tc.hook, reply, 10, tc.live)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -70,9 +70,9 @@ func TestPlansAreValid(t *testing.T) {
 	}
 	for name, p := range map[string]*bus.Plan{
 		"a rejected reply's":              rejected,
-		"a shadow's":                      shadow(diffOutcomes("r", wanting(map[string]any{"n": 1}, "a=1", "b=1"), wanting(map[string]any{"n": 2}, "a=2", "c=1"))),
-		"a rejected shadow's":             shadow(diffOutcomes("r", wanting(nil, "a=1"), outcome{rejected: rejected.Rejected})),
-		"a shadow's like the sync hook's": shadow(diffOutcomes("r", wanting(nil, "a=1"), wanting(nil, "a=1"))),
+		"a shadow's":                      shadow(DiffOutcomes("r", wanting(map[string]any{"n": 1}, "a=1", "b=1"), wanting(map[string]any{"n": 2}, "a=2", "c=1"))),
+		"a rejected shadow's":             shadow(DiffOutcomes("r", wanting(nil, "a=1"), Outcome{Rejected: rejected.Rejected})),
+		"a shadow's like the sync hook's": shadow(DiffOutcomes("r", wanting(nil, "a=1"), wanting(nil, "a=1"))),
 	} {
 		if data := encode(p); validator.Validate(bus.PlanType, data) != nil {
 			t.Errorf("%s plan: %v\ndata: %s", name, validator.Validate(bus.PlanType, data), data)

@@ -1,4 +1,4 @@
-package applier
+package core
 
 import (
 	"crypto/sha256"
@@ -13,84 +13,83 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
-// verb is what an action does to a child.
-type verb string
+// Verb is what a write does to a child.
+type Verb string
 
 const (
-	verbCreate  verb = "create"  // create; never an update of an object already there
-	verbApply   verb = "apply"   // update or adopt with server-side apply
-	verbDelete  verb = "delete"  // delete, with a UID precondition
-	verbRelease verb = "release" // drop the parent's ownerReference
+	VerbCreate  Verb = "create"  // create; never an update of an object already there
+	VerbApply   Verb = "apply"   // update or adopt with server-side apply
+	VerbDelete  Verb = "delete"  // delete, with a UID precondition
+	VerbRelease Verb = "release" // drop the parent's ownerReference
 )
 
-// eventUpdated is the event of an in-place update of a child, which is
+// EventUpdated is the event of an in-place update of a child, which is
 // not recorded on the parent (see recordWrites).
-const eventUpdated = "Updated"
+const EventUpdated = "Updated"
 
-// action is one write the applier makes to a child.
-type action struct {
-	verb  verb
-	child *core.Child
-	// obj is the object to apply, or the live object to delete or release.
-	obj *unstructured.Unstructured
-	// adopt is set when the apply takes over an orphan.
-	adopt bool
-	// sel is the parent's selector, to judge an object found in the way of
+// Write is one write the applier makes to a child.
+type Write struct {
+	Verb  Verb
+	Child *Child
+	// Object is the object to apply, or the live object to delete or release.
+	Object *unstructured.Unstructured
+	// Adopt is set when the apply takes over an orphan.
+	Adopt bool
+	// Selector is the parent's selector, to judge an object found in the way of
 	// a create.
-	sel labels.Selector
-	// liveVersion is the resourceVersion of the child an apply updates.
-	liveVersion string
-	// event is the reason of the Normal Event recorded on the parent.
-	event string
+	Selector labels.Selector
+	// LiveVersion is the resourceVersion of the child an apply updates.
+	LiveVersion string
+	// Event is the reason of the Normal Event recorded on the parent.
+	Event string
 }
 
-func (a action) String() string {
-	return fmt.Sprintf("%s %s %s", a.verb, a.child.GVR.Resource, objectKey(a.obj))
+func (a Write) String() string {
+	return fmt.Sprintf("%s %s %s", a.Verb, a.Child.GVR.Resource, ObjectKey(a.Object))
 }
 
-func objectKey(o *unstructured.Unstructured) string {
+func ObjectKey(o *unstructured.Unstructured) string {
 	if o.GetNamespace() == "" {
 		return o.GetName()
 	}
 	return o.GetNamespace() + "/" + o.GetName()
 }
 
-// childID identifies a child across kinds.
-type childID struct {
+// ChildID identifies a child across kinds.
+type ChildID struct {
 	gvr             string
 	namespace, name string
 }
 
-func idOf(c *core.Child, o *unstructured.Unstructured) childID {
-	return childID{c.GVR.String(), o.GetNamespace(), o.GetName()}
+func IDOf(c *Child, o *unstructured.Unstructured) ChildID {
+	return ChildID{c.GVR.String(), o.GetNamespace(), o.GetName()}
 }
 
 // liveObjects finds a parent's live children.
 type liveObjects interface {
 	// owned lists the objects of a child resource in namespace ("" for all)
 	// that owner controls.
-	owned(c *core.Child, namespace string, owner types.UID) ([]*unstructured.Unstructured, error)
+	owned(c *Child, namespace string, owner types.UID) ([]*unstructured.Unstructured, error)
 	// orphans lists the objects of a child resource in namespace ("" for
 	// all) that nothing controls and sel matches.
-	orphans(c *core.Child, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error)
-	get(c *core.Child, namespace, name string) (*unstructured.Unstructured, bool)
+	orphans(c *Child, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error)
+	get(c *Child, namespace, name string) (*unstructured.Unstructured, bool)
 }
 
-// plan turns a sync reply into the writes that make the cluster match it. It
+// Plan turns a sync reply into the writes that make the cluster match it. It
 // writes nothing, and it rejects the whole reply when any child is not one
 // the controller may manage, so an invalid reply is never half-applied.
 // The reply is plan's: each desired child becomes, in place, the object its
 // write carries, so a reply of many children is held once (see
 // desiredObject).
-func plan(ctl *core.Controller, parent *unstructured.Unstructured, resp *hooks.SyncResponse, live liveObjects) ([]action, error) {
+func Plan(ctl *Controller, parent *unstructured.Unstructured, resp *hooks.SyncResponse, cache Cache) ([]Write, error) {
+	live := cacheLookup{cache}
 	if err := resp.Validate(); err != nil {
 		return nil, err
 	}
@@ -99,8 +98,8 @@ func plan(ctl *core.Controller, parent *unstructured.Unstructured, resp *hooks.S
 		return nil, err
 	}
 	owner := ownerRef(ctl, parent)
-	desired := map[childID]bool{}
-	var actions []action
+	desired := map[ChildID]bool{}
+	var actions []Write
 	for i, d := range resp.Children {
 		child, obj, err := desire(ctl, parent, d, owner, desired, "childResources")
 		if err != nil {
@@ -111,10 +110,10 @@ func plan(ctl *core.Controller, parent *unstructured.Unstructured, resp *hooks.S
 		}
 		cur, exists := live.get(child, obj.GetNamespace(), obj.GetName())
 		if !exists {
-			actions = append(actions, action{verb: verbCreate, child: child, obj: obj, sel: sel, event: "Created"})
+			actions = append(actions, Write{Verb: VerbCreate, Child: child, Object: obj, Selector: sel, Event: "Created"})
 			continue
 		}
-		if err := mayManage(cur, parent.GetUID(), sel); err != nil {
+		if err := MayManage(cur, parent.GetUID(), sel); err != nil {
 			return nil, fmt.Errorf("%s: %w", listed("children", i, d), err)
 		}
 		if a, ok := update(child, cur, obj); ok {
@@ -132,11 +131,11 @@ func plan(ctl *core.Controller, parent *unstructured.Unstructured, resp *hooks.S
 		}
 		for _, o := range owned {
 			switch {
-			case desired[idOf(child, o)] || o.GetDeletionTimestamp() != nil:
+			case desired[IDOf(child, o)] || o.GetDeletionTimestamp() != nil:
 			case !sel.Matches(labels.Set(o.GetLabels())):
-				actions = append(actions, action{verb: verbRelease, child: child, obj: o, event: "Released"})
+				actions = append(actions, Write{Verb: VerbRelease, Child: child, Object: o, Event: "Released"})
 			default:
-				actions = append(actions, action{verb: verbDelete, child: child, obj: o, event: "Deleted"})
+				actions = append(actions, Write{Verb: VerbDelete, Child: child, Object: o, Event: "Deleted"})
 			}
 		}
 		// Orphans the selector claims were observed as children: those not
@@ -150,8 +149,8 @@ func plan(ctl *core.Controller, parent *unstructured.Unstructured, resp *hooks.S
 			return nil, err
 		}
 		for _, o := range orphans {
-			if !desired[idOf(child, o)] {
-				actions = append(actions, action{verb: verbDelete, child: child, obj: o, adopt: true, event: "Deleted"})
+			if !desired[IDOf(child, o)] {
+				actions = append(actions, Write{Verb: VerbDelete, Child: child, Object: o, Adopt: true, Event: "Deleted"})
 			}
 		}
 	}
@@ -168,7 +167,7 @@ func listed(list string, i int, d *unstructured.Unstructured) string {
 // (in the spec field declaredIn), and the object to apply, controlled by
 // owner. It records the object in desired, and fails for an object listed
 // twice.
-func desire(ctl *core.Controller, parent, d *unstructured.Unstructured, owner metav1.OwnerReference, desired map[childID]bool, declaredIn string) (*core.Child, *unstructured.Unstructured, error) {
+func desire(ctl *Controller, parent, d *unstructured.Unstructured, owner metav1.OwnerReference, desired map[ChildID]bool, declaredIn string) (*Child, *unstructured.Unstructured, error) {
 	child, ok := ctl.Child(d.GetAPIVersion(), d.GetKind())
 	if !ok {
 		return nil, nil, fmt.Errorf("kind not declared in %s", declaredIn)
@@ -177,7 +176,7 @@ func desire(ctl *core.Controller, parent, d *unstructured.Unstructured, owner me
 	if err != nil {
 		return nil, nil, err
 	}
-	id := idOf(child, obj)
+	id := IDOf(child, obj)
 	if desired[id] {
 		return nil, nil, fmt.Errorf("listed twice")
 	}
@@ -185,12 +184,12 @@ func desire(ctl *core.Controller, parent, d *unstructured.Unstructured, owner me
 	return child, obj, nil
 }
 
-// mayManage tells why a parent may not manage an existing object named as
+// MayManage tells why a parent may not manage an existing object named as
 // one of its children: another owner controls it, or nothing does and the
 // parent's selector does not match it. It judges the live object, never the
 // hook's desired copy (which uc labels for the parent), so a hook cannot
 // make uc take over an object it could not adopt anyway.
-func mayManage(cur *unstructured.Unstructured, parent types.UID, sel labels.Selector) error {
+func MayManage(cur *unstructured.Unstructured, parent types.UID, sel labels.Selector) error {
 	ref := metav1.GetControllerOfNoCopy(cur)
 	switch {
 	case ref != nil && ref.UID != parent:
@@ -206,30 +205,30 @@ func mayManage(cur *unstructured.Unstructured, parent types.UID, sel labels.Sele
 // object changed since it was last applied (its hash annotation, if uc
 // applied it) or when a field the controller sets has another value;
 // defaults and fields written by others never count.
-func update(child *core.Child, cur, want *unstructured.Unstructured) (action, bool) {
+func update(child *Child, cur, want *unstructured.Unstructured) (Write, bool) {
 	// The caller checked that cur is the parent's, or an orphan it may adopt.
 	if metav1.GetControllerOfNoCopy(cur) == nil {
 		if cur.GetDeletionTimestamp() != nil {
-			return action{}, false // created again once it is gone
+			return Write{}, false // created again once it is gone
 		}
-		return action{verb: verbApply, child: child, obj: want, adopt: true, event: "Adopted", liveVersion: cur.GetResourceVersion()}, true
+		return Write{Verb: VerbApply, Child: child, Object: want, Adopt: true, Event: "Adopted", LiveVersion: cur.GetResourceVersion()}, true
 	}
 	// A child uc never applied (Metacontroller made it, say) has no hash:
 	// it is the same when it holds every desired field.
 	hash, applied := cur.GetAnnotations()[v1alpha1.AnnotationAppliedHash]
 	same := (!applied || hash == want.GetAnnotations()[v1alpha1.AnnotationAppliedHash]) &&
-		contains(cur.Object, comparable(want).Object)
+		Contains(cur.Object, comparable(want).Object)
 	switch {
 	case same, child.Method == v1alpha1.ChildUpdateOnDelete:
-		return action{}, false
+		return Write{}, false
 	case child.Method == v1alpha1.ChildUpdateRecreate || child.Method == v1alpha1.ChildUpdateRollingRecreate:
 		if cur.GetDeletionTimestamp() != nil {
-			return action{}, false
+			return Write{}, false
 		}
-		return action{verb: verbDelete, child: child, obj: cur, event: "Recreating"}, true
+		return Write{Verb: VerbDelete, Child: child, Object: cur, Event: "Recreating"}, true
 	}
 	// InPlace and RollingInPlace.
-	return action{verb: verbApply, child: child, obj: want, event: eventUpdated, liveVersion: cur.GetResourceVersion()}, true
+	return Write{Verb: VerbApply, Child: child, Object: want, Event: EventUpdated, LiveVersion: cur.GetResourceVersion()}, true
 }
 
 // desiredObject makes d, a desired child, the object to apply: in the
@@ -237,7 +236,7 @@ func update(child *core.Child, cur, want *unstructured.Unstructured) (action, bo
 // fields. It changes d itself, not a copy, and returns it: a reply is
 // decoded for one apply, and a reply of a thousand children held twice —
 // as decoded and as written — would cost twice the memory.
-func desiredObject(ctl *core.Controller, parent *unstructured.Unstructured, child *core.Child, obj *unstructured.Unstructured, owner metav1.OwnerReference) (*unstructured.Unstructured, error) {
+func desiredObject(ctl *Controller, parent *unstructured.Unstructured, child *Child, obj *unstructured.Unstructured, owner metav1.OwnerReference) (*unstructured.Unstructured, error) {
 	switch {
 	case !child.Namespaced:
 		if ctl.Parent.Namespaced {
@@ -291,7 +290,7 @@ func setAppliedHash(obj *unstructured.Unstructured) error {
 	return nil
 }
 
-func ownerRef(ctl *core.Controller, parent *unstructured.Unstructured) metav1.OwnerReference {
+func ownerRef(ctl *Controller, parent *unstructured.Unstructured) metav1.OwnerReference {
 	yes := true
 	return metav1.OwnerReference{
 		APIVersion:         ctl.Parent.APIVersion(),
@@ -323,11 +322,11 @@ func comparable(o *unstructured.Unstructured) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: c}
 }
 
-// contains reports whether every field set in want has the same value in
+// Contains reports whether every field set in want has the same value in
 // live. Lists of values must be equal; lists of objects must hold every
 // wanted object in order, others may come between; numbers compare by value;
 // an empty or null wanted value matches an absent one.
-func contains(live, want any) bool {
+func Contains(live, want any) bool {
 	switch w := want.(type) {
 	case map[string]any:
 		l, ok := live.(map[string]any)
@@ -335,7 +334,7 @@ func contains(live, want any) bool {
 			return len(w) == 0 && live == nil
 		}
 		for k, wv := range w {
-			if !contains(l[k], wv) {
+			if !Contains(l[k], wv) {
 				return false
 			}
 		}
@@ -346,14 +345,14 @@ func contains(live, want any) bool {
 			return len(w) == 0 && live == nil
 		}
 		if slices.ContainsFunc(w, func(v any) bool { _, obj := v.(map[string]any); return !obj }) {
-			return slices.EqualFunc(l, w, contains) // values: all of them, in order
+			return slices.EqualFunc(l, w, Contains) // values: all of them, in order
 		}
 		// Objects: the apiserver and admission add entries of their own (a
 		// service account token volume and its mounts, default
 		// tolerations). Every wanted entry must be there, in order.
 		j := 0
 		for _, wv := range w {
-			for j < len(l) && !contains(l[j], wv) {
+			for j < len(l) && !Contains(l[j], wv) {
 				j++
 			}
 			if j == len(l) {
@@ -386,42 +385,29 @@ func number(v any) (float64, bool) {
 	return 0, false
 }
 
-// Cache holds the live objects of child resources: the registry's shared
-// informers, or any other set of objects.
-type Cache interface {
-	// Owned lists the objects of a child resource whose controller is
-	// owner.
-	Owned(gvr schema.GroupVersionResource, namespace string, owner types.UID) ([]*unstructured.Unstructured, error)
-	// Orphans lists the objects of a child resource in namespace ("" for
-	// all) that no controller owns.
-	Orphans(gvr schema.GroupVersionResource, namespace string) ([]*unstructured.Unstructured, error)
-	// Object returns an object; namespace is "" for a cluster-scoped one.
-	Object(gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error)
-}
-
 // cacheLookup reads children from a cache: the registry's shared
 // informers.
 type cacheLookup struct{ reg Cache }
 
-func (c cacheLookup) owned(ch *core.Child, namespace string, owner types.UID) ([]*unstructured.Unstructured, error) {
+func (c cacheLookup) owned(ch *Child, namespace string, owner types.UID) ([]*unstructured.Unstructured, error) {
 	return c.reg.Owned(ch.GVR, namespace, owner)
 }
 
-func (c cacheLookup) orphans(ch *core.Child, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
+func (c cacheLookup) orphans(ch *Child, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
 	objs, err := c.reg.Orphans(ch.GVR, namespace)
 	if err != nil {
 		return nil, err
 	}
 	var out []*unstructured.Unstructured
 	for _, u := range objs {
-		if core.Adoptable(sel, u) {
+		if Adoptable(sel, u) {
 			out = append(out, u)
 		}
 	}
 	return out, nil
 }
 
-func (c cacheLookup) get(ch *core.Child, namespace, name string) (*unstructured.Unstructured, bool) {
+func (c cacheLookup) get(ch *Child, namespace, name string) (*unstructured.Unstructured, bool) {
 	obj, err := c.reg.Object(ch.GVR, namespace, name)
 	return obj, err == nil
 }

@@ -1,16 +1,16 @@
-package applier
+package core
 
 import (
 	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
@@ -39,7 +39,7 @@ func TestContains(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := contains(tt.live, tt.want); got != tt.ok {
+			if got := Contains(tt.live, tt.want); got != tt.ok {
 				t.Errorf("contains(%v, %v) = %v, want %v", tt.live, tt.want, got, tt.ok)
 			}
 		})
@@ -49,47 +49,51 @@ func TestContains(t *testing.T) {
 // fakeLive is a fixed set of live children.
 type fakeLive []*unstructured.Unstructured
 
-func (f fakeLive) owned(c *core.Child, ns string, owner types.UID) ([]*unstructured.Unstructured, error) {
+// resourceOf is the resource of a fake object's kind: ConfigMap,
+// configmaps.
+func resourceOf(o *unstructured.Unstructured) string { return strings.ToLower(o.GetKind()) + "s" }
+
+func (f fakeLive) Owned(gvr schema.GroupVersionResource, ns string, owner types.UID) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	for _, o := range f {
-		if ref := metav1.GetControllerOfNoCopy(o); ref != nil && ref.UID == owner && o.GetKind() == c.GVK.Kind && (ns == "" || o.GetNamespace() == ns) {
+		if ref := metav1.GetControllerOfNoCopy(o); ref != nil && ref.UID == owner && resourceOf(o) == gvr.Resource && (ns == "" || o.GetNamespace() == ns) {
 			out = append(out, o)
 		}
 	}
 	return out, nil
 }
 
-func (f fakeLive) orphans(c *core.Child, ns string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
+func (f fakeLive) Orphans(gvr schema.GroupVersionResource, ns string) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	for _, o := range f {
-		if o.GetKind() == c.GVK.Kind && (ns == "" || o.GetNamespace() == ns) && core.Adoptable(sel, o) {
+		if metav1.GetControllerOfNoCopy(o) == nil && resourceOf(o) == gvr.Resource && (ns == "" || o.GetNamespace() == ns) {
 			out = append(out, o)
 		}
 	}
 	return out, nil
 }
 
-func (f fakeLive) get(c *core.Child, ns, name string) (*unstructured.Unstructured, bool) {
+func (f fakeLive) Object(gvr schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, error) {
 	for _, o := range f {
-		if o.GetKind() == c.GVK.Kind && o.GetNamespace() == ns && o.GetName() == name {
-			return o, true
+		if resourceOf(o) == gvr.Resource && o.GetNamespace() == ns && o.GetName() == name {
+			return o, nil
 		}
 	}
-	return nil, false
+	return nil, apierrors.NewNotFound(gvr.GroupResource(), name)
 }
 
-func testController(method v1alpha1.ChildUpdateMethod) *core.Controller {
+func testController(method v1alpha1.ChildUpdateMethod) *Controller {
 	yes := true
-	return &core.Controller{
+	return &Controller{
 		Name: "test",
 		Spec: v1alpha1.UniversalControllerSpec{GenerateSelector: &yes},
-		Parent: core.Resource{
+		Parent: Resource{
 			GVR:        schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "parents"},
 			GVK:        schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Parent"},
 			Namespaced: true,
 		},
-		Children: []core.Child{{
-			Resource: core.Resource{
+		Children: []Child{{
+			Resource: Resource{
 				GVR:        schema.GroupVersionResource{Version: "v1", Resource: "configmaps"},
 				GVK:        schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
 				Namespaced: true,
@@ -135,7 +139,7 @@ func TestPlan(t *testing.T) {
 		method  v1alpha1.ChildUpdateMethod
 		live    fakeLive
 		desired []*unstructured.Unstructured
-		want    []string // action strings
+		want    []string // write strings
 		err     string
 	}{
 		{name: "create", method: v1alpha1.ChildUpdateInPlace, desired: []*unstructured.Unstructured{cm("a", "1")},
@@ -244,7 +248,7 @@ func TestPlan(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			actions, err := plan(testController(tt.method), parent, &hooks.SyncResponse{Children: tt.desired}, tt.live)
+			actions, err := Plan(testController(tt.method), parent, &hooks.SyncResponse{Children: tt.desired}, tt.live)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("err = %v, want one containing %q", err, tt.err)
@@ -265,10 +269,10 @@ func TestPlan(t *testing.T) {
 				t.Fatalf("actions = %q, want %q", got, tt.want)
 			}
 			for _, a := range actions {
-				if a.verb == verbApply || a.verb == verbCreate {
-					ref := metav1.GetControllerOf(a.obj)
+				if a.Verb == VerbApply || a.Verb == VerbCreate {
+					ref := metav1.GetControllerOf(a.Object)
 					if ref == nil || ref.UID != "parent-uid" {
-						t.Errorf("applied object is not controlled by the parent: %v", a.obj.GetOwnerReferences())
+						t.Errorf("applied object is not controlled by the parent: %v", a.Object.GetOwnerReferences())
 					}
 				}
 			}
@@ -312,7 +316,7 @@ func TestPlanWithTheParentsSelector(t *testing.T) {
 			if tt.selector != nil {
 				p.Object["spec"] = map[string]any{"selector": tt.selector}
 			}
-			_, err := plan(ctl, p, &hooks.SyncResponse{Children: []*unstructured.Unstructured{tt.child}}, fakeLive{})
+			_, err := Plan(ctl, p, &hooks.SyncResponse{Children: []*unstructured.Unstructured{tt.child}}, fakeLive{})
 			if (err == nil) != (tt.err == "") || (err != nil && !strings.Contains(err.Error(), tt.err)) {
 				t.Fatalf("err = %v, want %q", err, tt.err)
 			}
