@@ -10,13 +10,12 @@ import (
 // SDK may depend on: nats.go, the CloudEvents SDK, what they depend on, and
 // uc's bus contract. apimachinery's types package (UID, a string type,
 // with no dependencies of its own) comes with the contract's Meta.
-// OpenTelemetry's API may come for tracing, with internal/tracing, the
-// spans' helpers uc shares, built on the API alone (OpenTelemetry's SDK and
-// exporters may not: they belong to the hook process's main).
+// OpenTelemetry's API may come for tracing, with the spans' helpers uc
+// shares (schemas/bus, trace.go), built on the API alone (OpenTelemetry's
+// SDK and exporters may not: they belong to the hook process's main).
 var lightDependencies = []string{
 	"universalcontroller.dev/uc/sdk/go",
 	"universalcontroller.dev/uc/schemas/bus",
-	"universalcontroller.dev/uc/internal/tracing",
 	"github.com/nats-io/",
 	"github.com/cloudevents/sdk-go/",
 	"github.com/google/uuid",
