@@ -1,4 +1,4 @@
-package hook_test
+package contracttest_test
 
 import (
 	"context"
