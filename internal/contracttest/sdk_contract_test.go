@@ -13,7 +13,7 @@ import (
 
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 // TestMessagesMatchTheContract: the SDK's messages have the JSON fields of

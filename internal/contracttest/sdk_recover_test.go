@@ -10,7 +10,7 @@ import (
 
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 // badStatus is a reply value whose encoding panics.
