@@ -2,6 +2,7 @@ package hook
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -52,6 +53,41 @@ func TestDependenciesStayLight(t *testing.T) {
 		}
 	}
 	t.Logf("%d packages outside the standard library", len(deps))
+}
+
+// heavyModules are modules a hook's module graph must not hold: uc's own
+// module (the SDK and the bus contract are modules of their own so that a
+// hook does not inherit it), and what uc's processes and tests bring.
+var heavyModules = []string{
+	"universalcontroller.dev/uc",
+	"github.com/nats-io/nats-server/v2",
+	"k8s.io/api",
+	"k8s.io/client-go",
+	"helm.sh/helm/v3",
+	"knative.dev/pkg",
+	"go.opentelemetry.io/otel/sdk",
+	"github.com/prometheus/client_golang",
+}
+
+// TestModuleStaysLight: the SDK's module graph — what a hook's go.mod
+// inherits, tests included — holds none of heavyModules. A requirement
+// added for a test counts too: a test that needs uc's module belongs to
+// uc's (internal/contracttest).
+func TestModuleStaysLight(t *testing.T) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Path}}", "all").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -m: %v\n%s", err, out)
+	}
+	modules := strings.Fields(string(out))
+	if len(modules) < 2 || modules[0] != "universalcontroller.dev/uc/sdk/go" {
+		t.Fatalf("go list -m listed %q, want the SDK's module first", modules)
+	}
+	for _, m := range modules {
+		if slices.Contains(heavyModules, m) {
+			t.Errorf("the SDK's module graph holds %s", m)
+		}
+	}
+	t.Logf("%d modules in the graph", len(modules))
 }
 
 func allowed(pkg string) bool {
