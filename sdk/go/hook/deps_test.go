@@ -39,14 +39,7 @@ var heavyDependencies = []string{"go.opentelemetry.io/otel/sdk", "go.opentelemet
 // client, no knative.dev, no metrics library — nothing but what
 // lightDependencies lists.
 func TestDependenciesStayLight(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, out)
-	}
-	deps := strings.Fields(string(out))
-	if len(deps) < 10 {
-		t.Fatalf("go list listed %d packages: %q", len(deps), deps)
-	}
+	deps := goList(t, "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".")
 	for _, dep := range deps {
 		if !allowed(dep) {
 			t.Errorf("the SDK depends on %s", dep)
@@ -74,20 +67,28 @@ var heavyModules = []string{
 // added for a test counts too: a test that needs uc's module belongs to
 // uc's (internal/contracttest).
 func TestModuleStaysLight(t *testing.T) {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{if not .Main}}{{.Path}}{{end}}", "all").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list -m: %v\n%s", err, out)
-	}
-	modules := strings.Fields(string(out))
-	if len(modules) < 10 {
-		t.Fatalf("go list -m listed %d modules: %q", len(modules), modules)
-	}
+	modules := goList(t, "-m", "-f", "{{if not .Main}}{{.Path}}{{end}}", "all")
 	for _, m := range modules {
 		if slices.Contains(heavyModules, m) {
 			t.Errorf("the SDK's module graph holds %s", m)
 		}
 	}
 	t.Logf("%d modules in the graph", len(modules))
+}
+
+// goList runs go list with args in the SDK's module and returns what it
+// lists, failing the test unless that is 10 or more.
+func goList(t *testing.T, args ...string) []string {
+	t.Helper()
+	out, err := exec.Command("go", append([]string{"list"}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	listed := strings.Fields(string(out))
+	if len(listed) < 10 {
+		t.Fatalf("go list %s listed %d: %q", strings.Join(args, " "), len(listed), listed)
+	}
+	return listed
 }
 
 func allowed(pkg string) bool {
