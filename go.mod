@@ -3,7 +3,6 @@ module universalcontroller.dev/uc
 go 1.26.8
 
 require (
-	github.com/cloudevents/sdk-go/protocol/nats_jetstream/v2 v2.16.2
 	github.com/cloudevents/sdk-go/v2 v2.16.2
 	github.com/go-logr/logr v1.4.4
 	github.com/google/go-cmp v0.7.0
@@ -39,6 +38,8 @@ require (
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.0
 	sigs.k8s.io/yaml v1.6.0
+	universalcontroller.dev/uc/schemas/bus v0.0.0-00010101000000-000000000000
+	universalcontroller.dev/uc/sdk/go v0.0.0-00010101000000-000000000000
 )
 
 require (
@@ -54,6 +55,7 @@ require (
 	github.com/blendle/zapdriver v1.3.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/cloudevents/sdk-go/protocol/nats_jetstream/v2 v2.16.2 // indirect
 	github.com/cyphar/filepath-securejoin v0.6.1 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/emicklei/go-restful/v3 v3.12.2 // indirect
@@ -122,4 +124,12 @@ require (
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	k8s.io/apiserver v0.35.7 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
+)
+
+// The bus contract and the Go hook SDK are modules of their own, so that a
+// hook's module does not inherit uc's dependencies; uc builds them from
+// this tree.
+replace (
+	universalcontroller.dev/uc/schemas/bus => ./schemas/bus
+	universalcontroller.dev/uc/sdk/go => ./sdk/go
 )

@@ -14,7 +14,7 @@ import (
 	"knative.dev/pkg/resolver"
 
 	"universalcontroller.dev/uc/schemas/bus"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 // ReasonUnresolved is the failure reason of a destination whose URL cannot

@@ -2,7 +2,7 @@
 // that are not on the bus — HTTP webhooks (a url, or a service and path) and
 // Knative Addressables (a duckv1.Destination) — as CloudEvents over HTTP,
 // and publishes their replies. It serves each such hook as a bus-native
-// worker would, with the Go SDK (sdk/go, package hook), so both keep the
+// worker would, with the Go SDK (sdk/go/hook), so both keep the
 // same delivery promises. The streams and the hooks' consumers it reads are
 // internal/topology's, which the dispatcher role also runs.
 package dispatcher
@@ -30,7 +30,7 @@ import (
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 // Options tune a Dispatcher.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 func TestRetryAfter(t *testing.T) {

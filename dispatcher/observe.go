@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 // CallObserver hears of every call the dispatcher makes to a webhook or a

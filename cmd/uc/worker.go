@@ -17,7 +17,7 @@ import (
 	"universalcontroller.dev/uc/internal/exechook"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 // workerConfig is what `uc worker` is told.

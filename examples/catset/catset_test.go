@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 func catsetParent(replicas int64) hook.Object {

@@ -8,7 +8,7 @@ import (
 
 	"universalcontroller.dev/uc/examples/internal/exampletest"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 func TestSync(t *testing.T) {

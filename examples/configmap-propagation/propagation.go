@@ -8,7 +8,7 @@ package propagation
 import (
 	"context"
 
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 // Controller is the name of the UniversalController in controller.yaml.

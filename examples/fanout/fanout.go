@@ -12,7 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 // Controller is the name of the UniversalController in controller.yaml.

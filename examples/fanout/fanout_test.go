@@ -6,7 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"universalcontroller.dev/uc/examples/internal/exampletest"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 func TestSync(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"universalcontroller.dev/uc/examples/internal/exampletest"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 // mapStore is a registry in memory; stuck entries survive a Delete.

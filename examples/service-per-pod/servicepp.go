@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 // The UniversalDecorators' names in decorators.yaml.

@@ -8,7 +8,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"universalcontroller.dev/uc/schemas/v1alpha1"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 func statefulSetObject(replicas int64, ports string) hook.Object {

@@ -10,7 +10,7 @@ import (
 
 	"universalcontroller.dev/uc/examples/internal/exampletest"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 // podState is an observed Pod: its phase and, when it failed, the exit code

@@ -34,7 +34,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"universalcontroller.dev/uc/internal/tracing"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 // DefaultMaxReplyBytes is the largest reply read when Handler sets none:

@@ -13,7 +13,7 @@ import (
 
 	"universalcontroller.dev/uc/internal/exechook"
 	"universalcontroller.dev/uc/schemas/hooks"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 	"universalcontroller.dev/uc/test/testbed"
 )
 

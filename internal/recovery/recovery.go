@@ -5,7 +5,7 @@
 // item, as Kubernetes controllers do: the panic is logged with the item's
 // key and the stack, counted in Panics, and becomes the item's error, so
 // the item is retried with its loop's backoff and the other items go on.
-// (The Go hook SDK, sdk/go, recovers its calls the same way, on its own: a
+// (The Go hook SDK, sdk/go/hook, recovers its calls the same way, on its own: a
 // hook worker does not carry uc's metrics.)
 //
 // client-go's utilruntime.HandleCrash re-panics (ReallyCrash, a process-wide

@@ -12,7 +12,7 @@ import (
 	"universalcontroller.dev/uc/internal/exechook"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 // caller calls a hook once with a request and returns its reply. A call

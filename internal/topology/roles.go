@@ -111,7 +111,7 @@ func Applier(partitions int) Role {
 	}
 }
 
-// HookWorkers are the workers of one controller's hooks (sdk/go, or any
+// HookWorkers are the workers of one controller's hooks (sdk/go/hook, or any
 // bus-native worker): they pull the controller's requests from its hooks'
 // consumers, which the dispatcher creates, and publish its replies and dead
 // letters.

@@ -2,10 +2,15 @@ package bus
 
 import (
 	"context"
+	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/cloudevents/sdk-go/v2/extensions"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Every event carries the W3C trace context of the span that sent it in
@@ -41,4 +46,74 @@ func ExtractTrace(ctx context.Context, e *event.Event) context.Context {
 		extensions.TraceParentExtension: ext.TraceParent,
 		extensions.TraceStateExtension:  ext.TraceState,
 	})
+}
+
+// The spans on either side of the bus — uc's roles' (internal/tracing) and
+// the Go hook SDK's — are made with the OpenTelemetry API alone, with the
+// helpers below, and carry the same attributes: the process's main picks
+// the TracerProvider, and without one the API's default does nothing.
+
+// TraceScope is the instrumentation scope of uc's spans.
+const TraceScope = "universalcontroller.dev/uc"
+
+// Tracer is uc's tracer of tp, or of the global TracerProvider when tp is
+// nil.
+func Tracer(tp trace.TracerProvider) trace.Tracer {
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	return tp.Tracer(TraceScope)
+}
+
+// EndSpan ends span, with err as its status when it is not nil.
+func EndSpan(span trace.Span, err error) {
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// SetSpanAttributes gives span the attributes attrs makes, if it is
+// recorded: when tracing is off, attributes cost nothing.
+func SetSpanAttributes(span trace.Span, attrs func() []attribute.KeyValue) {
+	if span.IsRecording() {
+		span.SetAttributes(attrs()...)
+	}
+}
+
+// Waited records the time an event sent at sent waited on the bus until
+// now, as a span named name under the event's span (the remote parent in
+// ctx, see ExtractTrace), with the attributes attrs makes. Without a time
+// or a parent there is nothing to record.
+func Waited(ctx context.Context, tracer trace.Tracer, name string, sent time.Time, attrs func() []attribute.KeyValue) {
+	if sent.IsZero() || !trace.SpanContextFromContext(ctx).IsValid() {
+		return
+	}
+	_, span := tracer.Start(ctx, name, trace.WithTimestamp(sent))
+	SetSpanAttributes(span, attrs)
+	span.End()
+}
+
+// Attribute keys of uc's spans.
+const (
+	AttrController  = attribute.Key("uc.controller")
+	AttrHook        = attribute.Key("uc.hook")
+	AttrParent      = attribute.Key("uc.parent")
+	AttrParentUID   = attribute.Key("uc.parent.uid")
+	AttrObservation = attribute.Key("uc.observation")
+	AttrPartition   = attribute.Key("uc.partition")
+)
+
+// SpanAttributes are the attributes of a span about the parent m
+// concerns.
+func (m Meta) SpanAttributes() []attribute.KeyValue {
+	return []attribute.KeyValue{
+		AttrController.String(m.Controller),
+		AttrHook.String(m.Hook),
+		AttrParent.String(m.Key()),
+		AttrParentUID.String(string(m.ParentUID)),
+		AttrObservation.Int64(m.Observation),
+		AttrPartition.Int(m.Partition),
+	}
 }

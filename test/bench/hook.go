@@ -14,7 +14,7 @@ import (
 
 	"universalcontroller.dev/uc/examples/fanout"
 	"universalcontroller.dev/uc/schemas/hooks"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 // countingHook serves the Fanout hook, counting its calls and remembering

@@ -22,7 +22,7 @@ import (
 
 	"universalcontroller.dev/uc/examples/catset"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 // podTracker follows a namespace's Pods: which are available, in which

@@ -31,7 +31,7 @@ import (
 	"universalcontroller.dev/uc/internal/natsauth"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 	"universalcontroller.dev/uc/test/manifests"
 	"universalcontroller.dev/uc/test/testbed"
 )

@@ -12,7 +12,7 @@ import (
 	"sync"
 
 	"universalcontroller.dev/uc/schemas/hooks"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 // hookCall is one recorded hook call.

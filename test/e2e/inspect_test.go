@@ -26,7 +26,7 @@ import (
 	"universalcontroller.dev/uc/internal/inspect"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 // ucCLI runs the uc command line against the suite's cluster and NATS

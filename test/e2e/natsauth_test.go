@@ -25,7 +25,7 @@ import (
 	"universalcontroller.dev/uc/internal/natsauth"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 	"universalcontroller.dev/uc/test/testbed"
 )
 

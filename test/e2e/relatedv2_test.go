@@ -15,7 +15,7 @@ import (
 
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 // TestRelatedV2AcrossNamespaces: as in Metacontroller's configmap-list-v2

@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"universalcontroller.dev/uc/schemas/hooks"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 	"universalcontroller.dev/uc/test/testbed"
 )
 

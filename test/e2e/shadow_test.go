@@ -21,7 +21,7 @@ import (
 
 	"universalcontroller.dev/uc/internal/inspect"
 	"universalcontroller.dev/uc/schemas/hooks"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 // shadowOfEcho is a shadow of the echo hook that wants the first child's

@@ -19,7 +19,7 @@ import (
 
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 	"universalcontroller.dev/uc/test/manifests"
 )
 

@@ -31,7 +31,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"universalcontroller.dev/uc/examples/fanout"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 func main() {

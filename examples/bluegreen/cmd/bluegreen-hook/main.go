@@ -4,7 +4,7 @@ package main
 
 import (
 	"universalcontroller.dev/uc/examples/bluegreen"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 func main() { hook.Main(bluegreen.Controller, hook.Sync(bluegreen.Sync)) }

@@ -4,7 +4,7 @@ package main
 
 import (
 	"universalcontroller.dev/uc/examples/catset"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 func main() {

@@ -4,7 +4,7 @@ package main
 
 import (
 	clusterparent "universalcontroller.dev/uc/examples/cluster-parent"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 func main() { hook.Main(clusterparent.Controller, hook.Sync(clusterparent.Sync)) }

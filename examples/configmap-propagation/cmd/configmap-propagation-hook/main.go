@@ -4,7 +4,7 @@ package main
 
 import (
 	propagation "universalcontroller.dev/uc/examples/configmap-propagation"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 func main() {

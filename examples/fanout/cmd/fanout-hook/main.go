@@ -3,7 +3,7 @@ package main
 
 import (
 	"universalcontroller.dev/uc/examples/fanout"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 func main() { hook.Main(fanout.Controller, hook.Sync(fanout.Sync)) }

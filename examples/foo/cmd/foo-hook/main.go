@@ -3,7 +3,7 @@ package main
 
 import (
 	"universalcontroller.dev/uc/examples/foo"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 func main() { hook.Main(foo.Controller, hook.Sync(foo.Sync)) }

@@ -5,7 +5,7 @@ package main
 import (
 	servicepp "universalcontroller.dev/uc/examples/service-per-pod"
 	"universalcontroller.dev/uc/schemas/bus"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 func main() {

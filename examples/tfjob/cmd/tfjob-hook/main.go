@@ -3,7 +3,7 @@ package main
 
 import (
 	"universalcontroller.dev/uc/examples/tfjob"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 func main() { hook.Main(tfjob.Controller, hook.Sync(tfjob.Sync)) }

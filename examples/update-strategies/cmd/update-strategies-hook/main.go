@@ -4,7 +4,7 @@ package main
 
 import (
 	updatestrategies "universalcontroller.dev/uc/examples/update-strategies"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 func main() { hook.Main(updatestrategies.Controller, hook.Sync(updatestrategies.Sync)) }

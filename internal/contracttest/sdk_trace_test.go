@@ -1,4 +1,4 @@
-package hook_test
+package contracttest_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 // spanningHook answers every request, in a span of its own made as a

@@ -1,4 +1,4 @@
-package bus_test
+package contracttest_test
 
 import (
 	"context"

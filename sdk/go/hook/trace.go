@@ -8,7 +8,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/bus"
 )
 
@@ -25,7 +24,7 @@ import (
 // WithTracerProvider sets the TracerProvider of the hook calls' spans
 // (default: the global one, otel.GetTracerProvider()).
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(o *options) { o.tracer = tracing.Tracer(tp) }
+	return func(o *options) { o.tracer = bus.Tracer(tp) }
 }
 
 // traceCall starts the span of a call of the hook for req, under the
@@ -39,12 +38,12 @@ func (s *server) traceCall(ctx context.Context, msg jetstream.Msg, req *event.Ev
 		deliveries = md.NumDelivered
 	}
 	attrs := func() []attribute.KeyValue {
-		return append(tracing.Parent(meta), attribute.Int64("messaging.message.delivery_count", int64(deliveries)))
+		return append(meta.SpanAttributes(), attribute.Int64("messaging.message.delivery_count", int64(deliveries)))
 	}
 	if deliveries == 1 {
-		tracing.Waited(ctx, s.opts.tracer, "bus wait", req.Time(), attrs)
+		bus.Waited(ctx, s.opts.tracer, "bus wait", req.Time(), attrs)
 	}
 	ctx, span := s.opts.tracer.Start(ctx, "hook "+meta.Hook, trace.WithSpanKind(trace.SpanKindConsumer))
-	tracing.SetAttributes(span, attrs)
+	bus.SetSpanAttributes(span, attrs)
 	return ctx, span
 }

@@ -45,7 +45,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
 
-	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/bus"
 )
 
@@ -181,7 +180,7 @@ func OnPanic(fn func()) Option { return func(o *options) { o.onPanic = fn } }
 // the consumer is gone (a NATS server restarted without it) or made anew,
 // waits for it again and goes on with the new one.
 func Serve(ctx context.Context, js jetstream.JetStream, controller string, h Handler, opts ...Option) error {
-	o := options{concurrency: 16, policy: DefaultPolicy, log: slog.Default(), tracer: tracing.Tracer(nil)}
+	o := options{concurrency: 16, policy: DefaultPolicy, log: slog.Default(), tracer: bus.Tracer(nil)}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -355,7 +354,7 @@ func (s *server) serve(ctx context.Context, msg jetstream.Msg) {
 	policy := s.opts.policy.ForRequest(req.Data(), meta.Hook).ForRetry(meta.Failures)
 	ctx, span := s.traceCall(ctx, msg, req, meta)
 	err = s.answer(ContextWithRequest(ctx, req, log), req, meta, policy.Timeout)
-	tracing.End(span, err)
+	bus.EndSpan(span, err)
 	if err == nil {
 		log.Debug("replied")
 		if err := msg.Ack(); err != nil {

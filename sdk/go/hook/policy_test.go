@@ -2,15 +2,10 @@ package hook
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
 func TestBackoff(t *testing.T) {
@@ -56,33 +51,6 @@ func TestPolicyForRequest(t *testing.T) {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
 		})
-	}
-}
-
-// TestPolicyReadsTheControllerSpec: the worker reads the delivery of a
-// controller as uc's API types write it, so a field renamed there is seen
-// here.
-func TestPolicyReadsTheControllerSpec(t *testing.T) {
-	duration := func(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
-	maxDeliveries := int32(4)
-	uc := v1alpha1.UniversalController{Spec: v1alpha1.UniversalControllerSpec{Hooks: v1alpha1.ControllerHooks{Hooks: v1alpha1.Hooks{
-		Finalize: &v1alpha1.Hook{Delivery: &v1alpha1.Delivery{Timeout: duration(2 * time.Second), MaxDeliveries: &maxDeliveries,
-			BackoffDelay: duration(time.Millisecond), MaxBackoffDelay: duration(time.Hour)}},
-		Sync: v1alpha1.SyncHook{Hook: v1alpha1.Hook{Webhook: &v1alpha1.Webhook{Timeout: duration(3 * time.Second)}, Delivery: &v1alpha1.Delivery{Timeout: duration(2 * time.Second)}},
-			Shadow: &v1alpha1.Hook{Delivery: &v1alpha1.Delivery{Timeout: duration(5 * time.Second), MaxDeliveries: &maxDeliveries}}},
-	}}}}
-	data, err := json.Marshal(map[string]any{"controller": uc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for hook, want := range map[string]Policy{
-		"finalize":    {Timeout: 2 * time.Second, MaxDeliveries: 4, BackoffDelay: time.Millisecond, MaxBackoffDelay: time.Hour},
-		"sync":        {Timeout: 3 * time.Second, MaxDeliveries: 10, BackoffDelay: time.Second, MaxBackoffDelay: time.Minute},
-		"sync-shadow": {Timeout: 5 * time.Second, MaxDeliveries: 4, BackoffDelay: time.Second, MaxBackoffDelay: time.Minute},
-	} {
-		if got := DefaultPolicy.ForRequest(data, hook); got != want {
-			t.Errorf("%s: got %+v, want %+v", hook, got, want)
-		}
 	}
 }
 

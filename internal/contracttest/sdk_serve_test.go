@@ -1,4 +1,4 @@
-package hook_test
+package contracttest_test
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 // startJetStream runs an embedded JetStream server with uc's streams and the

@@ -1,4 +1,4 @@
-package hook_test
+package contracttest_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
-	hook "universalcontroller.dev/uc/sdk/go"
+	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
 // badStatus is a reply value whose encoding panics.
