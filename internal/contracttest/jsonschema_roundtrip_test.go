@@ -1,4 +1,4 @@
-package jsonschema
+package contracttest
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"universalcontroller.dev/uc/examples/foo"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
+	"universalcontroller.dev/uc/schemas/jsonschema"
 	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
@@ -101,7 +102,7 @@ func receive(t *testing.T, msg *nats.Msg) *event.Event {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := For(e.Type()); !ok {
+	if _, ok := jsonschema.For(e.Type()); !ok {
 		t.Fatalf("type %q has no schema", e.Type())
 	}
 	if err := Validate(e.Type(), e.Data()); err != nil {

@@ -1,4 +1,4 @@
-package jsonschema
+package contracttest
 
 import (
 	"bytes"
@@ -14,10 +14,11 @@ import (
 
 	"universalcontroller.dev/uc/internal/schemacheck"
 	"universalcontroller.dev/uc/schemas/bus"
+	"universalcontroller.dev/uc/schemas/jsonschema"
 )
 
 // validator validates against this package's documents.
-var validator = schemacheck.New(files, BaseURL, FileOf)
+var validator = schemacheck.New(jsonschema.Documents(), jsonschema.BaseURL, jsonschema.FileOf)
 
 // Validate checks data against the schema of ceType.
 func Validate(ceType string, data []byte) error { return validator.Validate(ceType, data) }
@@ -72,10 +73,10 @@ func TestSchemasCompile(t *testing.T) {
 }
 
 // TestDocuments checks what the validator does not: each document declares
-// draft 2020-12, its $id is BaseURL plus its file name, it has a title and a
+// draft 2020-12, its $id is jsonschema.BaseURL plus its file name, it has a title and a
 // description, and it is the schema of at least one CloudEvent type.
 func TestDocuments(t *testing.T) {
-	names, err := fs.Glob(files, "*.json")
+	names, err := fs.Glob(jsonschema.Documents(), "*.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestDocuments(t *testing.T) {
 		t.Errorf("embedded documents %v, want 5", names)
 	}
 	for _, name := range names {
-		b, _ := files.ReadFile(name)
+		b, _ := fs.ReadFile(jsonschema.Documents(), name)
 		var doc struct {
 			Schema      string `json:"$schema"`
 			ID          string `json:"$id"`
@@ -97,14 +98,15 @@ func TestDocuments(t *testing.T) {
 		if doc.Schema != "https://json-schema.org/draft/2020-12/schema" {
 			t.Errorf("%s: $schema %q, want draft 2020-12", name, doc.Schema)
 		}
-		if doc.ID != BaseURL+name {
-			t.Errorf("%s: $id %q, want %q", name, doc.ID, BaseURL+name)
+		if doc.ID != jsonschema.BaseURL+name {
+			t.Errorf("%s: $id %q, want %q", name, doc.ID, jsonschema.BaseURL+name)
 		}
 		if doc.Title == "" || doc.Description == "" {
 			t.Errorf("%s: no title or description", name)
 		}
 		used := false
-		for _, n := range byType {
+		for _, typ := range jsonschema.Types() {
+			n, _ := jsonschema.FileOf(typ)
 			used = used || n == name
 		}
 		if !used {
@@ -114,8 +116,8 @@ func TestDocuments(t *testing.T) {
 }
 
 func TestFor(t *testing.T) {
-	for _, typ := range Types() {
-		b, ok := For(typ)
+	for _, typ := range jsonschema.Types() {
+		b, ok := jsonschema.For(typ)
 		if !ok || !json.Valid(b) {
 			t.Errorf("For(%q) = %d bytes, %v", typ, len(b), ok)
 		}
@@ -123,17 +125,17 @@ func TestFor(t *testing.T) {
 			t.Errorf("type %q is neither a request, a response nor a plan", typ)
 		}
 	}
-	if len(Types()) != 7 {
-		t.Errorf("Types() = %v, want a request and a response type for each of 3 hooks, and the plan", Types())
+	if len(jsonschema.Types()) != 7 {
+		t.Errorf("Types() = %v, want a request and a response type for each of 3 hooks, and the plan", jsonschema.Types())
 	}
 	for _, typ := range []string{"", "dev.universalcontroller.sync", "dev.universalcontroller.other.request"} {
-		if _, ok := For(typ); ok {
+		if _, ok := jsonschema.For(typ); ok {
 			t.Errorf("For(%q) found a schema", typ)
 		}
 	}
 	same := func(a, b string) {
-		x, _ := For(a)
-		y, _ := For(b)
+		x, _ := jsonschema.For(a)
+		y, _ := jsonschema.For(b)
 		if !bytes.Equal(x, y) {
 			t.Errorf("%s and %s have different schemas", a, b)
 		}
