@@ -49,7 +49,7 @@ func (w *Watcher) onApplying(msg *nats.Msg) {
 	if !ok {
 		return
 	}
-	key := parentKey{controller, n.Resource, n.Namespace, n.Name, false}
+	key := parentKey{controller, n.Resource, n.Namespace, n.Name}
 	if !n.Done {
 		w.applying.start(key, time.Now())
 		return
@@ -59,19 +59,19 @@ func (w *Watcher) onApplying(msg *nats.Msg) {
 
 // heldBack tells a parent being applied, or whose apply's writes the
 // caches have not all seen yet; its sync comes once they have, or at the
-// latest when the hold ends.
-func (w *Watcher) heldBack(key parentKey) bool {
-	return w.applying.held(key, time.Now(), w.seen)
+// latest when the hold ends (a resync if resync).
+func (w *Watcher) heldBack(key parentKey, resync bool) bool {
+	return w.applying.held(key, resync, time.Now(), w.seen)
 }
 
 // holds are the parents whose syncs are held back around an apply.
 type holds struct {
-	// sync queues a parent's sync after a delay: the sync a hold held
-	// back, once the hold ends.
-	sync func(key parentKey, after time.Duration)
+	// sync queues a parent's sync (a resync if resync) after a delay:
+	// the sync a hold held back, once the hold ends.
+	sync func(key parentKey, resync bool, after time.Duration)
 
 	mu    sync.Mutex
-	byKey map[parentKey]*hold // by key without Resync
+	byKey map[parentKey]*hold
 }
 
 // hold is a parent's syncs held back during an apply.
@@ -128,11 +128,9 @@ func (hs *holds) end(key parentKey, wrote []bus.Written, now time.Time, seen fun
 }
 
 // held tells whether the parent's syncs are held back, and if so records
-// that a sync waits for the end of the hold. It ends a hold whose apply's
-// writes the caches have seen since.
-func (hs *holds) held(key parentKey, now time.Time, seen func(string, []bus.Written) bool) bool {
-	resync := key.Resync
-	key.Resync = false
+// that a sync (a resync if resync) waits for the end of the hold. It ends
+// a hold whose apply's writes the caches have seen since.
+func (hs *holds) held(key parentKey, resync bool, now time.Time, seen func(string, []bus.Written) bool) bool {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	h := hs.byKey[key]
@@ -186,8 +184,7 @@ func (hs *holds) drop(key parentKey, h *hold) {
 // queueHeld queues the sync a hold held back, if any. Called with mu held.
 func (hs *holds) queueHeld(key parentKey, h *hold, after time.Duration) {
 	if h.synced {
-		key.Resync = h.resync
-		hs.sync(key, after)
+		hs.sync(key, h.resync, after)
 	}
 }
 

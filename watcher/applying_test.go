@@ -114,17 +114,24 @@ func TestWatches(t *testing.T) {
 }
 
 // queued records the syncs a holds queues.
-type queued struct{ syncs []parentKey }
+type queued struct{ syncs []queuedSync }
 
-func (q *queued) sync(key parentKey, _ time.Duration) { q.syncs = append(q.syncs, key) }
+// queuedSync is a sync queued: of key, a resync if resync.
+type queuedSync struct {
+	key    parentKey
+	resync bool
+}
+
+func (q *queued) sync(key parentKey, resync bool, _ time.Duration) {
+	q.syncs = append(q.syncs, queuedSync{key, resync})
+}
 
 // TestHolds follows a parent's syncs through an apply: held back while it
 // runs, and after it until the caches saw its writes, or until the hold's
 // deadline; a sync held back is queued once when the hold ends.
 func TestHolds(t *testing.T) {
 	key := parentKey{Controller: "ctl", Namespace: "ns", Name: "p"}
-	resync := key
-	resync.Resync = true
+	plain, resync := queuedSync{key, false}, queuedSync{key, true}
 	wrote := []bus.Written{{Version: "v1", Resource: "configmaps", Namespace: "ns", Name: "c", ResourceVersion: "7"}}
 	var cacheSaw bool
 	seen := func(controller string, w []bus.Written) bool { return len(w) == 0 || cacheSaw }
@@ -133,7 +140,7 @@ func TestHolds(t *testing.T) {
 		q := &queued{}
 		return &holds{sync: q.sync}, q
 	}
-	want := func(t *testing.T, q *queued, syncs ...parentKey) {
+	want := func(t *testing.T, q *queued, syncs ...queuedSync) {
 		t.Helper()
 		if !reflect.DeepEqual(q.syncs, syncs) {
 			t.Fatalf("syncs queued %+v, want %+v", q.syncs, syncs)
@@ -142,7 +149,7 @@ func TestHolds(t *testing.T) {
 
 	t.Run("no apply: nothing held", func(t *testing.T) {
 		hs, q := newHolds()
-		if hs.held(key, t0, seen) {
+		if hs.held(key, false, t0, seen) {
 			t.Fatal("held without an apply")
 		}
 		want(t, q)
@@ -151,21 +158,21 @@ func TestHolds(t *testing.T) {
 		hs, q := newHolds()
 		cacheSaw = false
 		hs.start(key, t0)
-		if !hs.held(resync, t0.Add(time.Second), seen) {
+		if !hs.held(key, true, t0.Add(time.Second), seen) {
 			t.Fatal("not held during the apply")
 		}
 		hs.end(key, wrote, t0.Add(2*time.Second), seen)
 		want(t, q)
-		if !hs.held(key, t0.Add(3*time.Second), seen) {
+		if !hs.held(key, false, t0.Add(3*time.Second), seen) {
 			t.Fatal("not held until the writes are seen")
 		}
 		want(t, q)
 		cacheSaw = true
-		if !hs.held(key, t0.Add(4*time.Second), seen) {
+		if !hs.held(key, false, t0.Add(4*time.Second), seen) {
 			t.Fatal("the sync that sees the writes goes ahead; want it queued once, as the held resync")
 		}
 		want(t, q, resync)
-		if hs.held(key, t0.Add(4*time.Second), seen) {
+		if hs.held(key, false, t0.Add(4*time.Second), seen) {
 			t.Fatal("still held once released")
 		}
 	})
@@ -176,10 +183,10 @@ func TestHolds(t *testing.T) {
 		hs.end(key, wrote, t0, seen)
 		want(t, q) // no sync was held back
 		hs.start(key, t0)
-		hs.held(key, t0, seen)
+		hs.held(key, false, t0, seen)
 		hs.end(key, wrote, t0, seen)
-		want(t, q, key)
-		if hs.held(key, t0, seen) {
+		want(t, q, plain)
+		if hs.held(key, false, t0, seen) {
 			t.Fatal("still held")
 		}
 	})
@@ -188,7 +195,7 @@ func TestHolds(t *testing.T) {
 		cacheSaw = false
 		hs.start(key, t0)
 		hs.end(key, wrote, t0, seen)
-		hs.held(resync, t0.Add(time.Second), seen)
+		hs.held(key, true, t0.Add(time.Second), seen)
 		hs.start(key, t0.Add(2*time.Second))
 		hs.end(key, nil, t0.Add(3*time.Second), seen)
 		want(t, q, resync)
@@ -198,21 +205,21 @@ func TestHolds(t *testing.T) {
 		cacheSaw = false
 		hs.start(key, t0)
 		hs.end(key, wrote, t0, seen)
-		hs.held(key, t0.Add(time.Second), seen)
+		hs.held(key, false, t0.Add(time.Second), seen)
 		h := hs.byKey[key]
 		if h.until != t0.Add(maxWriteLag) {
 			t.Fatalf("the hold ends at %s, want %s", h.until, t0.Add(maxWriteLag))
 		}
 		hs.expire(key, h)
-		want(t, q, key)
-		if hs.held(key, t0.Add(time.Second), seen) {
+		want(t, q, plain)
+		if hs.held(key, false, t0.Add(time.Second), seen) {
 			t.Fatal("held past its deadline")
 		}
 	})
 	t.Run("an apply that never ends: the hold ends at its deadline", func(t *testing.T) {
 		hs, q := newHolds()
 		hs.start(key, t0)
-		if hs.held(key, t0.Add(maxApplyHold+time.Millisecond), seen) {
+		if hs.held(key, false, t0.Add(maxApplyHold+time.Millisecond), seen) {
 			t.Fatal("held past maxApplyHold")
 		}
 		hs.expire(key, &hold{}) // a deadline of a hold no longer the parent's
@@ -222,11 +229,11 @@ func TestHolds(t *testing.T) {
 		hs, _ := newHolds()
 		cacheSaw = false
 		hs.end(key, nil, t0, seen)
-		if hs.held(key, t0, seen) {
+		if hs.held(key, false, t0, seen) {
 			t.Fatal("an end without writes holds")
 		}
 		hs.end(key, wrote, t0, seen)
-		if !hs.held(key, t0, seen) {
+		if !hs.held(key, false, t0, seen) {
 			t.Fatal("an end with writes not yet seen does not hold")
 		}
 	})

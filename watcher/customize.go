@@ -179,7 +179,7 @@ func (w *Watcher) onCustomizeReply(ctx context.Context, msg jetstream.Msg) error
 	if !ok {
 		return nil
 	}
-	key := parentKey{ctl.Name, meta.Resource, meta.Namespace, meta.Name, false}
+	key := parentKey{ctl.Name, meta.Resource, meta.Namespace, meta.Name}
 	failure := func(f bus.Failure) error {
 		// The applier reports failures of the parent's sync.
 		meta.Hook = hooks.Sync

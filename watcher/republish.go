@@ -124,7 +124,7 @@ type republisher struct {
 	log   *slog.Logger
 	grace time.Duration
 	limit *rate.Limiter
-	// resync publishes the parent again, forced.
+	// resync publishes the parent again, forced: a resync.
 	resync func(parentKey)
 	// firstRetry is the delay before the first retry of a parent whose
 	// request for that controller's hook failed (nil: minFirstRetry).
@@ -220,7 +220,6 @@ func (r *republisher) failed(key parentKey, id string, at time.Time) {
 // changed, by anyone but uc: a new observed state, which the hook is asked
 // about at once. Its backoff starts again.
 func (r *republisher) changed(key parentKey, at time.Time) {
-	key.Resync = false
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if rec := r.last[key]; rec != nil {
@@ -229,11 +228,9 @@ func (r *republisher) changed(key parentKey, at time.Time) {
 }
 
 // holdBack tells whether the parent waits for the retry of its failed
-// request: no request is published for it meanwhile. A resync held back
-// is made once the wait ends without a retry.
-func (r *republisher) holdBack(key parentKey, now time.Time) bool {
-	resync := key.Resync
-	key.Resync = false
+// request: no request is published for it meanwhile. A resync (resync)
+// held back is made once the wait ends without a retry.
+func (r *republisher) holdBack(key parentKey, resync bool, now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rec := r.last[key]
@@ -247,7 +244,6 @@ func (r *republisher) holdBack(key parentKey, now time.Time) bool {
 // forget forgets a parent that needs no request: it is gone, or no longer
 // the controller's.
 func (r *republisher) forget(key parentKey) {
-	key.Resync = false
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.last, key)
@@ -302,7 +298,7 @@ func (r *republisher) check(ctx context.Context, key parentKey) {
 		}
 		r.mu.Unlock()
 		if current && rec.resyncHeld {
-			r.resync(parentKey{key.Controller, key.Resource, key.Namespace, key.Name, true})
+			r.resync(key)
 		}
 		return
 	case where != "":
@@ -333,7 +329,7 @@ func (r *republisher) check(ctx context.Context, key parentKey) {
 	} else {
 		log.Warn("the last request of a parent is neither on the bus nor applied; publishing the parent again", "published", published, "retry", k)
 	}
-	r.resync(parentKey{key.Controller, key.Resource, key.Namespace, key.Name, true})
+	r.resync(key)
 	// The retry's publish checks on it in time; this, if it publishes nothing.
 	r.checks.AddAfter(key, r.grace)
 }

@@ -62,7 +62,7 @@ func TestRepublish(t *testing.T) {
 			r.published(meta, id)
 			key := parentKey{Controller: "c", Namespace: "ns", Name: "p"}
 			r.check(ctx, key)
-			if got := len(resynced) == 1; got != tt.republish || (got && resynced[0] != parentKey{Controller: "c", Namespace: "ns", Name: "p", Resync: true}) {
+			if got := len(resynced) == 1; got != tt.republish || (got && resynced[0] != key) {
 				t.Fatalf("resynced %v, want a forced resync: %v", resynced, tt.republish)
 			}
 			r.mu.Lock()
@@ -120,9 +120,7 @@ func TestRetriesCount(t *testing.T) {
 	r.firstRetry = func(controller, hook string) time.Duration { return 10 * time.Second }
 	meta := bus.Meta{Address: bus.Address{Controller: "c", Hook: "sync", ParentUID: types.UID("u")}, Namespace: "ns", Name: "p"}
 	key := parentKey{Controller: "c", Namespace: "ns", Name: "p"}
-	resync := key
-	resync.Resync = true
-	held := func(at time.Time) bool { return r.holdBack(key, at) }
+	held := func(at time.Time) bool { return r.holdBack(key, false, at) }
 
 	r.published(meta, "a")
 	if n := r.retries(meta); n != 0 || held(time.Now()) {
@@ -141,8 +139,11 @@ func TestRetriesCount(t *testing.T) {
 	if wait := retryAt.Sub(failedAt); wait < 9*time.Second || wait > 10*time.Second {
 		t.Fatalf("the first retry is due %s after the failure, want 10s less up to a tenth", wait)
 	}
-	if !held(time.Now()) || !r.holdBack(resync, time.Now()) || held(retryAt) {
+	if !held(time.Now()) || !r.holdBack(key, true, time.Now()) || held(retryAt) {
 		t.Fatal("the parent is not held back until its retry is due")
+	}
+	if !r.last[key].resyncHeld {
+		t.Fatal("a resync held back until the retry is not remembered")
 	}
 	if n := r.retries(meta); n != 1 {
 		t.Fatalf("the request after a failure counts %d retries, want 1", n)
@@ -201,8 +202,6 @@ func TestRetriesCount(t *testing.T) {
 func TestRetryFollowsItsRequest(t *testing.T) {
 	meta := bus.Meta{Address: bus.Address{Controller: "c", Hook: "sync", Partition: 3, ParentUID: "uid-1"}, Namespace: "ns", Name: "p"}
 	key := parentKey{Controller: "c", Namespace: "ns", Name: "p"}
-	resync := key
-	resync.Resync = true
 	for _, tt := range []struct {
 		name    string
 		on      string // where the request waits
@@ -210,9 +209,9 @@ func TestRetryFollowsItsRequest(t *testing.T) {
 		want    []parentKey
 		failed  bool // still taken to have failed after the check
 	}{
-		{"failed", "", false, []parentKey{resync}, true},
+		{"failed", "", false, []parentKey{key}, true},
 		{"tried again by its worker", meta.RequestSubject(), false, nil, false},
-		{"applied after all", "", true, []parentKey{resync}, false}, // the resync held back
+		{"applied after all", "", true, []parentKey{key}, false}, // the resync held back
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			js := bustest.JetStream(t)

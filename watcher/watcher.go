@@ -55,17 +55,15 @@ type Options struct {
 	Lease func() error
 }
 
-// parentKey names one parent of one controller. A Resync key asks for a
-// request even when nothing changed since the last one (resyncPeriodSeconds,
-// resyncAfterSeconds); other requests of an unchanged parent are dropped by
-// the bus as duplicates.
+// parentKey names one parent of one controller: the watcher's queue has one
+// item per parent, so no two workers sync a parent at once. Whether a sync
+// is a resync is not in the key but in Watcher.resyncs (see resync.go).
 type parentKey struct {
 	Controller string
 	// Resource is a decorated object's resource (registry.Resource.Key);
 	// empty for a UniversalController's parent.
 	Resource        string
 	Namespace, Name string
-	Resync          bool
 }
 
 func (k parentKey) String() string {
@@ -91,6 +89,10 @@ type Watcher struct {
 	handlers map[string][]handler // by controller name
 
 	applying holds // parents being applied, or whose apply's writes are awaited
+	// resyncs are the parents whose next sync is a resync; laterResyncs,
+	// those whose resync is not due yet (see resync.go).
+	resyncs      resyncSet
+	laterResyncs workqueue.TypedDelayingInterface[parentKey]
 
 	consuming   atomic.Bool // the customize replies are consumed
 	unsubscribe func()      // from the registry
@@ -124,11 +126,12 @@ func New(reg *registry.Registry, js jetstream.JetStream, opts Options, log *slog
 			workqueue.NewTypedItemExponentialFailureRateLimiter[parentKey](5*time.Millisecond, 10*time.Second),
 			&workqueue.TypedBucketRateLimiter[parentKey]{Limiter: rate.NewLimiter(rate.Limit(100), 500)},
 		), workqueue.TypedRateLimitingQueueConfig[parentKey]{Name: "parents"}),
-		handlers:  map[string][]handler{},
-		customize: customizeCache{parents: map[types.UID]*customized{}},
+		laterResyncs: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[parentKey]{Name: "resyncs"}),
+		handlers:     map[string][]handler{},
+		customize:    customizeCache{parents: map[types.UID]*customized{}},
 	}
-	w.applying.sync = w.queue.AddAfter
-	w.republish = newRepublisher(js, w.log, func(key parentKey) { w.queue.Add(key) })
+	w.applying.sync = w.queueSync
+	w.republish = newRepublisher(js, w.log, func(key parentKey) { w.resyncAfter(key, 0) })
 	w.republish.firstRetry = w.firstRetry
 	w.chain = newRequestChain(js)
 	w.unsubscribe = reg.Subscribe(w.onController)
@@ -154,6 +157,7 @@ func (w *Watcher) Close() {
 // reply's resyncAfterSeconds syncs its parent once more after that delay.
 func (w *Watcher) Run(ctx context.Context) error {
 	defer w.queue.ShutDown()
+	defer w.laterResyncs.ShutDown()
 	sub, err := w.js.Conn().Subscribe(bus.AllResyncs(), w.onResync)
 	if err != nil {
 		return err
@@ -195,6 +199,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	w.consuming.Store(true)
 	defer w.consuming.Store(false)
 	w.worker().Run(ctx, w.queue, w.opts.Workers)
+	go w.queueDueResyncs()
 	go w.republish.run(ctx)
 	customize.Keep(ctx, w.log)
 	return nil
@@ -226,13 +231,13 @@ func (w *Watcher) onResync(msg *nats.Msg) {
 		w.answerResync(msg, fmt.Errorf("controller %s is not registered with the watcher", controller))
 		return
 	}
-	key := parentKey{controller, r.Resource, r.Namespace, r.Name, true}
+	key := parentKey{controller, r.Resource, r.Namespace, r.Name}
 	if r.AfterSeconds <= 0 {
 		// A sync now (uc resync, after fixing a hook): not held back by
 		// the parent's backoff, which starts again.
 		w.republish.changed(key, time.Now())
 	}
-	w.queue.AddAfter(key, time.Duration(r.AfterSeconds*float64(time.Second)))
+	w.resyncAfter(key, time.Duration(r.AfterSeconds*float64(time.Second)))
 	w.answerResync(msg, nil)
 }
 
@@ -350,13 +355,23 @@ const itemTimeout = 2 * time.Minute
 const busTimeout = 5 * time.Second
 
 // syncTraced syncs a parent in a span that starts the trace of the change.
+// The sync serves the parent's resync, if one is due; if it fails and is
+// retried (a panic too), the retry serves it.
 func (w *Watcher) syncTraced(ctx context.Context, key parentKey) (err error) {
+	resync, served := w.resyncs.take(key), false
+	defer func() {
+		if resync && !served {
+			w.resyncs.add(key)
+		}
+	}()
 	ctx, span := w.tracer.Start(ctx, "sync")
 	tracing.SetAttributes(span, func() []attribute.KeyValue {
-		return []attribute.KeyValue{tracing.KeyController.String(key.Controller), tracing.KeyParent.String(key.String()), attribute.Bool("uc.resync", key.Resync)}
+		return []attribute.KeyValue{tracing.KeyController.String(key.Controller), tracing.KeyParent.String(key.String()), attribute.Bool("uc.resync", resync)}
 	})
 	defer func() { tracing.End(span, err) }()
-	return w.sync(ctx, key)
+	err = w.sync(ctx, key, resync)
+	served = err == nil || verdict.Of(err) == verdict.Permanent // not retried
+	return err
 }
 
 // onController follows a controller's registration: it swaps the event
@@ -438,7 +453,7 @@ func changedMoreThanStatus(o, n *unstructured.Unstructured) bool {
 // enqueueParent syncs a parent that changed: its backoff starts again.
 func (w *Watcher) enqueueParent(controller string, obj any) {
 	if u, ok := obj.(*unstructured.Unstructured); ok {
-		w.enqueueChanged(parentKey{controller, "", u.GetNamespace(), u.GetName(), false}, 0)
+		w.enqueueChanged(parentKey{controller, "", u.GetNamespace(), u.GetName()}, 0)
 	}
 }
 
@@ -466,7 +481,7 @@ func (w *Watcher) enqueueOwner(controller string, obj any) {
 	}
 	if ref := metav1.GetControllerOfNoCopy(u); ref != nil {
 		if ref.APIVersion == ctl.Parent.APIVersion() && ref.Kind == ctl.Parent.GVK.Kind {
-			w.enqueueChanged(parentKey{controller, "", ns, ref.Name, false}, childDelay)
+			w.enqueueChanged(parentKey{controller, "", ns, ref.Name}, childDelay)
 		}
 		return
 	}
@@ -477,7 +492,7 @@ func (w *Watcher) enqueueOwner(controller string, obj any) {
 	for _, p := range parents {
 		parent := p.(*unstructured.Unstructured)
 		if sel, err := ctl.Selector(parent); err == nil && sel.Matches(labels.Set(u.GetLabels())) {
-			w.enqueueChanged(parentKey{controller, "", ns, parent.GetName(), false}, childDelay)
+			w.enqueueChanged(parentKey{controller, "", ns, parent.GetName()}, childDelay)
 		}
 	}
 }
