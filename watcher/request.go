@@ -37,7 +37,7 @@ func (w *Watcher) sync(ctx context.Context, key parentKey, resync bool) error {
 		w.forget(key)
 		return nil
 	}
-	if w.heldBack(key, resync) {
+	if w.awaitsWrites(key, resync) {
 		return nil
 	}
 	if w.republish.holdBack(key, resync, time.Now()) {

@@ -86,7 +86,7 @@ func TestOneItemPerParent(t *testing.T) {
 	key := parentKey{Controller: "c", Namespace: "ns", Name: "p"}
 	resync := func(w *Watcher) { w.resyncAfter(key, 0) }                           // uc resync, a republish
 	change := func(w *Watcher) { w.enqueueChanged(key, 0) }                        // the parent changed
-	held := func(w *Watcher) { w.queueSync(key, true, 0) }                         // a resync an apply held back
+	deferred := func(w *Watcher) { w.queueSync(key, true, 0) }                     // a resync an apply's writes deferred
 	both := func(w *Watcher) { w.queueSync(key, false, 0); w.resyncAfter(key, 0) } // a sync, and resyncPeriodSeconds due
 	for _, tc := range []struct {
 		name string
@@ -94,7 +94,7 @@ func TestOneItemPerParent(t *testing.T) {
 	}{
 		{"a resync pending, then a change", []func(*Watcher){resync, change}},
 		{"a change queued, then a resync", []func(*Watcher){change, resync}},
-		{"two resyncs", []func(*Watcher){resync, held}},
+		{"two resyncs", []func(*Watcher){resync, deferred}},
 		{"a sync and a resync due at once", []func(*Watcher){both, change}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -88,7 +88,7 @@ type Watcher struct {
 	mu       sync.Mutex
 	handlers map[string][]handler // by controller name
 
-	applying holds // parents being applied, or whose apply's writes are awaited
+	applying writeWaits // parents being applied, or whose apply's writes are awaited
 	// resyncs are the parents whose next sync is a resync; laterResyncs,
 	// those whose resync is not due yet (see resync.go).
 	resyncs      resyncSet
@@ -497,7 +497,7 @@ func (w *Watcher) enqueueOwner(controller string, obj any) {
 	}
 }
 
-// childDelay holds a parent back after a change of one of its children, so
+// childDelay delays a parent's sync after a change of one of its children, so
 // that the changes of one apply (every child it wrote) give one sync, not
 // one per child.
 const childDelay = 50 * time.Millisecond
