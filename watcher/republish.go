@@ -53,7 +53,7 @@ import (
 // it once — the backoff spaces the calls, not the delivery policy.
 // Meanwhile nothing else asks the hook about the parent: uc's own report
 // of the failure does not sync it, and a resync (resyncPeriodSeconds,
-// resyncAfterSeconds) is held back until the retry, which is one. A change
+// resyncAfterSeconds) is deferred until the retry, which is one. A change
 // of the parent, of its children or of its related objects by anyone else
 // (a new observed state) starts again at once, with the delivery policy's
 // deliveries; so does an apply of the parent's request (the hook recovered,
@@ -89,8 +89,8 @@ type lastRequest struct {
 	// last changed (by anyone but uc): a failure of a request published
 	// before is old news.
 	changedAt time.Time
-	// resyncHeld: a resync came while the parent waited for its retry.
-	resyncHeld bool
+	// resyncDeferred: a resync came while the parent waited for its retry.
+	resyncDeferred bool
 }
 
 // nextRetries is the count of retries of the request published after rec,
@@ -223,21 +223,21 @@ func (r *republisher) changed(key parentKey, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if rec := r.last[key]; rec != nil {
-		rec.changedAt, rec.retries, rec.failed, rec.sure, rec.retryAt, rec.resyncHeld = at, 0, false, false, time.Time{}, false
+		rec.changedAt, rec.retries, rec.failed, rec.sure, rec.retryAt, rec.resyncDeferred = at, 0, false, false, time.Time{}, false
 	}
 }
 
-// holdBack tells whether the parent waits for the retry of its failed
+// awaitingRetry tells whether the parent waits for the retry of its failed
 // request: no request is published for it meanwhile. A resync (resync)
-// held back is made once the wait ends without a retry.
-func (r *republisher) holdBack(key parentKey, resync bool, now time.Time) bool {
+// deferred is made once the wait ends without a retry.
+func (r *republisher) awaitingRetry(key parentKey, resync bool, now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rec := r.last[key]
 	if rec == nil || !rec.failed || !now.Before(rec.retryAt) {
 		return false
 	}
-	rec.resyncHeld = rec.resyncHeld || resync
+	rec.resyncDeferred = rec.resyncDeferred || resync
 	return true
 }
 
@@ -297,7 +297,7 @@ func (r *republisher) check(ctx context.Context, key parentKey) {
 			delete(r.last, key)
 		}
 		r.mu.Unlock()
-		if current && rec.resyncHeld {
+		if current && rec.resyncDeferred {
 			r.resync(key)
 		}
 		return
@@ -321,7 +321,7 @@ func (r *republisher) check(ctx context.Context, key parentKey) {
 		return
 	}
 	heard := rec.failed
-	rec.failed, rec.sure, rec.retryAt, rec.resyncHeld = true, true, time.Now(), false
+	rec.failed, rec.sure, rec.retryAt, rec.resyncDeferred = true, true, time.Now(), false
 	published, k := time.Since(rec.at).Round(time.Second), rec.retries+1
 	r.mu.Unlock()
 	if heard {

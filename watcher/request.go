@@ -40,9 +40,9 @@ func (w *Watcher) sync(ctx context.Context, key parentKey, resync bool) error {
 	if w.awaitsWrites(key, resync) {
 		return nil
 	}
-	if w.republish.holdBack(key, resync, time.Now()) {
+	if w.republish.awaitingRetry(key, resync, time.Now()) {
 		// Its last request failed: the next is its retry, when due.
-		w.log.Debug("sync held back until the retry of a failed request", "controller", key.Controller, "parent", key.String(), "resync", resync)
+		w.log.Debug("sync deferred until the retry of a failed request", "controller", key.Controller, "parent", key.String(), "resync", resync)
 		return nil
 	}
 	if ctl.Decorator != nil {

@@ -233,7 +233,7 @@ func (w *Watcher) onResync(msg *nats.Msg) {
 	}
 	key := parentKey{controller, r.Resource, r.Namespace, r.Name}
 	if r.AfterSeconds <= 0 {
-		// A sync now (uc resync, after fixing a hook): not held back by
+		// A sync now (uc resync, after fixing a hook): not deferred by
 		// the parent's backoff, which starts again.
 		w.republish.changed(key, time.Now())
 	}
