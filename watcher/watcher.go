@@ -181,12 +181,12 @@ func (w *Watcher) Run(ctx context.Context) error {
 	// A NATS cluster electing its leaders drops requests: retry, each
 	// attempt bounded.
 	var customize *topology.KeptConsumer
-	holder := bus.NewHolder()
-	go holder.Run(ctx, bus.ProgressEvery)
+	unsettled := bus.NewUnsettled()
+	go unsettled.Run(ctx, bus.ProgressEvery)
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(poll context.Context) (bool, error) {
 		attempt, cancel := context.WithTimeout(poll, 10*time.Second)
 		defer cancel()
-		if customize, err = w.consumeCustomizeReplies(ctx, attempt, holder, nil); err != nil {
+		if customize, err = w.consumeCustomizeReplies(ctx, attempt, unsettled, nil); err != nil {
 			w.log.Warn("retrying", "what", "consume customize replies", "err", err)
 			return false, nil
 		}

@@ -9,82 +9,84 @@ import (
 )
 
 // AckWait is how long the bus's consumers wait for a message's ack before
-// they deliver it again. It is short so that what a process held when it
-// died (SIGKILL, a lost node) comes back within seconds. A process holds a
-// message for longer — a slow hook call, a reply queued for its parent's
-// turn, an apply — only while it says so: it sends an in-progress ack for
-// every message it holds every ProgressEvery (Holder; the Go SDK's worker
-// does it for the requests it holds).
+// they deliver it again. It is short so that what a process had not settled
+// when it died (SIGKILL, a lost node) comes back within seconds. A process
+// keeps a message for longer — a slow hook call, a reply queued for its
+// parent's turn, an apply — only while it says so: it sends an in-progress
+// ack for every message it has not settled every ProgressEvery (Unsettled;
+// the Go SDK's worker does it for the requests it has in hand).
 const AckWait = 5 * time.Second
 
 // ProgressEvery is how often a process sends in-progress acks for the
-// messages it holds: a third of AckWait, so that one late or lost
+// messages it has not settled: a third of AckWait, so that one late or lost
 // heartbeat does not get a message delivered again.
 const ProgressEvery = AckWait / 3
 
-// MaxHold bounds how long a Holder keeps a message from being delivered
-// again. An apply has a 2-minute deadline and a retry waits at most
-// 30 s: a message held longer was forgotten by its holder (a bug), and
-// delivering it again gives it a new chance instead of holding it for ever.
-const MaxHold = 10 * time.Minute
+// MaxInProgress bounds how long an Unsettled keeps a message from being
+// delivered again. An apply has a 2-minute deadline and a retry waits at
+// most 30 s: a message unsettled longer was forgotten by its process (a
+// bug), and delivering it again gives it a new chance instead of keeping it
+// for ever.
+const MaxInProgress = 10 * time.Minute
 
-// Holder keeps track of the messages a process holds — delivered to it and
-// neither acked, nacked nor terminated yet — and sends an in-progress ack
-// for each of them while Run runs. A message is held from Hold until it is
-// settled through the message Hold returns. Messages are told apart by
-// stream and stream sequence, as JetStream does: a message delivered again
-// is the same message, and settling either delivery settles it.
-type Holder struct {
+// Unsettled keeps track of the messages a process has not settled —
+// delivered to it and neither acked, nacked nor terminated yet — and sends
+// an in-progress ack for each of them while Run runs. A message is tracked
+// from Track until it is settled through the message Track returns.
+// Messages are told apart by stream and stream sequence, as JetStream does:
+// a message delivered again is the same message, and settling either
+// delivery settles it.
+type Unsettled struct {
 	mu   sync.Mutex
-	held map[heldKey]*heldMsg
+	msgs map[msgKey]*unsettledMsg
 	now  func() time.Time
 }
 
-type heldKey struct {
+type msgKey struct {
 	stream string
 	seq    uint64
 }
 
-// heldMsg is a held message's latest delivery.
-type heldMsg struct {
+// unsettledMsg is an unsettled message's latest delivery.
+type unsettledMsg struct {
 	msg       jetstream.Msg
 	delivered uint64    // its delivery count
-	since     time.Time // when this delivery was held
+	since     time.Time // when this delivery was tracked
 }
 
-// NewHolder makes a Holder.
-func NewHolder() *Holder {
-	return &Holder{held: map[heldKey]*heldMsg{}, now: time.Now}
+// NewUnsettled makes an Unsettled.
+func NewUnsettled() *Unsettled {
+	return &Unsettled{msgs: map[msgKey]*unsettledMsg{}, now: time.Now}
 }
 
-// Hold holds msg until it is settled through the message returned. A
-// message without JetStream metadata is returned as is, not held.
-func (h *Holder) Hold(msg jetstream.Msg) jetstream.Msg {
+// Track tracks msg until it is settled through the message returned. A
+// message without JetStream metadata is returned as is, not tracked.
+func (u *Unsettled) Track(msg jetstream.Msg) jetstream.Msg {
 	md, err := msg.Metadata()
 	if err != nil {
 		return msg
 	}
-	key := heldKey{md.Stream, md.Sequence.Stream}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	m := h.held[key]
+	key := msgKey{md.Stream, md.Sequence.Stream}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	m := u.msgs[key]
 	if m == nil || m.delivered != md.NumDelivered {
-		m = &heldMsg{delivered: md.NumDelivered, since: h.now()}
-		h.held[key] = m
+		m = &unsettledMsg{delivered: md.NumDelivered, since: u.now()}
+		u.msgs[key] = m
 	}
 	m.msg = msg
-	return &settling{Msg: msg, settled: func() { h.release(key) }}
+	return &settling{Msg: msg, settled: func() { u.forget(key) }}
 }
 
-func (h *Holder) release(key heldKey) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.held, key)
+func (u *Unsettled) forget(key msgKey) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	delete(u.msgs, key)
 }
 
-// Run sends an in-progress ack for every message held, every interval
+// Run sends an in-progress ack for every message unsettled, every interval
 // (ProgressEvery for the bus's consumers), until ctx ends.
-func (h *Holder) Run(ctx context.Context, every time.Duration) {
+func (u *Unsettled) Run(ctx context.Context, every time.Duration) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
@@ -92,31 +94,31 @@ func (h *Holder) Run(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			h.progress()
+			u.progress()
 		}
 	}
 }
 
-// progress sends an in-progress ack for every message held, and lets go of
-// those held longer than MaxHold.
-func (h *Holder) progress() {
-	now := h.now()
-	h.mu.Lock()
-	msgs := make([]jetstream.Msg, 0, len(h.held))
-	for key, m := range h.held {
-		if now.Sub(m.since) > MaxHold {
-			delete(h.held, key)
+// progress sends an in-progress ack for every message unsettled, and lets
+// go of those unsettled longer than MaxInProgress.
+func (u *Unsettled) progress() {
+	now := u.now()
+	u.mu.Lock()
+	msgs := make([]jetstream.Msg, 0, len(u.msgs))
+	for key, m := range u.msgs {
+		if now.Sub(m.since) > MaxInProgress {
+			delete(u.msgs, key)
 			continue
 		}
 		msgs = append(msgs, m.msg)
 	}
-	h.mu.Unlock()
+	u.mu.Unlock()
 	for _, m := range msgs {
 		_ = m.InProgress()
 	}
 }
 
-// settling is a held message: settling it lets go of it.
+// settling is an unsettled message: settling it lets go of it.
 type settling struct {
 	jetstream.Msg
 	settled func()
