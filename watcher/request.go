@@ -321,9 +321,9 @@ const maxWaitsForCache = 12
 
 // publishRequest publishes the sync or finalize request of a parent as it
 // is, with an id chained to its last request's (see requestChain), and
-// returns that id; a resync's is forced. A parent older in the cache than in its last request is
+// returns that id. A parent older in the cache than in its last request is
 // not published (errCacheBehind), and meta's observation is stamped again
-// if it is not later than that request's.
+// if it is not later than that request's. A resync's request is forced.
 func (w *Watcher) publishRequest(ctx context.Context, key parentKey, resync bool, meta *bus.Meta, parent *unstructured.Unstructured, req any, observed []byte) (string, error) {
 	last, err := w.chain.previous(ctx, key, *meta)
 	if err != nil {
