@@ -86,10 +86,10 @@ type owner struct {
 	// lost hears that a partition's consumption reported its consumer
 	// lost: balance then checks the consumers at once.
 	lost chan struct{}
-	// holder keeps the replies this replica holds — queued for their
-	// parent's turn, waiting for a retry, being applied — from being
-	// delivered again after the consumers' short ack wait.
-	holder *bus.Holder
+	// unsettled keeps the replies this replica has not settled — queued
+	// for their parent's turn, waiting for a retry, being applied — from
+	// being delivered again after the consumers' short ack wait.
+	unsettled *bus.Unsettled
 }
 
 func newOwner(ctx context.Context, js jetstream.JetStream, in *intake, opts Options, log *slog.Logger) (*owner, error) {
@@ -98,7 +98,7 @@ func newOwner(ctx context.Context, js jetstream.JetStream, in *intake, opts Opti
 		host, _ := os.Hostname()
 		id = host + "_" + uuid.NewString()[:8]
 	}
-	o := &owner{in: in, js: js, opts: opts, log: log, id: bus.Token(id), lost: make(chan struct{}, 1), holder: bus.NewHolder()}
+	o := &owner{in: in, js: js, opts: opts, log: log, id: bus.Token(id), lost: make(chan struct{}, 1), unsettled: bus.NewUnsettled()}
 	var err error
 	bucketOpts := topology.Options{Replicas: opts.Replicas}
 	if o.members, err = topology.EnsureBucket(ctx, js, topology.Appliers, bucketOpts); err != nil {
@@ -113,11 +113,11 @@ func newOwner(ctx context.Context, js jetstream.JetStream, in *intake, opts Opti
 // run balances partitions every renewEvery, and when a consumption reports
 // its consumer lost, until ctx ends; then it leaves: its membership first,
 // so that the other replicas take its partitions as soon as it releases
-// them. The replies it holds are kept from redelivery until then.
+// them. The replies it has not settled are kept from redelivery until then.
 func (o *owner) run(ctx context.Context) {
-	holding, stopHolding := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopHolding()
-	go o.holder.Run(holding, bus.ProgressEvery)
+	tracking, stopTracking := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopTracking()
+	go o.unsettled.Run(tracking, bus.ProgressEvery)
 	tick := time.NewTicker(renewEvery)
 	defer tick.Stop()
 	for {
@@ -289,7 +289,7 @@ func (o *owner) acquire(ctx context.Context, n int) {
 		return
 	}
 	consumer, err := topology.KeepConsuming(ctx, o.js, topology.ApplierConsumer(n),
-		func(msg jetstream.Msg) { o.in.receive(o.holder.Hold(msg)) }, o.consumerLost)
+		func(msg jetstream.Msg) { o.in.receive(o.unsettled.Track(msg)) }, o.consumerLost)
 	if err != nil {
 		o.log.Error("consume partition", "partition", n, "err", err)
 		_ = o.owners.Delete(ctx, bus.PartitionKey(n), jetstream.LastRevision(rev))

@@ -15,12 +15,12 @@ import (
 	"universalcontroller.dev/uc/schemas/bus"
 )
 
-// Holding a parent's syncs around an apply. An applier announces when it
-// starts applying a parent's replies and when it is done, with what it
-// wrote (bus.Applying). Meanwhile the watcher holds the parent's syncs
-// back; once the apply ended, it holds them until its caches have seen
-// every write of the apply, then syncs the parent once if a sync was held
-// back. So the hook sees the writes of one apply in one request, not in one
+// A parent's syncs await the writes of an apply. An applier announces when
+// it starts applying a parent's replies and when it is done, with what it
+// wrote (bus.Applying). Meanwhile the watcher defers the parent's syncs;
+// once the apply ended, it defers them until its caches have seen every
+// write of the apply, then syncs the parent once if a sync was deferred.
+// So the hook sees the writes of one apply in one request, not in one
 // request per watch event as they come — the extra hook calls a sync made
 // on the first events of an apply cost.
 //
@@ -28,17 +28,17 @@ import (
 // a written object may be changed again, or deleted, before the cache sees
 // the write.
 
-// maxApplyHold bounds how long a parent's syncs wait for an apply that
+// maxApplyWait bounds how long a parent's syncs wait for an apply that
 // never says it ended (its applier died).
-const maxApplyHold = 10 * time.Second
+const maxApplyWait = 10 * time.Second
 
 // maxWriteLag bounds how long a parent's syncs wait, once its apply ended,
 // for the watcher's caches to see the apply's writes.
 const maxWriteLag = 5 * time.Second
 
-// onApplying holds a parent's syncs back while an applier applies to it,
-// and syncs it once the apply ended and the caches saw its writes, if a
-// sync was held back.
+// onApplying defers a parent's syncs while an applier applies to it, and
+// syncs it once the apply ended and the caches saw its writes, if a sync
+// was deferred.
 func (w *Watcher) onApplying(msg *nats.Msg) {
 	var n bus.Applying
 	if err := json.Unmarshal(msg.Data, &n); err != nil {
@@ -49,7 +49,7 @@ func (w *Watcher) onApplying(msg *nats.Msg) {
 	if !ok {
 		return
 	}
-	key := parentKey{controller, n.Resource, n.Namespace, n.Name, false}
+	key := parentKey{controller, n.Resource, n.Namespace, n.Name}
 	if !n.Done {
 		w.applying.start(key, time.Now())
 		return
@@ -57,137 +57,134 @@ func (w *Watcher) onApplying(msg *nats.Msg) {
 	w.applying.end(key, n.Wrote, time.Now(), w.seen)
 }
 
-// heldBack tells a parent being applied, or whose apply's writes the
+// awaitsWrites tells a parent being applied, or whose apply's writes the
 // caches have not all seen yet; its sync comes once they have, or at the
-// latest when the hold ends.
-func (w *Watcher) heldBack(key parentKey) bool {
-	return w.applying.held(key, time.Now(), w.seen)
+// latest when the wait ends (a resync if resync).
+func (w *Watcher) awaitsWrites(key parentKey, resync bool) bool {
+	return w.applying.awaiting(key, resync, time.Now(), w.seen)
 }
 
-// holds are the parents whose syncs are held back around an apply.
-type holds struct {
-	// sync queues a parent's sync after a delay: the sync a hold held
-	// back, once the hold ends.
-	sync func(key parentKey, after time.Duration)
+// writeWaits are the parents whose syncs await the writes of an apply.
+type writeWaits struct {
+	// sync queues a parent's sync (a resync if resync) after a delay:
+	// the sync a wait deferred, once the wait ends.
+	sync func(key parentKey, resync bool, after time.Duration)
 
 	mu    sync.Mutex
-	byKey map[parentKey]*hold // by key without Resync
+	byKey map[parentKey]*writeWait
 }
 
-// hold is a parent's syncs held back during an apply.
-type hold struct {
-	until    time.Time   // the longest it holds
+// writeWait is a parent's syncs awaiting the writes of an apply.
+type writeWait struct {
+	until    time.Time   // the longest it waits
 	deadline *time.Timer // ends it at until
-	synced   bool        // a sync was held back
-	resync   bool        // a resync was held back
-	// ended is set once the apply ended: the hold then waits for the
+	synced   bool        // a sync was deferred
+	resync   bool        // a resync was deferred
+	// ended is set once the apply ended: the wait is then for the
 	// caches to see wrote.
 	ended bool
 	wrote []bus.Written
 }
 
-// start holds the parent's syncs back: an apply to it started. A sync that
-// the parent's previous apply held back stays held back.
-func (hs *holds) start(key parentKey, now time.Time) {
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	if hs.byKey == nil {
-		hs.byKey = map[parentKey]*hold{}
+// start defers the parent's syncs: an apply to it started. A sync that
+// the parent's previous apply deferred stays deferred.
+func (ws *writeWaits) start(key parentKey, now time.Time) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.byKey == nil {
+		ws.byKey = map[parentKey]*writeWait{}
 	}
-	h := &hold{}
-	if prev := hs.byKey[key]; prev != nil {
+	h := &writeWait{}
+	if prev := ws.byKey[key]; prev != nil {
 		prev.deadline.Stop()
 		h.synced, h.resync = prev.synced, prev.resync
 	}
-	hs.byKey[key] = h
-	hs.extend(key, h, now, maxApplyHold)
+	ws.byKey[key] = h
+	ws.extend(key, h, now, maxApplyWait)
 }
 
-// end records that the apply ended having written wrote: the hold now
-// waits for seen(controller, wrote), and ends at once when that is already
-// so.
-func (hs *holds) end(key parentKey, wrote []bus.Written, now time.Time, seen func(string, []bus.Written) bool) {
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	h := hs.byKey[key]
+// end records that the apply ended having written wrote: the wait is now
+// for seen(controller, wrote), and ends at once when that is already so.
+func (ws *writeWaits) end(key parentKey, wrote []bus.Written, now time.Time, seen func(string, []bus.Written) bool) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	h := ws.byKey[key]
 	if h == nil {
 		if len(wrote) == 0 {
 			return
 		}
 		// The start was not heard (this watcher started meanwhile): the
 		// writes are waited for all the same.
-		if hs.byKey == nil {
-			hs.byKey = map[parentKey]*hold{}
+		if ws.byKey == nil {
+			ws.byKey = map[parentKey]*writeWait{}
 		}
-		h = &hold{}
-		hs.byKey[key] = h
+		h = &writeWait{}
+		ws.byKey[key] = h
 	}
 	h.ended, h.wrote = true, wrote
-	hs.extend(key, h, now, maxWriteLag)
-	hs.release(key, h, seen)
+	ws.extend(key, h, now, maxWriteLag)
+	ws.release(key, h, seen)
 }
 
-// held tells whether the parent's syncs are held back, and if so records
-// that a sync waits for the end of the hold. It ends a hold whose apply's
-// writes the caches have seen since.
-func (hs *holds) held(key parentKey, now time.Time, seen func(string, []bus.Written) bool) bool {
-	resync := key.Resync
-	key.Resync = false
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	h := hs.byKey[key]
+// awaiting tells whether the parent's syncs await an apply's writes, and
+// if so records that a sync (a resync if resync) waits for the end of the
+// wait. It ends a wait whose apply's writes the caches have seen since.
+func (ws *writeWaits) awaiting(key parentKey, resync bool, now time.Time, seen func(string, []bus.Written) bool) bool {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	h := ws.byKey[key]
 	switch {
 	case h == nil:
 		return false
 	case now.After(h.until):
-		hs.drop(key, h) // its deadline is firing: the sync goes ahead
+		ws.drop(key, h) // its deadline is firing: the sync goes ahead
 		return false
 	}
 	h.synced, h.resync = true, h.resync || resync
-	hs.release(key, h, seen)
+	ws.release(key, h, seen)
 	return true
 }
 
-// extend makes the hold end that long from now.
-func (hs *holds) extend(key parentKey, h *hold, now time.Time, d time.Duration) {
+// extend makes the wait end that long from now.
+func (ws *writeWaits) extend(key parentKey, h *writeWait, now time.Time, d time.Duration) {
 	if h.deadline != nil {
 		h.deadline.Stop()
 	}
 	h.until = now.Add(d)
-	h.deadline = time.AfterFunc(d, func() { hs.expire(key, h) })
+	h.deadline = time.AfterFunc(d, func() { ws.expire(key, h) })
 }
 
-// expire ends the hold at its deadline, if it is still the parent's: the
+// expire ends the wait at its deadline, if it is still the parent's: the
 // apply never said it ended, or the writes never showed.
-func (hs *holds) expire(key parentKey, h *hold) {
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	if hs.byKey[key] == h {
-		hs.drop(key, h)
-		hs.queueHeld(key, h, 0)
+func (ws *writeWaits) expire(key parentKey, h *writeWait) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.byKey[key] == h {
+		ws.drop(key, h)
+		ws.queueDeferred(key, h, 0)
 	}
 }
 
-// release ends the hold of an apply that ended once seen says the caches
-// saw its writes, and queues the sync it held back. Called with mu held.
-func (hs *holds) release(key parentKey, h *hold, seen func(string, []bus.Written) bool) {
+// release ends the wait of an apply that ended once seen says the caches
+// saw its writes, and queues the sync it deferred. Called with mu held.
+func (ws *writeWaits) release(key parentKey, h *writeWait, seen func(string, []bus.Written) bool) {
 	if h.ended && seen(key.Controller, h.wrote) {
-		hs.drop(key, h)
-		hs.queueHeld(key, h, childDelay)
+		ws.drop(key, h)
+		ws.queueDeferred(key, h, childDelay)
 	}
 }
 
-// drop ends a hold. Called with mu held.
-func (hs *holds) drop(key parentKey, h *hold) {
+// drop ends a wait. Called with mu held.
+func (ws *writeWaits) drop(key parentKey, h *writeWait) {
 	h.deadline.Stop()
-	delete(hs.byKey, key)
+	delete(ws.byKey, key)
 }
 
-// queueHeld queues the sync a hold held back, if any. Called with mu held.
-func (hs *holds) queueHeld(key parentKey, h *hold, after time.Duration) {
+// queueDeferred queues the sync a wait deferred, if any. Called with mu
+// held.
+func (ws *writeWaits) queueDeferred(key parentKey, h *writeWait, after time.Duration) {
 	if h.synced {
-		key.Resync = h.resync
-		hs.sync(key, after)
+		ws.sync(key, h.resync, after)
 	}
 }
 

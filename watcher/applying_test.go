@@ -113,121 +113,128 @@ func TestWatches(t *testing.T) {
 	}
 }
 
-// queued records the syncs a holds queues.
-type queued struct{ syncs []parentKey }
+// queued records the syncs a writeWaits queues.
+type queued struct{ syncs []queuedSync }
 
-func (q *queued) sync(key parentKey, _ time.Duration) { q.syncs = append(q.syncs, key) }
+// queuedSync is a sync queued: of key, a resync if resync.
+type queuedSync struct {
+	key    parentKey
+	resync bool
+}
 
-// TestHolds follows a parent's syncs through an apply: held back while it
-// runs, and after it until the caches saw its writes, or until the hold's
-// deadline; a sync held back is queued once when the hold ends.
-func TestHolds(t *testing.T) {
+func (q *queued) sync(key parentKey, resync bool, _ time.Duration) {
+	q.syncs = append(q.syncs, queuedSync{key, resync})
+}
+
+// TestWriteWaits follows a parent's syncs through an apply: deferred while
+// it runs, and after it until the caches saw its writes, or until the
+// wait's deadline; a sync deferred is queued once when the wait ends.
+func TestWriteWaits(t *testing.T) {
 	key := parentKey{Controller: "ctl", Namespace: "ns", Name: "p"}
-	resync := key
-	resync.Resync = true
+	plain, resync := queuedSync{key, false}, queuedSync{key, true}
 	wrote := []bus.Written{{Version: "v1", Resource: "configmaps", Namespace: "ns", Name: "c", ResourceVersion: "7"}}
 	var cacheSaw bool
 	seen := func(controller string, w []bus.Written) bool { return len(w) == 0 || cacheSaw }
 	t0 := time.Unix(1000, 0)
-	newHolds := func() (*holds, *queued) {
+	newWaits := func() (*writeWaits, *queued) {
 		q := &queued{}
-		return &holds{sync: q.sync}, q
+		return &writeWaits{sync: q.sync}, q
 	}
-	want := func(t *testing.T, q *queued, syncs ...parentKey) {
+	want := func(t *testing.T, q *queued, syncs ...queuedSync) {
 		t.Helper()
 		if !reflect.DeepEqual(q.syncs, syncs) {
 			t.Fatalf("syncs queued %+v, want %+v", q.syncs, syncs)
 		}
 	}
 
-	t.Run("no apply: nothing held", func(t *testing.T) {
-		hs, q := newHolds()
-		if hs.held(key, t0, seen) {
-			t.Fatal("held without an apply")
+	t.Run("no apply: no wait", func(t *testing.T) {
+		ws, q := newWaits()
+		if ws.awaiting(key, false, t0, seen) {
+			t.Fatal("waits without an apply")
 		}
 		want(t, q)
 	})
-	t.Run("held during the apply, then until its writes are seen", func(t *testing.T) {
-		hs, q := newHolds()
+	t.Run("waits during the apply, then until its writes are seen", func(t *testing.T) {
+		ws, q := newWaits()
 		cacheSaw = false
-		hs.start(key, t0)
-		if !hs.held(resync, t0.Add(time.Second), seen) {
-			t.Fatal("not held during the apply")
+		ws.start(key, t0)
+		if !ws.awaiting(key, true, t0.Add(time.Second), seen) {
+			t.Fatal("no wait during the apply")
 		}
-		hs.end(key, wrote, t0.Add(2*time.Second), seen)
+		ws.end(key, wrote, t0.Add(2*time.Second), seen)
 		want(t, q)
-		if !hs.held(key, t0.Add(3*time.Second), seen) {
-			t.Fatal("not held until the writes are seen")
+		if !ws.awaiting(key, false, t0.Add(3*time.Second), seen) {
+			t.Fatal("no wait until the writes are seen")
 		}
 		want(t, q)
 		cacheSaw = true
-		if !hs.held(key, t0.Add(4*time.Second), seen) {
-			t.Fatal("the sync that sees the writes goes ahead; want it queued once, as the held resync")
+		if !ws.awaiting(key, false, t0.Add(4*time.Second), seen) {
+			t.Fatal("the sync that sees the writes goes ahead; want it queued once, as the deferred resync")
 		}
 		want(t, q, resync)
-		if hs.held(key, t0.Add(4*time.Second), seen) {
-			t.Fatal("still held once released")
+		if ws.awaiting(key, false, t0.Add(4*time.Second), seen) {
+			t.Fatal("still waits once released")
 		}
 	})
-	t.Run("an apply whose writes are already seen ends the hold at once", func(t *testing.T) {
-		hs, q := newHolds()
+	t.Run("an apply whose writes are already seen ends the wait at once", func(t *testing.T) {
+		ws, q := newWaits()
 		cacheSaw = true
-		hs.start(key, t0)
-		hs.end(key, wrote, t0, seen)
-		want(t, q) // no sync was held back
-		hs.start(key, t0)
-		hs.held(key, t0, seen)
-		hs.end(key, wrote, t0, seen)
-		want(t, q, key)
-		if hs.held(key, t0, seen) {
-			t.Fatal("still held")
+		ws.start(key, t0)
+		ws.end(key, wrote, t0, seen)
+		want(t, q) // no sync was deferred
+		ws.start(key, t0)
+		ws.awaiting(key, false, t0, seen)
+		ws.end(key, wrote, t0, seen)
+		want(t, q, plain)
+		if ws.awaiting(key, false, t0, seen) {
+			t.Fatal("still waits")
 		}
 	})
-	t.Run("a sync held back by an apply stays held back by the next apply", func(t *testing.T) {
-		hs, q := newHolds()
+	t.Run("a sync deferred by an apply stays deferred by the next apply", func(t *testing.T) {
+		ws, q := newWaits()
 		cacheSaw = false
-		hs.start(key, t0)
-		hs.end(key, wrote, t0, seen)
-		hs.held(resync, t0.Add(time.Second), seen)
-		hs.start(key, t0.Add(2*time.Second))
-		hs.end(key, nil, t0.Add(3*time.Second), seen)
+		ws.start(key, t0)
+		ws.end(key, wrote, t0, seen)
+		ws.awaiting(key, true, t0.Add(time.Second), seen)
+		ws.start(key, t0.Add(2*time.Second))
+		ws.end(key, nil, t0.Add(3*time.Second), seen)
 		want(t, q, resync)
 	})
-	t.Run("writes never seen: the hold ends at its deadline, with the sync held back", func(t *testing.T) {
-		hs, q := newHolds()
+	t.Run("writes never seen: the wait ends at its deadline, with the sync deferred", func(t *testing.T) {
+		ws, q := newWaits()
 		cacheSaw = false
-		hs.start(key, t0)
-		hs.end(key, wrote, t0, seen)
-		hs.held(key, t0.Add(time.Second), seen)
-		h := hs.byKey[key]
+		ws.start(key, t0)
+		ws.end(key, wrote, t0, seen)
+		ws.awaiting(key, false, t0.Add(time.Second), seen)
+		h := ws.byKey[key]
 		if h.until != t0.Add(maxWriteLag) {
-			t.Fatalf("the hold ends at %s, want %s", h.until, t0.Add(maxWriteLag))
+			t.Fatalf("the wait ends at %s, want %s", h.until, t0.Add(maxWriteLag))
 		}
-		hs.expire(key, h)
-		want(t, q, key)
-		if hs.held(key, t0.Add(time.Second), seen) {
-			t.Fatal("held past its deadline")
+		ws.expire(key, h)
+		want(t, q, plain)
+		if ws.awaiting(key, false, t0.Add(time.Second), seen) {
+			t.Fatal("waits past its deadline")
 		}
 	})
-	t.Run("an apply that never ends: the hold ends at its deadline", func(t *testing.T) {
-		hs, q := newHolds()
-		hs.start(key, t0)
-		if hs.held(key, t0.Add(maxApplyHold+time.Millisecond), seen) {
-			t.Fatal("held past maxApplyHold")
+	t.Run("an apply that never ends: the wait ends at its deadline", func(t *testing.T) {
+		ws, q := newWaits()
+		ws.start(key, t0)
+		if ws.awaiting(key, false, t0.Add(maxApplyWait+time.Millisecond), seen) {
+			t.Fatal("waits past maxApplyWait")
 		}
-		hs.expire(key, &hold{}) // a deadline of a hold no longer the parent's
+		ws.expire(key, &writeWait{}) // a deadline of a wait no longer the parent's
 		want(t, q)
 	})
 	t.Run("an end whose start was not heard waits for its writes", func(t *testing.T) {
-		hs, _ := newHolds()
+		ws, _ := newWaits()
 		cacheSaw = false
-		hs.end(key, nil, t0, seen)
-		if hs.held(key, t0, seen) {
-			t.Fatal("an end without writes holds")
+		ws.end(key, nil, t0, seen)
+		if ws.awaiting(key, false, t0, seen) {
+			t.Fatal("an end without writes waits")
 		}
-		hs.end(key, wrote, t0, seen)
-		if !hs.held(key, t0, seen) {
-			t.Fatal("an end with writes not yet seen does not hold")
+		ws.end(key, wrote, t0, seen)
+		if !ws.awaiting(key, false, t0, seen) {
+			t.Fatal("an end with writes not yet seen does not wait")
 		}
 	})
 }

@@ -81,12 +81,12 @@ const retryDelay = 2 * time.Second
 
 // consumeCustomizeReplies takes the customize replies of every controller.
 // The consumer is created within attempt; the replies are handled within
-// ctx, held by holder meanwhile (the ack wait is the bus's short one, so
-// that a reply a dead watcher held comes back within seconds). onLost hears
-// that the consumer may be gone.
-func (w *Watcher) consumeCustomizeReplies(ctx, attempt context.Context, holder *bus.Holder, onLost func()) (*topology.KeptConsumer, error) {
+// ctx, tracked by unsettled meanwhile (the ack wait is the bus's short one,
+// so that a reply a dead watcher had not settled comes back within seconds).
+// onLost hears that the consumer may be gone.
+func (w *Watcher) consumeCustomizeReplies(ctx, attempt context.Context, unsettled *bus.Unsettled, onLost func()) (*topology.KeptConsumer, error) {
 	return topology.KeepConsuming(attempt, w.js, topology.WatcherConsumer, func(msg jetstream.Msg) {
-		msg = holder.Hold(msg)
+		msg = unsettled.Track(msg)
 		if err := w.customizeReplyWithin(ctx, msg); err != nil {
 			w.log.Error("customize reply", "subject", msg.Subject(), "err", err)
 			_ = msg.NakWithDelay(retryDelay)
@@ -124,7 +124,7 @@ func (w *Watcher) onCustomizeReply(ctx context.Context, msg jetstream.Msg) error
 	if !ok {
 		return nil
 	}
-	key := parentKey{ctl.Name, meta.Resource, meta.Namespace, meta.Name, false}
+	key := parentKey{ctl.Name, meta.Resource, meta.Namespace, meta.Name}
 	failure := func(f bus.Failure) error {
 		// The applier reports failures of the parent's sync.
 		meta.Hook = hooks.Sync

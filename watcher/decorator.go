@@ -41,7 +41,7 @@ func (w *Watcher) followDecorator(ctl *core.Controller, add func(core.Resource, 
 // decorator decorates or has to let go.
 func (w *Watcher) enqueueDecorated(ctl *core.Controller, d *core.Decorated, obj any) {
 	if u, ok := obj.(*unstructured.Unstructured); ok && ctl.Decorates(d, u) {
-		w.enqueueChanged(parentKey{ctl.Name, d.Key(), u.GetNamespace(), u.GetName(), false}, 0)
+		w.enqueueChanged(parentKey{ctl.Name, d.Key(), u.GetNamespace(), u.GetName()}, 0)
 	}
 }
 
@@ -64,13 +64,13 @@ func (w *Watcher) enqueueDecoratedOwner(ctl *core.Controller, obj any) {
 		if d.Namespaced {
 			ns = u.GetNamespace()
 		}
-		w.enqueueChanged(parentKey{ctl.Name, d.Key(), ns, ref.Name, false}, childDelay)
+		w.enqueueChanged(parentKey{ctl.Name, d.Key(), ns, ref.Name}, childDelay)
 	}
 }
 
 // syncDecorated publishes the sync or finalize request of one decorated
-// object.
-func (w *Watcher) syncDecorated(ctx context.Context, ctl *core.Controller, key parentKey) error {
+// object, forced for a resync.
+func (w *Watcher) syncDecorated(ctx context.Context, ctl *core.Controller, key parentKey, resync bool) error {
 	d, ok := ctl.Decorator.Decorated(key.Resource)
 	if !ok {
 		return nil
@@ -94,7 +94,7 @@ func (w *Watcher) syncDecorated(ctx context.Context, ctl *core.Controller, key p
 	}
 	view := ctl.Decorating(d)
 	version := ctl.HookVersion(hook)
-	related, ok, err := w.related(ctx, view, obj, version, key.Resync)
+	related, ok, err := w.related(ctx, view, obj, version, resync)
 	if err != nil || !ok {
 		return err // without a customize reply yet, the sync follows it
 	}
@@ -107,7 +107,7 @@ func (w *Watcher) syncDecorated(ctx context.Context, ctl *core.Controller, key p
 	req := core.NewDecoratorRequest(view, obj, attached, related, version, hook == hooks.Finalize)
 	meta := w.meta(view, obj, hook)
 	observeAll(&meta, req.Attachments, req.Related)
-	if _, err := w.publishRequest(ctx, key, &meta, obj, req, observedObjects(ctl, req.Finalizing, obj, req.Attachments, req.Related)); err != nil {
+	if _, err := w.publishRequest(ctx, key, resync, &meta, obj, req, observedObjects(ctl, req.Finalizing, obj, req.Attachments, req.Related)); err != nil {
 		return err
 	}
 	w.resyncLater(ctl, key)

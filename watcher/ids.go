@@ -81,7 +81,6 @@ func newRequestChain(js jetstream.JetStream) *requestChain {
 // previous is the parent's last request: the one the watcher published
 // last, or the one whose reply its fence says was applied.
 func (c *requestChain) previous(ctx context.Context, key parentKey, meta bus.Meta) (lastPublished, error) {
-	key.Resync = false
 	applyKey := meta.ApplyKey()
 	c.mu.Lock()
 	last, ok := c.last[key]
@@ -150,7 +149,6 @@ func (c *requestChain) next(ctx context.Context, last lastPublished, hash string
 // published remembers the request with that id, published after last, as
 // the parent's last.
 func (c *requestChain) published(key parentKey, meta bus.Meta, id string, last lastPublished) {
-	key.Resync = false
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	at := time.Now()
@@ -165,7 +163,6 @@ func (c *requestChain) published(key parentKey, meta bus.Meta, id string, last l
 // lastOf is the last request the watcher published for the parent, if it
 // published one since it became active.
 func (c *requestChain) lastOf(key parentKey) (lastPublished, bool) {
-	key.Resync = false
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	last, ok := c.last[key]
@@ -174,7 +171,6 @@ func (c *requestChain) lastOf(key parentKey) (lastPublished, bool) {
 
 // forget forgets a parent that needs no request.
 func (c *requestChain) forget(key parentKey) {
-	key.Resync = false
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.last, key)

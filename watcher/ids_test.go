@@ -75,9 +75,7 @@ func (c *chainTest) publish(state string, forced bool) (bool, error) {
 	meta := c.meta
 	c.observed = max(c.observed+1, parseVersion(c.parent.GetResourceVersion()))
 	meta.Observation = c.observed
-	key := c.key
-	key.Resync = forced
-	_, err := c.w.publishRequest(c.t.Context(), key, &meta, c.parent, map[string]string{"state": state}, []byte(state))
+	_, err := c.w.publishRequest(c.t.Context(), c.key, forced, &meta, c.parent, map[string]string{"state": state}, []byte(state))
 	return c.lastSeq() > before, err
 }
 

@@ -53,7 +53,7 @@ import (
 // it once — the backoff spaces the calls, not the delivery policy.
 // Meanwhile nothing else asks the hook about the parent: uc's own report
 // of the failure does not sync it, and a resync (resyncPeriodSeconds,
-// resyncAfterSeconds) is held back until the retry, which is one. A change
+// resyncAfterSeconds) is deferred until the retry, which is one. A change
 // of the parent, of its children or of its related objects by anyone else
 // (a new observed state) starts again at once, with the delivery policy's
 // deliveries; so does an apply of the parent's request (the hook recovered,
@@ -89,8 +89,8 @@ type lastRequest struct {
 	// last changed (by anyone but uc): a failure of a request published
 	// before is old news.
 	changedAt time.Time
-	// resyncHeld: a resync came while the parent waited for its retry.
-	resyncHeld bool
+	// resyncDeferred: a resync came while the parent waited for its retry.
+	resyncDeferred bool
 }
 
 // nextRetries is the count of retries of the request published after rec,
@@ -124,7 +124,7 @@ type republisher struct {
 	log   *slog.Logger
 	grace time.Duration
 	limit *rate.Limiter
-	// resync publishes the parent again, forced.
+	// resync publishes the parent again, forced: a resync.
 	resync func(parentKey)
 	// firstRetry is the delay before the first retry of a parent whose
 	// request for that controller's hook failed (nil: minFirstRetry).
@@ -220,34 +220,30 @@ func (r *republisher) failed(key parentKey, id string, at time.Time) {
 // changed, by anyone but uc: a new observed state, which the hook is asked
 // about at once. Its backoff starts again.
 func (r *republisher) changed(key parentKey, at time.Time) {
-	key.Resync = false
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if rec := r.last[key]; rec != nil {
-		rec.changedAt, rec.retries, rec.failed, rec.sure, rec.retryAt, rec.resyncHeld = at, 0, false, false, time.Time{}, false
+		rec.changedAt, rec.retries, rec.failed, rec.sure, rec.retryAt, rec.resyncDeferred = at, 0, false, false, time.Time{}, false
 	}
 }
 
-// holdBack tells whether the parent waits for the retry of its failed
-// request: no request is published for it meanwhile. A resync held back
-// is made once the wait ends without a retry.
-func (r *republisher) holdBack(key parentKey, now time.Time) bool {
-	resync := key.Resync
-	key.Resync = false
+// awaitingRetry tells whether the parent waits for the retry of its failed
+// request: no request is published for it meanwhile. A resync (resync)
+// deferred is made once the wait ends without a retry.
+func (r *republisher) awaitingRetry(key parentKey, resync bool, now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rec := r.last[key]
 	if rec == nil || !rec.failed || !now.Before(rec.retryAt) {
 		return false
 	}
-	rec.resyncHeld = rec.resyncHeld || resync
+	rec.resyncDeferred = rec.resyncDeferred || resync
 	return true
 }
 
 // forget forgets a parent that needs no request: it is gone, or no longer
 // the controller's.
 func (r *republisher) forget(key parentKey) {
-	key.Resync = false
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.last, key)
@@ -301,8 +297,8 @@ func (r *republisher) check(ctx context.Context, key parentKey) {
 			delete(r.last, key)
 		}
 		r.mu.Unlock()
-		if current && rec.resyncHeld {
-			r.resync(parentKey{key.Controller, key.Resource, key.Namespace, key.Name, true})
+		if current && rec.resyncDeferred {
+			r.resync(key)
 		}
 		return
 	case where != "":
@@ -325,7 +321,7 @@ func (r *republisher) check(ctx context.Context, key parentKey) {
 		return
 	}
 	heard := rec.failed
-	rec.failed, rec.sure, rec.retryAt, rec.resyncHeld = true, true, time.Now(), false
+	rec.failed, rec.sure, rec.retryAt, rec.resyncDeferred = true, true, time.Now(), false
 	published, k := time.Since(rec.at).Round(time.Second), rec.retries+1
 	r.mu.Unlock()
 	if heard {
@@ -333,7 +329,7 @@ func (r *republisher) check(ctx context.Context, key parentKey) {
 	} else {
 		log.Warn("the last request of a parent is neither on the bus nor applied; publishing the parent again", "published", published, "retry", k)
 	}
-	r.resync(parentKey{key.Controller, key.Resource, key.Namespace, key.Name, true})
+	r.resync(key)
 	// The retry's publish checks on it in time; this, if it publishes nothing.
 	r.checks.AddAfter(key, r.grace)
 }

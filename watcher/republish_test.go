@@ -62,7 +62,7 @@ func TestRepublish(t *testing.T) {
 			r.published(meta, id)
 			key := parentKey{Controller: "c", Namespace: "ns", Name: "p"}
 			r.check(ctx, key)
-			if got := len(resynced) == 1; got != tt.republish || (got && resynced[0] != parentKey{Controller: "c", Namespace: "ns", Name: "p", Resync: true}) {
+			if got := len(resynced) == 1; got != tt.republish || (got && resynced[0] != key) {
 				t.Fatalf("resynced %v, want a forced resync: %v", resynced, tt.republish)
 			}
 			r.mu.Lock()
@@ -110,7 +110,7 @@ func TestFailureBackoff(t *testing.T) {
 }
 
 // TestRetriesCount: the republisher counts a parent's retries in a row
-// and holds back its syncs until the next is due. A failure heard makes
+// and defers its syncs until the next is due. A failure heard makes
 // the next request a retry, due after the backoff; a failure heard again,
 // or of another request, or of one published before the parent changed,
 // changes nothing; a change of the parent starts again from none.
@@ -120,17 +120,15 @@ func TestRetriesCount(t *testing.T) {
 	r.firstRetry = func(controller, hook string) time.Duration { return 10 * time.Second }
 	meta := bus.Meta{Address: bus.Address{Controller: "c", Hook: "sync", ParentUID: types.UID("u")}, Namespace: "ns", Name: "p"}
 	key := parentKey{Controller: "c", Namespace: "ns", Name: "p"}
-	resync := key
-	resync.Resync = true
-	held := func(at time.Time) bool { return r.holdBack(key, at) }
+	waits := func(at time.Time) bool { return r.awaitingRetry(key, false, at) }
 
 	r.published(meta, "a")
-	if n := r.retries(meta); n != 0 || held(time.Now()) {
-		t.Fatalf("a new request: retries %d, held %v; want 0, not held", n, held(time.Now()))
+	if n := r.retries(meta); n != 0 || waits(time.Now()) {
+		t.Fatalf("a new request: retries %d, waits %v; want 0, no wait", n, waits(time.Now()))
 	}
 	r.failed(key, "another", time.Now())
-	if held(time.Now()) {
-		t.Fatal("a failure of another request holds the parent back")
+	if waits(time.Now()) {
+		t.Fatal("a failure of another request makes the parent wait")
 	}
 	failedAt := time.Now()
 	r.failed(key, "a", failedAt)
@@ -141,26 +139,29 @@ func TestRetriesCount(t *testing.T) {
 	if wait := retryAt.Sub(failedAt); wait < 9*time.Second || wait > 10*time.Second {
 		t.Fatalf("the first retry is due %s after the failure, want 10s less up to a tenth", wait)
 	}
-	if !held(time.Now()) || !r.holdBack(resync, time.Now()) || held(retryAt) {
-		t.Fatal("the parent is not held back until its retry is due")
+	if !waits(time.Now()) || !r.awaitingRetry(key, true, time.Now()) || waits(retryAt) {
+		t.Fatal("the parent does not wait until its retry is due")
+	}
+	if !r.last[key].resyncDeferred {
+		t.Fatal("a resync deferred until the retry is not remembered")
 	}
 	if n := r.retries(meta); n != 1 {
 		t.Fatalf("the request after a failure counts %d retries, want 1", n)
 	}
 	r.published(meta, "b")
-	if n := r.retries(meta); n != 1 || held(time.Now()) {
-		t.Fatalf("the retry: retries %d, held %v; want 1, not held", n, held(time.Now()))
+	if n := r.retries(meta); n != 1 || waits(time.Now()) {
+		t.Fatalf("the retry: retries %d, waits %v; want 1, no wait", n, waits(time.Now()))
 	}
 	failedAt = time.Now()
 	r.failed(key, "", failedAt) // uc's report on the parent
 	r.mu.Lock()
-	retryAt, resyncHeld := r.last[key].retryAt, r.last[key].resyncHeld
+	retryAt, resyncDeferred := r.last[key].retryAt, r.last[key].resyncDeferred
 	r.mu.Unlock()
 	if wait := retryAt.Sub(failedAt); wait < 18*time.Second || wait > 20*time.Second {
 		t.Fatalf("the second retry is due %s after the failure, want 20s less up to a tenth", wait)
 	}
-	if resyncHeld {
-		t.Fatal("a resync held back before the retry is still held after it")
+	if resyncDeferred {
+		t.Fatal("a resync deferred before the retry is still deferred after it")
 	}
 	r.published(meta, "c")
 	if n := r.retries(meta); n != 2 {
@@ -182,8 +183,8 @@ func TestRetriesCount(t *testing.T) {
 
 	r.changed(key, time.Now())
 	r.failed(key, "c", time.Now()) // of what the parent was before it changed
-	if n := r.retries(meta); n != 0 || held(time.Now()) {
-		t.Fatalf("after a change: retries %d, held %v; want 0, not held", n, held(time.Now()))
+	if n := r.retries(meta); n != 0 || waits(time.Now()) {
+		t.Fatalf("after a change: retries %d, waits %v; want 0, no wait", n, waits(time.Now()))
 	}
 	other := meta
 	other.ParentUID = "v" // a parent of the same name, made anew
@@ -197,12 +198,10 @@ func TestRetriesCount(t *testing.T) {
 // TestRetryFollowsItsRequest: once its retry is due, a parent whose last
 // request failed is published again, forced, if the request is nowhere;
 // not while it is still on its way (a delivery that failed and is tried
-// again), and a resync held back meanwhile is made once it was applied.
+// again), and a resync deferred meanwhile is made once it was applied.
 func TestRetryFollowsItsRequest(t *testing.T) {
 	meta := bus.Meta{Address: bus.Address{Controller: "c", Hook: "sync", Partition: 3, ParentUID: "uid-1"}, Namespace: "ns", Name: "p"}
 	key := parentKey{Controller: "c", Namespace: "ns", Name: "p"}
-	resync := key
-	resync.Resync = true
 	for _, tt := range []struct {
 		name    string
 		on      string // where the request waits
@@ -210,9 +209,9 @@ func TestRetryFollowsItsRequest(t *testing.T) {
 		want    []parentKey
 		failed  bool // still taken to have failed after the check
 	}{
-		{"failed", "", false, []parentKey{resync}, true},
+		{"failed", "", false, []parentKey{key}, true},
 		{"tried again by its worker", meta.RequestSubject(), false, nil, false},
-		{"applied after all", "", true, []parentKey{resync}, false}, // the resync held back
+		{"applied after all", "", true, []parentKey{key}, false}, // the resync deferred
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			js := bustest.JetStream(t)
@@ -238,7 +237,7 @@ func TestRetryFollowsItsRequest(t *testing.T) {
 			r.published(meta, "a")
 			r.failed(key, "a", time.Now().Add(-time.Second)) // its retry is due
 			r.mu.Lock()
-			r.last[key].resyncHeld = true
+			r.last[key].resyncDeferred = true
 			r.mu.Unlock()
 			r.check(ctx, key)
 			if fmt.Sprint(resynced) != fmt.Sprint(tt.want) {

@@ -27,23 +27,24 @@ import (
 
 // sync publishes the hook request of one parent with its current observed
 // state. It is idempotent: syncing twice publishes the same state twice, and
-// the request stream keeps only the latest request per parent.
-func (w *Watcher) sync(ctx context.Context, key parentKey) error {
+// the request stream keeps only the latest request per parent. A resync
+// publishes its requests forced (see requestChain).
+func (w *Watcher) sync(ctx context.Context, key parentKey, resync bool) error {
 	ctl, ok := w.reg.Get(key.Controller)
 	if !ok {
 		w.forget(key)
 		return nil
 	}
-	if w.heldBack(key) {
+	if w.awaitsWrites(key, resync) {
 		return nil
 	}
-	if w.republish.holdBack(key, time.Now()) {
+	if w.republish.awaitingRetry(key, resync, time.Now()) {
 		// Its last request failed: the next is its retry, when due.
-		w.log.Debug("sync held back until the retry of a failed request", "controller", key.Controller, "parent", key.String(), "resync", key.Resync)
+		w.log.Debug("sync deferred until the retry of a failed request", "controller", key.Controller, "parent", key.String(), "resync", resync)
 		return nil
 	}
 	if ctl.Decorator != nil {
-		return w.syncDecorated(ctx, ctl, key)
+		return w.syncDecorated(ctx, ctl, key, resync)
 	}
 	b, err := w.build(ctx, ctl, key)
 	switch {
@@ -57,9 +58,9 @@ func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 		return w.publish(ctx, b.meta, bus.FailureType(b.meta.Hook), b.meta.ReplySubject(), *b.failure, "")
 	case b.req == nil:
 		// Without a customize reply yet, the sync follows it.
-		return w.askCustomize(ctx, ctl, b.parent, key.Resync)
+		return w.askCustomize(ctx, ctl, b.parent, resync)
 	}
-	id, err := w.publishRequest(ctx, key, &b.meta, b.parent, b.req, observed(ctl, b.req))
+	id, err := w.publishRequest(ctx, key, resync, &b.meta, b.parent, b.req, observed(ctl, b.req))
 	if err != nil {
 		return err
 	}
@@ -80,7 +81,7 @@ func (w *Watcher) sync(ctx context.Context, key parentKey) error {
 		m.Revision = rev.hash
 		req := core.NewSyncRequest(ctl, rev.parent, b.claimed, b.req.Related, ctl.HookVersion(m.Hook), b.req.Finalizing)
 		typ, subject := bus.RequestType(m.Hook), m.RequestSubject()
-		if err := w.publish(ctx, m, typ, subject, req, chainedID(observedHash(subject, typ, observed(ctl, req)), id, key.Resync)); err != nil {
+		if err := w.publish(ctx, m, typ, subject, req, chainedID(observedHash(subject, typ, observed(ctl, req)), id, resync)); err != nil {
 			return err
 		}
 	}
@@ -160,8 +161,7 @@ func (w *Watcher) forget(key parentKey) {
 // resyncPeriodSeconds, if it has one.
 func (w *Watcher) resyncLater(ctl *core.Controller, key parentKey) {
 	if rs := ctl.Spec.ResyncPeriodSeconds; rs != nil && *rs > 0 {
-		key.Resync = true
-		w.queue.AddAfter(key, time.Duration(*rs)*time.Second)
+		w.resyncAfter(key, time.Duration(*rs)*time.Second)
 	}
 }
 
@@ -238,8 +238,8 @@ const maxWaitsForCache = 12
 // is, with an id chained to its last request's (see requestChain), and
 // returns that id. A parent older in the cache than in its last request is
 // not published (errCacheBehind), and meta's observation is stamped again
-// if it is not later than that request's.
-func (w *Watcher) publishRequest(ctx context.Context, key parentKey, meta *bus.Meta, parent *unstructured.Unstructured, req any, observed []byte) (string, error) {
+// if it is not later than that request's. A resync's request is forced.
+func (w *Watcher) publishRequest(ctx context.Context, key parentKey, resync bool, meta *bus.Meta, parent *unstructured.Unstructured, req any, observed []byte) (string, error) {
 	last, err := w.chain.previous(ctx, key, *meta)
 	if err != nil {
 		return "", err
@@ -261,7 +261,7 @@ func (w *Watcher) publishRequest(ctx context.Context, key parentKey, meta *bus.M
 		w.log.Warn("publishing a parent whose caches are still behind its last request", append(meta.LogArgs(), "err", err)...)
 	}
 	typ, subject := bus.RequestType(meta.Hook), meta.RequestSubject()
-	id, err := w.chain.next(ctx, last, observedHash(subject, typ, observed), key.Resync)
+	id, err := w.chain.next(ctx, last, observedHash(subject, typ, observed), resync)
 	if err != nil {
 		return "", err
 	}

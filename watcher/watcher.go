@@ -56,17 +56,15 @@ type Options struct {
 	Lease func() error
 }
 
-// parentKey names one parent of one controller. A Resync key asks for a
-// request even when nothing changed since the last one (resyncPeriodSeconds,
-// resyncAfterSeconds); other requests of an unchanged parent are dropped by
-// the bus as duplicates.
+// parentKey names one parent of one controller: the watcher's queue has one
+// item per parent, so no two workers sync a parent at once. Whether a sync
+// is a resync is not in the key but in Watcher.resyncs (see resync.go).
 type parentKey struct {
 	Controller string
 	// Resource is a decorated object's resource (core.Resource.Key);
 	// empty for a UniversalController's parent.
 	Resource        string
 	Namespace, Name string
-	Resync          bool
 }
 
 func (k parentKey) String() string {
@@ -91,7 +89,11 @@ type Watcher struct {
 	mu       sync.Mutex
 	handlers map[string][]handler // by controller name
 
-	applying holds // parents being applied, or whose apply's writes are awaited
+	applying writeWaits // parents being applied, or whose apply's writes are awaited
+	// resyncs are the parents whose next sync is a resync; laterResyncs,
+	// those whose resync is not due yet (see resync.go).
+	resyncs      resyncSet
+	laterResyncs workqueue.TypedDelayingInterface[parentKey]
 
 	consuming   atomic.Bool // the customize replies are consumed
 	unsubscribe func()      // from the registry
@@ -125,11 +127,12 @@ func New(reg *registry.Registry, js jetstream.JetStream, opts Options, log *slog
 			workqueue.NewTypedItemExponentialFailureRateLimiter[parentKey](5*time.Millisecond, 10*time.Second),
 			&workqueue.TypedBucketRateLimiter[parentKey]{Limiter: rate.NewLimiter(rate.Limit(100), 500)},
 		), workqueue.TypedRateLimitingQueueConfig[parentKey]{Name: "parents"}),
-		handlers:  map[string][]handler{},
-		customize: customizeCache{parents: map[types.UID]*customized{}},
+		laterResyncs: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[parentKey]{Name: "resyncs"}),
+		handlers:     map[string][]handler{},
+		customize:    customizeCache{parents: map[types.UID]*customized{}},
 	}
-	w.applying.sync = w.queue.AddAfter
-	w.republish = newRepublisher(js, w.log, func(key parentKey) { w.queue.Add(key) })
+	w.applying.sync = w.queueSync
+	w.republish = newRepublisher(js, w.log, func(key parentKey) { w.resyncAfter(key, 0) })
 	w.republish.firstRetry = w.firstRetry
 	w.chain = newRequestChain(js)
 	w.unsubscribe = reg.Subscribe(w.onController)
@@ -155,6 +158,7 @@ func (w *Watcher) Close() {
 // reply's resyncAfterSeconds syncs its parent once more after that delay.
 func (w *Watcher) Run(ctx context.Context) error {
 	defer w.queue.ShutDown()
+	defer w.laterResyncs.ShutDown()
 	sub, err := w.js.Conn().Subscribe(bus.AllResyncs(), w.onResync)
 	if err != nil {
 		return err
@@ -178,12 +182,12 @@ func (w *Watcher) Run(ctx context.Context) error {
 	// A NATS cluster electing its leaders drops requests: retry, each
 	// attempt bounded.
 	var customize *topology.KeptConsumer
-	holder := bus.NewHolder()
-	go holder.Run(ctx, bus.ProgressEvery)
+	unsettled := bus.NewUnsettled()
+	go unsettled.Run(ctx, bus.ProgressEvery)
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(poll context.Context) (bool, error) {
 		attempt, cancel := context.WithTimeout(poll, 10*time.Second)
 		defer cancel()
-		if customize, err = w.consumeCustomizeReplies(ctx, attempt, holder, nil); err != nil {
+		if customize, err = w.consumeCustomizeReplies(ctx, attempt, unsettled, nil); err != nil {
 			w.log.Warn("retrying", "what", "consume customize replies", "err", err)
 			return false, nil
 		}
@@ -196,6 +200,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	w.consuming.Store(true)
 	defer w.consuming.Store(false)
 	w.worker().Run(ctx, w.queue, w.opts.Workers)
+	go w.queueDueResyncs()
 	go w.republish.run(ctx)
 	customize.Keep(ctx, w.log)
 	return nil
@@ -227,13 +232,13 @@ func (w *Watcher) onResync(msg *nats.Msg) {
 		w.answerResync(msg, fmt.Errorf("controller %s is not registered with the watcher", controller))
 		return
 	}
-	key := parentKey{controller, r.Resource, r.Namespace, r.Name, true}
+	key := parentKey{controller, r.Resource, r.Namespace, r.Name}
 	if r.AfterSeconds <= 0 {
-		// A sync now (uc resync, after fixing a hook): not held back by
+		// A sync now (uc resync, after fixing a hook): not deferred by
 		// the parent's backoff, which starts again.
 		w.republish.changed(key, time.Now())
 	}
-	w.queue.AddAfter(key, time.Duration(r.AfterSeconds*float64(time.Second)))
+	w.resyncAfter(key, time.Duration(r.AfterSeconds*float64(time.Second)))
 	w.answerResync(msg, nil)
 }
 
@@ -351,13 +356,23 @@ const itemTimeout = 2 * time.Minute
 const busTimeout = 5 * time.Second
 
 // syncTraced syncs a parent in a span that starts the trace of the change.
+// The sync serves the parent's resync, if one is due; if it fails and is
+// retried (a panic too), the retry serves it.
 func (w *Watcher) syncTraced(ctx context.Context, key parentKey) (err error) {
+	resync, served := w.resyncs.take(key), false
+	defer func() {
+		if resync && !served {
+			w.resyncs.add(key)
+		}
+	}()
 	ctx, span := w.tracer.Start(ctx, "sync")
 	tracing.SetAttributes(span, func() []attribute.KeyValue {
-		return []attribute.KeyValue{tracing.KeyController.String(key.Controller), tracing.KeyParent.String(key.String()), attribute.Bool("uc.resync", key.Resync)}
+		return []attribute.KeyValue{tracing.KeyController.String(key.Controller), tracing.KeyParent.String(key.String()), attribute.Bool("uc.resync", resync)}
 	})
 	defer func() { tracing.End(span, err) }()
-	return w.sync(ctx, key)
+	err = w.sync(ctx, key, resync)
+	served = err == nil || verdict.Of(err) == verdict.Permanent // not retried
+	return err
 }
 
 // onController follows a controller's registration: it swaps the event
@@ -439,7 +454,7 @@ func changedMoreThanStatus(o, n *unstructured.Unstructured) bool {
 // enqueueParent syncs a parent that changed: its backoff starts again.
 func (w *Watcher) enqueueParent(controller string, obj any) {
 	if u, ok := obj.(*unstructured.Unstructured); ok {
-		w.enqueueChanged(parentKey{controller, "", u.GetNamespace(), u.GetName(), false}, 0)
+		w.enqueueChanged(parentKey{controller, "", u.GetNamespace(), u.GetName()}, 0)
 	}
 }
 
@@ -467,7 +482,7 @@ func (w *Watcher) enqueueOwner(controller string, obj any) {
 	}
 	if ref := metav1.GetControllerOfNoCopy(u); ref != nil {
 		if ref.APIVersion == ctl.Parent.APIVersion() && ref.Kind == ctl.Parent.GVK.Kind {
-			w.enqueueChanged(parentKey{controller, "", ns, ref.Name, false}, childDelay)
+			w.enqueueChanged(parentKey{controller, "", ns, ref.Name}, childDelay)
 		}
 		return
 	}
@@ -478,12 +493,12 @@ func (w *Watcher) enqueueOwner(controller string, obj any) {
 	for _, p := range parents {
 		parent := p.(*unstructured.Unstructured)
 		if sel, err := ctl.Selector(parent); err == nil && sel.Matches(labels.Set(u.GetLabels())) {
-			w.enqueueChanged(parentKey{controller, "", ns, parent.GetName(), false}, childDelay)
+			w.enqueueChanged(parentKey{controller, "", ns, parent.GetName()}, childDelay)
 		}
 	}
 }
 
-// childDelay holds a parent back after a change of one of its children, so
+// childDelay delays a parent's sync after a change of one of its children, so
 // that the changes of one apply (every child it wrote) give one sync, not
 // one per child.
 const childDelay = 50 * time.Millisecond

@@ -225,8 +225,8 @@ type CurrentRequest struct {
 
 // ApplyingPrefix is the prefix of apply notices: core NATS messages from an
 // applier to the watcher, one when it starts applying a parent's replies and
-// one when it is done. Meanwhile the watcher holds the parent's syncs back,
-// so the writes of one apply give one request, not one per write.
+// one when it is done. Meanwhile the watcher defers the parent's syncs, so
+// the writes of one apply give one request, not one per write.
 const ApplyingPrefix = "uc.applying"
 
 // ApplyingSubject is where an applier announces applies to the parent.

@@ -24,7 +24,7 @@ func (m *fakeMsg) Metadata() (*jetstream.MsgMetadata, error) {
 func (m *fakeMsg) InProgress() error { m.progress++; return nil }
 func (m *fakeMsg) Ack() error        { return nil }
 
-// delivery is one delivery of message seq, held at start+at, settled at
+// delivery is one delivery of message seq, tracked at start+at, settled at
 // once when ack.
 type delivery struct {
 	seq, delivered uint64
@@ -32,9 +32,9 @@ type delivery struct {
 	ack            bool
 }
 
-// TestHolderProgress: which deliveries a Holder's round of heartbeats
-// covers.
-func TestHolderProgress(t *testing.T) {
+// TestUnsettledProgress: which deliveries an Unsettled's round of
+// heartbeats covers.
+func TestUnsettledProgress(t *testing.T) {
 	start := time.Now()
 	tests := []struct {
 		name       string
@@ -42,7 +42,7 @@ func TestHolderProgress(t *testing.T) {
 		round      time.Duration // the heartbeat round's time, after start
 		want       []int         // in-progress acks of each delivery
 	}{{
-		name:       "held messages get one each",
+		name:       "unsettled messages get one each",
 		deliveries: []delivery{{1, 1, 0, false}, {2, 1, 0, false}},
 		round:      time.Second, want: []int{1, 1},
 	}, {
@@ -58,29 +58,29 @@ func TestHolderProgress(t *testing.T) {
 		deliveries: []delivery{{1, 2, 0, false}, {1, 2, 0, true}},
 		round:      time.Second, want: []int{0, 0},
 	}, {
-		name:       "a message held longer than MaxHold is let go",
-		deliveries: []delivery{{1, 1, 0, false}, {2, 1, MaxHold, false}},
-		round:      MaxHold + time.Second, want: []int{0, 1},
+		name:       "a message unsettled longer than MaxInProgress is let go",
+		deliveries: []delivery{{1, 1, 0, false}, {2, 1, MaxInProgress, false}},
+		round:      MaxInProgress + time.Second, want: []int{0, 1},
 	}, {
-		name:       "a new delivery is held anew",
-		deliveries: []delivery{{1, 1, 0, false}, {1, 2, MaxHold, false}},
-		round:      MaxHold + time.Second, want: []int{0, 1},
+		name:       "a new delivery is tracked anew",
+		deliveries: []delivery{{1, 1, 0, false}, {1, 2, MaxInProgress, false}},
+		round:      MaxInProgress + time.Second, want: []int{0, 1},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h := NewHolder()
+			u := NewUnsettled()
 			var msgs []*fakeMsg
 			for _, d := range tc.deliveries {
-				h.now = func() time.Time { return start.Add(d.at) }
+				u.now = func() time.Time { return start.Add(d.at) }
 				m := &fakeMsg{seq: d.seq, delivered: d.delivered}
 				msgs = append(msgs, m)
-				held := h.Hold(m)
+				tracked := u.Track(m)
 				if d.ack {
-					_ = held.Ack()
+					_ = tracked.Ack()
 				}
 			}
-			h.now = func() time.Time { return start.Add(tc.round) }
-			h.progress()
+			u.now = func() time.Time { return start.Add(tc.round) }
+			u.progress()
 			for i, m := range msgs {
 				if m.progress != tc.want[i] {
 					t.Errorf("delivery %d (seq %d, #%d): %d in-progress acks, want %d", i, m.seq, m.delivered, m.progress, tc.want[i])

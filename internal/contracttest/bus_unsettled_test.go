@@ -13,17 +13,18 @@ import (
 	"universalcontroller.dev/uc/schemas/bus"
 )
 
-// TestHolder: the messages a Holder holds are not delivered again however
-// long past the consumer's ack wait they are held, each settled one leaves
-// the stream or comes back as its settlement says, and what is no longer
-// held — its holder stopped — is delivered again after the ack wait.
-func TestHolder(t *testing.T) {
+// TestUnsettled: the messages an Unsettled tracks are not delivered again
+// however long past the consumer's ack wait they are unsettled, each settled
+// one leaves the stream or comes back as its settlement says, and what is no
+// longer tracked — its Unsettled stopped — is delivered again after the ack
+// wait.
+func TestUnsettled(t *testing.T) {
 	// Progress every ackWait/3 leaves 1s for a loaded machine to be late.
 	const ackWait = 1500 * time.Millisecond
 	js := bustest.JetStream(t)
 	ctx := t.Context()
 	cons, err := js.CreateOrUpdateConsumer(ctx, bus.ReplyStream, jetstream.ConsumerConfig{
-		Durable: "held", AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait, FilterSubject: bus.ReplyPrefix + ".>",
+		Durable: "unsettled", AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait, FilterSubject: bus.ReplyPrefix + ".>",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -32,40 +33,40 @@ func TestHolder(t *testing.T) {
 		"ack":  jetstream.Msg.Ack,
 		"nak":  func(m jetstream.Msg) error { return m.NakWithDelay(time.Hour) },
 		"term": jetstream.Msg.Term,
-		"kept": nil, // held until the holder stops
+		"kept": nil, // unsettled until the Unsettled stops
 	}
 	for name := range settle {
 		if _, err := js.Publish(ctx, bus.ReplyPrefix+".c.sync.0."+name, []byte(name)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	h := bus.NewHolder()
+	u := bus.NewUnsettled()
 	running, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); h.Run(running, ackWait/3) }()
+	go func() { defer close(done); u.Run(running, ackWait/3) }()
 	batch, err := cons.Fetch(len(settle))
 	if err != nil {
 		t.Fatal(err)
 	}
-	held := map[string]jetstream.Msg{}
+	tracked := map[string]jetstream.Msg{}
 	for m := range batch.Messages() {
-		held[string(m.Data())] = h.Hold(m)
+		tracked[string(m.Data())] = u.Track(m)
 	}
-	if len(held) != len(settle) {
-		t.Fatalf("fetched %d messages, want %d", len(held), len(settle))
+	if len(tracked) != len(settle) {
+		t.Fatalf("fetched %d messages, want %d", len(tracked), len(settle))
 	}
 
-	// Held for five ack waits: nothing comes again.
+	// Unsettled for five ack waits: nothing comes again.
 	again, err := cons.Fetch(1, jetstream.FetchMaxWait(3*ackWait))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for m := range again.Messages() {
-		t.Fatalf("%s was delivered again while held", m.Data())
+		t.Fatalf("%s was delivered again while unsettled", m.Data())
 	}
 	for name, fn := range settle {
 		if fn != nil {
-			if err := fn(held[name]); err != nil {
+			if err := fn(tracked[name]); err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
 		}
@@ -82,7 +83,7 @@ func TestHolder(t *testing.T) {
 		t.Fatalf("%d pending, %d redelivered (%v); want the nacked and the kept message pending, none redelivered", info.NumAckPending, info.NumRedelivered, err)
 	}
 
-	// The holder stopped: the kept message comes back after the ack wait.
+	// The Unsettled stopped: the kept message comes back after the ack wait.
 	start := time.Now()
 	again, err = cons.Fetch(1, jetstream.FetchMaxWait(4*ackWait))
 	if err != nil {
@@ -96,5 +97,5 @@ func TestHolder(t *testing.T) {
 	if len(names) != 1 || names[0] != "kept (delivery 2)" {
 		t.Fatalf("delivered again: %v, want the kept message, once", names)
 	}
-	t.Logf("no longer held, %s was delivered again after %s", names[0], time.Since(start).Round(10*time.Millisecond))
+	t.Logf("no longer tracked, %s was delivered again after %s", names[0], time.Since(start).Round(10*time.Millisecond))
 }
