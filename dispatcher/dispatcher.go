@@ -10,7 +10,6 @@ package dispatcher
 import (
 	"context"
 	"log/slog"
-	"net/http"
 	"sync"
 	"time"
 
@@ -28,6 +27,7 @@ import (
 	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/internal/webhook"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 	"universalcontroller.dev/uc/sdk/go/hook"
@@ -183,8 +183,7 @@ func countPanic() { recovery.Panics.WithLabelValues(recovery.Hook).Inc() }
 
 func (d *Dispatcher) handler(hook string, s *servedHook) hook.Handler {
 	if s.spec.Webhook != nil {
-		return newWebhookHandler(hook, s.spec.Webhook, s.ctl.Spec.EndpointConfigs, d.kube, d.opts.MaxReplyBytes)
+		return webhook.New(hook, s.spec.Webhook, s.ctl.Spec.EndpointConfigs, d.kube, d.opts.MaxReplyBytes)
 	}
-	return &destinationHandler{hook: hook, dest: *s.spec.Destination, controller: s.ctl.Object,
-		resolver: d.resolver, client: &http.Client{Transport: traced(http.DefaultTransport)}, limit: d.opts.MaxReplyBytes}
+	return webhook.NewDestination(hook, *s.spec.Destination, s.ctl.Object, d.resolver, d.opts.MaxReplyBytes)
 }

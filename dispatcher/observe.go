@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"universalcontroller.dev/uc/internal/webhook"
 	"universalcontroller.dev/uc/sdk/go/hook"
 )
 
@@ -29,7 +30,7 @@ const (
 // outcome is how a call of a hook that returned err ended; ctx is the
 // call's.
 func outcome(ctx context.Context, err error) string {
-	var status *statusError
+	var status *webhook.StatusError
 	var e *hook.Error
 	switch {
 	case err == nil:
@@ -37,7 +38,7 @@ func outcome(ctx context.Context, err error) string {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded):
 		return outcomeTimeout
 	case errors.As(err, &status):
-		return fmt.Sprintf("http_%dxx", status.code/100)
+		return fmt.Sprintf("http_%dxx", status.Code/100)
 	case errors.As(err, &e) && e.Reason == hook.ReasonInvalidReply:
 		return outcomeInvalidReply
 	case errors.As(err, &e) && e.Reason == hook.ReasonHTTPError:
@@ -59,12 +60,3 @@ func (h observedHandler) Handle(ctx context.Context, data []byte) (any, error) {
 	h.obs.HookCalled(h.controller, h.Hook(), outcome(ctx, err), time.Since(start))
 	return reply, err
 }
-
-// statusError is a hook's answer with a status other than 200.
-type statusError struct {
-	code int
-	err  error
-}
-
-func (e *statusError) Error() string { return e.err.Error() }
-func (e *statusError) Unwrap() error { return e.err }

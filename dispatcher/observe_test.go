@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/client-go/kubernetes/fake"
 
+	"universalcontroller.dev/uc/internal/webhook"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
@@ -71,7 +72,7 @@ func TestCallOutcomes(t *testing.T) {
 		t.Run(tc.want, func(t *testing.T) {
 			rec := &callRecorder{}
 			url := tc.url
-			h := observedHandler{newWebhookHandler(hooks.Sync, &v1alpha1.Webhook{URL: &url}, nil, fake.NewClientset(), 1<<20), "foo.example.com", rec}
+			h := observedHandler{webhook.New(hooks.Sync, &v1alpha1.Webhook{URL: &url}, nil, fake.NewClientset(), 1<<20), "foo.example.com", rec}
 			ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 			defer cancel()
 			_, _ = h.Handle(ctx, []byte(`{}`))

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"universalcontroller.dev/uc/internal/webhook"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
@@ -40,7 +41,7 @@ func TestWebhookCallIsTraced(t *testing.T) {
 			rec := tracetest.NewSpanRecorder()
 			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 			ctx, call := tp.Tracer("worker").Start(t.Context(), "hook sync")
-			h := newWebhookHandler(hooks.Sync, &v1alpha1.Webhook{URL: &srv.URL, Connection: tc.conn}, nil, fake.NewClientset(token), 1<<20)
+			h := webhook.New(hooks.Sync, &v1alpha1.Webhook{URL: &srv.URL, Connection: tc.conn}, nil, fake.NewClientset(token), 1<<20)
 			if _, err := h.Handle(ctx, []byte(`{}`)); err != nil {
 				t.Fatal(err)
 			}

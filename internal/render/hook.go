@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"universalcontroller.dev/uc/core"
-	"universalcontroller.dev/uc/dispatcher"
 	"universalcontroller.dev/uc/internal/exechook"
+	"universalcontroller.dev/uc/internal/webhook"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 	"universalcontroller.dev/uc/sdk/go/hook"
@@ -87,7 +87,7 @@ func (in *inputs) handler(opts Options, name string, notes io.Writer) (hook.Hand
 	case opts.Exec != "":
 		return &execHook{Handler: &exechook.Handler{HookName: name, Argv: []string{"sh", "-c", opts.Exec}, MaxReplyBytes: maxReply}, stderr: notes}, nil
 	case opts.URL != "":
-		return dispatcher.NewWebhook(name, &v1alpha1.Webhook{URL: &opts.URL}, nil, nil, maxReply), nil
+		return webhook.New(name, &v1alpha1.Webhook{URL: &opts.URL}, nil, nil, maxReply), nil
 	}
 	spec := in.ctl.Spec.Hooks.Named(name)
 	switch {
@@ -98,7 +98,7 @@ func (in *inputs) handler(opts Options, name string, notes io.Writer) (hook.Hand
 	case in.kube == nil && (!spec.Webhook.Connection.IsZero() || len(in.ctl.Spec.EndpointConfigs) > 0):
 		return nil, fmt.Errorf("%s's %s webhook connects with settings that may name Secrets: give its URL (--url) to call it without them, or --kubeconfig to read them", in.ctl.Name, name)
 	}
-	return dispatcher.NewWebhook(name, spec.Webhook, in.ctl.Spec.EndpointConfigs, in.kube, maxReply), nil
+	return webhook.New(name, spec.Webhook, in.ctl.Spec.EndpointConfigs, in.kube, maxReply), nil
 }
 
 // execHook runs a command as `uc worker` does, and passes on what it

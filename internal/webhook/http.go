@@ -1,4 +1,4 @@
-package dispatcher
+package webhook
 
 import (
 	"encoding/json"
@@ -43,10 +43,10 @@ func post(client *http.Client, req *http.Request, limit int64) (http.Header, []b
 	case (resp.StatusCode == http.StatusNotModified || resp.StatusCode == http.StatusPreconditionFailed) && req.Header.Get("If-None-Match") != "":
 		return resp.Header, nil, errNotModified
 	case resp.StatusCode == http.StatusAccepted:
-		return nil, nil, &hook.Error{Reason: hook.ReasonHTTPError, Err: &statusError{resp.StatusCode,
+		return nil, nil, &hook.Error{Reason: hook.ReasonHTTPError, Err: &StatusError{resp.StatusCode,
 			fmt.Errorf("%s %s: %s without a reply: a hook must answer with its reply in a 200 response", req.Method, req.URL.Redacted(), resp.Status)}}
 	case resp.StatusCode != http.StatusOK:
-		e := &hook.Error{Reason: hook.ReasonHTTPError, Err: &statusError{resp.StatusCode, fmt.Errorf("%s %s: %s%s", req.Method, req.URL.Redacted(), resp.Status, excerpt(body))}}
+		e := &hook.Error{Reason: hook.ReasonHTTPError, Err: &StatusError{resp.StatusCode, fmt.Errorf("%s %s: %s%s", req.Method, req.URL.Redacted(), resp.Status, excerpt(body))}}
 		if resp.StatusCode == http.StatusTooManyRequests {
 			e.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
 		}
@@ -103,3 +103,13 @@ func excerpt(body []byte) string {
 	}
 	return ": " + strconv.Quote(s)
 }
+
+// StatusError is a hook's answer with a status other than 200.
+type StatusError struct {
+	Code int
+	err  error
+}
+
+func (e *StatusError) Error() string { return e.err.Error() }
+
+func (e *StatusError) Unwrap() error { return e.err }

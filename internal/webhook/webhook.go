@@ -1,4 +1,4 @@
-package dispatcher
+package webhook
 
 import (
 	"bytes"
@@ -41,12 +41,11 @@ func newWebhookHandler(hook string, spec *v1alpha1.Webhook, endpoints []v1alpha1
 	return &webhookHandler{hook: hook, spec: spec, endpoints: endpoints, kube: kube, limit: limit, etags: newEtagCache(spec.Etag)}
 }
 
-// NewWebhook calls a webhook as the dispatcher does, without the bus (`uc
-// render`): spec says where it is and how to connect, with the
-// controller's endpoints; kube reads the Secrets and ConfigMaps a
-// connection names, and may be nil when it names none. A reply larger than
-// limit bytes fails the call.
-func NewWebhook(name string, spec *v1alpha1.Webhook, endpoints []v1alpha1.EndpointConfig, kube kubernetes.Interface, limit int64) hook.Handler {
+// New is the handler of the hook name that calls a webhook: spec says
+// where it is and how to connect, with the controller's endpoints; kube
+// reads the Secrets and ConfigMaps a connection names, and may be nil when
+// it names none. A reply larger than limit bytes fails the call.
+func New(name string, spec *v1alpha1.Webhook, endpoints []v1alpha1.EndpointConfig, kube kubernetes.Interface, limit int64) hook.Handler {
 	return newWebhookHandler(name, spec, endpoints, kube, limit)
 }
 

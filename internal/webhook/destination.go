@@ -1,4 +1,4 @@
-package dispatcher
+package webhook
 
 import (
 	"bytes"
@@ -33,6 +33,15 @@ type destinationHandler struct {
 	resolver   *resolver.URIResolver
 	client     *http.Client
 	limit      int64
+}
+
+// NewDestination is the handler of the hook name that calls a
+// destination (spec.destination of a hook): resolve turns it into a URL,
+// controller is the object that tracks it. A reply larger than limit bytes
+// fails the call.
+func NewDestination(name string, dest duckv1.Destination, controller *unstructured.Unstructured, resolve *resolver.URIResolver, limit int64) hook.Handler {
+	return &destinationHandler{hook: name, dest: dest, controller: controller, resolver: resolve,
+		client: &http.Client{Transport: traced(http.DefaultTransport)}, limit: limit}
 }
 
 func (h *destinationHandler) Hook() string { return h.hook }
