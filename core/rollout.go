@@ -21,9 +21,9 @@ import (
 // (if the children already there pass their status checks), and the desired
 // children, each as its own revision's reply wants it.
 type Rollout struct {
-	Revisions    []*revision.Revision // oldest first; latest is among them
-	Latest  *revision.Revision
-	Changed map[string]bool // names of revisions whose content changed
+	Revisions []*revision.Revision // oldest first; latest is among them
+	Latest    *revision.Revision
+	Changed   map[string]bool // names of revisions whose content changed
 	// Metacontroller are Metacontroller's revisions of the parent, now
 	// among revs as uc's: deleted once those are saved.
 	Metacontroller []*unstructured.Unstructured
