@@ -24,18 +24,20 @@
 //   - writer makes the planned writes of one reply, never half-applied,
 //     and records the Event that names the children it changed.
 //
-// Planning is pure and shared by the three and by uc's tools (uc render,
-// uc inspect): it writes nothing and reads the live objects through Cache.
+// What to write is decided by the core (package core): decoding and
+// checking a reply, planning the writes and a rollout's step, composing the
+// status. The applier carries the core's decisions out and reads the live
+// objects the core plans against from the registry's caches (core.Cache).
 //
 //	part        files
 //	façade      applier.go (Applier, Options), doc.go
 //	intake      intake.go (intake, worker loop), partitions.go (owner,
 //	            partition, its hold), batch.go (reply, batch)
 //	reconciler  reconcile.go (apply, reject, reportFailing), decode.go,
-//	            fence.go (and knownParents), status.go, rollout.go (core.rollout,
-//	            revisions), metacontroller.go, parent.go, feedback.go,
-//	            decorator.go, dryrun.go, shadow.go, trace.go, observe.go
-//	writer      write.go (execute, write, ownership, errors), preflight.go
-//	pure        plan.go (plan, Cache), rollout.go (planRollout), steps.go,
-//	            check.go, plandiff.go, status.go (composeStatus)
+//	            fence.go (and knownParents), status.go, rollout.go (a
+//	            rollout's revisions), metacontroller.go, parent.go,
+//	            feedback.go, decorator.go, dryrun.go, shadow.go, trace.go,
+//	            observe.go
+//	writer      write.go (execute, write, ownership, errors), preflight.go,
+//	            gate.go, wrote.go
 package applier

@@ -13,8 +13,8 @@ import (
 )
 
 // objects holds observed objects by resource, and finds them as uc finds
-// them in its caches: the watcher to claim a parent's children
-// (watcher.Children), the applier to plan its writes (applier.Cache).
+// them in its caches (a core.Cache): to claim a parent's children and to
+// plan the writes.
 type objects map[schema.GroupVersionResource][]*unstructured.Unstructured
 
 // newObjects files each object under its resource, as mapper resolves its
