@@ -63,7 +63,7 @@ func (rc *reconciler) decorate(ctx context.Context, parents *knownParents, ctl *
 		return nil
 	}
 	if err := rc.applyDecoration(ctx, parents, view, d, obj, b, log); err != nil {
-		rc.reportFailing(ctx, log, view, obj, m, err)
+		rc.reportFailing(ctx, log, view, obj, m, err, false)
 		return err
 	}
 	return nil

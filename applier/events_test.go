@@ -140,7 +140,7 @@ func TestReportFailing(t *testing.T) {
 					delete(failures, m.ApplyKey())
 					rc.failing.forget(m.ApplyKey())
 				} else {
-					rc.reportFailing(t.Context(), rc.log, &c, parent, m, s.err)
+					rc.reportFailing(t.Context(), rc.log, &c, parent, m, s.err, !tc.decorator)
 					failures[m.ApplyKey()]++
 				}
 				var events []string

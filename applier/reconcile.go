@@ -149,16 +149,19 @@ func (rc *reconciler) applyReplies(ctx context.Context, parents *knownParents, b
 		log.Debug("dropping a reply older than one already applied")
 		return nil
 	}
-	if ctl.Decorator != nil {
-		return rc.decorate(ctx, parents, ctl, b, log)
-	}
-	parent, err := rc.parent(ctx, ctl, m)
+	return rc.kindOf(ctl).apply(ctx, parents, ctl, b, log)
+}
+
+// applyToParent applies a UniversalController's replies to its parent.
+func (rc *reconciler) applyToParent(ctx context.Context, parents *knownParents, ctl *core.Controller, b *batch, log *slog.Logger) error {
+	r := b.latest()
+	parent, err := rc.parent(ctx, ctl, r.meta)
 	if err != nil || parent == nil {
-		parents.forget(m.ApplyKey())
+		parents.forget(r.meta.ApplyKey())
 		return err
 	}
 	if err := rc.applyTo(ctx, parents, ctl, parent, b, log); err != nil {
-		rc.reportFailing(ctx, log, ctl, parent, m, err)
+		rc.reportFailing(ctx, log, ctl, parent, r.meta, err, true)
 		return err
 	}
 	rc.syncReplied(ctl, r)
@@ -201,43 +204,7 @@ func (rc *reconciler) applyTo(ctx context.Context, parents *knownParents, ctl *c
 		actions = ro.KeepOnly(actions)
 		conditions = append(conditions, ro.Condition(m.Generation))
 	}
-	if ctl.DryRun() {
-		return rc.dryRun(ctx, parents, ctl, parent, m, resp, actions, conditions)
-	}
-	if ro != nil {
-		// The rollout's progress is saved before any child is touched.
-		if err := rc.saveRevisions(ctx, ro); err != nil {
-			return err
-		}
-		parents.rolled(m.ApplyKey(), ctl, ro)
-	}
-	changed, err := rc.writer.execute(ctx, ctl, parent, actions)
-	if err != nil {
-		if reason, problem := classify(m.Hook, err); problem != nil {
-			return rc.reject(ctx, log, ctl, parent, m, reason, problem)
-		}
-		return err
-	}
-	if parents.deferStatus(parent, resp, changed) {
-		log.Debug("status left to the sync that follows the children's change")
-	} else if err := rc.writeStatus(ctx, ctl, parent, resp.Status, m.Generation, conditions...); err != nil {
-		return err
-	}
-	// The finalizer stays while a finalize hook exists and has not said
-	// finalized.
-	keep := ctl.Spec.Hooks.Finalize != nil && (m.Hook == hooks.Sync || !resp.Finalized)
-	if err := rc.setFinalizer(ctx, ctl, parent, keep); err != nil {
-		return err
-	}
-	if resp.ResyncAfterSeconds > 0 {
-		rc.resyncAfter(m, resp.ResyncAfterSeconds)
-	}
-	log.Debug("applied", "writes", len(actions))
-	if err := rc.advanceFence(ctx, parents, m); err != nil {
-		return err
-	}
-	rc.recordHookEvents(parent, resp.Events)
-	return nil
+	return rc.sinkOf(ctl).apply(ctx, parents, ctl, parent, m, planned{resp, ro, actions, conditions}, log)
 }
 
 // parent returns the parent the reply is for, or nil when it is gone or was
@@ -270,14 +237,7 @@ func (rc *reconciler) parent(ctx context.Context, ctl *core.Controller, m bus.Me
 func (rc *reconciler) reject(ctx context.Context, log *slog.Logger, ctl *core.Controller, parent *unstructured.Unstructured, m bus.Meta, reason string, problem error) error {
 	logRejected(log, reason, problem)
 	rc.observer.Rejected(m, reason)
-	if ctl.DryRun() {
-		return rc.rejectDryRun(ctx, m, reason, problem)
-	}
-	rc.warn(ctl, parent, reason, problem.Error())
-	if err := rc.writeStatus(ctx, ctl, parent, nil, m.Generation, core.FailedCondition(m.Generation, reason, problem.Error())); err != nil {
-		return err
-	}
-	return nil
+	return rc.sinkOf(ctl).reject(ctx, ctl, parent, m, reason, problem)
 }
 
 // logRejected logs a rejected reply: an error of uc's or the apiserver's
@@ -329,15 +289,15 @@ func superseded(err error) bool {
 const reportAfterFailures = 3
 
 // reportFailing reports on the parent an apply that keeps failing and is
-// retried — a Warning Event ApplyFailed and, for a controller's parent, a
-// Synced=False condition, both naming the error — once it failed
+// retried — a Warning Event ApplyFailed and, with condition (a controller's
+// parent, not a decorated object), a Synced=False condition, both naming the error — once it failed
 // reportAfterFailures times in a row. A failure already reported is not
 // reported again: the Event once per distinct error, the condition once
 // per distinct error and generation; the next apply that succeeds sets
 // Synced=True.
-func (rc *reconciler) reportFailing(ctx context.Context, log *slog.Logger, ctl *core.Controller, parent *unstructured.Unstructured, m bus.Meta, err error) {
+func (rc *reconciler) reportFailing(ctx context.Context, log *slog.Logger, ctl *core.Controller, parent *unstructured.Unstructured, m bus.Meta, err error, condition bool) {
 	key := m.ApplyKey()
-	if rc.failures(key)+1 < reportAfterFailures || ctl.DryRun() || superseded(err) {
+	if rc.failures(key)+1 < reportAfterFailures || !rc.sinkOf(ctl).writesParent() || superseded(err) {
 		return // a dry-run controller's parents are not written to, not even to say so
 	}
 	message := fmt.Sprintf("the apply keeps failing; uc retries it with backoff: %v", err)
@@ -346,7 +306,7 @@ func (rc *reconciler) reportFailing(ctx context.Context, log *slog.Logger, ctl *
 		log.Warn("apply keeps failing; reported on the parent", "err", err)
 		rc.warn(ctl, parent, v1alpha1.ReasonApplyFailed, message)
 	}
-	if !newError && !newGeneration || ctl.Decorator != nil {
+	if !newError && !newGeneration || !condition {
 		return // uc adds no condition to a decorated object
 	}
 	if err := rc.writeStatus(ctx, ctl, parent, nil, m.Generation, core.FailedCondition(m.Generation, v1alpha1.ReasonApplyFailed, message)); err != nil {

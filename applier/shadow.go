@@ -238,7 +238,7 @@ func (rc *reconciler) compareShadow(ctx context.Context, p *shadowPair) {
 	}
 	if d := plan.ShadowDiff; !d.Empty() {
 		log.Info("the sync hook's shadow differs", "difference", d.Hash, "added", d.Added, "removed", len(d.Removed), "changed", len(d.Changed), "status", d.Status)
-		if !ctl.DryRun() && rc.shadows.firstRecord(parent.GetUID(), d) {
+		if rc.sinkOf(ctl).writesParent() && rc.shadows.firstRecord(parent.GetUID(), d) {
 			rc.events.Event(parent, "Normal", "ShadowDiffers", shadowMessage(d))
 		}
 	}

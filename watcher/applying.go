@@ -230,11 +230,7 @@ func writesSeen(c objectCache, wrote []bus.Written, watched func(schema.GroupVer
 // watches tells a resource whose objects the watcher caches for the
 // controller: its parents' and its children's.
 func watches(ctl *core.Controller, gvr schema.GroupVersionResource) bool {
-	if ctl.Decorator != nil {
-		return slices.ContainsFunc(ctl.Decorator.Resources, func(d core.Decorated) bool { return d.GVR == gvr }) ||
-			slices.ContainsFunc(ctl.Children, func(c core.Child) bool { return c.GVR == gvr })
-	}
-	return ctl.Parent.GVR == gvr || slices.ContainsFunc(ctl.Children, func(c core.Child) bool { return c.GVR == gvr })
+	return slices.Contains(ctl.ParentResources(), gvr) || slices.ContainsFunc(ctl.Children, func(c core.Child) bool { return c.GVR == gvr })
 }
 
 // atLeast tells whether resourceVersion rv is want or a later one. Kubernetes

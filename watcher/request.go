@@ -43,9 +43,12 @@ func (w *Watcher) sync(ctx context.Context, key parentKey, resync bool) error {
 		w.log.Debug("sync deferred until the retry of a failed request", "controller", key.Controller, "parent", key.String(), "resync", resync)
 		return nil
 	}
-	if ctl.Decorator != nil {
-		return w.syncDecorated(ctx, ctl, key, resync)
-	}
+	return w.kindOf(ctl).sync(ctx, ctl, key, resync)
+}
+
+// syncParent publishes the request of a UniversalController's parent, and
+// of its shadow and its older revisions.
+func (w *Watcher) syncParent(ctx context.Context, ctl *core.Controller, key parentKey, resync bool) error {
 	b, err := w.build(ctx, ctl, key)
 	switch {
 	case err != nil:

@@ -398,10 +398,12 @@ func (w *Watcher) onController(old, cur *core.Controller) {
 		}
 		w.handlers[cur.Name] = append(w.handlers[cur.Name], handler{informer: inf, reg: reg})
 	}
-	if cur.Decorator != nil {
-		w.followDecorator(cur, add)
-		return
-	}
+	w.kindOf(cur).follow(cur, add)
+}
+
+// followParents adds the handlers that queue a UniversalController's
+// parents: when they change, and when their children or revisions do.
+func (w *Watcher) followParents(cur *core.Controller, add func(core.Resource, cache.ResourceEventHandler)) {
 	name := cur.Name
 	changed := changedNotByUC
 	if cur.Spec.ParentResource.IgnoreStatusChanges != nil && *cur.Spec.ParentResource.IgnoreStatusChanges {
