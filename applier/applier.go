@@ -8,11 +8,12 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/record"
 
-	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/bus"
@@ -66,8 +67,25 @@ type Applier struct {
 	rec  *reconciler
 }
 
+// Registry is what the applier needs of the registered controllers and
+// their caches (internal/registry's Registry).
+type Registry interface {
+	// Get returns a registered controller; MayExist tells one that another
+	// role of the process may register soon.
+	Get(name string) (*core.Controller, bool)
+	MayExist(name string) bool
+	// Cache holds the live parents and children the core plans against.
+	core.Cache
+	// StatusSchema is what a parent resource's status admits.
+	StatusSchema(res core.Resource) *core.StatusSchema
+	// ParentFailed and ParentApplied keep the tally of failing parents
+	// that a UniversalController's status reports.
+	ParentFailed(controller string, parent *unstructured.Unstructured, reason, message string)
+	ParentApplied(controller string, parent *unstructured.Unstructured) (wasFailing bool)
+}
+
 // New makes an Applier.
-func New(reg *registry.Registry, dyn dynamic.Interface, js jetstream.JetStream, events record.EventRecorder, opts Options, log *slog.Logger) *Applier {
+func New(reg Registry, dyn dynamic.Interface, js jetstream.JetStream, events record.EventRecorder, opts Options, log *slog.Logger) *Applier {
 	if opts.Workers <= 0 {
 		opts.Workers = 16
 	}

@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"universalcontroller.dev/uc/core"
-	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/internal/verdict"
 	"universalcontroller.dev/uc/schemas/bus"
@@ -41,7 +40,7 @@ import (
 // written (dryrun.go); a sync hook's shadow's is compared, never applied
 // (shadow.go).
 type reconciler struct {
-	reg            *registry.Registry
+	reg            Registry
 	dyn            dynamic.Interface
 	js             jetstream.JetStream
 	events         record.EventRecorder

@@ -80,8 +80,14 @@ func (s *servedHook) sameHook(ctl *core.Controller, spec *v1alpha1.Hook) bool {
 		(spec.Webhook == nil || equality.Semantic.DeepEqual(s.ctl.Spec.EndpointConfigs, ctl.Spec.EndpointConfigs))
 }
 
+// Controllers tells the dispatcher of the registered controllers, as
+// internal/registry's Registry does.
+type Controllers interface {
+	Subscribe(l registry.Listener) (unsubscribe func())
+}
+
 // New makes a Dispatcher that follows the registry. Run it.
-func New(js jetstream.JetStream, reg *registry.Registry, kube kubernetes.Interface, dyn dynamic.Interface, opts Options, log *slog.Logger) *Dispatcher {
+func New(js jetstream.JetStream, reg Controllers, kube kubernetes.Interface, dyn dynamic.Interface, opts Options, log *slog.Logger) *Dispatcher {
 	if opts.MaxReplyBytes <= 0 {
 		opts.MaxReplyBytes = js.Conn().MaxPayload()
 	}

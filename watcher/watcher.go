@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
@@ -76,7 +77,7 @@ func (k parentKey) String() string {
 
 // Watcher publishes hook requests for the parents of registered controllers.
 type Watcher struct {
-	reg       *registry.Registry
+	reg       Registry
 	js        jetstream.JetStream
 	opts      Options
 	log       *slog.Logger
@@ -105,8 +106,28 @@ type handler struct {
 	related  bool // follows a related resource
 }
 
+// Registry is what the watcher needs of the registered controllers and
+// the shared informers (internal/registry's Registry).
+type Registry interface {
+	// Get returns a registered controller; Subscribe tells of every one
+	// registered, changed or removed.
+	Get(name string) (*core.Controller, bool)
+	Subscribe(l registry.Listener) (unsubscribe func())
+	// Resolve resolves a resource a customize reply names, and Watch makes
+	// the shared informers follow it for the controller.
+	Resolve(rule v1alpha1.ResourceRule) (core.Resource, error)
+	Watch(ctx context.Context, controller string, gvr schema.GroupVersionResource) error
+	// Cache holds the parents and children the core reads.
+	core.Cache
+	// Informer and Lister are the shared informer of a resource and its
+	// cache; LastSyncResourceVersion the last resourceVersion it heard.
+	Informer(gvr schema.GroupVersionResource) cache.SharedIndexInformer
+	Lister(gvr schema.GroupVersionResource) cache.GenericLister
+	LastSyncResourceVersion(gvr schema.GroupVersionResource) string
+}
+
 // New makes a watcher over the registry's controllers, publishing to js.
-func New(reg *registry.Registry, js jetstream.JetStream, opts Options, log *slog.Logger) *Watcher {
+func New(reg Registry, js jetstream.JetStream, opts Options, log *slog.Logger) *Watcher {
 	if opts.Partitions <= 0 {
 		opts.Partitions = bus.DefaultPartitions
 	}
