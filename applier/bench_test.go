@@ -10,6 +10,7 @@ import (
 
 	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/core/coretest"
+	"universalcontroller.dev/uc/internal/objtest"
 	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/internal/tracing/otlp"
 	"universalcontroller.dev/uc/schemas/bus"
@@ -36,7 +37,7 @@ func BenchmarkApplySpans(b *testing.B) {
 	recorded := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
 	defer func() { _ = recorded.Shutdown(b.Context()) }()
 	ctl := coretest.Controller(v1alpha1.ChildUpdateInPlace)
-	act := core.Write{Verb: core.VerbCreate, Child: &ctl.Children[0], Object: coretest.Object("ConfigMap", "ns", "c", nil, "")}
+	act := core.Write{Verb: core.VerbCreate, Child: &ctl.Children[0], Object: objtest.Object("ConfigMap", "ns", "c", nil, "")}
 	meta := bus.Meta{Address: bus.Address{Controller: "test", Hook: hooks.Sync, ParentUID: "parent-uid"}, Namespace: "ns", Name: "p"}
 	for _, tc := range []struct {
 		name string

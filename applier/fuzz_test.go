@@ -21,6 +21,7 @@ import (
 
 	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/core/coretest"
+	"universalcontroller.dev/uc/internal/objtest"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -119,21 +120,21 @@ func fuzzController() *core.Controller {
 // fuzzLive is what the cluster holds: children of the parent, an orphan its
 // selector claims, another parent's child, an unowned object it does not
 // select, and an orphan in another namespace.
-func fuzzLive() coretest.Live {
+func fuzzLive() objtest.Live {
 	withLabels := func(o *unstructured.Unstructured, lbls map[string]string) *unstructured.Unstructured {
 		o.SetLabels(lbls)
 		return o
 	}
-	deploy := coretest.Object("Deployment", "ns", "web", nil, fuzzParentUID)
+	deploy := objtest.Object("Deployment", "ns", "web", nil, fuzzParentUID)
 	deploy.SetAPIVersion("apps/v1")
-	return coretest.Live{
-		coretest.Object("ConfigMap", "ns", "mine", map[string]any{"k": "1"}, fuzzParentUID),
+	return objtest.Live{
+		objtest.Object("ConfigMap", "ns", "mine", map[string]any{"k": "1"}, fuzzParentUID),
 		deploy,
-		withLabels(coretest.Object("Service", "ns", "released", nil, fuzzParentUID), map[string]string{"app": "web"}),
-		withLabels(coretest.Object("ConfigMap", "ns", "orphan", nil, ""), map[string]string{v1alpha1.LabelControllerUID: fuzzParentUID}),
-		coretest.Object("ConfigMap", "ns", "theirs", nil, "other-uid"),
-		withLabels(coretest.Object("ConfigMap", "ns", "victim", map[string]any{"secret": "do-not-touch"}, ""), map[string]string{"app": "victim"}),
-		withLabels(coretest.Object("ConfigMap", "elsewhere", "orphan", nil, ""), map[string]string{v1alpha1.LabelControllerUID: fuzzParentUID}),
+		withLabels(objtest.Object("Service", "ns", "released", nil, fuzzParentUID), map[string]string{"app": "web"}),
+		withLabels(objtest.Object("ConfigMap", "ns", "orphan", nil, ""), map[string]string{v1alpha1.LabelControllerUID: fuzzParentUID}),
+		objtest.Object("ConfigMap", "ns", "theirs", nil, "other-uid"),
+		withLabels(objtest.Object("ConfigMap", "ns", "victim", map[string]any{"secret": "do-not-touch"}, ""), map[string]string{"app": "victim"}),
+		withLabels(objtest.Object("ConfigMap", "elsewhere", "orphan", nil, ""), map[string]string{v1alpha1.LabelControllerUID: fuzzParentUID}),
 	}
 }
 
@@ -190,7 +191,7 @@ func FuzzPlan(f *testing.F) {
 }
 
 // checkAction fails t when act breaks a promise of the applier.
-func checkAction(t *testing.T, ctl *core.Controller, parent *unstructured.Unstructured, sel labels.Selector, live coretest.Live, act core.Write) {
+func checkAction(t *testing.T, ctl *core.Controller, parent *unstructured.Unstructured, sel labels.Selector, live objtest.Live, act core.Write) {
 	t.Helper()
 	declared := false
 	for i := range ctl.Children {

@@ -18,6 +18,7 @@ import (
 
 	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/core/coretest"
+	"universalcontroller.dev/uc/internal/objtest"
 	"universalcontroller.dev/uc/internal/preflight"
 	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -75,7 +76,7 @@ func TestDryRunsOnlyWhereSomethingCouldRefuse(t *testing.T) {
 			w := &writer{dyn: dyn, tracer: tracing.Tracer(nil), events: record.NewFakeRecorder(10), log: slog.New(slog.DiscardHandler), preflight: tc.preflight}
 			var actions []core.Write
 			for _, name := range []string{"a", "b", "c"} {
-				obj, err := coretest.Desired(ctl, parent, coretest.Object("ConfigMap", "", name, map[string]any{"k": "v"}, ""))
+				obj, err := coretest.Desired(ctl, parent, objtest.Object("ConfigMap", "", name, map[string]any{"k": "v"}, ""))
 				if err != nil {
 					t.Fatal(err)
 				}

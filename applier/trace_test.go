@@ -19,6 +19,7 @@ import (
 	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/core/coretest"
 	"universalcontroller.dev/uc/internal/bustest"
+	"universalcontroller.dev/uc/internal/objtest"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -54,12 +55,12 @@ func TestApplyContinuesTheTrace(t *testing.T) {
 	for attempt := range 2 {
 		// A create, and a delete of a child already gone (the fake
 		// client makes a dry run's create for real).
-		obj, err := coretest.Desired(ctl, parent, coretest.Object("ConfigMap", "", fmt.Sprint("c-", attempt), nil, ""))
+		obj, err := coretest.Desired(ctl, parent, objtest.Object("ConfigMap", "", fmt.Sprint("c-", attempt), nil, ""))
 		if err != nil {
 			t.Fatal(err)
 		}
 		actions := []core.Write{{Verb: core.VerbCreate, Child: &ctl.Children[0], Object: obj},
-			{Verb: core.VerbDelete, Child: &ctl.Children[0], Object: coretest.Object("ConfigMap", "ns", "gone", nil, "parent-uid")}}
+			{Verb: core.VerbDelete, Child: &ctl.Children[0], Object: objtest.Object("ConfigMap", "ns", "gone", nil, "parent-uid")}}
 		ctx, span := rc.traceApply(t.Context(), b)
 		if _, err := w.execute(ctx, ctl, parent, actions); err != nil {
 			t.Fatal(err)

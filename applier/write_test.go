@@ -21,6 +21,7 @@ import (
 
 	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/core/coretest"
+	"universalcontroller.dev/uc/internal/objtest"
 	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/internal/verdict"
 	"universalcontroller.dev/uc/schemas/bus"
@@ -38,21 +39,21 @@ func TestCreateNeverUpserts(t *testing.T) {
 	parent.SetName("p")
 	parent.SetUID("parent-uid")
 	sel := labels.SelectorFromSet(labels.Set{v1alpha1.LabelControllerUID: "parent-uid"})
-	unlabelled := coretest.Object("ConfigMap", "ns", "taken", map[string]any{"secret": "x"}, "")
+	unlabelled := objtest.Object("ConfigMap", "ns", "taken", map[string]any{"secret": "x"}, "")
 	for _, tc := range []struct {
 		name     string
 		existing *unstructured.Unstructured
 		refused  string // "" when the create is retried
 	}{
 		{"an orphan the selector does not match", unlabelled, "is controlled by no one"},
-		{"another parent's child", coretest.Object("ConfigMap", "ns", "taken", nil, "other-uid"), "already controlled by Parent p"},
-		{"an orphan the selector matches", coretest.Claimable(coretest.Object("ConfigMap", "ns", "taken", nil, "")), ""},
+		{"another parent's child", objtest.Object("ConfigMap", "ns", "taken", nil, "other-uid"), "already controlled by Parent p"},
+		{"an orphan the selector matches", objtest.Claimable(objtest.Object("ConfigMap", "ns", "taken", nil, "")), ""},
 	} {
 		for _, dryRun := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s, dry run %v", tc.name, dryRun), func(t *testing.T) {
 				dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), tc.existing.DeepCopy())
 				w := &writer{dyn: dyn, tracer: tracing.Tracer(nil)}
-				want, err := coretest.Desired(ctl, parent, coretest.Object("ConfigMap", "", "taken", map[string]any{"k": "v"}, ""))
+				want, err := coretest.Desired(ctl, parent, objtest.Object("ConfigMap", "", "taken", map[string]any{"k": "v"}, ""))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -195,9 +196,9 @@ func TestLeftBehind(t *testing.T) {
 func TestWritesAreNoted(t *testing.T) {
 	ctl := coretest.Controller(v1alpha1.ChildUpdateInPlace)
 	child := &ctl.Children[0]
-	old := coretest.Object("ConfigMap", "ns", "old", nil, "")
+	old := objtest.Object("ConfigMap", "ns", "old", nil, "")
 	old.SetUID("old-uid")
-	created := coretest.Object("ConfigMap", "ns", "new", map[string]any{"k": "v"}, "")
+	created := objtest.Object("ConfigMap", "ns", "new", map[string]any{"k": "v"}, "")
 	actions := []core.Write{{Verb: core.VerbCreate, Child: child, Object: created}, {Verb: core.VerbDelete, Child: child, Object: old}}
 	for _, dryRun := range []bool{true, false} {
 		t.Run(fmt.Sprintf("dry run %v", dryRun), func(t *testing.T) {
@@ -229,7 +230,7 @@ func TestWritesAreNoted(t *testing.T) {
 // is, a conflict, which is retried, never a refusal that rejects the reply.
 func TestChangedSinceIsAConflict(t *testing.T) {
 	ctl := coretest.Controller(v1alpha1.ChildUpdateInPlace)
-	child := coretest.Object("ConfigMap", "ns", "c1", map[string]any{"keep": "1"}, "parent-uid")
+	child := objtest.Object("ConfigMap", "ns", "c1", map[string]any{"keep": "1"}, "parent-uid")
 	child.SetResourceVersion("7")
 	child.SetManagedFields([]metav1.ManagedFieldsEntry{
 		{Manager: v1alpha1.FieldManager(ctl.Name), Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1",

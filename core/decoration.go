@@ -37,41 +37,23 @@ func planAttachments(ctl *Controller, parent *unstructured.Unstructured, resp *h
 	if err := resp.Validate(); err != nil {
 		return nil, err
 	}
-	owner := ownerRef(ctl, parent)
-	desired := map[ChildID]bool{}
-	var actions []Write
-	for i, d := range resp.Attachments {
-		child, obj, err := desire(ctl, parent, attachment(ctl, d), owner, desired, "attachments")
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", listed("attachments", i, d), err)
-		}
-		cur, exists := live.get(child, obj.GetNamespace(), obj.GetName())
-		if !exists {
-			// A decorator adopts nothing: an object found in the way is
-			// refused unless it is already the object's.
-			actions = append(actions, Write{Verb: VerbCreate, Child: child, Object: obj, Selector: labels.Nothing(), Event: "Created"})
-			continue
-		}
-		if err := mayAttach(ctl, cur, parent.GetUID()); err != nil {
-			return nil, fmt.Errorf("%s: %w", listed("attachments", i, d), err)
-		}
-		if a, ok := update(child, cur, obj); ok {
-			actions = append(actions, a)
-		}
+	return planWrites(ctl, parent, resp.Attachments, attachments(ctl, parent.GetUID()), live)
+}
+
+// attachments is a UniversalDecorator's claim on a decorated object's
+// attachments: it adopts nothing, and an object in the way is refused
+// unless it is already the object's attachment of this decorator.
+func attachments(ctl *Controller, parent types.UID) claim {
+	return claim{
+		list: "attachments", declaredIn: "attachments",
+		mark:    func(o *unstructured.Unstructured) *unstructured.Unstructured { return attachment(ctl, o) },
+		refuse:  func(*unstructured.Unstructured) error { return nil },
+		sel:     labels.Nothing(),
+		mayTake: func(cur *unstructured.Unstructured) error { return mayAttach(ctl, cur, parent) },
+		letGo: func(o *unstructured.Unstructured) (Verb, string, bool) {
+			return VerbDelete, "Deleted", ctl.IsAttachment(o)
+		},
 	}
-	for i := range ctl.Children {
-		child := &ctl.Children[i]
-		owned, err := live.owned(child, parent.GetNamespace(), parent.GetUID())
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range owned {
-			if ctl.IsAttachment(o) && !desired[IDOf(child, o)] && o.GetDeletionTimestamp() == nil {
-				actions = append(actions, Write{Verb: VerbDelete, Child: child, Object: o, Event: "Deleted"})
-			}
-		}
-	}
-	return actions, nil
 }
 
 // attachment marks a desired attachment, obj, as the decorator's, in place

@@ -89,7 +89,6 @@ type liveObjects interface {
 // write carries, so a reply of many children is held once (see
 // desiredObject).
 func Plan(ctl *Controller, parent *unstructured.Unstructured, resp *hooks.SyncResponse, cache Cache) ([]Write, error) {
-	live := cacheLookup{cache}
 	if err := resp.Validate(); err != nil {
 		return nil, err
 	}
@@ -97,24 +96,78 @@ func Plan(ctl *Controller, parent *unstructured.Unstructured, resp *hooks.SyncRe
 	if err != nil {
 		return nil, err
 	}
+	return planWrites(ctl, parent, resp.Children, children(sel, parent.GetUID()), cacheLookup{cache})
+}
+
+// A claim is how one kind of controller takes and lets go of objects: a
+// UniversalController its children (children), a UniversalDecorator a
+// decorated object's attachments (attachments, decoration.go).
+type claim struct {
+	// list and declaredIn are the reply's and the spec's fields, for
+	// messages.
+	list, declaredIn string
+	// mark prepares an object of the reply, in place.
+	mark func(*unstructured.Unstructured) *unstructured.Unstructured
+	// refuse tells why a desired object may not be written, or nil.
+	refuse func(obj *unstructured.Unstructured) error
+	// sel judges an object found in the way of a create.
+	sel labels.Selector
+	// mayTake tells why an existing object of a desired name may not be
+	// taken, or nil.
+	mayTake func(cur *unstructured.Unstructured) error
+	// letGo is what becomes of an owned object no longer desired: its
+	// write, or false for an object that is not the claim's.
+	letGo func(o *unstructured.Unstructured) (Verb, string, bool)
+	// orphans are claimed too, with the selector: adopted when desired,
+	// deleted when not.
+	orphans bool
+}
+
+// children is a UniversalController's claim on a parent's children: the
+// objects the parent's selector sel matches.
+func children(sel labels.Selector, parent types.UID) claim {
+	return claim{
+		list: "children", declaredIn: "childResources",
+		mark: func(o *unstructured.Unstructured) *unstructured.Unstructured { return o },
+		refuse: func(obj *unstructured.Unstructured) error {
+			if !sel.Matches(labels.Set(obj.GetLabels())) {
+				return fmt.Errorf("labels %v do not match the parent's selector %q", obj.GetLabels(), sel.String())
+			}
+			return nil
+		},
+		sel:     sel,
+		mayTake: func(cur *unstructured.Unstructured) error { return MayManage(cur, parent, sel) },
+		letGo: func(o *unstructured.Unstructured) (Verb, string, bool) {
+			if !sel.Matches(labels.Set(o.GetLabels())) {
+				return VerbRelease, "Released", true
+			}
+			return VerbDelete, "Deleted", true
+		},
+		orphans: true,
+	}
+}
+
+// planWrites turns the objects of a reply into the writes that make the
+// parent's objects of claim c match them (see Plan).
+func planWrites(ctl *Controller, parent *unstructured.Unstructured, objs []*unstructured.Unstructured, c claim, live liveObjects) ([]Write, error) {
 	owner := ownerRef(ctl, parent)
 	desired := map[ChildID]bool{}
 	var actions []Write
-	for i, d := range resp.Children {
-		child, obj, err := desire(ctl, parent, d, owner, desired, "childResources")
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", listed("children", i, d), err)
+	for i, d := range objs {
+		child, obj, err := desire(ctl, parent, c.mark(d), owner, desired, c.declaredIn)
+		if err == nil {
+			err = c.refuse(obj)
 		}
-		if !sel.Matches(labels.Set(obj.GetLabels())) {
-			return nil, fmt.Errorf("%s: labels %v do not match the parent's selector %q", listed("children", i, d), obj.GetLabels(), sel.String())
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", listed(c.list, i, d), err)
 		}
 		cur, exists := live.get(child, obj.GetNamespace(), obj.GetName())
 		if !exists {
-			actions = append(actions, Write{Verb: VerbCreate, Child: child, Object: obj, Selector: sel, Event: "Created"})
+			actions = append(actions, Write{Verb: VerbCreate, Child: child, Object: obj, Selector: c.sel, Event: "Created"})
 			continue
 		}
-		if err := MayManage(cur, parent.GetUID(), sel); err != nil {
-			return nil, fmt.Errorf("%s: %w", listed("children", i, d), err)
+		if err := c.mayTake(cur); err != nil {
+			return nil, fmt.Errorf("%s: %w", listed(c.list, i, d), err)
 		}
 		if a, ok := update(child, cur, obj); ok {
 			actions = append(actions, a)
@@ -130,13 +183,15 @@ func Plan(ctl *Controller, parent *unstructured.Unstructured, resp *hooks.SyncRe
 			return nil, err
 		}
 		for _, o := range owned {
-			switch {
-			case desired[IDOf(child, o)] || o.GetDeletionTimestamp() != nil:
-			case !sel.Matches(labels.Set(o.GetLabels())):
-				actions = append(actions, Write{Verb: VerbRelease, Child: child, Object: o, Event: "Released"})
-			default:
-				actions = append(actions, Write{Verb: VerbDelete, Child: child, Object: o, Event: "Deleted"})
+			if desired[IDOf(child, o)] || o.GetDeletionTimestamp() != nil {
+				continue
 			}
+			if verb, event, ok := c.letGo(o); ok {
+				actions = append(actions, Write{Verb: verb, Child: child, Object: o, Event: event})
+			}
+		}
+		if !c.orphans {
+			continue
 		}
 		// Orphans the selector claims were observed as children: those not
 		// desired are deleted, after the same check as an adoption.
@@ -144,7 +199,7 @@ func Plan(ctl *Controller, parent *unstructured.Unstructured, resp *hooks.SyncRe
 		if ctl.Parent.Namespaced {
 			ns = parent.GetNamespace()
 		}
-		orphans, err := live.orphans(child, ns, sel)
+		orphans, err := live.orphans(child, ns, c.sel)
 		if err != nil {
 			return nil, err
 		}

@@ -4,8 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -46,42 +44,6 @@ func TestContains(t *testing.T) {
 	}
 }
 
-// fakeLive is a fixed set of live children.
-type fakeLive []*unstructured.Unstructured
-
-// resourceOf is the resource of a fake object's kind: ConfigMap,
-// configmaps.
-func resourceOf(o *unstructured.Unstructured) string { return strings.ToLower(o.GetKind()) + "s" }
-
-func (f fakeLive) Owned(gvr schema.GroupVersionResource, ns string, owner types.UID) ([]*unstructured.Unstructured, error) {
-	var out []*unstructured.Unstructured
-	for _, o := range f {
-		if ref := metav1.GetControllerOfNoCopy(o); ref != nil && ref.UID == owner && resourceOf(o) == gvr.Resource && (ns == "" || o.GetNamespace() == ns) {
-			out = append(out, o)
-		}
-	}
-	return out, nil
-}
-
-func (f fakeLive) Orphans(gvr schema.GroupVersionResource, ns string) ([]*unstructured.Unstructured, error) {
-	var out []*unstructured.Unstructured
-	for _, o := range f {
-		if metav1.GetControllerOfNoCopy(o) == nil && resourceOf(o) == gvr.Resource && (ns == "" || o.GetNamespace() == ns) {
-			out = append(out, o)
-		}
-	}
-	return out, nil
-}
-
-func (f fakeLive) Object(gvr schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, error) {
-	for _, o := range f {
-		if resourceOf(o) == gvr.Resource && o.GetNamespace() == ns && o.GetName() == name {
-			return o, nil
-		}
-	}
-	return nil, apierrors.NewNotFound(gvr.GroupResource(), name)
-}
-
 func testController(method v1alpha1.ChildUpdateMethod) *Controller {
 	yes := true
 	return &Controller{
@@ -101,19 +63,6 @@ func testController(method v1alpha1.ChildUpdateMethod) *Controller {
 			Method: method,
 		}},
 	}
-}
-
-func object(kind, ns, name string, data map[string]any, owner types.UID) *unstructured.Unstructured {
-	o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": kind, "data": data}}
-	o.SetNamespace(ns)
-	o.SetName(name)
-	o.SetUID(types.UID("uid-" + name))
-	if owner != "" {
-		o.SetLabels(map[string]string{v1alpha1.LabelControllerUID: string(owner)})
-		yes := true
-		o.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "Parent", Name: "p", UID: owner, Controller: &yes}})
-	}
-	return o
 }
 
 func TestPlan(t *testing.T) {
@@ -278,13 +227,6 @@ func TestPlan(t *testing.T) {
 			}
 		})
 	}
-}
-
-// claimable labels o as the generated selector of the parent "parent-uid"
-// selects it.
-func claimable(o *unstructured.Unstructured) *unstructured.Unstructured {
-	o.SetLabels(map[string]string{v1alpha1.LabelControllerUID: "parent-uid"})
-	return o
 }
 
 func TestPlanWithTheParentsSelector(t *testing.T) {

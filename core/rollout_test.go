@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -14,49 +13,6 @@ import (
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
-
-// rev is a revision of parent "p" with the named ConfigMaps on it.
-func rev(hash string, n int64, names ...string) *revision.Revision {
-	r := &revision.Revision{Hash: hash, ControllerRevision: &v1alpha1.ControllerRevision{
-		ObjectMeta: metav1.ObjectMeta{Name: revision.Name("p", hash), Namespace: "ns"},
-		Revision:   n,
-	}}
-	for _, name := range names {
-		r.Add("", "ConfigMap", name)
-	}
-	return r
-}
-
-// wants is a reply wanting ConfigMaps name=version, in that order.
-func wants(pairs ...string) *hooks.SyncResponse {
-	resp := &hooks.SyncResponse{}
-	for _, p := range pairs {
-		name, v, _ := strings.Cut(p, "=")
-		resp.Children = append(resp.Children, object("ConfigMap", "", name, map[string]any{"v": v}, ""))
-	}
-	return resp
-}
-
-// ready is a live child at version v, passing a Ready=True status check,
-// or not.
-func ready(name, v string, ok bool) *unstructured.Unstructured {
-	o := object("ConfigMap", "ns", name, map[string]any{"v": v}, "parent-uid")
-	status := "False"
-	if ok {
-		status = "True"
-	}
-	o.Object["status"] = map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": status}}}
-	return o
-}
-
-// testParent is the parent "p" of testController in namespace "ns".
-func testParent() *unstructured.Unstructured {
-	parent := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Parent"}}
-	parent.SetNamespace("ns")
-	parent.SetName("p")
-	parent.SetUID("parent-uid")
-	return parent
-}
 
 func TestPlanRollout(t *testing.T) {
 	parent := testParent()
