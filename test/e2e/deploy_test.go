@@ -580,14 +580,6 @@ func deployReadOthers(t *testing.T) []deployAccess {
 	return accesses
 }
 
-// deployRestartable tells the exits of a uc process that the kubelet's
-// restart recovers from, given the log of the run that ended: a watcher
-// that lost its Lease exits by design, for a standby to lead. Any other
-// exit fails the test.
-func deployRestartable(run string) bool {
-	return strings.Contains(run, "lost the watcher lease")
-}
-
 // deployStartRole starts replica i of a uc Deployment as the kubelet
 // would (testbed.StartContainer): the container's args, and its
 // environment with the variables of set replaced and the health and
@@ -620,7 +612,7 @@ func deployStartRole(t *testing.T, m manifests.Set, d *appsv1.Deployment, i int3
 		probes = append(probes, "http://"+vars["UC_METRICS_ADDR"]+"/metrics")
 	}
 	return testbed.RunContainer(t, testbed.ContainerConfig{Name: pod.Name, Dir: dir, Bin: env.uc.bin,
-		Args: testbed.ExpandVars(c.Args, vars), Env: vars, Probes: probes, Restartable: deployRestartable, Logf: t.Logf})
+		Args: testbed.ExpandVars(c.Args, vars), Env: vars, Probes: probes, Logf: t.Logf})
 }
 
 // withAuthConf is manifests whose ConfigMaps have auth.conf replaced.
