@@ -65,13 +65,15 @@ func TestLayers(t *testing.T) {
 		layer[rel] = l
 	}
 	for pkg, l := range layer {
+		reported := map[string]bool{}
 		for _, root := range []string{module + pkg, module + pkg + ".test"} {
 			for _, imp := range deps(graph, root) {
 				il, ok := layer[imp]
-				if !ok || imp == pkg {
+				if !ok || imp == pkg || reported[imp] {
 					continue
 				}
 				if problem := forbidden(pkg, l, imp, il); problem != "" {
+					reported[imp] = true
 					t.Errorf("%s %s: %s", pkg, problem, strings.Join(importPath(graph, root, module+imp), " -> "))
 				}
 			}
