@@ -91,7 +91,7 @@ func TestDeferStatus(t *testing.T) {
 func TestWriteStatusRefused(t *testing.T) {
 	ctl := coretest.Controller(v1alpha1.ChildUpdateInPlace)
 	notDeclared := &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 500, Reason: metav1.StatusReasonUnknown,
-		Message: "failed to create typed patch object (/p; example.com/v1, Kind=Parent): .Status.Conditions: field not declared in schema"}}
+		Message: "failed to create typed patch object (/p; example.com/v1, Kind=Parent): .status.conditions: field not declared in schema"}}
 	invalid := apierrors.NewInvalid(ctl.Parent.GVK.GroupKind(), "p", field.ErrorList{field.Invalid(field.NewPath("status", "working"), "yes", "must be a boolean")})
 	for _, tc := range []struct {
 		name       string

@@ -317,7 +317,7 @@ func (w *writer) tracedWrite(ctx context.Context, ctl *core.Controller, act core
 	ctx, span := w.startWrite(ctx, act, dryRun)
 	result, err := w.write(ctx, ctl, act, dryRun)
 	tracing.SetAttributes(span, func() []attribute.KeyValue {
-		return []attribute.KeyValue{attribute.Bool("uc.Changed", result == changedObject)}
+		return []attribute.KeyValue{attribute.Bool("uc.changed", result == changedObject)}
 	})
 	tracing.End(span, err)
 	return result, err
@@ -327,7 +327,7 @@ func (w *writer) tracedWrite(ctx context.Context, ctl *core.Controller, act core
 func (w *writer) startWrite(ctx context.Context, act core.Write, dryRun bool) (context.Context, trace.Span) {
 	ctx, span := w.tracer.Start(ctx, "write", trace.WithSpanKind(trace.SpanKindClient))
 	tracing.SetAttributes(span, func() []attribute.KeyValue {
-		return []attribute.KeyValue{attribute.String("uc.Verb", string(act.Verb)), attribute.String("uc.resource", act.Child.GVR.Resource),
+		return []attribute.KeyValue{attribute.String("uc.verb", string(act.Verb)), attribute.String("uc.resource", act.Child.GVR.Resource),
 			attribute.String("uc.object", core.ObjectKey(act.Object)), attribute.Bool("uc.dry_run", dryRun)}
 	})
 	return ctx, span

@@ -80,7 +80,7 @@ func TestImportRevisions(t *testing.T) {
 		revs: func(t *testing.T) []*revision.Revision { return []*revision.Revision{ours(t, "1", 4, "a")} },
 		want: []string{"1:4:a"},
 	}, {
-		name:  "a Rollout half-way: the older revision first, whatever the names",
+		name:  "a rollout half-way: the older revision first, whatever the names",
 		mc:    []*unstructured.Unstructured{mcRevision("z-latest", 2, "2", "a"), mcRevision("a-older", 1, "1", "b", "c")},
 		want:  []string{"1:1:b,c+", "2:2:a+"},
 		saved: []string{"1", "2"},

@@ -88,7 +88,7 @@ func TestPlanRollout(t *testing.T) {
 		keep:      []string{"a"},
 		reason:    v1alpha1.ReasonRolloutWaiting,
 	}, {
-		name:      "a child on the latest revision not updated yet holds the Rollout",
+		name:      "a child on the latest revision not updated yet holds the rollout",
 		revs:      []*revision.Revision{rev("h1", 1, "a"), rev("h2", 2, "b")},
 		replies:   map[string]*hooks.SyncResponse{"h2": wants("b=2", "a=2"), "h1": wants("b=1", "a=1")},
 		live:      fakeLive{ready("a", "1", true), ready("b", "1", true)},

@@ -31,7 +31,7 @@ func (s *StatusSchema) Known() bool { return s.root != nil }
 
 // Prune removes from status, in place, the fields the schema does not
 // declare, exactly as the apiserver prunes an object it stores, and returns
-// their paths ("status.Conditions[0].reason"), sorted.
+// their paths ("status.conditions[0].reason"), sorted.
 func (s *StatusSchema) Prune(status map[string]any) []string {
 	if s.root == nil {
 		return nil
