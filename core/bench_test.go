@@ -117,7 +117,7 @@ func heldBy(make func() any) uint64 {
 }
 
 func decoded(b *testing.B, data []byte) *hooks.SyncResponse {
-	resp, err := DecodeSync(hooks.Sync, data, true, 0)
+	resp, err := DecodeData[hooks.SyncResponse](hooks.Sync, data, true)
 	if err != nil {
 		b.Fatal(err)
 	}
