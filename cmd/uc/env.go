@@ -17,10 +17,14 @@ func envName(flag string) string {
 	return "UC_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 }
 
-// bindEnv gives every flag of fs its UC_* variable, named in its help.
+// bindEnv gives every flag of fs its UC_* variable, named in its help: the
+// one its envAnnotation names already, or envName's.
 func bindEnv(fs *pflag.FlagSet) {
 	fs.VisitAll(func(f *pflag.Flag) {
 		name := envName(f.Name)
+		if set := f.Annotations[envAnnotation]; len(set) == 1 {
+			name = set[0]
+		}
 		f.Usage += " [$" + name + "]"
 		if err := fs.SetAnnotation(f.Name, envAnnotation, []string{name}); err != nil {
 			panic(err) // f is in fs

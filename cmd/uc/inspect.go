@@ -179,8 +179,11 @@ with uc's users, connect as uc-operator.`,
   uc dlq replay --controller foo-controller`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if (len(args) == 1) == (controller != "") {
+			switch {
+			case len(args) == 1 && controller != "":
 				return errors.New("give a dead letter's ID or --controller, not both")
+			case len(args) == 0 && controller == "":
+				return errors.New("give a dead letter's ID or --controller")
 			}
 			var id uint64
 			if len(args) == 1 {

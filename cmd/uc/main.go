@@ -25,6 +25,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -86,15 +87,15 @@ on the command line wins over its variable.`,
 
   # one role against a NATS cluster
   UC_NATS_URL=nats://nats.uc-system:4222 uc applier --replica-id applier-0`,
-		Version:           readVersion().String(),
-		SilenceErrors:     true, // execute prints them
-		SilenceUsage:      true,
-		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		Version:       readVersion().String(),
+		SilenceErrors: true, // execute prints them
+		SilenceUsage:  true,
 		// After the command line is parsed: a flag it does not set takes
 		// its UC_* variable.
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return setFromEnv(cmd.Flags()) },
 	}
 	root.SetVersionTemplate("{{.Version}}")
+	root.SetHelpCommand(helpCommand())
 	// uc's commands: a new command is one more line here.
 	root.AddCommand(
 		runCommand(),
@@ -111,8 +112,30 @@ on the command line wins over its variable.`,
 	)
 	for _, c := range subcommands(root) {
 		bindEnv(c.Flags())
+		if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
+			// A group (uc dlq): alone, its help; with a word that is none
+			// of its commands, a usage error.
+			c.Args = cobra.NoArgs
+			c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+		}
 	}
 	return root
+}
+
+// helpCommand is uc help [COMMAND...]: a command's help, or a usage error
+// for a command uc does not have (cobra's own says so and exits 0).
+func helpCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [COMMAND]",
+		Short: "Help about any command",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			target, rest, err := cmd.Root().Find(args)
+			if err != nil || len(rest) > 0 && len(args) > 0 && target == cmd.Root() {
+				return fmt.Errorf("unknown help topic %q", strings.Join(args, " "))
+			}
+			return target.Help()
+		},
+	}
 }
 
 // subcommands lists every command below c, at any depth (uc dlq ls).

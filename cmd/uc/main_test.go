@@ -59,9 +59,9 @@ func TestHelp(t *testing.T) {
 				if f.Name == "help" {
 					return
 				}
-				line := flagLine(out.stdout, f.Name)
-				if !strings.Contains(line, "[$"+envName(f.Name)+"]") {
-					t.Errorf("uc %s: the flag --%s is not listed with its variable %s: %q", strings.Join(args, " "), f.Name, envName(f.Name), line)
+				line, env := flagLine(out.stdout, f.Name), f.Annotations[envAnnotation][0]
+				if !strings.Contains(line, "[$"+env+"]") {
+					t.Errorf("uc %s: the flag --%s is not listed with its variable %s: %q", strings.Join(args, " "), f.Name, env, line)
 				}
 			})
 		}
@@ -119,6 +119,9 @@ func TestUsageErrors(t *testing.T) {
 		{args: []string{"trace", "foo/example-foo", "-o", "yaml"}, want: `--output "yaml"`},
 		{args: []string{"dlq", "show", "first"}, want: `"first" is not a dead letter's ID`},
 		{args: []string{"dlq", "replay", "7", "--controller", "foo"}, want: "give a dead letter's ID or --controller, not both"},
+		{args: []string{"dlq", "replay"}, want: "give a dead letter's ID or --controller\n"},
+		{args: []string{"dlq", "nosuch"}, want: `unknown command "nosuch" for "uc dlq"`},
+		{args: []string{"help", "nosuch"}, want: `unknown help topic "nosuch"`},
 		{args: []string{"resync"}, want: "give a parent, KIND/NAME, or --controller"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -149,7 +152,8 @@ func TestEnv(t *testing.T) {
 				if !ok {
 					t.Fatalf("no test value for a flag of type %s", f.Value.Type())
 				}
-				t.Setenv(envName(f.Name), v)
+				env := f.Annotations[envAnnotation][0]
+				t.Setenv(env, v)
 				cmd, _, err := newRootCommand().Find(commandPath(c))
 				if err != nil {
 					t.Fatal(err)
@@ -162,12 +166,27 @@ func TestEnv(t *testing.T) {
 					want = "[" + v + "]" // one value of a repeatable flag
 				}
 				if got := cmd.Flags().Lookup(f.Name).Value.String(); got != want {
-					t.Errorf("%s=%s set --%s to %q", envName(f.Name), v, f.Name, got)
+					t.Errorf("%s=%s set --%s to %q", env, v, f.Name, got)
 				}
 			})
 		})
 	}
 
+	t.Run("a variable means one thing", func(t *testing.T) {
+		// A variable exported for one command is read by every command
+		// with a flag bound to it: those flags must take the same kind of
+		// value (UC_CONTROLLER is a controller's name, never a file).
+		types := map[string]string{}
+		for _, c := range subcommands(newRootCommand()) {
+			c.Flags().VisitAll(func(f *pflag.Flag) {
+				env := f.Annotations[envAnnotation][0]
+				if seen, ok := types[env]; ok && seen != f.Value.Type() {
+					t.Errorf("%s sets a %s flag and a %s flag (uc %s --%s)", env, seen, f.Value.Type(), strings.Join(commandPath(c), " "), f.Name)
+				}
+				types[env] = f.Value.Type()
+			})
+		}
+	})
 	t.Run("the command line wins", func(t *testing.T) {
 		t.Setenv("UC_CONTROLLERS", "from-env")
 		out := runUC(t, "nats-config", "--controllers", "from-args")

@@ -25,7 +25,10 @@ of the commands that look into the pipeline: uc-inspector (uc trace, uc dlq
 ls, uc dlq show: reads only) and uc-operator (also uc dlq replay and uc
 resync). Passwords are variables: UC_NATS_PASSWORD_<USER>, the user's name in
 upper case with underscores.`,
-		Example: `  # the users of deploy/nats/auth.conf
+		Example: `  # the roles' users: deploy/nats/auth.conf
+  uc nats-config > auth.conf
+
+  # with foo-controller's hook workers
   uc nats-config --controllers foo-controller > auth.conf
 
   # with a decorator's hook workers, for an installation of 64 partitions

@@ -100,6 +100,11 @@ wrong command line or input.`,
 	}
 	fs := c.Flags()
 	fs.StringArrayVar(&opts.Controller, "controller", nil, "file of the controller: a UniversalController or UniversalDecorator, or Metacontroller's CompositeController or DecoratorController (with CustomResourceDefinitions, if any; of several controllers, the one of the parent's kind); repeatable")
+	// UC_CONTROLLER names a controller for uc worker, dlq, resync and
+	// trace: the file is another variable.
+	if err := fs.SetAnnotation("controller", envAnnotation, []string{"UC_CONTROLLER_FILE"}); err != nil {
+		panic(err) // the flag is in fs
+	}
 	fs.StringArrayVar(&opts.CRDs, "crd", nil, "file or directory of CustomResourceDefinitions of the custom resources the controller names; repeatable")
 	fs.StringVar(&opts.Parent, "parent", "", "file of the parent object")
 	fs.StringArrayVar(&opts.Observed, "observed", nil, "file or directory of observed children; repeatable")

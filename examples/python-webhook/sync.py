@@ -4,7 +4,7 @@ Python standard library only, as most Metacontroller users write them.
 
 A Greeting asks for spec.copies ConfigMaps, each holding "Hello, <spec.who>!";
 its status says how many exist. Run it with `python3 sync.py [PORT]` (default
-8080; 0 picks a free port); it prints "listening on <port>".
+8090, not uc run's metrics port 8080; 0 picks a free port); it prints "listening on <port>".
 """
 import json
 import sys
@@ -40,7 +40,7 @@ class Hook(BaseHTTPRequestHandler):
 
 
 if __name__ == "__main__":
-    port = int(sys.argv[1]) if len(sys.argv) > 1 else 8080
+    port = int(sys.argv[1]) if len(sys.argv) > 1 else 8090
     server = ThreadingHTTPServer(("127.0.0.1", port), Hook)
     print("listening on", server.server_address[1], flush=True)
     server.serve_forever()

@@ -76,6 +76,9 @@ func load(ctx context.Context, opts Options, notes io.Writer) (*inputs, error) {
 	if in.ctl, err = in.controllerFor(controllers); err != nil {
 		return nil, fmt.Errorf("--controller: %w", err)
 	}
+	for _, f := range core.UnknownFields(in.ctl.Object) {
+		fmt.Fprintf(notes, "warning: --controller: %s %s: %s: uc ignores it, as the apiserver prunes it\n", in.ctl.Object.GetKind(), in.ctl.Object.GetName(), f)
+	}
 	if in.ctl.Decorator != nil {
 		if err := in.decorating(); err != nil {
 			return nil, fmt.Errorf("--parent: %w", err)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -325,5 +326,37 @@ func TestOfflineMapper(t *testing.T) {
 		if err != nil || res.GVK.Kind != tc.kind || res.Namespaced != tc.namespaced {
 			t.Errorf("%s %s: %+v, %v", tc.apiVersion, tc.resource, res, err)
 		}
+	}
+}
+
+// TestRenderWarnsOfUnknownFields: a controller file with a field uc does
+// not know (a typo) renders as uc would run it, ignoring the field, and
+// says so; a file without one gets no warning.
+func TestRenderWarnsOfUnknownFields(t *testing.T) {
+	data, err := os.ReadFile("testdata/controller.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	typo := filepath.Join(t.TempDir(), "controller.yaml")
+	if err := os.WriteFile(typo, bytes.Replace(data, []byte("delivery: {timeout: 3s}"), []byte("delivery: {timeot: 3s}"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, controller, want string
+	}{
+		{"a typo", typo, `warning: --controller: UniversalController things: unknown field "spec.hooks.sync.delivery.timeot"`},
+		{"none", "testdata/controller.yaml", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, notes, err := render(t, thing(hookPy, func(o *Options) { o.Controller = []string{tc.controller} }))
+			switch {
+			case err != nil:
+				t.Fatal(err)
+			case tc.want == "" && strings.Contains(notes, "warning:"):
+				t.Errorf("notes %q, want no warning", notes)
+			case !strings.Contains(notes, tc.want):
+				t.Errorf("notes %q, want %q", notes, tc.want)
+			}
+		})
 	}
 }
