@@ -120,6 +120,7 @@ STATICCHECK_VERSION ?= v0.8.2
 
 generate:
 	$(GO) generate ./schemas/...
+	$(GO) test ./cmd/uc -run TestCLIReference -update
 
 clean:
 	rm -rf $(BIN) .demo

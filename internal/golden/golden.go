@@ -16,7 +16,14 @@ var update = flag.Bool("update", false, "rewrite the recorded output in testdata
 // Check compares got with testdata/name, or writes it there with -update.
 func Check(t testing.TB, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
+	CheckFile(t, filepath.Join("testdata", name), got)
+}
+
+// CheckFile compares got with the file at path, or writes it there with
+// -update: for output recorded outside testdata/, such as a generated
+// reference in docs/.
+func CheckFile(t testing.TB, path string, got []byte) {
+	t.Helper()
 	if *update {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
