@@ -27,7 +27,7 @@ cat <<TXT
 
     source $work/env    # KUBECONFIG; NATS_URL for SDK workers, UC_NATS_URL for uc worker; uc and kubectl on PATH
     kubectl get nodes
-    hack/new-hook.sh Greeting greeting    # a CRD, its controller and a Python hook to start from
+    uc init Greeting                      # a CRD, its controller and a Python hook to start from
 
     Logs: $work/uc.log, $work/testbed.log. Press Ctrl-C to tear everything down.
 TXT

@@ -35,7 +35,7 @@ var layers = []struct {
 	{"core", 2, []string{"core/..."}},
 	{"cluster", 3, []string{"internal/registry", "internal/preflight"}}, // caches and checks of the cluster
 	{"roles", 4, roles},
-	{"tools", 4, []string{"internal/render", "internal/inspect"}}, // they decide with the core, never a role
+	{"tools", 4, []string{"internal/render", "internal/inspect", "internal/scaffold"}}, // they decide with the core, never a role
 	{"commands", 5, []string{"cmd/...", "deploy"}},
 	{"tests", 6, []string{"test/...", "internal/contracttest"}},
 }

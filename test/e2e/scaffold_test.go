@@ -13,19 +13,18 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// TestNewHookScaffold: the controller that hack/new-hook.sh writes, the
-// start of the README's walkthrough, works as written: its hook answers
-// its request.json alone, and served by `uc worker -- python3 hook.py` it
+// TestInitScaffold: the controller that `uc init` writes, the start of
+// the README's walkthrough, works as written: its hook answers its
+// request.json alone, and served by `uc worker -- python3 hook.py` it
 // gives a new kind's parent its ConfigMap and status, before and after an
 // edit.
-func TestNewHookScaffold(t *testing.T) {
+func TestInitScaffold(t *testing.T) {
 	ctx := t.Context()
 	dir := filepath.Join(t.TempDir(), "greeting")
-	scaffold := exec.CommandContext(ctx, filepath.Join(env.root, "hack/new-hook.sh"), "Greeting", dir)
 	// The group runExecExample serves.
-	scaffold.Env = append(os.Environ(), "GROUP=examples.universalcontroller.dev")
+	scaffold := exec.CommandContext(ctx, env.uc.bin, "init", "Greeting", dir, "--group", "examples.universalcontroller.dev")
 	if out, err := scaffold.CombinedOutput(); err != nil {
-		t.Fatalf("hack/new-hook.sh: %v\n%s", err, out)
+		t.Fatalf("uc init: %v\n%s", err, out)
 	}
 	request, err := os.ReadFile(filepath.Join(dir, "request.json"))
 	if err != nil {
