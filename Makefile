@@ -121,6 +121,7 @@ STATICCHECK_VERSION ?= v0.8.2
 generate:
 	$(GO) generate ./schemas/...
 	$(GO) test ./cmd/uc -run TestCLIReference -update
+	$(GO) test ./internal/contracttest -run TestAPIReference -update
 
 clean:
 	rm -rf $(BIN) .demo
