@@ -36,8 +36,8 @@ demo: build testbed-bins
 	./hack/demo.sh
 
 # The test bed and uc run, for a hook of your own: writes .testbed/env (the
-# KUBECONFIG and NATS URL); Ctrl-C tears it down. README, "Writing and
-# debugging a hook".
+# KUBECONFIG and NATS URL); Ctrl-C tears it down. README, "A controller of
+# your own in five minutes".
 testbed: build testbed-bins
 	./hack/testbed.sh
 

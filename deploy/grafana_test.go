@@ -47,7 +47,7 @@ func TestDashboard(t *testing.T) {
 	if err := json.Unmarshal(b, &dash); err != nil {
 		t.Fatalf("uc-dashboard.json: %v", err)
 	}
-	documented, err := testbed.DocumentedMetrics("../README.md")
+	documented, err := testbed.DocumentedMetrics("../docs/operating.md")
 	if err != nil {
 		t.Fatal(err)
 	}

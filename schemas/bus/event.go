@@ -84,7 +84,7 @@ const (
 	// that failed (or were lost) before it, since the parent last changed:
 	// the request is a retry of a parent whose hook keeps failing, and the
 	// watcher's backoff spaces the calls, so a worker tries it once (see
-	// README, "Failures back off"). Absent (0) on other requests.
+	// docs/protocol.md, "Failures back off"). Absent (0) on other requests.
 	ExtFailures = "ucfailures"
 )
 

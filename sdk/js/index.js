@@ -1,5 +1,6 @@
 // @universalcontroller/worker: serve a uc hook from JavaScript on uc's NATS
-// JetStream bus, as the Go SDK (sdk/go/hook) does. README.md says how.
+// JetStream bus, as the Go SDK (sdk/go/hook) does. docs/writing-hooks.md
+// says how.
 //
 //   import { serve } from "@universalcontroller/worker";
 //   serve("catset-controller", { sync });

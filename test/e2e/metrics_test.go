@@ -28,7 +28,7 @@ import (
 // drift apart), and those of these controllers say what happened.
 func TestMetricsDocumented(t *testing.T) {
 	ctx := t.Context()
-	documented, err := testbed.DocumentedMetrics(filepath.Join(env.root, "README.md"))
+	documented, err := testbed.DocumentedMetrics(filepath.Join(env.root, "docs", "operating.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 )
 
 // TestInitScaffold: the controller that `uc init` writes, the start of
-// the README's walkthrough, works as written: its hook answers its
+// the README's five-minute controller, works as written: its hook answers its
 // request.json alone, and served by `uc worker -- python3 hook.py` it
 // gives a new kind's parent its ConfigMap and status, before and after an
 // edit.

@@ -1,7 +1,7 @@
 // Command hookstart measures how long a bus-native hook worker takes from
 // the start of its process to its first reply: the start-up time of
-// examples/foo's hook in the README. It starts the test bed's nats-server
-// with uc's streams and the Foo controller's sync consumer; then, -runs
+// examples/foo's hook in BENCHMARKS.md ("The Go SDK's weight"). It starts
+// the test bed's nats-server with uc's streams and the Foo controller's sync consumer; then, -runs
 // times and for each binary in turn (pairs stay comparable when the
 // machine's speed drifts), it publishes a sync request for a new Foo,
 // starts the binary with NATS_URL, times until the reply is on the bus and
