@@ -31,6 +31,7 @@ DIR must not exist.`,
 		Example: `  uc init Greeting
   python3 greeting/hook.py < greeting/request.json
   kubectl apply -f greeting/crd.yaml -f greeting/controller.yaml
+  kubectl wait --for condition=established crd/greetings.hooks.example.com
   uc worker --controller greeting-controller -- python3 greeting/hook.py &
   kubectl apply -f greeting/greeting.yaml`,
 		Args: cobra.RangeArgs(1, 2),
@@ -40,6 +41,10 @@ DIR must not exist.`,
 				return err // a usage error: exit 2
 			}
 			lower := strings.ToLower(opts.Kind)
+			plural := opts.Plural
+			if plural == "" {
+				plural = lower + "s"
+			}
 			dir := lower
 			if len(args) == 2 {
 				dir = args[1]
@@ -56,6 +61,7 @@ DIR must not exist.`,
 			fmt.Fprintf(out, "wrote %s\n\n", strings.Join(wrote, " "))
 			fmt.Fprintf(out, "  python3 %[1]s/hook.py < %[1]s/request.json      # the hook alone\n", dir)
 			fmt.Fprintf(out, "  kubectl apply -f %[1]s/crd.yaml -f %[1]s/controller.yaml\n", dir)
+			fmt.Fprintf(out, "  kubectl wait --for condition=established crd/%s.%s\n", plural, opts.Group)
 			fmt.Fprintf(out, "  uc worker --controller %s-controller -- python3 %s/hook.py &\n", lower, dir)
 			fmt.Fprintf(out, "  kubectl apply -f %s/%s.yaml\n", dir, lower)
 			fmt.Fprintf(out, "  kubectl get %s hello -o jsonpath='{.status}'; kubectl get configmap hello -o yaml\n", lower)
