@@ -246,29 +246,3 @@ func (c *Controller) Finalizer() string {
 	}
 	return v1alpha1.ControllerFinalizer(c.Name)
 }
-
-// UnknownFields lists the fields of a controller object — a
-// UniversalController or UniversalDecorator, or one of Metacontroller's —
-// that uc does not know: a typo, or a field of another version. uc ignores
-// them, as the apiserver prunes them. Each is said as `unknown field
-// "spec.hooks.sync.delivery.timeot"`.
-func UnknownFields(u *unstructured.Unstructured) []string {
-	var into any
-	switch u.GetKind() {
-	case "UniversalController", "CompositeController":
-		into = &v1alpha1.UniversalController{}
-	case "UniversalDecorator", "DecoratorController":
-		into = &v1alpha1.UniversalDecorator{}
-	default:
-		return nil
-	}
-	strict, ok := runtime.AsStrictDecodingError(runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, into, true))
-	if !ok {
-		return nil
-	}
-	var out []string
-	for _, err := range strict.Errors() {
-		out = append(out, err.Error())
-	}
-	return out
-}

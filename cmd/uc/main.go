@@ -11,6 +11,7 @@
 //	uc dlq          lists, shows and replays the requests no hook could serve
 //	uc resync       asks the watcher for an immediate sync of a parent
 //	uc render       calls a hook once, offline, and shows what uc would do with its reply
+//	uc validate     checks controller objects against uc's schemas
 //	uc init         writes a new controller to start a hook of your own from
 //	uc version      prints uc's version, commit and build date
 //
@@ -109,6 +110,7 @@ on the command line wins over its variable.`,
 		dlqCommand(),
 		resyncCommand(),
 		renderCommand(),
+		validateCommand(),
 		initCommand(),
 		versionCommand(),
 	)

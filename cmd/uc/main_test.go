@@ -122,6 +122,10 @@ func TestUsageErrors(t *testing.T) {
 		{args: []string{"dlq", "replay"}, want: "give a dead letter's ID or --controller\n"},
 		{args: []string{"dlq", "nosuch"}, want: `unknown command "nosuch" for "uc dlq"`},
 		{args: []string{"help", "nosuch"}, want: `unknown help topic "nosuch"`},
+		{args: []string{"validate"}, want: "requires at least 1 arg"},
+		{args: []string{"validate", "no-such-file.yaml"}, want: "no such file"},
+		{args: []string{"init", "greeting"}, want: `kind "greeting": want a name in CamelCase`},
+		{args: []string{"init"}, want: "accepts between 1 and 2 arg"},
 		{args: []string{"resync"}, want: "give a parent, KIND/NAME, or --controller"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

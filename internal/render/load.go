@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -76,9 +77,6 @@ func load(ctx context.Context, opts Options, notes io.Writer) (*inputs, error) {
 	if in.ctl, err = in.controllerFor(controllers); err != nil {
 		return nil, fmt.Errorf("--controller: %w", err)
 	}
-	for _, f := range core.UnknownFields(in.ctl.Object) {
-		fmt.Fprintf(notes, "warning: --controller: %s %s: %s: uc ignores it, as the apiserver prunes it\n", in.ctl.Object.GetKind(), in.ctl.Object.GetName(), f)
-	}
 	if in.ctl.Decorator != nil {
 		if err := in.decorating(); err != nil {
 			return nil, fmt.Errorf("--parent: %w", err)
@@ -114,6 +112,17 @@ func (in *inputs) controllerFor(objs []*unstructured.Unstructured) (*core.Contro
 	// render writes no status: whether a resource has a status
 	// subresource does not matter.
 	noStatus := func(core.Resource) (bool, error) { return false, nil }
+	// A typo is an error, as kubectl --validate=strict makes it: the
+	// apiserver would prune the field, and uc would run without it.
+	for _, o := range objs {
+		problems, err := core.Validate(o)
+		if err != nil {
+			return nil, err
+		}
+		if len(problems) > 0 {
+			return nil, fmt.Errorf("%s %s: %s", o.GetKind(), o.GetName(), strings.Join(problems, "; "))
+		}
+	}
 	switch len(objs) {
 	case 0:
 		return nil, errors.New("no controller object")

@@ -329,33 +329,28 @@ func TestOfflineMapper(t *testing.T) {
 	}
 }
 
-// TestRenderWarnsOfUnknownFields: a controller file with a field uc does
-// not know (a typo) renders as uc would run it, ignoring the field, and
-// says so; a file without one gets no warning.
-func TestRenderWarnsOfUnknownFields(t *testing.T) {
+// TestRenderRejectsInvalidControllers: a controller file with a field uc
+// does not know (a typo) or a value of the wrong type is an error naming
+// the field's path, as kubectl --validate=strict would make it.
+func TestRenderRejectsInvalidControllers(t *testing.T) {
 	data, err := os.ReadFile("testdata/controller.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	typo := filepath.Join(t.TempDir(), "controller.yaml")
-	if err := os.WriteFile(typo, bytes.Replace(data, []byte("delivery: {timeout: 3s}"), []byte("delivery: {timeot: 3s}"), 1), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	for _, tc := range []struct {
-		name, controller, want string
+		name, from, to, want string
 	}{
-		{"a typo", typo, `warning: --controller: UniversalController things: unknown field "spec.hooks.sync.delivery.timeot"`},
-		{"none", "testdata/controller.yaml", ""},
+		{"a typo", "delivery: {timeout: 3s}", "delivery: {timeot: 3s}", `UniversalController things: unknown field "spec.hooks.sync.delivery.timeot"`},
+		{"a wrong type", "generateSelector: true", "generateSelector: yes please", `spec.generateSelector: Invalid value: "string": must be of type boolean`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, notes, err := render(t, thing(hookPy, func(o *Options) { o.Controller = []string{tc.controller} }))
-			switch {
-			case err != nil:
+			path := filepath.Join(t.TempDir(), "controller.yaml")
+			if err := os.WriteFile(path, bytes.Replace(data, []byte(tc.from), []byte(tc.to), 1), 0o644); err != nil {
 				t.Fatal(err)
-			case tc.want == "" && strings.Contains(notes, "warning:"):
-				t.Errorf("notes %q, want no warning", notes)
-			case !strings.Contains(notes, tc.want):
-				t.Errorf("notes %q, want %q", notes, tc.want)
+			}
+			_, _, err := render(t, thing(hookPy, func(o *Options) { o.Controller = []string{path} }))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err %v, want one saying %q", err, tc.want)
 			}
 		})
 	}

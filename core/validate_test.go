@@ -12,9 +12,10 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// TestUnknownFields: a field uc does not know is named with its path, in
-// a controller and a decorator, and a known one is not.
-func TestUnknownFields(t *testing.T) {
+// TestValidate: a field uc does not know and a value of the wrong type are
+// named with their paths, in a controller and a decorator, and a valid
+// object has no error.
+func TestValidate(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		obj  map[string]any
@@ -24,22 +25,26 @@ func TestUnknownFields(t *testing.T) {
 			[]string{`unknown field "spec.hooks.sync.delivery.timeot"`}},
 		{"a decorator's", map[string]any{"kind": "DecoratorController", "spec": map[string]any{"resources": []any{map[string]any{"apiVersion": "v1", "resource": "pods", "labelSelectr": map[string]any{}}}}},
 			[]string{`unknown field "spec.resources[0].labelSelectr"`}},
-		{"none", map[string]any{"kind": "UniversalController", "spec": map[string]any{"hooks": map[string]any{"sync": map[string]any{"delivery": map[string]any{"timeout": "5s"}}}}}, nil},
+		{"a wrong type", map[string]any{"kind": "UniversalController", "spec": map[string]any{"resyncPeriodSeconds": "often"}},
+			[]string{`spec.resyncPeriodSeconds: Invalid value: "string": must be of type integer`}},
+		{"a value out of the enum", map[string]any{"kind": "CompositeController", "spec": map[string]any{"childResources": []any{map[string]any{"apiVersion": "v1", "resource": "pods", "updateStrategy": map[string]any{"method": "Rolling"}}}}},
+			[]string{`spec.childResources[0].updateStrategy.method: Unsupported value: Rolling`}},
+		{"none", map[string]any{"kind": "UniversalController", "spec": map[string]any{"resyncPeriodSeconds": int64(30), "hooks": map[string]any{"sync": map[string]any{"delivery": map[string]any{"timeout": "5s"}}}}}, nil},
 		{"not a controller", map[string]any{"kind": "ConfigMap", "data": map[string]any{"x": "y"}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := UnknownFields(&unstructured.Unstructured{Object: tc.obj})
-			if strings.Join(got, "; ") != strings.Join(tc.want, "; ") {
-				t.Errorf("UnknownFields = %q, want %q", got, tc.want)
+			got, err := Validate(&unstructured.Unstructured{Object: tc.obj})
+			if err != nil || strings.Join(got, "; ") != strings.Join(tc.want, "; ") {
+				t.Errorf("Validate = %q, %v; want %q", got, err, tc.want)
 			}
 		})
 	}
 }
 
-// TestShippedControllersHaveNoUnknownFields: every controller object the
-// repository ships — examples, the install, the docs' files — is made of
-// fields uc knows, so none of them teaches a typo.
-func TestShippedControllersHaveNoUnknownFields(t *testing.T) {
+// TestShippedControllersAreValid: every controller object the repository
+// ships — examples, the install, the docs' files — is valid against uc's
+// CRDs, so none of them teaches a typo.
+func TestShippedControllersAreValid(t *testing.T) {
 	var checked int
 	for _, root := range []string{"../examples", "../deploy", "../docs"} {
 		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -59,8 +64,12 @@ func TestShippedControllersHaveNoUnknownFields(t *testing.T) {
 				switch u.GetKind() {
 				case "UniversalController", "UniversalDecorator", "CompositeController", "DecoratorController":
 					checked++
-					for _, f := range UnknownFields(u) {
-						t.Errorf("%s: %s %s: %s", path, u.GetKind(), u.GetName(), f)
+					problems, err := Validate(u)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, p := range problems {
+						t.Errorf("%s: %s %s: %s", path, u.GetKind(), u.GetName(), p)
 					}
 				}
 			}
