@@ -1,15 +1,33 @@
 {{/*
-The prefix of every object's name: the release's name, with the chart's
-appended unless it holds it already ("uc" gives uc-watcher, uc-nats, …).
+The chart's name, in the label app.kubernetes.io/name of uc's roles and in
+the prefix of names: "uc", or nameOverride.
+*/}}
+{{- define "uc.name" -}}
+{{- .Values.nameOverride | default .Chart.Name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+The prefix of every object's name: fullnameOverride, or the release's name
+with the chart's (uc.name) appended unless it holds it already ("uc" gives
+uc-watcher, uc-nats, …). At most 40 characters: the longest suffix the
+chart appends, -dispatcher-webhook-credentials, must fit in 63.
 */}}
 {{- define "uc.fullname" -}}
 {{- if .Values.fullnameOverride -}}
 {{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
-{{- else if contains .Chart.Name .Release.Name -}}
+{{- else -}}
+{{- $name := include "uc.name" . -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 40 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 40 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The namespace of every namespaced object: the release's, or namespaceOverride. */}}
+{{- define "uc.namespace" -}}
+{{- .Values.namespaceOverride | default .Release.Namespace -}}
 {{- end -}}
 
 {{/* The labels of every object. */}}
@@ -31,9 +49,19 @@ app.kubernetes.io/component: {{ .component }}
 app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- end -}}
 
-{{/* The name of the ServiceAccount, ClusterRole and Deployment of a role: (list $ "watcher"). */}}
+{{/* The name of the ClusterRole and Deployment of a role: (list $ "watcher"). */}}
 {{- define "uc.roleName" -}}
 {{- printf "%s-%s" (include "uc.fullname" (index . 0)) (index . 1) -}}
+{{- end -}}
+
+{{/*
+The ServiceAccount a role runs as: (list $ "watcher"). <prefix>-<role>, the
+prefix serviceAccount.name or the fullname: each role has its own, bound to
+its own ClusterRole.
+*/}}
+{{- define "uc.serviceAccountName" -}}
+{{- $root := index . 0 -}}
+{{- printf "%s-%s" ($root.Values.serviceAccount.name | default (include "uc.fullname" $root)) (index . 1) -}}
 {{- end -}}
 
 {{/* The name of the NATS StatefulSet and its client Service. */}}
