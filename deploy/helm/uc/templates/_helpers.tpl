@@ -105,3 +105,99 @@ writes it).
 {{- define "uc.image" -}}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
+
+{{/*
+The labels of a role's or the NATS servers' Pods: podLabels, the
+component's own podLabels over them, and its selector labels over both:
+(dict "root" $ "own" <the component's values> "selector" <its selector
+labels>).
+*/}}
+{{- define "uc.podLabels" -}}
+{{- toYaml (merge (fromYaml .selector) (.own.podLabels | default dict) (.root.Values.podLabels | default dict)) -}}
+{{- end -}}
+
+{{/*
+Where a role's or the NATS servers' Pods run, at the level of the Pod's
+spec: (dict "root" $ "own" <the component's values> "selector" <its
+selector labels> "spread" <spread over the nodes by default>). The
+component's own priorityClassName, nodeSelector, tolerations and affinity
+replace the top-level ones. Its topologySpreadConstraints replace the
+default spread over the nodes; one without a labelSelector gets the
+component's selector.
+*/}}
+{{- define "uc.podPlacement" -}}
+{{- $root := .root -}}
+{{- $own := .own -}}
+{{- with $own.priorityClassName | default $root.Values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- if $own.topologySpreadConstraints }}
+{{- $constraints := list }}
+{{- range $own.topologySpreadConstraints }}
+{{- $c := deepCopy . }}
+{{- if not $c.labelSelector }}
+{{- $_ := set $c "labelSelector" (dict "matchLabels" (fromYaml $.selector)) }}
+{{- end }}
+{{- $constraints = append $constraints $c }}
+{{- end }}
+topologySpreadConstraints:
+  {{- toYaml $constraints | nindent 2 }}
+{{- else if .spread }}
+topologySpreadConstraints:
+  - maxSkew: 1
+    topologyKey: kubernetes.io/hostname
+    whenUnsatisfiable: ScheduleAnyway
+    labelSelector:
+      matchLabels:
+        {{- .selector | nindent 8 }}
+{{- end }}
+{{- with $own.nodeSelector | default $root.Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $own.tolerations | default $root.Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $own.affinity | default $root.Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The PodDisruptionBudget of a role or of the NATS servers, with more than
+one replica: (dict "root" $ "name" <its name> "key" <its values' path, for
+errors> "own" <its values> "replicas" <its replicas> "selector" <its
+selector labels> "default" <the spec without minAvailable nor
+maxUnavailable>).
+*/}}
+{{- define "uc.podDisruptionBudget" -}}
+{{- $pdb := .own.podDisruptionBudget -}}
+{{- if and $pdb.enabled (gt (int .replicas) 1) -}}
+{{- $min := ternary "" (toString $pdb.minAvailable) (kindIs "invalid" $pdb.minAvailable) -}}
+{{- $max := ternary "" (toString $pdb.maxUnavailable) (kindIs "invalid" $pdb.maxUnavailable) -}}
+{{- if and $min $max -}}
+{{- fail (printf "%s.podDisruptionBudget: give minAvailable or maxUnavailable, not both" .key) -}}
+{{- end }}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ .name }}
+  namespace: {{ include "uc.namespace" .root }}
+  labels:
+    {{- include "uc.labels" .root | nindent 4 }}
+spec:
+  {{- if $min }}
+  minAvailable: {{ $pdb.minAvailable }}
+  {{- else if $max }}
+  maxUnavailable: {{ $pdb.maxUnavailable }}
+  {{- else }}
+  {{- toYaml .default | nindent 2 }}
+  {{- end }}
+  selector:
+    matchLabels:
+      {{- .selector | nindent 6 }}
+{{- end }}
+{{- end -}}
