@@ -1,7 +1,6 @@
 package helmchart
 
 import (
-	"fmt"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -179,14 +178,7 @@ func TestValues(t *testing.T) {
 			if *sts.Spec.Replicas != 5 || pdb.Spec.MaxUnavailable.IntValue() != 2 {
 				t.Errorf("NATS: %d servers, %v may be down; want 5, 2 (a majority up)", *sts.Spec.Replicas, pdb.Spec.MaxUnavailable)
 			}
-			conf := natsConfOf(t, m)
-			var want []any
-			for i := range 5 {
-				want = append(want, fmt.Sprintf("nats://uc-nats-%d.uc-nats-headless:6222", i))
-			}
-			if routes := conf["cluster"].(map[string]any)["routes"]; !slices.Equal(routes.([]any), want) {
-				t.Errorf("nats.conf routes %v, want %v", routes, want)
-			}
+			manifests.CheckRoutes(t, natsConfOf(t, m), sts)
 		}},
 		{"no metrics", map[string]any{"metrics": map[string]any{"enabled": false, "podMonitor": map[string]any{"enabled": true}}}, func(t *testing.T, m manifests.Set) {
 			if pm := m.OfKind("PodMonitor"); len(pm) != 0 {

@@ -79,6 +79,14 @@ its own ClusterRole.
 {{- end -}}
 
 {{/*
+The Secret of the password the NATS servers route to each other with, under
+the key UC_NATS_ROUTE_PASSWORD.
+*/}}
+{{- define "uc.routesSecret" -}}
+{{- .Values.nats.server.routeAuth.existingSecret | default (printf "%s-nats-routes" (include "uc.fullname" .)) -}}
+{{- end -}}
+
+{{/*
 The variable holding a NATS user's password: UC_NATS_PASSWORD_ and the
 user's name in upper case, every other character "_" (as `uc nats-config`
 writes it).
