@@ -346,6 +346,19 @@ func TestDeployNATSRoutes(t *testing.T) {
 	CheckRouteAuth(t, m, sts)
 }
 
+// TestDeployNetworkPolicy: deploy/'s NetworkPolicy lets only the NATS
+// servers reach their route port, and only uc's roles and hook workers
+// their client port.
+func TestDeployNetworkPolicy(t *testing.T) {
+	m := deployManifests(t)
+	ns := m.In(Namespace)
+	var roles []map[string]string
+	for _, role := range Roles {
+		roles = append(roles, Typed[appsv1.Deployment](t, ns, "Deployment", "uc-"+role).Spec.Template.Labels)
+	}
+	CheckNATSNetworkPolicy(t, m, Typed[appsv1.StatefulSet](t, ns, "StatefulSet", "nats"), roles)
+}
+
 // TestRBACPattern: the RBAC of the Foo example (deploy/examples/), and of
 // the Gadget controller TestDeploy runs, grant per aggregation label
 // exactly what ControllerRBAC, the documented pattern, gives their
