@@ -186,12 +186,12 @@ func conventions(t *testing.T) []convention {
 			}
 		}},
 		{"extraArgs and extraEnv", setJSONValues(t,
-			setValues(t, "watcher.extraArgs={--resync-period=5m}", "nats.server.extraArgs={--debug}"),
+			setValues(t, "watcher.extraArgs={--log-level=debug}", "nats.server.extraArgs={--debug}"),
 			`applier.extraEnv=[{"name":"UC_LOG_LEVEL","value":"debug"},{"name":"TOKEN","valueFrom":{"secretKeyRef":{"name":"t","key":"k"}}}]`,
 			`nats.server.extraEnv=[{"name":"GOGC","value":"50"}]`,
 		), func(t *testing.T, m manifests.Set) {
 			tmpls := podTemplates(t, m)
-			if args := tmpls["uc-watcher"].Spec.Containers[0].Args; !slices.Equal(args, []string{"watcher", "--resync-period=5m"}) {
+			if args := tmpls["uc-watcher"].Spec.Containers[0].Args; !slices.Equal(args, []string{"watcher", "--log-level=debug"}) {
 				t.Errorf("uc-watcher args %q, want watcher and the extra one", args)
 			}
 			if args := tmpls["uc-nats"].Spec.Containers[0].Args; args[len(args)-1] != "--debug" {
