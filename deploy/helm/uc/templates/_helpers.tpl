@@ -9,8 +9,8 @@ the prefix of names: "uc", or nameOverride.
 {{/*
 The prefix of every object's name: fullnameOverride, or the release's name
 with the chart's (uc.name) appended unless it holds it already ("uc" gives
-uc-watcher, uc-nats, …). At most 40 characters: the longest suffix the
-chart appends, -dispatcher-webhook-credentials, must fit in 63.
+uc-watcher, uc-nats, …). At most 40 characters, so that the names made
+from it fit Kubernetes' limits (the Service <fullname>-nats-headless, 63).
 */}}
 {{- define "uc.fullname" -}}
 {{- if .Values.fullnameOverride -}}
