@@ -1,7 +1,6 @@
 package helmchart
 
 import (
-	"fmt"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -30,12 +29,37 @@ var allOptions = map[string]any{
 	"nodeSelector":       map[string]any{"kubernetes.io/os": "linux"},
 	"tolerations":        []any{map[string]any{"key": "uc", "operator": "Exists", "effect": "NoSchedule"}},
 	"watcher":            map[string]any{"leaseName": "payments-watcher"},
-	"dispatcher":         map[string]any{"replicas": 2, "webhookCredentialNamespaces": []any{"hooks", "more-hooks"}},
+	"dispatcher": map[string]any{"replicas": 2, "webhookCredentialNamespaces": []any{"hooks", "more-hooks"},
+		"podDisruptionBudget": map[string]any{"enabled": true}},
+	"applier": map[string]any{
+		"extraArgs":                 []any{"--log-level=debug"},
+		"extraEnv":                  []any{map[string]any{"name": "GOGC", "value": "50"}},
+		"topologySpreadConstraints": []any{map[string]any{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway"}},
+		"podDisruptionBudget":       map[string]any{"maxUnavailable": "34%"},
+	},
 	"nats": map[string]any{
 		"auth": map[string]any{"extraUsers": []any{"hook-foo-controller"}},
 		"tls":  map[string]any{"secretName": "nats-client-tls", "clientCert": true},
+		"server": map[string]any{
+			"routeAuth":          map[string]any{"password": "S3cretRoutes"},
+			"priorityClassName":  "uc-bus",
+			"podSecurityContext": map[string]any{"runAsUser": 1001},
+			"extraEnv":           []any{map[string]any{"name": "GOGC", "value": "50"}},
+		},
 	},
-	"metrics": map[string]any{"podMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}}},
+	"metrics":            map[string]any{"podMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}}},
+	"podAnnotations":     map[string]any{"team": "payments"},
+	"podLabels":          map[string]any{"team": "payments"},
+	"priorityClassName":  "uc-high",
+	"serviceAccount":     map[string]any{"annotations": map[string]any{"iam.example.com/role": "uc"}},
+	"podSecurityContext": map[string]any{"fsGroup": 65532},
+	"networkPolicy": map[string]any{
+		"hookWorkerNamespaceSelector": map[string]any{"matchLabels": map[string]any{"hooks": "allowed"}},
+		"extraIngress": []any{map[string]any{
+			"from":  []any{map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "monitoring"}}}},
+			"ports": []any{map[string]any{"port": 8222}},
+		}},
+	},
 }
 
 // externalNATS is an installation on a NATS of the user's, with the
@@ -179,14 +203,7 @@ func TestValues(t *testing.T) {
 			if *sts.Spec.Replicas != 5 || pdb.Spec.MaxUnavailable.IntValue() != 2 {
 				t.Errorf("NATS: %d servers, %v may be down; want 5, 2 (a majority up)", *sts.Spec.Replicas, pdb.Spec.MaxUnavailable)
 			}
-			conf := natsConfOf(t, m)
-			var want []any
-			for i := range 5 {
-				want = append(want, fmt.Sprintf("nats://uc-nats-%d.uc-nats-headless:6222", i))
-			}
-			if routes := conf["cluster"].(map[string]any)["routes"]; !slices.Equal(routes.([]any), want) {
-				t.Errorf("nats.conf routes %v, want %v", routes, want)
-			}
+			manifests.CheckRoutes(t, natsConfOf(t, m), sts)
 		}},
 		{"no metrics", map[string]any{"metrics": map[string]any{"enabled": false, "podMonitor": map[string]any{"enabled": true}}}, func(t *testing.T, m manifests.Set) {
 			if pm := m.OfKind("PodMonitor"); len(pm) != 0 {

@@ -29,7 +29,8 @@ import (
 //     app.kubernetes.io/part-of label;
 //   - the NATS passwords: random, where kustomize has placeholders;
 //   - nats.conf is compared as the NATS server parses it (its comments
-//     differ; its routes name the renamed objects).
+//     differ); the routes the StatefulSet gives it name the renamed
+//     objects.
 func TestDefaultsMatchKustomize(t *testing.T) {
 	chart := render(t, release, nil)
 	kust, err := manifests.Kustomize(t.Context(), repoRoot+"/deploy")
@@ -55,6 +56,7 @@ func TestDefaultsMatchKustomize(t *testing.T) {
 			o.SetLabels(labels)
 		}
 		o.Object = renameStrings(o.Object, rename).(map[string]any)
+		o.Object = replaceInStrings(o.Object, natsRoutes).(map[string]any)
 		if n, ok := natsNames[o.GetName()]; ok {
 			o.SetName(n)
 		}
@@ -138,6 +140,28 @@ func renameStrings(v any, rename map[string]string) any {
 	return v
 }
 
+// natsRoutes renames the NATS servers in the routes of the kustomize
+// install (nats://uc-route:…@nats-0.nats-headless:6222) as the chart names
+// them.
+var natsRoutes = strings.NewReplacer("@nats-", "@uc-nats-", ".nats-headless:", ".uc-nats-headless:")
+
+// replaceInStrings replaces with r in every string of v.
+func replaceInStrings(v any, r *strings.Replacer) any {
+	switch v := v.(type) {
+	case string:
+		return r.Replace(v)
+	case map[string]any:
+		for k, e := range v {
+			v[k] = replaceInStrings(e, r)
+		}
+	case []any:
+		for i, e := range v {
+			v[i] = replaceInStrings(e, r)
+		}
+	}
+	return v
+}
+
 // helmKeys are the labels and annotations of the chart that the kustomize
 // install has no counterpart of.
 var helmKeys = []string{
@@ -191,12 +215,6 @@ func compareNATSConf(t *testing.T, kust, chart *unstructured.Unstructured) {
 		return
 	}
 	want := manifests.NATSConf(t, files(kd), anyPasswords(kd))
-	cluster, _ := want["cluster"].(map[string]any)
-	routes, _ := cluster["routes"].([]any)
-	for i, r := range routes {
-		s, _ := r.(string)
-		routes[i] = strings.NewReplacer("//nats-", "//uc-nats-", ".nats-headless:", ".uc-nats-headless:").Replace(s)
-	}
 	if diff := cmp.Diff(want, manifests.NATSConf(t, files(cd), anyPasswords(cd))); diff != "" {
 		t.Errorf("nats.conf of ConfigMap %s differs from the kustomize install's (-kustomize +chart):\n%s", chart.GetName(), diff)
 	}
@@ -213,16 +231,17 @@ func files(data map[string]any) map[string]string {
 	return out
 }
 
-// anyPasswords sets every password variable of the users of a ConfigMap's
-// data.
+// anyPasswords sets every variable of uc's that the files of a
+// ConfigMap's data read: the users' passwords, the route password and the
+// routes (whose values the StatefulSets give, and are compared there).
 func anyPasswords(data map[string]any) map[string]string {
 	env := map[string]string{}
 	for _, text := range files(data) {
-		for _, v := range passwordVariable.FindAllStringSubmatch(text, -1) {
+		for _, v := range confVariable.FindAllStringSubmatch(text, -1) {
 			env[v[1]] = "secret-" + v[1]
 		}
 	}
 	return env
 }
 
-var passwordVariable = regexp.MustCompile(`password: \$(UC_NATS_PASSWORD_[A-Z0-9_]+)`)
+var confVariable = regexp.MustCompile(`\$(UC_NATS_[A-Z0-9_]+)`)

@@ -38,17 +38,31 @@ func render(t *testing.T, releaseName string, vals map[string]any) manifests.Set
 }
 
 func renderChart(releaseName string, vals map[string]any) (manifests.Set, error) {
+	return renderRelease(releaseName, vals, nil)
+}
+
+// renderRelease renders the chart as renderChart does: as an install, or,
+// with cluster, as an upgrade whose lookup functions ask cluster, as
+// `helm upgrade` has them ask the release's cluster.
+func renderRelease(releaseName string, vals map[string]any, cluster engine.ClientProvider) (manifests.Set, error) {
 	ch, err := loader.Load(chartDir)
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", chartDir, err)
 	}
-	top, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{
-		Name: releaseName, Namespace: namespace, Revision: 1, IsInstall: true,
-	}, chartutil.DefaultCapabilities)
+	opts := chartutil.ReleaseOptions{Name: releaseName, Namespace: namespace, Revision: 1, IsInstall: true}
+	if cluster != nil {
+		opts = chartutil.ReleaseOptions{Name: releaseName, Namespace: namespace, Revision: 2, IsUpgrade: true}
+	}
+	top, err := chartutil.ToRenderValues(ch, vals, opts, chartutil.DefaultCapabilities)
 	if err != nil {
 		return nil, fmt.Errorf("values: %w", err)
 	}
-	files, err := engine.Render(ch, top)
+	var files map[string]string
+	if cluster != nil {
+		files, err = engine.RenderWithClientProvider(ch, top, cluster)
+	} else {
+		files, err = engine.Render(ch, top)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("render: %w", err)
 	}

@@ -7,7 +7,6 @@ package manifests
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"net"
 	"net/url"
@@ -286,7 +285,7 @@ func TestDeployNATS(t *testing.T) {
 
 // checkNATSConf checks nats.conf against the StatefulSet: its ports are
 // the container's, and its routes name every server through the headless
-// Service.
+// Service, with the route password every server requires (CheckRoutes).
 func checkNATSConf(t *testing.T, m Set, sts *appsv1.StatefulSet) {
 	t.Helper()
 	conf := StatefulSetNATSConf(t, m, sts)
@@ -301,19 +300,7 @@ func checkNATSConf(t *testing.T, m Set, sts *appsv1.StatefulSet) {
 			t.Errorf("nats.conf: the %s port is %v, the container's is %d", name, got, ports[name])
 		}
 	}
-	var want []string
-	for i := range *sts.Spec.Replicas {
-		want = append(want, fmt.Sprintf("nats://%s-%d.%s:%d", sts.Name, i, sts.Spec.ServiceName, ports["cluster"]))
-	}
-	var routes []string
-	if rs, ok := cluster["routes"].([]any); ok {
-		for _, r := range rs {
-			routes = append(routes, fmt.Sprint(r))
-		}
-	}
-	if !slices.Equal(routes, want) {
-		t.Errorf("nats.conf: routes %q, want %q", routes, want)
-	}
+	CheckRoutes(t, conf, sts)
 	if _, ok := conf["jetstream"].(map[string]any); !ok {
 		t.Error("nats.conf does not enable JetStream")
 	}
@@ -331,6 +318,45 @@ func checkNATSConf(t *testing.T, m Set, sts *appsv1.StatefulSet) {
 			t.Errorf("nats.conf: no user %s with a password (users: %v)", natsauth.RoleUser(role), slices.Sorted(maps.Keys(users)))
 		}
 	}
+}
+
+// TestDeployNATSRoutes: the NATS servers of deploy/ require the route
+// password of the Secret uc-nats-routes, and join each other with it: a
+// server without it, or with another, is refused (CheckRouteAuth runs
+// them as their Pods would).
+func TestDeployNATSRoutes(t *testing.T) {
+	m := deployManifests(t)
+	sts := Typed[appsv1.StatefulSet](t, m.In(Namespace), "StatefulSet", "nats")
+	conf := StatefulSetNATSConf(t, m, sts)
+	CheckRoutes(t, conf, sts)
+	var secret string
+	for _, o := range m.OfKind("Secret") {
+		if strings.HasPrefix(o.GetName(), "uc-nats-routes-") {
+			secret = o.GetName()
+		}
+	}
+	routes, err := m.Secret(Namespace, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth, _ := conf["cluster"].(map[string]any)["authorization"].(map[string]any)
+	if pw := string(routes.Data["UC_NATS_ROUTE_PASSWORD"]); pw == "" || auth["password"] != pw {
+		t.Errorf("the route password of nats.conf is not UC_NATS_ROUTE_PASSWORD of the Secret uc-nats-routes (%q)", pw)
+	}
+	CheckRouteAuth(t, m, sts)
+}
+
+// TestDeployNetworkPolicy: deploy/'s NetworkPolicy lets only the NATS
+// servers reach their route port, and only uc's roles and hook workers
+// their client port.
+func TestDeployNetworkPolicy(t *testing.T) {
+	m := deployManifests(t)
+	ns := m.In(Namespace)
+	var roles []map[string]string
+	for _, role := range Roles {
+		roles = append(roles, Typed[appsv1.Deployment](t, ns, "Deployment", "uc-"+role).Spec.Template.Labels)
+	}
+	CheckNATSNetworkPolicy(t, m, Typed[appsv1.StatefulSet](t, ns, "StatefulSet", "nats"), roles)
 }
 
 // TestRBACPattern: the RBAC of the Foo example (deploy/examples/), and of

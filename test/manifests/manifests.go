@@ -252,13 +252,22 @@ func NATSConf(t testing.TB, files, env map[string]string) map[string]any {
 // the first pod).
 func StatefulSetNATSConf(t testing.TB, s Set, sts *appsv1.StatefulSet) map[string]any {
 	t.Helper()
-	pod := sts.Spec.Template.Spec
-	vars, err := testbed.ContainerEnv(s, testbed.Pod{Namespace: sts.Namespace, Name: sts.Name + "-0", Spec: pod}, pod.Containers[0])
+	files, vars := statefulSetNATSFiles(t, s, sts, sts.Name+"-0")
+	return NATSConf(t, files, vars)
+}
+
+// statefulSetNATSFiles are the files of the ConfigMaps the Pod named pod
+// of a NATS StatefulSet of the set mounts, nats.conf among them, and the
+// environment its container gets (ContainerEnv).
+func statefulSetNATSFiles(t testing.TB, s Set, sts *appsv1.StatefulSet, pod string) (files, vars map[string]string) {
+	t.Helper()
+	spec := sts.Spec.Template.Spec
+	vars, err := testbed.ContainerEnv(s, testbed.Pod{Namespace: sts.Namespace, Name: pod, Spec: spec}, spec.Containers[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := map[string]string{}
-	for _, v := range pod.Volumes {
+	files = map[string]string{}
+	for _, v := range spec.Volumes {
 		if v.ConfigMap == nil {
 			continue
 		}
@@ -271,7 +280,7 @@ func StatefulSetNATSConf(t testing.TB, s Set, sts *appsv1.StatefulSet) map[strin
 	if _, ok := files["nats.conf"]; !ok {
 		t.Fatalf("StatefulSet %s mounts no ConfigMap with nats.conf", sts.Name)
 	}
-	return NATSConf(t, files, vars)
+	return files, vars
 }
 
 // repoRoot is the repository's root directory.

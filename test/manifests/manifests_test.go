@@ -156,3 +156,47 @@ func TestFlagOf(t *testing.T) {
 		}
 	}
 }
+
+func TestAdmits(t *testing.T) {
+	policies, err := Decode([]byte(`
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: db, namespace: a}
+spec:
+  podSelector: {matchLabels: {app: db}}
+  policyTypes: [Ingress]
+  ingress:
+    - from: [{podSelector: {matchLabels: {app: web}}}]
+      ports: [{port: sql}]
+    - from: [{namespaceSelector: {matchLabels: {team: x}}, podSelector: {matchLabels: {app: job}}}]
+      ports: [{port: 9000, endPort: 9010}]
+    - from: [{namespaceSelector: {matchLabels: {team: z}}}]
+      ports: [{protocol: UDP, port: 53}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := Target{Namespace: "a", Labels: map[string]string{"app": "db"}, Ports: map[string]int32{"sql": 5432}}
+	web := Peer{Namespace: "a", Labels: map[string]string{"app": "web"}}
+	for _, tc := range []struct {
+		name string
+		from Peer
+		to   Target
+		port int32
+		want bool
+	}{
+		{"a selected peer to a named port", web, db, 5432, true},
+		{"a selected peer to another port", web, db, 5433, false},
+		{"a peer of the pod selector in another namespace", Peer{Namespace: "b", Labels: web.Labels}, db, 5432, false},
+		{"namespace and pod selectors, both match", Peer{Namespace: "b", NamespaceLabels: map[string]string{"team": "x"}, Labels: map[string]string{"app": "job"}}, db, 9005, true},
+		{"namespace and pod selectors, the pod's only", Peer{Namespace: "b", Labels: map[string]string{"app": "job"}}, db, 9005, false},
+		{"past the end port", Peer{Namespace: "b", NamespaceLabels: map[string]string{"team": "x"}, Labels: map[string]string{"app": "job"}}, db, 9011, false},
+		{"a UDP rule does not allow TCP", Peer{Namespace: "c", NamespaceLabels: map[string]string{"team": "z"}}, db, 53, false},
+		{"a Pod no policy selects", Peer{Namespace: "z"}, Target{Namespace: "a", Labels: map[string]string{"app": "other"}}, 1, true},
+		{"a Pod of the labels in another namespace", Peer{Namespace: "z"}, Target{Namespace: "b", Labels: db.Labels}, 1, true},
+	} {
+		if got := policies.Admits(t, tc.from, tc.to, tc.port); got != tc.want {
+			t.Errorf("%s: Admits %t, want %t", tc.name, got, tc.want)
+		}
+	}
+}
