@@ -64,7 +64,7 @@ DIR must not exist.`,
 			fmt.Fprintf(out, "  kubectl wait --for condition=established crd/%s.%s\n", plural, opts.Group)
 			fmt.Fprintf(out, "  uc worker --controller %s-controller -- python3 %s/hook.py &\n", lower, dir)
 			fmt.Fprintf(out, "  kubectl apply -f %s/%s.yaml\n", dir, lower)
-			fmt.Fprintf(out, "  kubectl get %s hello -o jsonpath='{.status}'; kubectl get configmap hello -o yaml\n", lower)
+			fmt.Fprintf(out, "  kubectl get %s.%s hello -o jsonpath='{.status}'; kubectl get configmap hello -o yaml\n", plural, opts.Group)
 			return nil
 		},
 	}
