@@ -220,7 +220,16 @@ func TestBusReads(t *testing.T) {
 	if _, err := js.PublishMsg(ctx, requestMsg(t, meta, "req-50")); err != nil {
 		t.Fatal(err)
 	}
-	hook, err = b.hook(ctx, testController, hooks.Sync, &v1alpha1.Hook{}, parentWithUID(uid))
+	// The consumer counts the request as pending a moment after the
+	// stream stored it: read until it does, or the deadline.
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(5 * time.Second); ; <-tick.C {
+		hook, err = b.hook(ctx, testController, hooks.Sync, &v1alpha1.Hook{}, parentWithUID(uid))
+		if err == nil && hook.Consumer != nil && hook.Consumer.Pending == 1 || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil || hook.Request == nil || hook.Request.ID != "req-50" || hook.Delivered || hook.Consumer.Pending != 1 {
 		t.Fatalf("a request not delivered yet: %+v (request %+v, consumer %+v), %v", hook, hook.Request, hook.Consumer, err)
 	}
