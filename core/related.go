@@ -28,7 +28,7 @@ type relatedRule struct {
 
 // matches tells whether the rule selects obj for a parent in parentNS ("" for
 // a cluster-scoped parent, which may look in any namespace).
-func (r relatedRule) matches(obj *unstructured.Unstructured, parentNS string, nsLabels func(string) labels.Set) bool {
+func (r relatedRule) matches(obj metav1.Object, parentNS string, nsLabels func(string) labels.Set) bool {
 	ns := obj.GetNamespace()
 	switch {
 	case r.parentNamespaceOnly(parentNS) && ns != parentNS:
@@ -93,8 +93,9 @@ func (r Rules) Select(ctl *Controller, parent *unstructured.Unstructured, versio
 	return selectRelated(ctl, parent, version, r.rules, list, nsLabels)
 }
 
-// ListFunc lists the objects of a resource in a namespace ("" for all).
-type ListFunc func(gvr schema.GroupVersionResource, namespace string) ([]*unstructured.Unstructured, error)
+// ListFunc lists the objects of a resource in a namespace ("" for all);
+// it may leave out those sel does not select.
+type ListFunc func(gvr schema.GroupVersionResource, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error)
 
 // relatedRules decodes and resolves a customize reply.
 func relatedRules(ctl *Controller, data []byte, resolve ResolveFunc) ([]relatedRule, error) {
@@ -150,7 +151,7 @@ func (r Rules) Resources() []Resource {
 // Selects tells whether a rule selects obj, an object of gvr, for a parent
 // in parentNS ("" for a cluster-scoped parent); nsLabels are a namespace's
 // labels.
-func (r Rules) Selects(gvr schema.GroupVersionResource, obj *unstructured.Unstructured, parentNS string, nsLabels func(string) labels.Set) bool {
+func (r Rules) Selects(gvr schema.GroupVersionResource, obj metav1.Object, parentNS string, nsLabels func(string) labels.Set) bool {
 	for _, rule := range r.rules {
 		if rule.res.GVR == gvr && rule.matches(obj, parentNS, nsLabels) {
 			return true
@@ -169,7 +170,11 @@ func selectRelated(ctl *Controller, parent *unstructured.Unstructured, version s
 		if out[group] == nil {
 			out[group] = hooks.ObjectMap{}
 		}
-		objs, err := list(r.res.GVR, r.lookIn(parent.GetNamespace()))
+		sel := r.selector
+		if sel == nil { // by names
+			sel = labels.Everything()
+		}
+		objs, err := list(r.res.GVR, r.lookIn(parent.GetNamespace()), sel)
 		if err != nil {
 			return nil, err
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -16,6 +17,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"universalcontroller.dev/uc/core"
+	"universalcontroller.dev/uc/internal/compact"
 	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/internal/tracing"
@@ -61,7 +63,7 @@ func (c *customizeCache) put(uid types.UID, cz *customized) {
 }
 
 // selecting lists the parents of a controller whose rules select obj.
-func (c *customizeCache) selecting(controller string, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, nsLabels func(string) labels.Set) []parentKey {
+func (c *customizeCache) selecting(controller string, gvr schema.GroupVersionResource, obj metav1.Object, nsLabels func(string) labels.Set) []parentKey {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	var out []parentKey
@@ -188,8 +190,8 @@ func (w *Watcher) watchRelated(ctx context.Context, ctl *core.Controller, res co
 	}
 	name, gvr := ctl.Name, res.GVR
 	reg, err := inf.AddEventHandler(changeHandler(func(obj any) {
-		if u, ok := obj.(*unstructured.Unstructured); ok {
-			for _, key := range w.customize.selecting(name, gvr, u, w.namespaceLabels) {
+		if m, ok := compact.Meta(obj); ok {
+			for _, key := range w.customize.selecting(name, gvr, m, w.namespaceLabels) {
 				w.enqueueChanged(key, 0)
 			}
 		}
@@ -205,11 +207,12 @@ var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namesp
 
 // namespaceLabels returns a namespace's labels from the cache.
 func (w *Watcher) namespaceLabels(ns string) labels.Set {
-	obj, err := w.reg.Lister(namespacesGVR).Get(ns)
-	if err != nil {
+	obj, ok, err := w.reg.Informer(namespacesGVR).GetIndexer().GetByKey(ns)
+	m, isObj := compact.Meta(obj)
+	if err != nil || !ok || !isObj {
 		return nil
 	}
-	return obj.(*unstructured.Unstructured).GetLabels()
+	return m.GetLabels()
 }
 
 // related returns the parent's related objects, or ok=false after asking the
@@ -251,15 +254,11 @@ func (w *Watcher) askCustomize(ctx context.Context, ctl *core.Controller, parent
 }
 
 // listCached lists the objects of a resource in a namespace ("" for all)
-// from the shared cache.
-func (w *Watcher) listCached(gvr schema.GroupVersionResource, namespace string) ([]*unstructured.Unstructured, error) {
-	objs, err := w.reg.Lister(gvr).ByNamespace(namespace).List(labels.Everything())
+// that sel selects from the shared cache.
+func (w *Watcher) listCached(gvr schema.GroupVersionResource, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
+	objs, err := w.reg.List(gvr, namespace, sel)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, err
 	}
-	out := make([]*unstructured.Unstructured, 0, len(objs))
-	for _, o := range objs {
-		out = append(out, o.(*unstructured.Unstructured))
-	}
-	return out, nil
+	return objs, nil
 }

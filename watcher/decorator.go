@@ -5,10 +5,10 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 
 	"universalcontroller.dev/uc/core"
+	"universalcontroller.dev/uc/internal/compact"
 	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
@@ -40,7 +40,7 @@ func (w *Watcher) followDecorator(ctl *core.Controller, add func(core.Resource, 
 // enqueueDecorated syncs an object of a decorated resource that the
 // decorator decorates or has to let go.
 func (w *Watcher) enqueueDecorated(ctl *core.Controller, d *core.Decorated, obj any) {
-	if u, ok := obj.(*unstructured.Unstructured); ok && ctl.Decorates(d, u) {
+	if u, ok := compact.Meta(obj); ok && ctl.Decorates(d, u) {
 		w.enqueueChanged(parentKey{ctl.Name, d.Key(), u.GetNamespace(), u.GetName()}, 0)
 	}
 }
@@ -48,7 +48,7 @@ func (w *Watcher) enqueueDecorated(ctl *core.Controller, d *core.Decorated, obj 
 // enqueueDecoratedOwner maps a change of one of the decorator's attachments
 // to the object it is attached to.
 func (w *Watcher) enqueueDecoratedOwner(ctl *core.Controller, obj any) {
-	u, ok := obj.(*unstructured.Unstructured)
+	u, ok := compact.Meta(obj)
 	if !ok || !ctl.IsAttachment(u) {
 		return
 	}

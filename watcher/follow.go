@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"universalcontroller.dev/uc/core"
+	"universalcontroller.dev/uc/internal/compact"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
@@ -56,7 +57,7 @@ func (w *Watcher) followParents(cur *core.Controller, add func(core.Resource, ca
 	name := cur.Name
 	changed := changedNotByUC
 	if cur.Spec.ParentResource.IgnoreStatusChanges != nil && *cur.Spec.ParentResource.IgnoreStatusChanges {
-		changed = changedMoreThanStatus
+		changed = func(o, n *unstructured.Unstructured) bool { return changedMoreThanStatus(o, n) }
 	}
 	add(cur.Parent, w.parentHandler(name, changed))
 	for _, child := range cur.Children {
@@ -70,12 +71,15 @@ func (w *Watcher) followParents(cur *core.Controller, add func(core.Resource, ca
 }
 
 // changeHandler calls fn for every add, every delete, and every update that
-// changed says is one.
-func changeHandler(fn func(obj any), changed func(o, n *unstructured.Unstructured) bool) cache.ResourceEventHandler {
+// changed says is one. It reads the objects' metadata only: a child's or a
+// related object's change costs no decoding of the cached object.
+func changeHandler(fn func(obj any), changed func(o, n metav1.Object) bool) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: fn,
 		UpdateFunc: func(oldObj, newObj any) {
-			if changed(oldObj.(*unstructured.Unstructured), newObj.(*unstructured.Unstructured)) {
+			o, ok1 := compact.Meta(oldObj)
+			n, ok2 := compact.Meta(newObj)
+			if ok1 && ok2 && changed(o, n) {
 				fn(newObj)
 			}
 		},
@@ -89,12 +93,12 @@ func changeHandler(fn func(obj any), changed func(o, n *unstructured.Unstructure
 }
 
 // changedRV is true for a real update (not an informer resync).
-func changedRV(o, n *unstructured.Unstructured) bool {
+func changedRV(o, n metav1.Object) bool {
 	return o.GetResourceVersion() != n.GetResourceVersion()
 }
 
 // changedMoreThanStatus is true unless only the status (or nothing) changed.
-func changedMoreThanStatus(o, n *unstructured.Unstructured) bool {
+func changedMoreThanStatus(o, n metav1.Object) bool {
 	return o.GetGeneration() != n.GetGeneration() ||
 		!equality.Semantic.DeepEqual(o.GetLabels(), n.GetLabels()) ||
 		!equality.Semantic.DeepEqual(o.GetAnnotations(), n.GetAnnotations()) ||
@@ -104,8 +108,8 @@ func changedMoreThanStatus(o, n *unstructured.Unstructured) bool {
 
 // enqueueParent syncs a parent that changed: its backoff starts again.
 func (w *Watcher) enqueueParent(controller string, obj any) {
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		w.enqueueChanged(parentKey{controller, "", u.GetNamespace(), u.GetName()}, 0)
+	if m, ok := compact.Meta(obj); ok {
+		w.enqueueChanged(parentKey{controller, "", m.GetNamespace(), m.GetName()}, 0)
 	}
 }
 
@@ -119,7 +123,7 @@ func (w *Watcher) enqueueChanged(key parentKey, after time.Duration) {
 // enqueueOwner maps a child change to its parent: the controller owner when
 // it is of the parent's kind, else every parent whose selector would adopt it.
 func (w *Watcher) enqueueOwner(controller string, obj any) {
-	u, ok := obj.(*unstructured.Unstructured)
+	u, ok := compact.Meta(obj)
 	if !ok {
 		return
 	}
@@ -137,12 +141,13 @@ func (w *Watcher) enqueueOwner(controller string, obj any) {
 		}
 		return
 	}
-	parents, err := w.reg.Lister(ctl.Parent.GVR).ByNamespace(ns).List(labels.Everything())
+	// An orphan is rare: decoding every parent of its namespace to read
+	// their selectors costs no more than it did once in every sync.
+	parents, err := w.reg.List(ctl.Parent.GVR, ns, labels.Everything())
 	if err != nil {
 		return
 	}
-	for _, p := range parents {
-		parent := p.(*unstructured.Unstructured)
+	for _, parent := range parents {
 		if sel, err := ctl.Selector(parent); err == nil && sel.Matches(labels.Set(u.GetLabels())) {
 			w.enqueueChanged(parentKey{controller, "", ns, parent.GetName()}, childDelay)
 		}

@@ -1,6 +1,7 @@
 package watcher
 
 import (
+	"errors"
 	"slices"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 
+	"universalcontroller.dev/uc/internal/compact"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
@@ -120,13 +122,26 @@ func synced(u *unstructured.Unstructured) map[string]any {
 // parentHandler follows a controller's parents: a parent added, deleted,
 // or changed as changed says, is synced at once, and its backoff starts
 // again; an update that is uc's own report of a failure is not synced,
-// and tells the republisher that the parent's last request failed.
+// and tells the republisher that the parent's last request failed. An
+// update is decoded (the cache holds parents compact) unless it is an
+// informer's resync.
 func (w *Watcher) parentHandler(controller string, changed func(o, n *unstructured.Unstructured) bool) cache.ResourceEventHandler {
 	sync := func(obj any) { w.enqueueParent(controller, obj) }
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: sync,
 		UpdateFunc: func(oldObj, newObj any) {
-			o, n := oldObj.(*unstructured.Unstructured), newObj.(*unstructured.Unstructured)
+			om, ok1 := compact.Meta(oldObj)
+			nm, ok2 := compact.Meta(newObj)
+			if !ok1 || !ok2 || !changedRV(om, nm) {
+				return
+			}
+			o, oerr := compact.Decode(oldObj)
+			n, nerr := compact.Decode(newObj)
+			if err := errors.Join(oerr, nerr); err != nil {
+				w.log.Error("decode a parent's update; syncing it", "controller", controller, "parent", cache.MetaObjectToName(nm).String(), "err", err)
+				sync(newObj)
+				return
+			}
 			switch {
 			case changed(o, n):
 				sync(n)

@@ -20,6 +20,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -109,10 +111,11 @@ type Registry interface {
 	Watch(ctx context.Context, controller string, gvr schema.GroupVersionResource) error
 	// Cache holds the parents and children the core reads.
 	core.Cache
-	// Informer and Lister are the shared informer of a resource and its
-	// cache; LastSyncResourceVersion the last resourceVersion it heard.
+	// Informer is the shared informer of a resource (its cache holds
+	// compact objects, see internal/compact); List lists its objects,
+	// decoded; LastSyncResourceVersion is the last resourceVersion it heard.
 	Informer(gvr schema.GroupVersionResource) cache.SharedIndexInformer
-	Lister(gvr schema.GroupVersionResource) cache.GenericLister
+	List(gvr schema.GroupVersionResource, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error)
 	LastSyncResourceVersion(gvr schema.GroupVersionResource) string
 }
 

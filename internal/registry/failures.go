@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"universalcontroller.dev/uc/core"
+	"universalcontroller.dev/uc/internal/compact"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
@@ -166,41 +167,38 @@ func (f *failures) gone(uid types.UID) bool {
 func (r *Registry) watchFailures(gvr schema.GroupVersionResource, inf cache.SharedIndexInformer) {
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if u, ok := obj.(*unstructured.Unstructured); ok && syncedFalse(u) != nil {
+			if failing(cachedSynced(obj)) {
 				r.parentChanged(gvr)
 			}
 		},
 		UpdateFunc: func(old, cur any) {
-			o, ok1 := old.(*unstructured.Unstructured)
-			c, ok2 := cur.(*unstructured.Unstructured)
-			if ok1 && ok2 && failureChanged(o, c) {
+			if failureChanged(old, cur) {
 				r.parentChanged(gvr)
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			u, ok := obj.(*unstructured.Unstructured)
+			m, ok := compact.Meta(obj)
 			if !ok {
 				return
 			}
-			if was := r.failures.gone(u.GetUID()); was || syncedFalse(u) != nil {
+			if was := r.failures.gone(m.GetUID()); was || failing(cachedSynced(obj)) {
 				r.parentChanged(gvr)
 			}
 		},
 	})
 }
 
-// failureChanged tells an update that may change what a parent counts
-// for: its Synced condition changed, or its labels (which decide its
-// controller) while it fails.
-func failureChanged(old, cur *unstructured.Unstructured) bool {
-	if !equality.Semantic.DeepEqual(syncedCondition(old), syncedCondition(cur)) {
+// failureChanged tells an update of a cached object that may change what
+// a parent counts for: its Synced condition changed, or its labels (which
+// decide its controller) while it fails.
+func failureChanged(old, cur any) bool {
+	o, c := cachedSynced(old), cachedSynced(cur)
+	if !equality.Semantic.DeepEqual(o, c) {
 		return true
 	}
-	failing := syncedFalse(old) != nil || syncedFalse(cur) != nil
-	return failing && !equality.Semantic.DeepEqual(old.GetLabels(), cur.GetLabels())
+	om, ok1 := compact.Meta(old)
+	cm, ok2 := compact.Meta(cur)
+	return (failing(o) || failing(c)) && ok1 && ok2 && !equality.Semantic.DeepEqual(om.GetLabels(), cm.GetLabels())
 }
 
 // parentChanged queues a report on every controller whose parents are of
@@ -236,10 +234,29 @@ func syncedCondition(obj *unstructured.Unstructured) map[string]any {
 	return nil
 }
 
+// cachedSynced is the Synced condition of an object the caches hand out,
+// or nil. It looks at every update of every cached object: one whose JSON
+// does not name the condition is not decoded.
+func cachedSynced(obj any) map[string]any {
+	if o, ok := obj.(*compact.Object); ok && !o.Contains(`"`+v1alpha1.ConditionSynced+`"`) {
+		return nil
+	}
+	u, err := compact.Decode(obj)
+	if err != nil {
+		return nil
+	}
+	return syncedCondition(u)
+}
+
+// failing tells whether a Synced condition is False: the parent fails.
+func failing(synced map[string]any) bool {
+	return synced != nil && synced["status"] == string(metav1.ConditionFalse)
+}
+
 // syncedFalse is the object's Synced condition when its status is False:
 // the parent is failing.
 func syncedFalse(obj *unstructured.Unstructured) map[string]any {
-	if c := syncedCondition(obj); c != nil && c["status"] == string(metav1.ConditionFalse) {
+	if c := syncedCondition(obj); failing(c) {
 		return c
 	}
 	return nil
@@ -367,24 +384,22 @@ func (r *Registry) reportFailuresOf(ctx context.Context, name string) {
 	if err != nil || !exists {
 		return
 	}
-	lister, ok := r.informers.synced(ctl.Parent.GVR)
+	parentCache, ok := r.informers.synced(ctl.Parent.GVR)
 	if !ok {
 		// Its informer is being replaced (the controller's parent
 		// resource changed): the next registration reports.
 		return
 	}
-	list, err := lister.List(ctl.ParentSelector)
+	parents, err := list(parentCache, "", ctl.ParentSelector)
 	if err != nil {
 		r.log.Error("list parents to count the failing ones", "controller", name, "err", err)
 		return
 	}
-	parents := make([]*unstructured.Unstructured, 0, len(list))
-	for _, o := range list {
-		if u, ok := o.(*unstructured.Unstructured); ok {
-			parents = append(parents, u)
-		}
+	uc, err := compact.Decode(obj)
+	if err != nil {
+		r.log.Error("report failing parents", "controller", name, "err", err)
+		return
 	}
-	uc := obj.(*unstructured.Unstructured)
 	count, latest := r.failures.count(name, parents, metav1.Now().Rfc3339Copy())
 	_, status := statusOf(uc)
 	if err := r.status.reportFailures(ctx, uc, count, lastFailure(status.LastFailure, latest)); err != nil {

@@ -8,13 +8,13 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+
+	"universalcontroller.dev/uc/internal/compact"
 )
 
 // informerSet holds one shared informer per resource type. An informer runs
@@ -32,9 +32,11 @@ type informerSet struct {
 }
 
 type sharedInformer struct {
-	informers.GenericInformer
-	users map[string]bool
-	stop  chan struct{} // nil until started
+	// informer's cache holds compact objects (internal/compact): client-go's
+	// dynamic listers, which take them for unstructured ones, cannot read it.
+	informer cache.SharedIndexInformer
+	users    map[string]bool
+	stop     chan struct{} // nil until started
 
 	mu        sync.Mutex
 	forbidden error // set while the API server refuses to list or watch the resource
@@ -45,45 +47,45 @@ func newInformerSet(dyn dynamic.Interface) *informerSet {
 }
 
 // get returns the informer of a resource, making it (not started) if needed.
-func (s *informerSet) get(gvr schema.GroupVersionResource) informers.GenericInformer {
+func (s *informerSet) get(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.entry(gvr)
+	return s.entry(gvr).informer
 }
 
 func (s *informerSet) entry(gvr schema.GroupVersionResource) *sharedInformer {
 	e := s.byGVR[gvr]
 	if e == nil {
 		e = &sharedInformer{
-			GenericInformer: dynamicinformer.NewFilteredDynamicInformer(s.dyn, gvr, metav1.NamespaceAll, 0,
-				cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, nil),
+			informer: dynamicinformer.NewFilteredDynamicInformer(s.dyn, gvr, metav1.NamespaceAll, 0,
+				cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, nil).Informer(),
 			users: map[string]bool{},
 		}
 		// Not started yet, so setting the handlers cannot fail.
-		_ = e.Informer().SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		_ = e.informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 			e.setForbidden(gvr, err)
 			cache.DefaultWatchErrorHandler(ctx, r, err)
 		})
-		_ = e.Informer().SetTransform(stripManagedFields)
+		_ = e.informer.SetTransform(compact.Transform)
 		if s.onNew != nil {
-			s.onNew(gvr, e.Informer())
+			s.onNew(gvr, e.informer)
 		}
 		s.byGVR[gvr] = e
 	}
 	return e
 }
 
-// synced returns the lister of a resource whose informer runs and has
-// filled its cache; false, without making one, when there is none.
-func (s *informerSet) synced(gvr schema.GroupVersionResource) (cache.GenericLister, bool) {
+// synced returns the cache of a resource whose informer runs and has
+// filled it; false, without making one, when there is none.
+func (s *informerSet) synced(gvr schema.GroupVersionResource) (cache.Indexer, bool) {
 	s.mu.Lock()
 	e := s.byGVR[gvr]
 	running := e != nil && e.stop != nil
 	s.mu.Unlock()
-	if !running || !e.Informer().HasSynced() {
+	if !running || !e.informer.HasSynced() {
 		return nil, false
 	}
-	return e.Lister(), true
+	return e.informer.GetIndexer(), true
 }
 
 // use adds resources to what user uses, starting their informers.
@@ -95,7 +97,7 @@ func (s *informerSet) use(user string, gvrs ...schema.GroupVersionResource) {
 		e.users[user] = true
 		if e.stop == nil {
 			e.stop = make(chan struct{})
-			go e.Informer().Run(e.stop)
+			go e.informer.Run(e.stop)
 		}
 	}
 }
@@ -156,7 +158,7 @@ func (s *informerSet) waitSynced(ctx context.Context, gvrs ...schema.GroupVersio
 			s.mu.Lock()
 			e := s.entry(gvr)
 			s.mu.Unlock()
-			if e.Informer().HasSynced() {
+			if e.informer.HasSynced() {
 				continue
 			}
 			if err := e.refusal(); err != nil {
@@ -182,7 +184,7 @@ func (s *informerSet) unsynced() []string {
 	defer s.mu.Unlock()
 	var out []string
 	for gvr, e := range s.byGVR {
-		if e.stop == nil || e.Informer().HasSynced() {
+		if e.stop == nil || e.informer.HasSynced() {
 			continue
 		}
 		if err := e.refusal(); err != nil {
@@ -204,16 +206,4 @@ func (r *Registry) Unsynced() []string {
 		return []string{"UniversalControllers: cache not filled yet"}
 	}
 	return r.informers.unsynced()
-}
-
-// stripManagedFields drops metadata.managedFields from an object entering a
-// cache. Nothing in uc reads them (the applier writes with server-side apply,
-// which the apiserver tracks), and they are often the largest part of a small
-// object: without them the caches are smaller, and so is every hook request,
-// which is encoded from the cache.
-func stripManagedFields(obj any) (any, error) {
-	if m, err := meta.Accessor(obj); err == nil {
-		m.SetManagedFields(nil)
-	}
-	return obj, nil
 }

@@ -14,6 +14,8 @@ import (
 	ktesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+
+	"universalcontroller.dev/uc/internal/compact"
 )
 
 // TestInformerSetIsShared: one informer per resource type whatever the
@@ -34,14 +36,14 @@ func TestInformerSetIsShared(t *testing.T) {
 		}
 		return out
 	}
-	first := s.get(cms).Informer()
+	first := s.get(cms)
 	for _, user := range []string{"a", "b", "c", "d", "e"} {
 		s.use(user, foos, cms)
 	}
 	if got := running(); len(got) != 2 || got[cms] != 5 {
 		t.Fatalf("5 users of 2 kinds run %v, want 2 informers with 5 users each", got)
 	}
-	if s.get(cms).Informer() != first {
+	if s.get(cms) != first {
 		t.Fatal("a second informer was made for one kind")
 	}
 	s.only("a", cms) // a stops using foos
@@ -57,9 +59,9 @@ func TestInformerSetIsShared(t *testing.T) {
 	}
 }
 
-// TestInformersDropManagedFields: objects enter the shared caches without
-// their managedFields.
-func TestInformersDropManagedFields(t *testing.T) {
+// TestInformersHoldCompactObjects: objects enter the shared caches compact
+// and without their managedFields, and decode whole.
+func TestInformersHoldCompactObjects(t *testing.T) {
 	cms := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	cm := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "ConfigMap",
@@ -76,11 +78,17 @@ func TestInformersDropManagedFields(t *testing.T) {
 	if err := s.waitSynced(t.Context(), cms); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.get(cms).Lister().ByNamespace("ns").Get("c")
+	got, _, err := s.get(cms).GetIndexer().GetByKey("ns/c")
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := got.(*unstructured.Unstructured)
+	if _, ok := got.(*compact.Object); !ok {
+		t.Fatalf("cached a %T, want a compact object", got)
+	}
+	u, err := compact.Decode(got)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if mf := u.GetManagedFields(); mf != nil {
 		t.Errorf("cached object has managedFields %v", mf)
 	}

@@ -16,11 +16,11 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"universalcontroller.dev/uc/core"
+	"universalcontroller.dev/uc/internal/compact"
 	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/internal/workloop"
 	"universalcontroller.dev/uc/schemas/bus"
@@ -79,7 +80,7 @@ type resolver func(u *unstructured.Unstructured, name string) (*core.Controller,
 
 // addSource makes the objects of gvr register controllers.
 func (r *Registry) addSource(gvr schema.GroupVersionResource, name func(string) string, resolve resolver) {
-	r.sources = append(r.sources, source{gvr: gvr, inf: r.informers.get(gvr).Informer(), name: name, resolve: resolve})
+	r.sources = append(r.sources, source{gvr: gvr, inf: r.informers.get(gvr), name: name, resolve: resolve})
 }
 
 // Option configures a Registry.
@@ -215,18 +216,55 @@ func (r *Registry) MayExist(name string) bool {
 
 // selects tells whether the registry serves the controller object obj.
 func (r *Registry) selects(obj any) bool {
-	u, ok := obj.(*unstructured.Unstructured)
-	return ok && r.selector.Matches(labels.Set(u.GetLabels()))
+	m, ok := compact.Meta(obj)
+	return ok && r.selector.Matches(labels.Set(m.GetLabels()))
 }
 
 // Informer returns the shared informer of a resource.
 func (r *Registry) Informer(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
-	return r.informers.get(gvr).Informer()
+	return r.informers.get(gvr)
 }
 
-// Lister returns the shared lister of a resource.
-func (r *Registry) Lister(gvr schema.GroupVersionResource) cache.GenericLister {
-	return r.informers.get(gvr).Lister()
+// List returns the objects of a resource that sel selects from its shared
+// cache, in namespace, or in every namespace when namespace is "". Each is
+// decoded anew: the caller may change it.
+func (r *Registry) List(gvr schema.GroupVersionResource, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
+	objs, err := list(r.Informer(gvr).GetIndexer(), namespace, sel)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", gvr.Resource, err)
+	}
+	return objs, nil
+}
+
+// list lists the objects of a cache that sel selects, in namespace or, for
+// "", in all, decoded. (The dynamic informers' listers cannot: they take
+// every cached object for an unstructured one.)
+func list(c cache.Indexer, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
+	var objs []any
+	add := func(o any) { objs = append(objs, o) }
+	var err error
+	if namespace == "" {
+		err = cache.ListAll(c, sel, add)
+	} else {
+		err = cache.ListAllByNamespace(c, namespace, sel, add)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return decodeAll(objs)
+}
+
+// decodeAll decodes objects of a shared cache.
+func decodeAll[T any](objs []T) ([]*unstructured.Unstructured, error) {
+	out := make([]*unstructured.Unstructured, 0, len(objs))
+	for _, o := range objs {
+		u, err := compact.Decode(o)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	return out, nil
 }
 
 // LastSyncResourceVersion is the resourceVersion the informer of gvr last
@@ -281,7 +319,10 @@ func (r *Registry) sync(ctx context.Context, name string) error {
 		r.informers.only(name)
 		return nil
 	}
-	u := obj.(*unstructured.Unstructured)
+	u, err := compact.Decode(obj)
+	if err != nil {
+		return err
+	}
 	if old != nil && old.Generation == u.GetGeneration() {
 		return nil
 	}
@@ -437,7 +478,7 @@ func (r *Registry) Orphans(gvr schema.GroupVersionResource, namespace string) ([
 	if err != nil {
 		return nil, fmt.Errorf("list orphan %s: %w", gvr.Resource, err)
 	}
-	return inNamespace(objs, namespace), nil
+	return inNamespace(objs, namespace)
 }
 
 // Owned lists the objects of a child resource whose controller is owner, in
@@ -451,19 +492,19 @@ func (r *Registry) Owned(gvr schema.GroupVersionResource, namespace string, owne
 	if err != nil {
 		return nil, fmt.Errorf("list %s owned by %s: %w", gvr.Resource, owner, err)
 	}
-	return inNamespace(objs, namespace), nil
+	return inNamespace(objs, namespace)
 }
 
 // inNamespace are the objects in namespace, or all of them when namespace
-// is "".
-func inNamespace(objs []any, namespace string) []*unstructured.Unstructured {
-	out := make([]*unstructured.Unstructured, 0, len(objs))
-	for _, o := range objs {
-		if u := o.(*unstructured.Unstructured); namespace == "" || u.GetNamespace() == namespace {
-			out = append(out, u)
-		}
+// is "", decoded.
+func inNamespace(objs []any, namespace string) ([]*unstructured.Unstructured, error) {
+	if namespace != "" {
+		objs = slices.DeleteFunc(objs, func(o any) bool {
+			m, ok := compact.Meta(o)
+			return !ok || m.GetNamespace() != namespace
+		})
 	}
-	return out
+	return decodeAll(objs)
 }
 
 // startInformers starts the informers a controller needs and waits until
@@ -501,19 +542,20 @@ func (r *Registry) startInformers(ctx context.Context, c *core.Controller) error
 	return nil
 }
 
-// Object returns an object from the shared cache of its resource; namespace
-// is "" for a cluster-scoped object.
+// Object returns an object from the shared cache of its resource, decoded
+// anew (the caller may change it); namespace is "" for a cluster-scoped
+// object.
 func (r *Registry) Object(gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error) {
-	lister := r.Lister(gvr)
-	var obj runtime.Object
-	var err error
-	if namespace == "" {
-		obj, err = lister.Get(name)
-	} else {
-		obj, err = lister.ByNamespace(namespace).Get(name)
+	key := name
+	if namespace != "" {
+		key = namespace + "/" + name
 	}
+	obj, exists, err := r.Informer(gvr).GetIndexer().GetByKey(key)
 	if err != nil {
 		return nil, err
 	}
-	return obj.(*unstructured.Unstructured), nil
+	if !exists {
+		return nil, apierrors.NewNotFound(gvr.GroupResource(), name)
+	}
+	return compact.Decode(obj)
 }

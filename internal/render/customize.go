@@ -47,7 +47,7 @@ func (in *inputs) customize(ctx context.Context, call caller) (core.Rules, []byt
 // selectRelated selects the objects the rules select among the observed
 // ones, keyed as the hook version asks.
 func (in *inputs) selectRelated(ctx context.Context, rules core.Rules, version string) (hooks.GroupedObjects, error) {
-	list := func(gvr schema.GroupVersionResource, namespace string) ([]*unstructured.Unstructured, error) {
+	list := func(gvr schema.GroupVersionResource, namespace string, _ labels.Selector) ([]*unstructured.Unstructured, error) {
 		return in.world.list(ctx, gvr, namespace)
 	}
 	namespaces, err := in.world.list(ctx, namespacesGVR, "")

@@ -29,7 +29,7 @@ var layers = []struct {
 	{"runtime", 1, []string{ // shared by the roles and the SDK, knows no controller
 		"sdk/...", "internal/recovery", "internal/verdict", "internal/workloop", "internal/tracing/...",
 		"internal/topology", "internal/natsauth", "internal/revision", "internal/schemacheck",
-		"internal/golden", "internal/bustest", "internal/objtest", "internal/exechook", "internal/webhook/...",
+		"internal/golden", "internal/bustest", "internal/objtest", "internal/compact", "internal/exechook", "internal/webhook/...",
 	}},
 	{"hooks", 2, []string{"examples/..."}}, // hooks as their authors write them, on the SDK
 	{"core", 2, []string{"core/..."}},

@@ -1,0 +1,200 @@
+// Package compact keeps the objects of uc's informer caches small. A
+// dynamic informer holds each object as unstructured maps: a small Go map
+// costs some 300 bytes however few entries it has, and every key and value
+// is an allocation of its own, so an object takes several times its JSON
+// size. A compact Object holds the metadata typed (what the informers'
+// indexes and uc's event handlers read on every change) and the rest of the
+// object as its JSON, decoded only when a request or a plan needs the whole
+// object.
+//
+// Transform, set on an informer, makes its cache hold Objects; Unstructured
+// gives the object back as client-go's and uc's core read it.
+package compact
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"unique"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Object is a Kubernetes object held compactly: its type and metadata
+// typed (without managedFields, which nothing in uc reads), the rest as
+// JSON. It is a runtime.Object and a metav1.Object, so informers, listers
+// and indexers take it as they take any object; it must not be changed once
+// in a cache.
+type Object struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	// rest is the JSON object of every top-level field but apiVersion,
+	// kind and metadata (spec, status, data…); nil when there is none.
+	rest []byte
+}
+
+var _ interface {
+	runtime.Object
+	metav1.Object
+} = (*Object)(nil)
+
+// New makes a compact Object of u, which it does not change.
+func New(u *unstructured.Unstructured) (*Object, error) {
+	o := &Object{TypeMeta: metav1.TypeMeta{APIVersion: intern(u.GetAPIVersion()), Kind: intern(u.GetKind())}}
+	if m, ok := u.Object["metadata"].(map[string]any); ok {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &o.ObjectMeta); err != nil {
+			return nil, fmt.Errorf("metadata of %s %s: %w", u.GetKind(), key(u), err)
+		}
+	}
+	o.ManagedFields = nil
+	internMeta(&o.ObjectMeta)
+	rest := make(map[string]any, len(u.Object))
+	for k, v := range u.Object {
+		if k != "apiVersion" && k != "kind" && k != "metadata" {
+			rest[k] = v
+		}
+	}
+	if len(rest) > 0 {
+		b, err := json.Marshal(rest)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s %s: %w", u.GetKind(), key(u), err)
+		}
+		o.rest = b
+	}
+	return o, nil
+}
+
+// Unstructured returns the whole object, decoded anew: the caller may
+// change it.
+func (o *Object) Unstructured() (*unstructured.Unstructured, error) {
+	obj := map[string]any{}
+	if o.rest != nil {
+		// k8s.io's decoder, as client-go's: whole numbers are int64.
+		if err := utiljson.Unmarshal(o.rest, &obj); err != nil {
+			return nil, fmt.Errorf("decode %s %s: %w", o.Kind, o.key(), err)
+		}
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&o.ObjectMeta)
+	if err != nil {
+		return nil, fmt.Errorf("metadata of %s %s: %w", o.Kind, o.key(), err)
+	}
+	if o.CreationTimestamp.IsZero() {
+		delete(m, "creationTimestamp") // null once converted; absent as it came
+	}
+	obj["metadata"] = m
+	if o.APIVersion != "" {
+		obj["apiVersion"] = o.APIVersion
+	}
+	if o.Kind != "" {
+		obj["kind"] = o.Kind
+	}
+	return &unstructured.Unstructured{Object: obj}, nil
+}
+
+// Contains tells whether the object's JSON, but for its type and metadata,
+// holds s: a cheap test before decoding it for a field that holds s.
+func (o *Object) Contains(s string) bool {
+	return bytes.Contains(o.rest, []byte(s))
+}
+
+// DeepCopyObject copies o; its JSON, never changed, is shared.
+func (o *Object) DeepCopyObject() runtime.Object {
+	c := &Object{TypeMeta: o.TypeMeta, rest: o.rest}
+	o.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
+	return c
+}
+
+// Transform is an informer's transform (cache.TransformFunc): it makes the
+// cache hold compact Objects in place of unstructured ones. Anything else
+// (a tombstone holds an object already transformed) passes as it is.
+func Transform(obj any) (any, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return New(u)
+	}
+	return obj, nil
+}
+
+var _ cache.TransformFunc = Transform
+
+// Decode returns the whole object an informer handed out (an Object, a
+// tombstone of one, or an unstructured object), decoded anew.
+func Decode(obj any) (*unstructured.Unstructured, error) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	switch o := obj.(type) {
+	case *Object:
+		return o.Unstructured()
+	case *unstructured.Unstructured:
+		return o, nil
+	}
+	return nil, fmt.Errorf("not an object of uc's caches: %T", obj)
+}
+
+// Meta returns the metadata of an object an informer handed out (an
+// Object, a tombstone of one, or any object with metadata); false when it
+// has none.
+func Meta(obj any) (metav1.Object, bool) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	m, ok := obj.(metav1.Object)
+	return m, ok
+}
+
+// internMeta makes the strings many cached objects repeat — the namespace,
+// labels, annotation keys, owners (siblings share theirs), finalizers — one
+// string each, shared by every object that holds it.
+func internMeta(m *metav1.ObjectMeta) {
+	m.Namespace = intern(m.Namespace)
+	m.Labels = internMap(m.Labels, intern)
+	m.Annotations = internMap(m.Annotations, func(v string) string { return v }) // mostly one of a kind: hashes, JSON
+	for i := range m.OwnerReferences {
+		r := &m.OwnerReferences[i]
+		r.APIVersion, r.Kind, r.Name = intern(r.APIVersion), intern(r.Kind), intern(r.Name)
+		r.UID = types.UID(intern(string(r.UID)))
+	}
+	for i, f := range m.Finalizers {
+		m.Finalizers[i] = intern(f)
+	}
+}
+
+// internMap interns a map's keys, and its values with value.
+func internMap(in map[string]string, value func(string) string) map[string]string {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(in))
+	for k, v := range in {
+		out[intern(k)] = value(v)
+	}
+	return out
+}
+
+// intern returns the one copy of s that every interned s shares; it is
+// freed when nothing holds it any more.
+func intern(s string) string {
+	if s == "" {
+		return ""
+	}
+	return unique.Make(s).Value()
+}
+
+func key(u *unstructured.Unstructured) string {
+	if ns := u.GetNamespace(); ns != "" {
+		return ns + "/" + u.GetName()
+	}
+	return u.GetName()
+}
+
+func (o *Object) key() string {
+	if o.Namespace != "" {
+		return o.Namespace + "/" + o.Name
+	}
+	return o.Name
+}

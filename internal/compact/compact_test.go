@@ -1,0 +1,105 @@
+package compact
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+)
+
+// decode reads JSON as client-go's dynamic client and informers do.
+func decode(t testing.TB, data []byte) *unstructured.Unstructured {
+	t.Helper()
+	obj, _, err := unstructured.UnstructuredJSONScheme.Decode(data, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obj.(*unstructured.Unstructured)
+}
+
+func testdata(t testing.TB, name string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// TestRoundTrip: an object made compact and decoded again is the object
+// the informer received, less its managedFields.
+func TestRoundTrip(t *testing.T) {
+	for name, data := range map[string]string{
+		"a ConfigMap uc applied":  "configmap.json",
+		"a parent with a status":  "fanout.json",
+		"a Pod the scheduler ran": "pod.json",
+		"cluster-scoped, deleted, no creation time, floats and nulls": "",
+		"metadata only": "",
+	} {
+		t.Run(name, func(t *testing.T) {
+			var in []byte
+			switch {
+			case data != "":
+				in = testdata(t, data)
+			case name == "metadata only":
+				in = []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"shop","uid":"u1","resourceVersion":"7"}}`)
+			default:
+				in = []byte(`{"apiVersion":"example.com/v1","kind":"Thing","metadata":{"name":"t","deletionTimestamp":"2026-11-27T10:00:00Z","deletionGracePeriodSeconds":0,"finalizers":["example.com/keep"],"generation":3},"spec":{"ratio":1.5,"count":2,"gone":null,"list":[1,"a",{"b":true}],"empty":{}}}`)
+			}
+			want := decode(t, in)
+			want.SetManagedFields(nil)
+			o, err := New(decode(t, in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := o.Unstructured()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !equality.Semantic.DeepEqual(want.Object, got.Object) {
+				t.Errorf("the object changed on its way through the cache:\n%s", cmp.Diff(want.Object, got.Object))
+			}
+			if o.ManagedFields != nil {
+				t.Error("managedFields kept")
+			}
+		})
+	}
+}
+
+// TestInformerInterfaces: the cache's key, namespace index and lister read
+// a compact Object as they read any object, and a tombstone of one decodes.
+func TestInformerInterfaces(t *testing.T) {
+	obj, err := Transform(decode(t, testdata(t, "configmap.json")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := cache.MetaNamespaceKeyFunc(obj)
+	if err != nil || key != "bench/fanout-00042-3" {
+		t.Fatalf("key %q, %v", key, err)
+	}
+	m, ok := Meta(cache.DeletedFinalStateUnknown{Key: key, Obj: obj})
+	if !ok || metav1.GetControllerOfNoCopy(m).Name != "fanout-00042" {
+		t.Fatalf("the tombstone's metadata: %v, %v", m, ok)
+	}
+	u, err := Decode(cache.DeletedFinalStateUnknown{Key: key, Obj: obj})
+	if err != nil || u.Object["data"].(map[string]any)["payload"] != "payload written by the create phase" {
+		t.Fatalf("the tombstone decoded: %v, %v", u, err)
+	}
+	if _, err := Decode("not an object"); err == nil {
+		t.Error("a string decoded")
+	}
+	if again, _ := Transform(obj); again != obj {
+		t.Error("a compact object transformed again")
+	}
+	c := obj.(runtime.Object).DeepCopyObject().(*Object)
+	c.Labels["changed"] = "yes"
+	if _, changed := obj.(*Object).Labels["changed"]; changed {
+		t.Error("a deep copy shares its labels")
+	}
+}

@@ -1,0 +1,112 @@
+package compact
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+)
+
+// BenchmarkCacheMemory measures what an informer's cache holds per object
+// of a kind, as uc's registry indexes it (by namespace and by controller
+// owner): the live heap per object, unstructured (the dynamic informer's
+// own form, managedFields stripped) and compact, against the object's JSON
+// as the apiserver sends it. The objects are the bench's Fanouts and their
+// ConfigMaps, and a Pod as kube-scheduler and kwok leave it. Each is decoded
+// from JSON of its own, as the reflector does, so nothing is shared that
+// would not be.
+func BenchmarkCacheMemory(b *testing.B) {
+	const objects = 5000
+	for _, kind := range []string{"configmap", "fanout", "pod"} {
+		template := testdata(b, kind+".json")
+		for _, form := range []struct {
+			name      string
+			transform cache.TransformFunc
+		}{
+			{"unstructured", stripManagedFields},
+			{"compact", Transform},
+		} {
+			b.Run(kind+"/"+form.name, func(b *testing.B) {
+				var perObject, jsonBytes float64
+				for b.Loop() {
+					perObject, jsonBytes = fill(b, template, objects, form.transform)
+				}
+				b.ReportMetric(perObject, "heap-B/object")
+				b.ReportMetric(jsonBytes, "json-B/object")
+				b.ReportMetric(perObject/jsonBytes, "×json")
+			})
+		}
+	}
+}
+
+// fill caches n objects like template, each with a name, UID and owner of
+// its own (five to an owner), and returns the live heap the cache holds per
+// object and the mean size of their JSON.
+func fill(b *testing.B, template []byte, n int, transform cache.TransformFunc) (perObject, jsonBytes float64) {
+	docs := make([][]byte, n)
+	size := 0
+	for i := range docs {
+		u := decode(b, template)
+		u.SetName(fmt.Sprintf("%s-%05d", u.GetName(), i))
+		u.SetUID(types.UID(fmt.Sprintf("%08d-e1f2-4a3b-8c4d-5e6f7a8b9c0d", i)))
+		u.SetResourceVersion(fmt.Sprint(1000000 + i))
+		if refs := u.GetOwnerReferences(); len(refs) > 0 {
+			refs[0].Name = fmt.Sprintf("%s-%05d", refs[0].Name, i/5)
+			refs[0].UID = types.UID(fmt.Sprintf("%08d-0000-4a3b-8c4d-5e6f7a8b9c0d", i/5))
+			u.SetOwnerReferences(refs)
+		}
+		data, err := json.Marshal(u)
+		if err != nil {
+			b.Fatal(err)
+		}
+		docs[i] = data
+		size += len(data)
+	}
+	before := liveHeap()
+	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{
+		cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
+		"owner":              byOwner,
+	})
+	for _, data := range docs {
+		obj, err := transform(decode(b, data))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := store.Add(obj); err != nil {
+			b.Fatal(err)
+		}
+	}
+	held := liveHeap() - before // the documents are still held, as before
+	runtime.KeepAlive(docs)
+	runtime.KeepAlive(store)
+	return float64(held) / float64(n), float64(size) / float64(n)
+}
+
+func byOwner(obj any) ([]string, error) {
+	o, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	if ref := metav1.GetControllerOfNoCopy(o); ref != nil {
+		return []string{string(ref.UID)}, nil
+	}
+	return nil, nil
+}
+
+func stripManagedFields(obj any) (any, error) {
+	obj.(*unstructured.Unstructured).SetManagedFields(nil)
+	return obj, nil
+}
+
+func liveHeap() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}
