@@ -449,7 +449,7 @@ func (c cacheLookup) owned(ch *Child, namespace string, owner types.UID) ([]*uns
 }
 
 func (c cacheLookup) orphans(ch *Child, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
-	objs, err := c.reg.Orphans(ch.GVR, namespace)
+	objs, err := c.reg.Orphans(ch.GVR, namespace, sel)
 	if err != nil {
 		return nil, err
 	}

@@ -46,8 +46,8 @@ type Cache interface {
 	// controller is owner.
 	Owned(gvr schema.GroupVersionResource, namespace string, owner types.UID) ([]*unstructured.Unstructured, error)
 	// Orphans lists the objects of a resource in namespace ("" for all)
-	// that no controller owns.
-	Orphans(gvr schema.GroupVersionResource, namespace string) ([]*unstructured.Unstructured, error)
+	// that no controller owns; it may leave out those sel does not select.
+	Orphans(gvr schema.GroupVersionResource, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error)
 	// Object returns an object; namespace is "" for a cluster-scoped one.
 	Object(gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error)
 }
@@ -62,7 +62,7 @@ func Claim(children Cache, ctl *Controller, parent *unstructured.Unstructured, s
 		if err != nil {
 			return nil, err
 		}
-		orphans, err := children.Orphans(child.GVR, parent.GetNamespace())
+		orphans, err := children.Orphans(child.GVR, parent.GetNamespace(), sel)
 		if err != nil {
 			return nil, err
 		}

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -98,7 +99,7 @@ func (l Live) Owned(gvr schema.GroupVersionResource, ns string, owner types.UID)
 }
 
 // Orphans lists the objects of gvr in ns ("" for all) that nothing controls.
-func (l Live) Orphans(gvr schema.GroupVersionResource, ns string) ([]*unstructured.Unstructured, error) {
+func (l Live) Orphans(gvr schema.GroupVersionResource, ns string, _ labels.Selector) ([]*unstructured.Unstructured, error) {
 	return l.filter(gvr, ns, func(o *unstructured.Unstructured) bool { return metav1.GetControllerOfNoCopy(o) == nil }), nil
 }
 

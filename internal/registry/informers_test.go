@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	fakediscovery "k8s.io/client-go/discovery/fake"
@@ -138,5 +139,43 @@ func TestOwnedStaysInTheOwnersNamespace(t *testing.T) {
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("owned in %q: %v, want %v", tc.namespace, got, tc.want)
 		}
+	}
+}
+
+// TestOrphansSelected: Orphans returns, decoded, the uncontrolled objects
+// the selector selects in the namespace, and only them.
+func TestOrphansSelected(t *testing.T) {
+	cms := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	r := New(dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), &fakediscovery.FakeDiscovery{Fake: &ktesting.Fake{}}, slog.New(slog.DiscardHandler))
+	inf := r.Informer(cms)
+	if err := inf.AddIndexers(cache.Indexers{orphanIndex: indexOrphans}); err != nil {
+		t.Fatal(err)
+	}
+	for _, cm := range []struct {
+		namespace, name string
+		labels          map[string]string
+	}{
+		{"team-a", "adoptable", map[string]string{"app": "web"}},
+		{"team-a", "kube-root-ca.crt", nil},
+		{"team-b", "elsewhere", map[string]string{"app": "web"}},
+	} {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "data": map[string]any{"k": cm.name}}}
+		u.SetNamespace(cm.namespace)
+		u.SetName(cm.name)
+		u.SetLabels(cm.labels)
+		obj, err := compact.Transform(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := inf.GetIndexer().Add(obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := r.Orphans(cms, "team-a", labels.SelectorFromSet(labels.Set{"app": "web"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].GetName() != "adoptable" || got[0].Object["data"].(map[string]any)["k"] != "adoptable" {
+		t.Fatalf("orphans %v, want team-a/adoptable decoded whole", got)
 	}
 }

@@ -467,9 +467,11 @@ func indexOrphans(obj any) ([]string, error) {
 	return []string{o.GetNamespace(), allNamespaces}, nil
 }
 
-// Orphans lists the objects of a child resource that no controller owns, in
-// namespace, or in every namespace when namespace is "".
-func (r *Registry) Orphans(gvr schema.GroupVersionResource, namespace string) ([]*unstructured.Unstructured, error) {
+// Orphans lists the objects of a child resource that no controller owns
+// and sel selects, in namespace, or in every namespace when namespace is
+// "". Only those are decoded: a namespace's orphans are mostly no
+// parent's (its kube-root-ca.crt ConfigMap, say), and every sync looks.
+func (r *Registry) Orphans(gvr schema.GroupVersionResource, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
 	key := namespace
 	if key == "" {
 		key = allNamespaces
@@ -478,6 +480,10 @@ func (r *Registry) Orphans(gvr schema.GroupVersionResource, namespace string) ([
 	if err != nil {
 		return nil, fmt.Errorf("list orphan %s: %w", gvr.Resource, err)
 	}
+	objs = slices.DeleteFunc(objs, func(o any) bool {
+		m, ok := compact.Meta(o)
+		return !ok || !sel.Matches(labels.Set(m.GetLabels()))
+	})
 	return inNamespace(objs, namespace)
 }
 

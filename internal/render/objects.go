@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -65,8 +66,8 @@ func (s objects) Owned(gvr schema.GroupVersionResource, _ string, owner types.UI
 }
 
 // Orphans lists the objects of a resource in namespace ("" for all) that
-// no controller owns.
-func (s objects) Orphans(gvr schema.GroupVersionResource, namespace string) ([]*unstructured.Unstructured, error) {
+// no controller owns (all of them: the core checks sel).
+func (s objects) Orphans(gvr schema.GroupVersionResource, namespace string, _ labels.Selector) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	for _, o := range s[gvr] {
 		if metav1.GetControllerOfNoCopy(o) == nil && (namespace == "" || o.GetNamespace() == namespace) {
