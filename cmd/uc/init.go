@@ -65,7 +65,7 @@ not exist.`,
 			}
 			run, err := scaffold.CommandsOf(dir, opts.Language)
 			if err != nil {
-				return err // Check took the language: not here
+				return err // not here: opts.Check took the language
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "wrote %s\n\n", strings.Join(wrote, " "))
