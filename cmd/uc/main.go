@@ -48,7 +48,7 @@ var errLogged = errors.New("failed (see the log)")
 // a command failed (errLogged), 2 when the command line or a UC_* variable
 // is wrong.
 func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	root := newRootCommand()
+	root := newCLI()
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -116,9 +116,20 @@ on the command line wins over its variable.`,
 	)
 	for _, c := range subcommands(root) {
 		bindEnv(c.Flags())
-		if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
-			// A group (uc dlq): alone, its help; with a word that is none
-			// of its commands, a usage error.
+	}
+	return root
+}
+
+// newCLI is uc as it runs: its commands, cobra's help and completion
+// commands, and every group (uc dlq, uc completion) alone its help, and
+// with a word that is none of its commands a usage error (cobra's own
+// prints the group's help and exits 0).
+func newCLI() *cobra.Command {
+	root := newRootCommand()
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	for _, c := range subcommands(root) {
+		if c.HasSubCommands() && !c.Runnable() {
 			c.Args = cobra.NoArgs
 			c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 		}
@@ -132,9 +143,10 @@ func helpCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "help [COMMAND]",
 		Short: "Help about any command",
+		Args:  cobra.ArbitraryArgs, // a command's words: checked below
 		RunE: func(cmd *cobra.Command, args []string) error {
 			target, rest, err := cmd.Root().Find(args)
-			if err != nil || len(rest) > 0 && len(args) > 0 && target == cmd.Root() {
+			if err != nil || len(rest) > 0 {
 				return fmt.Errorf("unknown help topic %q", strings.Join(args, " "))
 			}
 			return target.Help()

@@ -122,6 +122,7 @@ func TestUsageErrors(t *testing.T) {
 		{args: []string{"dlq", "replay"}, want: "give a dead letter's ID or --controller\n"},
 		{args: []string{"dlq", "nosuch"}, want: `unknown command "nosuch" for "uc dlq"`},
 		{args: []string{"help", "nosuch"}, want: `unknown help topic "nosuch"`},
+		{args: []string{"help", "dlq", "nosuch"}, want: `unknown help topic "dlq nosuch"`},
 		{args: []string{"validate"}, want: "requires at least 1 arg"},
 		{args: []string{"validate", "no-such-file.yaml"}, want: "no such file"},
 		{args: []string{"init", "greeting"}, want: `kind "greeting": want a name in CamelCase`},
@@ -135,6 +136,47 @@ func TestUsageErrors(t *testing.T) {
 			out := runUC(t, tc.args...)
 			if out.code != 2 || !strings.Contains(out.stderr, tc.want) || !strings.Contains(out.stderr, "--help") {
 				t.Errorf("exit %d, stderr %q; want 2, %q and where help is", out.code, out.stderr, tc.want)
+			}
+		})
+	}
+}
+
+// TestWrongUsageExits2: across uc's whole command tree, as it runs (with
+// cobra's help and completion commands), wrong usage exits 2 and says
+// where help is: an unknown flag to every command that runs, a number of
+// arguments its Args refuses (every command that runs declares Args, so
+// that one without cannot take stray words silently), and a word that is
+// none of a group's commands. A refused command line fails before the
+// command runs, so none of them starts a role here.
+func TestWrongUsageExits2(t *testing.T) {
+	wrong := func(t *testing.T, args ...string) {
+		t.Helper()
+		out := runUC(t, args...)
+		if out.code != 2 || !strings.Contains(out.stderr, "uc: ") || !strings.Contains(out.stderr, "--help' for usage") {
+			t.Errorf("uc %s: exit %d, stderr %q; want 2, the error and where help is", strings.Join(args, " "), out.code, out.stderr)
+		}
+	}
+	root := newCLI()
+	for _, c := range subcommands(root) {
+		path := commandPath(c)
+		if c.Hidden {
+			continue // cobra's __complete, which the shells call: it takes any word
+		}
+		t.Run(strings.Join(path, " "), func(t *testing.T) {
+			if c.HasSubCommands() {
+				wrong(t, append(path, "nosuch")...)
+			}
+			if !c.Runnable() {
+				return
+			}
+			wrong(t, append(path, "--no-such-flag")...)
+			if c.Args == nil {
+				t.Fatalf("uc %s declares no Args: it would take any word", strings.Join(path, " "))
+			}
+			for n := range 4 {
+				if args := slices.Repeat([]string{"x"}, n); c.ValidateArgs(args) != nil {
+					wrong(t, append(path, args...)...)
+				}
 			}
 		})
 	}

@@ -22,10 +22,8 @@ const referenceDir = "../../docs/reference/cli"
 // flags; a change to a command without `go test ./cmd/uc -run
 // TestCLIReference -update` (make generate) fails here.
 func TestCLIReference(t *testing.T) {
-	root := newRootCommand()
+	root := newCLI()
 	root.DisableAutoGenTag = true // no date: the page changes with the command only
-	root.InitDefaultHelpCmd()
-	root.InitDefaultCompletionCmd()
 	var want []string
 	for _, c := range append([]*cobra.Command{root}, subcommands(root)...) {
 		if !c.IsAvailableCommand() && c != root {

@@ -60,6 +60,7 @@ processes to serve more requests at once.`,
 
   # a new version of a hook as the sync hook's shadow (spec.hooks.sync.shadow): never applied, compared
   uc worker --controller website-controller --hook sync-shadow -- python3 hook-v2.py`,
+		Args: cobra.ArbitraryArgs, // the command and its arguments: complete checks there is one
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := cfg.complete(args); err != nil {
 				return err

@@ -2,7 +2,7 @@
 """The {{.Kind}} controller's sync hook, run by `uc worker` once per request:
 Metacontroller's sync request on stdin, the reply on stdout. Standard library
 only. Try it alone:  python3 hook.py < request.json (the request uc would send,
-written by uc init with uc render -o request)
+written by uc init with uc render -o request); test it:  python3 -m unittest
 
 Print debugging output on stderr: uc worker logs it. An exception (exit
 status 1) is retried, and the {{.Kind}} says Synced=False/HookFailed with the end
