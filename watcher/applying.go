@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 
@@ -197,7 +197,8 @@ func (w *Watcher) seen(controller string, wrote []bus.Written) bool {
 
 // objectCache is what writesSeen reads: the registry's informers.
 type objectCache interface {
-	Object(gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error)
+	// Meta is an object's metadata, or a NotFound error.
+	Meta(gvr schema.GroupVersionResource, namespace, name string) (metav1.Object, error)
 	// LastSyncResourceVersion is the resourceVersion the resource's
 	// informer last heard.
 	LastSyncResourceVersion(gvr schema.GroupVersionResource) string
@@ -213,7 +214,7 @@ func writesSeen(c objectCache, wrote []bus.Written, watched func(schema.GroupVer
 		if !watched(gvr) {
 			return false
 		}
-		obj, err := c.Object(gvr, wr.Namespace, wr.Name)
+		obj, err := c.Meta(gvr, wr.Namespace, wr.Name)
 		switch {
 		case wr.Deleted != "":
 			// Still there, and not yet seen being deleted (an object with

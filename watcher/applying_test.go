@@ -21,7 +21,7 @@ type fakeCache struct {
 	lastSync string
 }
 
-func (c fakeCache) Object(gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error) {
+func (c fakeCache) Meta(gvr schema.GroupVersionResource, namespace, name string) (metav1.Object, error) {
 	if obj, ok := c.objects[name]; ok && gvr == configMaps.GVR {
 		return obj, nil
 	}

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -116,6 +117,8 @@ type Registry interface {
 	// decoded; LastSyncResourceVersion is the last resourceVersion it heard.
 	Informer(gvr schema.GroupVersionResource) cache.SharedIndexInformer
 	List(gvr schema.GroupVersionResource, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error)
+	// Meta is a cached object's metadata, not decoding the object.
+	Meta(gvr schema.GroupVersionResource, namespace, name string) (metav1.Object, error)
 	LastSyncResourceVersion(gvr schema.GroupVersionResource) string
 }
 

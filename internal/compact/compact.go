@@ -79,14 +79,7 @@ func (o *Object) Unstructured() (*unstructured.Unstructured, error) {
 			return nil, fmt.Errorf("decode %s %s: %w", o.Kind, o.key(), err)
 		}
 	}
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&o.ObjectMeta)
-	if err != nil {
-		return nil, fmt.Errorf("metadata of %s %s: %w", o.Kind, o.key(), err)
-	}
-	if o.CreationTimestamp.IsZero() {
-		delete(m, "creationTimestamp") // null once converted; absent as it came
-	}
-	obj["metadata"] = m
+	obj["metadata"] = metadata(&o.ObjectMeta)
 	if o.APIVersion != "" {
 		obj["apiVersion"] = o.APIVersion
 	}

@@ -552,6 +552,31 @@ func (r *Registry) startInformers(ctx context.Context, c *core.Controller) error
 // anew (the caller may change it); namespace is "" for a cluster-scoped
 // object.
 func (r *Registry) Object(gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error) {
+	obj, err := r.cached(gvr, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	return compact.Decode(obj)
+}
+
+// Meta returns the metadata of an object in the shared cache of its
+// resource, without decoding the rest of it; namespace is "" for a
+// cluster-scoped object. The caller must not change it.
+func (r *Registry) Meta(gvr schema.GroupVersionResource, namespace, name string) (metav1.Object, error) {
+	obj, err := r.cached(gvr, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := compact.Meta(obj)
+	if !ok {
+		return nil, fmt.Errorf("%s %s/%s: cached a %T", gvr.Resource, namespace, name, obj)
+	}
+	return m, nil
+}
+
+// cached is an object as the shared cache of its resource holds it, or a
+// NotFound error.
+func (r *Registry) cached(gvr schema.GroupVersionResource, namespace, name string) (any, error) {
 	key := name
 	if namespace != "" {
 		key = namespace + "/" + name
@@ -563,5 +588,5 @@ func (r *Registry) Object(gvr schema.GroupVersionResource, namespace, name strin
 	if !exists {
 		return nil, apierrors.NewNotFound(gvr.GroupResource(), name)
 	}
-	return compact.Decode(obj)
+	return obj, nil
 }

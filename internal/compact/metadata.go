@@ -1,0 +1,73 @@
+package compact
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// metadata is m as unstructured metadata, the map runtime's converter makes
+// of it (TestMetadataAsTheConverter holds them together), without its
+// reflection: every decoding of a cached object converts its metadata, and
+// the converter took more time than the JSON of the rest of the object.
+// managedFields are left out: the caches drop them. So are empty lists
+// and maps, as the converter leaves them out (omitempty).
+func metadata(m *metav1.ObjectMeta) map[string]any {
+	out := make(map[string]any, 8)
+	for k, v := range map[string]string{
+		"name": m.Name, "generateName": m.GenerateName, "namespace": m.Namespace,
+		"selfLink": m.SelfLink, "uid": string(m.UID), "resourceVersion": m.ResourceVersion,
+	} {
+		if v != "" {
+			out[k] = v
+		}
+	}
+	if m.Generation != 0 {
+		out["generation"] = m.Generation
+	}
+	if !m.CreationTimestamp.IsZero() {
+		out["creationTimestamp"] = m.CreationTimestamp.UTC().Format(time.RFC3339)
+	}
+	if m.DeletionTimestamp != nil {
+		out["deletionTimestamp"] = m.DeletionTimestamp.UTC().Format(time.RFC3339)
+	}
+	if m.DeletionGracePeriodSeconds != nil {
+		out["deletionGracePeriodSeconds"] = *m.DeletionGracePeriodSeconds
+	}
+	if len(m.Labels) > 0 {
+		out["labels"] = stringMap(m.Labels)
+	}
+	if len(m.Annotations) > 0 {
+		out["annotations"] = stringMap(m.Annotations)
+	}
+	if len(m.OwnerReferences) > 0 {
+		refs := make([]any, len(m.OwnerReferences))
+		for i, r := range m.OwnerReferences {
+			ref := map[string]any{"apiVersion": r.APIVersion, "kind": r.Kind, "name": r.Name, "uid": string(r.UID)}
+			if r.Controller != nil {
+				ref["controller"] = *r.Controller
+			}
+			if r.BlockOwnerDeletion != nil {
+				ref["blockOwnerDeletion"] = *r.BlockOwnerDeletion
+			}
+			refs[i] = ref
+		}
+		out["ownerReferences"] = refs
+	}
+	if len(m.Finalizers) > 0 {
+		fs := make([]any, len(m.Finalizers))
+		for i, f := range m.Finalizers {
+			fs[i] = f
+		}
+		out["finalizers"] = fs
+	}
+	return out
+}
+
+func stringMap(in map[string]string) map[string]any {
+	out := make(map[string]any, len(in))
+	for k, v := range in {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,62 @@
+package compact
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/randfill"
+)
+
+// TestMetadataAsTheConverter: metadata makes of any ObjectMeta, every
+// field set or left empty at random, the map runtime's converter makes,
+// managedFields aside. A field ObjectMeta gains fails it until metadata
+// converts it.
+func TestMetadataAsTheConverter(t *testing.T) {
+	f := randfill.NewWithSeed(27).NilChance(0.3).NumElements(0, 3).Funcs(
+		func(t *metav1.Time, c randfill.Continue) { // the API's precision: seconds
+			var sec int64
+			c.Fill(&sec)
+			*t = metav1.Unix(sec%4e9, 0)
+		},
+	)
+	fields := map[string]bool{}
+	for range 500 {
+		var m metav1.ObjectMeta
+		f.Fill(&m)
+		m.ManagedFields = nil
+		want, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.CreationTimestamp.IsZero() {
+			delete(want, "creationTimestamp")
+		}
+		got := metadata(&m)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("metadata differs from the converter's (-want +got):\n%s", diff)
+		}
+		for k := range got {
+			fields[k] = true
+		}
+	}
+	// Every field but managedFields was seen set.
+	typ := reflect.TypeFor[metav1.ObjectMeta]()
+	for i := range typ.NumField() {
+		name, _, _ := cutComma(typ.Field(i).Tag.Get("json"))
+		if name != "managedFields" && !fields[name] {
+			t.Errorf("ObjectMeta.%s (%s) was never converted", typ.Field(i).Name, name)
+		}
+	}
+}
+
+func cutComma(tag string) (string, string, bool) {
+	for i := range len(tag) {
+		if tag[i] == ',' {
+			return tag[:i], tag[i+1:], true
+		}
+	}
+	return tag, "", false
+}
