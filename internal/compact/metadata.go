@@ -14,9 +14,11 @@ import (
 // and maps, as the converter leaves them out (omitempty).
 func metadata(m *metav1.ObjectMeta) map[string]any {
 	out := make(map[string]any, 8)
+	//lint:ignore SA1019 no apiserver sets selfLink since 1.20, but an aggregated API may: it is kept as it came
+	selfLink := m.SelfLink
 	for k, v := range map[string]string{
 		"name": m.Name, "generateName": m.GenerateName, "namespace": m.Namespace,
-		"selfLink": m.SelfLink, "uid": string(m.UID), "resourceVersion": m.ResourceVersion,
+		"selfLink": selfLink, "uid": string(m.UID), "resourceVersion": m.ResourceVersion,
 	} {
 		if v != "" {
 			out[k] = v
