@@ -36,6 +36,7 @@ require (
 	k8s.io/utils v0.0.0-20251002143259-bc988d571ff4
 	knative.dev/pkg v0.0.0-20260727151759-521cb33b33dd
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730
+	sigs.k8s.io/randfill v1.0.0
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.0
 	sigs.k8s.io/yaml v1.6.0
 	universalcontroller.dev/uc/schemas/bus v0.0.0-00010101000000-000000000000
@@ -125,7 +126,6 @@ require (
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	k8s.io/apiserver v0.35.7 // indirect
-	sigs.k8s.io/randfill v1.0.0 // indirect
 )
 
 // The bus contract and the Go hook SDK are modules of their own, so that a
