@@ -243,7 +243,9 @@ func scraperToken(t *testing.T, ns, reader string) string {
 	t.Helper()
 	const name = "e2e-metrics-scraper"
 	createServiceAccount(t, ns, name)
-	t.Cleanup(func() { _ = env.kube.CoreV1().ServiceAccounts(ns).Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = env.kube.CoreV1().ServiceAccounts(ns).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
 	bindServiceAccount(t, name, reader, ns, name)
 	eventually(t, 30*time.Second, func() error {
 		return allowed(t, ns, name, &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"}, nil)
