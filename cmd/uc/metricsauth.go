@@ -41,8 +41,8 @@ var metricsAuthBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 
 
 // withKubernetesAuth serves h only to requests whose bearer token the API
 // server of kube authenticates and whose user it authorizes to get the
-// path: 401 without a token it accepts, 403 when its user may not, 500
-// when the API server could not tell.
+// path: 401 without a token it accepts (or when the TokenReview fails),
+// 403 when its user may not, 500 when the SubjectAccessReview fails.
 func withKubernetesAuth(kube kubernetes.Interface, h http.Handler, log *slog.Logger) (http.Handler, error) {
 	authn, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
 		Anonymous:                &apiserver.AnonymousAuthConfig{Enabled: false},
@@ -90,7 +90,7 @@ func authorized(authn authenticator.Request, authz authorizer.Authorizer, h http
 		}
 		if decision != authorizer.DecisionAllow {
 			log.Debug("metrics: forbidden", "user", res.User.GetName(), "path", r.URL.Path, "reason", reason)
-			http.Error(w, fmt.Sprintf("Forbidden: user %s may not get %s", res.User.GetName(), r.URL.Path), http.StatusForbidden)
+			http.Error(w, fmt.Sprintf("Forbidden: user %s may not %s %s", res.User.GetName(), attrs.Verb, r.URL.Path), http.StatusForbidden)
 			return
 		}
 		h.ServeHTTP(w, r)
