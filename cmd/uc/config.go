@@ -41,6 +41,8 @@ type config struct {
 	leaseName      string
 	healthAddr     string
 	metricsAddr    string
+	metricsSecure  bool
+	metricsCertDir string
 	profiling      bool
 	replicaID      string
 
@@ -71,6 +73,8 @@ func (c *config) register(fs *pflag.FlagSet) {
 	c.tracing.register(fs)
 	fs.StringVar(&c.healthAddr, "health-addr", "", "address serving /healthz and /readyz, e.g. :8081 (off when empty)")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "127.0.0.1:8080", "address serving Prometheus metrics on /metrics: on loopback by default, for this host only; :8080 serves every interface, for a Prometheus elsewhere (port 0: a free port, logged at start; off when empty)")
+	fs.BoolVar(&c.metricsSecure, "metrics-secure", false, "serve --metrics-addr over HTTPS, and only to clients whose bearer token the API server authenticates (a TokenReview) and allows to get the path (a SubjectAccessReview: the ClusterRole uc-metrics-reader allows /metrics), as controller-runtime's metrics server does; uc's ServiceAccount needs create on tokenreviews and subjectaccessreviews. deploy/ and the Helm chart set it")
+	fs.StringVar(&c.metricsCertDir, "metrics-cert-dir", "", "directory holding tls.crt and tls.key, the certificate --metrics-secure serves (read again when they change); empty: a self-signed certificate made at start")
 	fs.BoolVar(&c.metacontrollerAPI, "metacontroller-api", false, "also serve Metacontroller's CompositeControllers and DecoratorControllers (metacontroller.k8s.io/v1alpha1), adopting what Metacontroller left as it is")
 	fs.StringVar(&c.controllerSelector, "controller-selector", "", "label selector of the UniversalControllers and UniversalDecorators this installation serves, e.g. team=payments (all when empty); two installations on one cluster must select disjoint sets")
 	fs.BoolVar(&c.profiling, "profiling", false, "also serve Go's profiles on --metrics-addr at /debug/pprof/")

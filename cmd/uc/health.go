@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/kubernetes"
 )
 
 // readyCheck is one condition of readiness: nil when met.
@@ -40,21 +42,36 @@ func serveHealth(addr string, checks []readyCheck, log *slog.Logger) func(contex
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	return func(ctx context.Context) error { return serveHTTP(ctx, addr, "--health-addr", mux, log) }
+	return func(ctx context.Context) error { return serveHTTP(ctx, addr, "--health-addr", mux, nil, log) }
 }
 
-// serveMetrics serves m on addr at /metrics, and with profiling Go's
-// profiles at /debug/pprof/, until ctx ends.
-func serveMetrics(addr string, m *metrics, profiling bool, log *slog.Logger) func(context.Context) error {
+// serveMetrics serves m on --metrics-addr at /metrics, and with
+// --profiling Go's profiles at /debug/pprof/, until ctx ends: in plain
+// HTTP, or with --metrics-secure over HTTPS to the clients the API server
+// of kube authorizes (withKubernetesAuth).
+func serveMetrics(cfg config, m *metrics, kube kubernetes.Interface, log *slog.Logger) (func(context.Context) error, error) {
 	mux := m.handler()
-	if profiling {
+	if cfg.profiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	return func(ctx context.Context) error { return serveHTTP(ctx, addr, "--metrics-addr", mux, log) }
+	var h http.Handler = mux
+	var tlsCfg *tls.Config
+	if cfg.metricsSecure {
+		var err error
+		if tlsCfg, err = metricsTLS(cfg.metricsCertDir, log); err != nil {
+			return nil, err
+		}
+		if h, err = withKubernetesAuth(kube, mux, log); err != nil {
+			return nil, err
+		}
+	}
+	return func(ctx context.Context) error {
+		return serveHTTP(ctx, cfg.metricsAddr, "--metrics-addr", h, tlsCfg, log)
+	}, nil
 }
 
 // handler serves the metrics on /metrics in Prometheus' text format.
@@ -64,14 +81,19 @@ func (m *metrics) handler() *http.ServeMux {
 	return mux
 }
 
-// serveHTTP serves h on addr, given by flag, until ctx ends. It logs the
-// address it listens on: with port 0, a free port.
-func serveHTTP(ctx context.Context, addr, flag string, h http.Handler, log *slog.Logger) error {
+// serveHTTP serves h on addr, given by flag, until ctx ends, over TLS when
+// tlsCfg is set. It logs the address it listens on: with port 0, a free
+// port.
+func serveHTTP(ctx context.Context, addr, flag string, h http.Handler, tlsCfg *tls.Config, log *slog.Logger) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("%s: %w", flag, err)
 	}
-	log.Info("serving", "flag", flag, "addr", ln.Addr().String())
+	scheme := "http"
+	if tlsCfg != nil {
+		ln, scheme = tls.NewListener(ln, tlsCfg), "https"
+	}
+	log.Info("serving", "flag", flag, "addr", ln.Addr().String(), "scheme", scheme)
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()

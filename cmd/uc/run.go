@@ -41,6 +41,9 @@ import (
 
 // run wires the configured roles together and runs them until ctx ends.
 func run(ctx context.Context, cfg config, log *slog.Logger) error {
+	if cfg.metricsCertDir != "" && !cfg.metricsSecure {
+		return errors.New("--metrics-cert-dir serves --metrics-secure: set it too")
+	}
 	restCfg, err := kubeConfig(cfg)
 	if err != nil {
 		return err
@@ -190,7 +193,11 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		servers = append(servers, serveHealth(cfg.healthAddr, readyChecks(nc, js, reg, onBus), log))
 	}
 	if cfg.metricsAddr != "" {
-		servers = append(servers, serveMetrics(cfg.metricsAddr, m, cfg.profiling, log))
+		serve, err := serveMetrics(cfg, m, kube, log)
+		if err != nil {
+			return err
+		}
+		servers = append(servers, serve)
 	}
 	return runAll(ctx, servers)
 }

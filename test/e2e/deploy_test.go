@@ -207,6 +207,13 @@ func deployLeastPrivilege(t *testing.T) {
 		{role: "applier", verb: "list", resource: "resourcequotas", want: true},
 		{role: "applier", verb: "list", resource: "namespaces", want: true},
 		{role: "applier", verb: "create", group: "authorization.k8s.io", resource: "selfsubjectaccessreviews", want: true},
+		// Secure metrics: who a scraper is, and whether it may.
+		{role: "watcher", verb: "create", group: "authentication.k8s.io", resource: "tokenreviews", want: true},
+		{role: "dispatcher", verb: "create", group: "authentication.k8s.io", resource: "tokenreviews", want: true},
+		{role: "applier", verb: "create", group: "authentication.k8s.io", resource: "tokenreviews", want: true},
+		{role: "watcher", verb: "create", group: "authorization.k8s.io", resource: "subjectaccessreviews", want: true},
+		{role: "dispatcher", verb: "create", group: "authorization.k8s.io", resource: "subjectaccessreviews", want: true},
+		{role: "applier", verb: "create", group: "authorization.k8s.io", resource: "subjectaccessreviews", want: true},
 		{role: "dispatcher", verb: "patch", group: uc, resource: "universalcontrollers", sub: "status", want: true},
 		{role: "dispatcher", verb: "patch", group: uc, resource: "universaldecorators", sub: "status", want: true},
 		{role: "applier", verb: "patch", group: uc, resource: "universaldecorators"},
@@ -344,6 +351,9 @@ func deployRoleProcesses(t *testing.T, m manifests.Set) {
 	const hookPassword = "gadget-hook-password"
 	natsURL := deployStartNATS(t, m, filepath.Join(dir, "nats"), map[string]string{deployGadgetUC: hookPassword})
 
+	// A scraper of the roles' secure /metrics: bound to deploy/'s
+	// uc-metrics-reader, as a Prometheus would be.
+	scraper := scraperToken(t, manifests.Namespace, "uc-metrics-reader")
 	var procs []*testbed.Container
 	for _, role := range manifests.Roles {
 		d := manifests.Typed[appsv1.Deployment](t, m.In(manifests.Namespace), "Deployment", "uc-"+role)
@@ -359,7 +369,7 @@ func deployRoleProcesses(t *testing.T, m manifests.Set) {
 			procs = append(procs, deployStartRole(t, m, d, i, flags, dir, map[string]string{
 				"UC_NATS_URL":   natsURL,
 				"UC_KUBECONFIG": kubeconfig,
-			}))
+			}, scraper))
 		}
 	}
 	running := func() error {
@@ -584,8 +594,9 @@ func deployReadOthers(t *testing.T) []deployAccess {
 // would (testbed.StartContainer): the container's args, and its
 // environment with the variables of set replaced and the health and
 // metrics addresses moved to free loopback ports; its probes, and its
-// /metrics if uc serves them, are asked there.
-func deployStartRole(t *testing.T, m manifests.Set, d *appsv1.Deployment, i int32, flags map[string]bool, dir string, set map[string]string) *testbed.Container {
+// /metrics if uc serves them, are asked there (secure metrics with
+// scrapeToken, as Prometheus scrapes them).
+func deployStartRole(t *testing.T, m manifests.Set, d *appsv1.Deployment, i int32, flags map[string]bool, dir string, set map[string]string, scrapeToken string) *testbed.Container {
 	t.Helper()
 	pod := testbed.Pod{Namespace: d.Namespace, Name: fmt.Sprintf("%s-%d", d.Name, i), Spec: d.Spec.Template.Spec}
 	c := pod.Spec.Containers[0]
@@ -608,11 +619,16 @@ func deployStartRole(t *testing.T, m manifests.Set, d *appsv1.Deployment, i int3
 	for _, path := range testbed.ProbePaths(c) {
 		probes = append(probes, "http://"+vars["UC_HEALTH_ADDR"]+path)
 	}
-	if flags["metrics-addr"] {
+	var scrapes []string
+	switch {
+	case !flags["metrics-addr"]:
+	case vars["UC_METRICS_SECURE"] == "true":
+		scrapes = append(scrapes, "https://"+vars["UC_METRICS_ADDR"]+"/metrics")
+	default:
 		probes = append(probes, "http://"+vars["UC_METRICS_ADDR"]+"/metrics")
 	}
 	return testbed.RunContainer(t, testbed.ContainerConfig{Name: pod.Name, Dir: dir, Bin: env.uc.bin,
-		Args: testbed.ExpandVars(c.Args, vars), Env: vars, Probes: probes, Logf: t.Logf})
+		Args: testbed.ExpandVars(c.Args, vars), Env: vars, Probes: probes, Scrapes: scrapes, ScrapeToken: scrapeToken, Logf: t.Logf})
 }
 
 // withAuthConf is manifests whose ConfigMaps have auth.conf replaced.

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
+
 	"universalcontroller.dev/uc/test/manifests"
 )
 
@@ -21,7 +22,8 @@ var podMonitorGVR = schema.GroupVersionResource{Group: "monitoring.coreos.com", 
 // TestPodMonitorComponent builds deploy/ with its optional component
 // deploy/components/podmonitor, as an overlay of a user's would: the
 // PodMonitor selects the Pods of every uc Deployment, on their port
-// "metrics", and not the NATS servers'; and the API server, given the
+// "metrics" over HTTPS with a token allowed to get /metrics, and not the
+// NATS servers'; and the API server, given the
 // Prometheus Operator's CRD, accepts it (server-side dry run, strict).
 func TestPodMonitorComponent(t *testing.T) {
 	overlay := t.TempDir()
@@ -49,6 +51,9 @@ func TestPodMonitorComponent(t *testing.T) {
 	if len(endpoints) != 1 || endpoints[0].(map[string]any)["port"] != "metrics" {
 		t.Fatalf("podMetricsEndpoints %v, want the port metrics", endpoints)
 	}
+	// Over HTTPS, with the token of a ServiceAccount bound to
+	// uc-metrics-reader (TestMetricsSecure scrapes uc with it).
+	manifests.CheckPodMonitorAuth(t, m, pm, "uc-metrics-reader")
 	deployments := m.OfKind("Deployment")
 	if len(deployments) != 3 {
 		t.Fatalf("%d Deployments, want uc's 3", len(deployments))

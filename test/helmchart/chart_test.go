@@ -247,6 +247,54 @@ func TestValues(t *testing.T) {
 			if def := render(t, release, nil).OfKind("PodMonitor"); len(def) != 0 {
 				t.Errorf("a PodMonitor by default: %v", def)
 			}
+			if sc := manifests.CheckPodMonitorAuth(t, m, pm, "uc-metrics-reader"); sc.ServiceAccount != "uc-metrics" {
+				t.Errorf("the PodMonitor scrapes as %q, want the ServiceAccount uc-metrics", sc.ServiceAccount)
+			}
+		}},
+		{"secure metrics by default", nil, func(t *testing.T, m manifests.Set) {
+			manifests.CheckSecureMetrics(t, m, "uc")
+			for _, role := range manifests.Roles {
+				if dir, ok := envOf(container(t, m, "uc-"+role))["UC_METRICS_CERT_DIR"]; ok {
+					t.Errorf("uc-%s: UC_METRICS_CERT_DIR=%s by default; want a self-signed certificate", role, dir)
+				}
+			}
+		}},
+		{"metrics certificate", map[string]any{"metrics": map[string]any{"certSecret": "uc-metrics-tls", "podMonitor": map[string]any{
+			"enabled": true, "tlsConfig": map[string]any{"ca": map[string]any{"secret": map[string]any{"name": "uc-metrics-tls", "key": "ca.crt"}}, "serverName": "uc-metrics"}}}},
+			func(t *testing.T, m manifests.Set) {
+				for _, role := range manifests.Roles {
+					d := manifests.Typed[appsv1.Deployment](t, m, "Deployment", "uc-"+role)
+					c := d.Spec.Template.Spec.Containers[0]
+					dir := envOf(c)["UC_METRICS_CERT_DIR"]
+					mounted := slices.ContainsFunc(c.VolumeMounts, func(vm corev1.VolumeMount) bool { return vm.MountPath == dir && vm.Name == "metrics-tls" })
+					fromSecret := slices.ContainsFunc(d.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool {
+						return v.Name == "metrics-tls" && v.Secret != nil && v.Secret.SecretName == "uc-metrics-tls"
+					})
+					if dir == "" || !mounted || !fromSecret {
+						t.Errorf("uc-%s: UC_METRICS_CERT_DIR=%q, mounts %v, volumes %v; want the Secret uc-metrics-tls mounted there", role, dir, c.VolumeMounts, d.Spec.Template.Spec.Volumes)
+					}
+				}
+				endpoints, _, _ := unstructured.NestedSlice(m.Find("PodMonitor", "uc").Object, "spec", "podMetricsEndpoints")
+				if tls := endpoints[0].(map[string]any)["tlsConfig"].(map[string]any); tls["serverName"] != "uc-metrics" || tls["insecureSkipVerify"] != nil {
+					t.Errorf("the PodMonitor's tlsConfig %v; want the values' (its CA), and no insecureSkipVerify", tls)
+				}
+			}},
+		{"plain metrics", map[string]any{"metrics": map[string]any{"secure": false, "podMonitor": map[string]any{"enabled": true}}}, func(t *testing.T, m manifests.Set) {
+			for _, role := range manifests.Roles {
+				d := manifests.Typed[appsv1.Deployment](t, m, "Deployment", "uc-"+role)
+				if env := envOf(d.Spec.Template.Spec.Containers[0]); env["UC_METRICS_SECURE"] != "" || d.Spec.Template.Annotations["prometheus.io/scheme"] != "http" {
+					t.Errorf("uc-%s with plain metrics: UC_METRICS_SECURE=%q, prometheus.io/scheme %q", role, env["UC_METRICS_SECURE"], d.Spec.Template.Annotations["prometheus.io/scheme"])
+				}
+			}
+			for _, name := range []string{"uc-metrics-auth", "uc-metrics-reader"} {
+				if m.Find("ClusterRole", name) != nil {
+					t.Errorf("ClusterRole %s with plain metrics", name)
+				}
+			}
+			endpoints, _, _ := unstructured.NestedSlice(m.Find("PodMonitor", "uc").Object, "spec", "podMetricsEndpoints")
+			if ep := endpoints[0].(map[string]any); ep["scheme"] != nil || ep["authorization"] != nil || m.Find("ServiceAccount", "uc-metrics") != nil {
+				t.Errorf("the PodMonitor of plain metrics: %v; want no scheme, no authorization, no ServiceAccount of its own", ep)
+			}
 		}},
 		{"partitions and hook users", map[string]any{
 			"partitions": 64,

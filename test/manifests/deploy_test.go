@@ -426,3 +426,10 @@ func rulesByRole(roles []rbacv1.ClusterRole) map[string][]string {
 	}
 	return sets
 }
+
+// TestDeployMetrics: every role serves its metrics securely, may ask the
+// API server who a scraper is and what it may do, and deploy/ has the
+// ClusterRole a scraper is bound to.
+func TestDeployMetrics(t *testing.T) {
+	CheckSecureMetrics(t, deployManifests(t), "uc")
+}

@@ -214,6 +214,11 @@ type ContainerConfig struct {
 	// Probes are the URLs of its HTTP probes on the test bed's addresses,
 	// which Ready asks.
 	Probes []string
+	// Scrapes are URLs Ready asks too, as a scraper would: with
+	// ScrapeToken as bearer token (a /metrics served to authorized
+	// clients only), over TLS without verifying the certificate.
+	Scrapes     []string
+	ScrapeToken string
 	// Restartable says whether an exit is one the kubelet's restart
 	// recovers from, given the log of the run that ended (nil: none is);
 	// Check fails on any other exit.
@@ -306,14 +311,24 @@ func (c *Container) Check() error {
 // probeTimeout bounds one probe's request, as a probe's timeoutSeconds.
 const probeTimeout = 2 * time.Second
 
-// Ready returns nil if every probe of the container answers 200.
+// Ready returns nil if every probe and scrape of the container answers 200.
 func (c *Container) Ready(ctx context.Context) error {
-	for _, u := range c.cfg.Probes {
+	check := func(u, token string) error {
 		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-		err := httpCheck(httpClient(nil), u, "")(pctx)
-		cancel()
-		if err != nil {
+		defer cancel()
+		if err := httpCheck(httpClient(nil), u, token)(pctx); err != nil {
 			return fmt.Errorf("%s: %w", c.cfg.Name, err)
+		}
+		return nil
+	}
+	for _, u := range c.cfg.Probes {
+		if err := check(u, ""); err != nil {
+			return err
+		}
+	}
+	for _, u := range c.cfg.Scrapes {
+		if err := check(u, c.cfg.ScrapeToken); err != nil {
+			return err
 		}
 	}
 	return nil
