@@ -15,6 +15,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"unique"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,7 +33,10 @@ import (
 // in a cache.
 type Object struct {
 	metav1.TypeMeta
+	// ObjectMeta holds the metadata but for its labels and annotations,
+	// which are in labels and annotations (GetLabels, GetAnnotations).
 	metav1.ObjectMeta
+	labels, annotations pairs
 	// rest is the JSON object of every top-level field but apiVersion,
 	// kind and metadata (spec, status, data…); nil when there is none.
 	rest []byte
@@ -53,6 +57,8 @@ func New(u *unstructured.Unstructured) (*Object, error) {
 	}
 	o.ManagedFields = nil
 	internMeta(&o.ObjectMeta)
+	o.SetLabels(o.ObjectMeta.Labels)
+	o.SetAnnotations(o.ObjectMeta.Annotations)
 	rest := make(map[string]any, len(u.Object))
 	for k, v := range u.Object {
 		if k != "apiVersion" && k != "kind" && k != "metadata" {
@@ -79,7 +85,7 @@ func (o *Object) Unstructured() (*unstructured.Unstructured, error) {
 			return nil, fmt.Errorf("decode %s %s: %w", o.Kind, o.key(), err)
 		}
 	}
-	obj["metadata"] = metadata(&o.ObjectMeta)
+	obj["metadata"] = metadata(&o.ObjectMeta, o.labels, o.annotations)
 	if o.APIVersion != "" {
 		obj["apiVersion"] = o.APIVersion
 	}
@@ -97,10 +103,31 @@ func (o *Object) Contains(s string) bool {
 
 // DeepCopyObject copies o; its JSON, never changed, is shared.
 func (o *Object) DeepCopyObject() runtime.Object {
-	c := &Object{TypeMeta: o.TypeMeta, rest: o.rest}
+	c := &Object{TypeMeta: o.TypeMeta, labels: slices.Clone(o.labels), annotations: slices.Clone(o.annotations), rest: o.rest}
 	o.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
 	return c
 }
+
+// GetLabels returns the object's labels, a map made anew.
+func (o *Object) GetLabels() map[string]string { return o.labels.asMap() }
+
+// SetLabels sets the object's labels.
+func (o *Object) SetLabels(labels map[string]string) {
+	o.labels, o.ObjectMeta.Labels = newPairs(labels, intern), nil
+}
+
+// GetAnnotations returns the object's annotations, a map made anew.
+func (o *Object) GetAnnotations() map[string]string { return o.annotations.asMap() }
+
+// SetAnnotations sets the object's annotations.
+func (o *Object) SetAnnotations(annotations map[string]string) {
+	// Their values are mostly one of a kind (hashes, JSON): not interned.
+	o.annotations, o.ObjectMeta.Annotations = newPairs(annotations, func(v string) string { return v }), nil
+}
+
+// GetObjectMeta is o itself, whose labels and annotations its ObjectMeta
+// does not hold.
+func (o *Object) GetObjectMeta() metav1.Object { return o }
 
 // Transform is an informer's transform (cache.TransformFunc): it makes the
 // cache hold compact Objects in place of unstructured ones. Anything else
@@ -141,12 +168,11 @@ func Meta(obj any) (metav1.Object, bool) {
 }
 
 // internMeta makes the strings many cached objects repeat — the namespace,
-// labels, annotation keys, owners (siblings share theirs), finalizers — one
-// string each, shared by every object that holds it.
+// owners (siblings share theirs), finalizers — one string each, shared by
+// every object that holds it. (Labels and annotations are interned as
+// pairs.)
 func internMeta(m *metav1.ObjectMeta) {
 	m.Namespace = intern(m.Namespace)
-	m.Labels = internMap(m.Labels, intern)
-	m.Annotations = internMap(m.Annotations, func(v string) string { return v }) // mostly one of a kind: hashes, JSON
 	for i := range m.OwnerReferences {
 		r := &m.OwnerReferences[i]
 		r.APIVersion, r.Kind, r.Name = intern(r.APIVersion), intern(r.Kind), intern(r.Name)
@@ -155,18 +181,6 @@ func internMeta(m *metav1.ObjectMeta) {
 	for i, f := range m.Finalizers {
 		m.Finalizers[i] = intern(f)
 	}
-}
-
-// internMap interns a map's keys, and its values with value.
-func internMap(in map[string]string, value func(string) string) map[string]string {
-	if len(in) == 0 {
-		return nil
-	}
-	out := make(map[string]string, len(in))
-	for k, v := range in {
-		out[intern(k)] = value(v)
-	}
-	return out
 }
 
 // intern returns the one copy of s that every interned s shares; it is

@@ -1,14 +1,17 @@
 package compact
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 )
@@ -98,8 +101,22 @@ func TestInformerInterfaces(t *testing.T) {
 		t.Error("a compact object transformed again")
 	}
 	c := obj.(runtime.Object).DeepCopyObject().(*Object)
-	c.Labels["changed"] = "yes"
-	if _, changed := obj.(*Object).Labels["changed"]; changed {
+	c.SetLabels(map[string]string{"changed": "yes"})
+	if _, changed := obj.(*Object).GetLabels()["changed"]; changed {
 		t.Error("a deep copy shares its labels")
+	}
+	// Labels read the same whichever way client-go asks for them.
+	want := map[string]string{"examples.universalcontroller.dev/fanout": "fanout-00042"}
+	accessor, err := meta.Accessor(obj)
+	if err != nil || !maps.Equal(accessor.GetLabels(), want) || !maps.Equal(obj.(metav1.ObjectMetaAccessor).GetObjectMeta().GetLabels(), want) {
+		t.Errorf("labels through the accessors: %v, %v", accessor, err)
+	}
+	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	if err := store.Add(obj); err != nil {
+		t.Fatal(err)
+	}
+	var selected []any
+	if err := cache.ListAll(store, labels.SelectorFromSet(want), func(o any) { selected = append(selected, o) }); err != nil || len(selected) != 1 {
+		t.Errorf("a selector of its labels selected %v, %v", selected, err)
 	}
 }

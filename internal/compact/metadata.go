@@ -6,13 +6,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// metadata is m as unstructured metadata, the map runtime's converter makes
-// of it (TestMetadataAsTheConverter holds them together), without its
+// metadata is m, with labels and annotations, as unstructured metadata:
+// the map runtime's converter makes of it (TestMetadataAsTheConverter holds them together), without its
 // reflection: every decoding of a cached object converts its metadata, and
 // the converter took more time than the JSON of the rest of the object.
 // managedFields are left out: the caches drop them. So are empty lists
 // and maps, as the converter leaves them out (omitempty).
-func metadata(m *metav1.ObjectMeta) map[string]any {
+func metadata(m *metav1.ObjectMeta, labels, annotations pairs) map[string]any {
 	out := make(map[string]any, 8)
 	//lint:ignore SA1019 no apiserver sets selfLink since 1.20, but an aggregated API may: it is kept as it came
 	selfLink := m.SelfLink
@@ -36,11 +36,11 @@ func metadata(m *metav1.ObjectMeta) map[string]any {
 	if m.DeletionGracePeriodSeconds != nil {
 		out["deletionGracePeriodSeconds"] = *m.DeletionGracePeriodSeconds
 	}
-	if len(m.Labels) > 0 {
-		out["labels"] = stringMap(m.Labels)
+	if len(labels) > 0 {
+		out["labels"] = labels.unstructured()
 	}
-	if len(m.Annotations) > 0 {
-		out["annotations"] = stringMap(m.Annotations)
+	if len(annotations) > 0 {
+		out["annotations"] = annotations.unstructured()
 	}
 	if len(m.OwnerReferences) > 0 {
 		refs := make([]any, len(m.OwnerReferences))
@@ -62,14 +62,6 @@ func metadata(m *metav1.ObjectMeta) map[string]any {
 			fs[i] = f
 		}
 		out["finalizers"] = fs
-	}
-	return out
-}
-
-func stringMap(in map[string]string) map[string]any {
-	out := make(map[string]any, len(in))
-	for k, v := range in {
-		out[k] = v
 	}
 	return out
 }

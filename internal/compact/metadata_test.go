@@ -34,7 +34,7 @@ func TestMetadataAsTheConverter(t *testing.T) {
 		if m.CreationTimestamp.IsZero() {
 			delete(want, "creationTimestamp")
 		}
-		got := metadata(&m)
+		got := metadata(&m, newPairs(m.Labels, intern), newPairs(m.Annotations, intern))
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Fatalf("metadata differs from the converter's (-want +got):\n%s", diff)
 		}
