@@ -76,7 +76,7 @@ func TestRepublishLostRequest(t *testing.T) {
 	b := newRolesOnBus(t, srv.URL())
 	b.start("dispatcher", "dispatcher")
 	first := b.start("watcher", "watcher", "--leader-elect=false")
-	b.start("applier", "applier")
+	applier := b.start("applier", "applier")
 	w := b.createWidget("lost", "v1")
 	eventually(t, time.Minute, b.converged("v1", "lost"))
 	subject := bus.Address{Controller: "widget-controller", Hook: hooks.Sync,
@@ -87,24 +87,37 @@ func TestRepublishLostRequest(t *testing.T) {
 	}
 	// The new watcher chains its request to the one the fence says was
 	// applied: the lost request has the same predecessor only if nothing
-	// was published after that one (the echo of the parent's status write).
+	// was published after that one. So the test waits until the last
+	// request published was applied and wrote nothing: an apply that wrote
+	// the parent's status is followed by the echo of that write, a request
+	// the fence does not name yet.
 	fence, err := b.js.KeyValue(ctx, bus.FenceBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	parent := "parent=" + b.ns + "/lost"
+	field := func(line, name string) string {
+		_, v, _ := strings.Cut(line, " "+name+"=")
+		v, _, _ = strings.Cut(v, " ")
+		return v
+	}
 	eventually(t, 30*time.Second, func() error {
-		_, id, _ := strings.Cut(first.lastLine("msg=published", parent), " id=")
-		id, _, _ = strings.Cut(id, " ")
+		last := first.lastLine("msg=published", parent)
+		id, observation := field(last, "id"), field(last, "observation")
 		e, err := fence.Get(ctx, string(w.GetUID()))
 		if err != nil {
 			return err
 		}
 		f, err := bus.ParseFence(e.Value())
-		if err == nil && f.Request != id {
-			err = fmt.Errorf("the last request published, %q, is not the one applied last, %s", id, f.Request)
+		switch {
+		case err != nil:
+			return err
+		case f.Request != id:
+			return fmt.Errorf("the last request published, %q, is not the one applied last, %s", id, f.Request)
+		case !applier.logHas("msg=applied", parent, " observation="+observation+" ", "writes=0"):
+			return fmt.Errorf("the last request published, of observation %s, wrote something: its echo is coming", observation)
 		}
-		return err
+		return nil
 	})
 
 	b.pauseWorker()
