@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -88,12 +87,9 @@ func fill(b *testing.B, template []byte, n int, transform cache.TransformFunc) (
 	return float64(held) / float64(n), float64(size) / float64(n)
 }
 
+// byOwner indexes an object by its controller's UID, as the registry does.
 func byOwner(obj any) ([]string, error) {
-	o, err := meta.Accessor(obj)
-	if err != nil {
-		return nil, err
-	}
-	if ref := metav1.GetControllerOfNoCopy(o); ref != nil {
+	if ref := metav1.GetControllerOfNoCopy(obj.(metav1.Object)); ref != nil {
 		return []string{string(ref.UID)}, nil
 	}
 	return nil, nil

@@ -102,12 +102,7 @@ func TestInformersHoldCompactObjects(t *testing.T) {
 // names a namespaced parent as its controller is not the parent's child;
 // a cluster-scoped parent's children are in any namespace.
 func TestOwnedStaysInTheOwnersNamespace(t *testing.T) {
-	cms := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	r := New(dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), &fakediscovery.FakeDiscovery{Fake: &ktesting.Fake{}}, slog.New(slog.DiscardHandler))
-	inf := r.Informer(cms)
-	if err := inf.AddIndexers(cache.Indexers{ownerIndex: indexByController}); err != nil {
-		t.Fatal(err)
-	}
+	r, inf := configMapsIndexed(t, ownerIndex, indexByController)
 	child := func(namespace, name string) *unstructured.Unstructured {
 		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
 		u.SetNamespace(namespace)
@@ -127,7 +122,7 @@ func TestOwnedStaysInTheOwnersNamespace(t *testing.T) {
 		{"team-a", []string{"team-a/mine"}},
 		{"", []string{"team-a/mine", "team-b/planted"}},
 	} {
-		owned, err := r.Owned(cms, tc.namespace, "parent-uid")
+		owned, err := r.Owned(configMaps, tc.namespace, "parent-uid")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,12 +140,7 @@ func TestOwnedStaysInTheOwnersNamespace(t *testing.T) {
 // TestOrphansSelected: Orphans returns, decoded, the uncontrolled objects
 // the selector selects in the namespace, and only them.
 func TestOrphansSelected(t *testing.T) {
-	cms := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	r := New(dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), &fakediscovery.FakeDiscovery{Fake: &ktesting.Fake{}}, slog.New(slog.DiscardHandler))
-	inf := r.Informer(cms)
-	if err := inf.AddIndexers(cache.Indexers{orphanIndex: indexOrphans}); err != nil {
-		t.Fatal(err)
-	}
+	r, inf := configMapsIndexed(t, orphanIndex, indexOrphans)
 	for _, cm := range []struct {
 		namespace, name string
 		labels          map[string]string
@@ -171,11 +161,25 @@ func TestOrphansSelected(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := r.Orphans(cms, "team-a", labels.SelectorFromSet(labels.Set{"app": "web"}))
+	got, err := r.Orphans(configMaps, "team-a", labels.SelectorFromSet(labels.Set{"app": "web"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 1 || got[0].GetName() != "adoptable" || got[0].Object["data"].(map[string]any)["k"] != "adoptable" {
 		t.Fatalf("orphans %v, want team-a/adoptable decoded whole", got)
 	}
+}
+
+var configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+
+// configMapsIndexed is a registry on a fake cluster, and its informer of
+// ConfigMaps, not started, with the index of that name.
+func configMapsIndexed(t *testing.T, index string, fn cache.IndexFunc) (*Registry, cache.SharedIndexInformer) {
+	t.Helper()
+	r := New(dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), &fakediscovery.FakeDiscovery{Fake: &ktesting.Fake{}}, slog.New(slog.DiscardHandler))
+	inf := r.Informer(configMaps)
+	if err := inf.AddIndexers(cache.Indexers{index: fn}); err != nil {
+		t.Fatal(err)
+	}
+	return r, inf
 }
