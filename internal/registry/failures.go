@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -167,7 +168,7 @@ func (f *failures) gone(uid types.UID) bool {
 func (r *Registry) watchFailures(gvr schema.GroupVersionResource, inf cache.SharedIndexInformer) {
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if failing(cachedSynced(obj)) {
+			if cachedSyncedFalse(obj) != nil {
 				r.parentChanged(gvr)
 			}
 		},
@@ -181,7 +182,7 @@ func (r *Registry) watchFailures(gvr schema.GroupVersionResource, inf cache.Shar
 			if !ok {
 				return
 			}
-			if was := r.failures.gone(m.GetUID()); was || failing(cachedSynced(obj)) {
+			if was := r.failures.gone(m.GetUID()); was || cachedSyncedFalse(obj) != nil {
 				r.parentChanged(gvr)
 			}
 		},
@@ -189,16 +190,21 @@ func (r *Registry) watchFailures(gvr schema.GroupVersionResource, inf cache.Shar
 }
 
 // failureChanged tells an update of a cached object that may change what
-// a parent counts for: its Synced condition changed, or its labels (which
-// decide its controller) while it fails.
+// a parent counts for: it starts or stops failing, fails otherwise, or is
+// relabelled (its labels decide its controller) while it fails. An update
+// of a parent that fails neither before nor after changes no count (what
+// this process's appliers saw fail is reported as they see it).
 func failureChanged(old, cur any) bool {
-	o, c := cachedSynced(old), cachedSynced(cur)
+	o, c := cachedSyncedFalse(old), cachedSyncedFalse(cur)
+	if o == nil && c == nil {
+		return false
+	}
 	if !equality.Semantic.DeepEqual(o, c) {
 		return true
 	}
 	om, ok1 := compact.Meta(old)
 	cm, ok2 := compact.Meta(cur)
-	return (failing(o) || failing(c)) && ok1 && ok2 && !equality.Semantic.DeepEqual(om.GetLabels(), cm.GetLabels())
+	return ok1 && ok2 && !equality.Semantic.DeepEqual(om.GetLabels(), cm.GetLabels())
 }
 
 // parentChanged queues a report on every controller whose parents are of
@@ -234,18 +240,26 @@ func syncedCondition(obj *unstructured.Unstructured) map[string]any {
 	return nil
 }
 
-// cachedSynced is the Synced condition of an object the caches hand out,
-// or nil. It looks at every update of every cached object: one whose JSON
-// does not name the condition is not decoded.
-func cachedSynced(obj any) map[string]any {
-	if o, ok := obj.(*compact.Object); ok && !o.Contains(`"`+v1alpha1.ConditionSynced+`"`) {
+// cachedSyncedFalse is the Synced condition of an object the caches hand
+// out when its status is False (the parent fails), or nil. It looks at
+// every update of every cached object: one whose JSON does not say False
+// is not decoded.
+func cachedSyncedFalse(obj any) map[string]any {
+	if !mayFail(obj) {
 		return nil
 	}
 	u, err := compact.Decode(obj)
 	if err != nil {
 		return nil
 	}
-	return syncedCondition(u)
+	return syncedFalse(u)
+}
+
+// mayFail tells whether a cached object's Synced condition may be False:
+// its JSON says False somewhere. (Not a compact object: it may.)
+func mayFail(obj any) bool {
+	o, ok := obj.(*compact.Object)
+	return !ok || o.Contains(`"`+string(metav1.ConditionFalse)+`"`)
 }
 
 // failing tells whether a Synced condition is False: the parent fails.
@@ -390,7 +404,7 @@ func (r *Registry) reportFailuresOf(ctx context.Context, name string) {
 		// resource changed): the next registration reports.
 		return
 	}
-	parents, err := list(parentCache, "", ctl.ParentSelector)
+	parents, err := r.mayBeFailing(parentCache, name, ctl.ParentSelector)
 	if err != nil {
 		r.log.Error("list parents to count the failing ones", "controller", name, "err", err)
 		return
@@ -406,6 +420,32 @@ func (r *Registry) reportFailuresOf(ctx context.Context, name string) {
 		r.log.Error("report failing parents; will retry", "controller", name, "err", err, "retryIn", retryDelay)
 		r.failures.queue.AddAfter(name, retryDelay)
 	}
+}
+
+// mayBeFailing lists, decoded, the cached parents of a controller that sel
+// selects and that may count as failing: their JSON says False, or this
+// process's appliers saw them fail. The report runs every second while
+// parents change, over all of them: the others are not decoded.
+func (r *Registry) mayBeFailing(parents cache.Indexer, controller string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
+	var objs []any
+	err := cache.ListAll(parents, sel, func(o any) {
+		if m, ok := compact.Meta(o); ok && (mayFail(o) || r.failures.saw(m.GetUID(), controller)) {
+			objs = append(objs, o)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return decodeAll(objs)
+}
+
+// saw tells whether this process's appliers saw the parent fail under the
+// controller, and have not seen it applied since.
+func (f *failures) saw(uid types.UID, controller string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.seen[uid][controller]
+	return ok
 }
 
 // cacheKey is an object's namespace/name, or its name when cluster-scoped.

@@ -229,7 +229,9 @@ func TestFailureChanged(t *testing.T) {
 		{name: "starts failing", old: failingParent("a", syncedAt("True", "Applied", t1), nil), cur: failingParent("a", syncedAt("False", "HookFailed", t1), nil), want: true},
 		{name: "recovers", old: failingParent("a", syncedAt("False", "HookFailed", t1), nil), cur: failingParent("a", syncedAt("True", "Applied", t1), nil), want: true},
 		{name: "another failure", old: failingParent("a", syncedAt("False", "HookFailed", t1), nil), cur: failingParent("a", syncedAt("False", "InvalidHookReply", t1), nil), want: true},
-		{name: "first condition", old: failingParent("a", nil, nil), cur: failingParent("a", syncedAt("True", "Applied", t1), nil), want: true},
+		{name: "first condition, healthy", old: failingParent("a", nil, nil), cur: failingParent("a", syncedAt("True", "Applied", t1), nil)},
+		{name: "first condition, failing", old: failingParent("a", nil, nil), cur: failingParent("a", syncedAt("False", "HookFailed", t1), nil), want: true},
+		{name: "healthy, applied again", old: failingParent("a", syncedAt("True", "Applied", t1), nil), cur: failingParent("a", syncedAt("True", "Applied", "2030-01-01T00:00:02Z"), nil)},
 	} {
 		if got := failureChanged(tc.old, tc.cur); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
