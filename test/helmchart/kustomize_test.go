@@ -55,8 +55,12 @@ func TestDefaultsMatchKustomize(t *testing.T) {
 			}
 			o.SetLabels(labels)
 		}
-		o.Object = renameStrings(o.Object, rename).(map[string]any)
-		o.Object = replaceInStrings(o.Object, natsRoutes).(map[string]any)
+		o.Object = mapStrings(o.Object, func(s string) string {
+			if n, ok := rename[s]; ok {
+				s = n
+			}
+			return natsRoutes.Replace(s)
+		}).(map[string]any)
 		if n, ok := natsNames[o.GetName()]; ok {
 			o.SetName(n)
 		}
@@ -121,20 +125,18 @@ func kustomizeNames(kust manifests.Set) map[string]string {
 	return rename
 }
 
-// renameStrings replaces every string of v that rename has a key for.
-func renameStrings(v any, rename map[string]string) any {
+// mapStrings replaces every string of v with what fn makes of it.
+func mapStrings(v any, fn func(string) string) any {
 	switch v := v.(type) {
 	case string:
-		if n, ok := rename[v]; ok {
-			return n
-		}
+		return fn(v)
 	case map[string]any:
 		for k, e := range v {
-			v[k] = renameStrings(e, rename)
+			v[k] = mapStrings(e, fn)
 		}
 	case []any:
 		for i, e := range v {
-			v[i] = renameStrings(e, rename)
+			v[i] = mapStrings(e, fn)
 		}
 	}
 	return v
@@ -144,23 +146,6 @@ func renameStrings(v any, rename map[string]string) any {
 // install (nats://uc-route:…@nats-0.nats-headless:6222) as the chart names
 // them.
 var natsRoutes = strings.NewReplacer("@nats-", "@uc-nats-", ".nats-headless:", ".uc-nats-headless:")
-
-// replaceInStrings replaces with r in every string of v.
-func replaceInStrings(v any, r *strings.Replacer) any {
-	switch v := v.(type) {
-	case string:
-		return r.Replace(v)
-	case map[string]any:
-		for k, e := range v {
-			v[k] = replaceInStrings(e, r)
-		}
-	case []any:
-		for i, e := range v {
-			v[i] = replaceInStrings(e, r)
-		}
-	}
-	return v
-}
 
 // helmKeys are the labels and annotations of the chart that the kustomize
 // install has no counterpart of.
