@@ -61,6 +61,12 @@ type Controller struct {
 	// Metacontroller tells a controller registered by one of
 	// Metacontroller's objects (WithMetacontrollerAPI).
 	Metacontroller bool
+	// Partitions, when not 0, is the number of partitions parents are
+	// spread over in an installation whose watchers are sharded: uc labels
+	// each parent, child and revision with the parent's partition
+	// (PartitionLabel), so that a watcher shard lists only the objects of
+	// the partitions it holds.
+	Partitions int
 }
 
 // Rolling tells a controller with a child kind that rolls out: its parents

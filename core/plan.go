@@ -325,7 +325,11 @@ func desiredObject(ctl *Controller, parent *unstructured.Unstructured, child *Ch
 		}
 	}
 	obj.SetOwnerReferences(refs)
-	return obj, setAppliedHash(obj)
+	if err := setAppliedHash(obj); err != nil {
+		return nil, err
+	}
+	ctl.labelPartition(obj, parent.GetUID())
+	return obj, nil
 }
 
 // setAppliedHash stamps obj with the hash of its content.
@@ -358,8 +362,9 @@ func ownerRef(ctl *Controller, parent *unstructured.Unstructured) metav1.OwnerRe
 }
 
 // comparable is a desired object without what update compares apart: its
-// owner (checked before) and its hash annotation. It copies only the maps
-// on the way to those two fields: the rest is o's, to be read, not changed.
+// owner (checked before), its hash annotation and its partition label
+// (labelPartition). It copies only the maps on the way to those fields:
+// the rest is o's, to be read, not changed.
 func comparable(o *unstructured.Unstructured) *unstructured.Unstructured {
 	c := maps.Clone(o.Object)
 	meta, ok := c["metadata"].(map[string]any)
@@ -372,6 +377,11 @@ func comparable(o *unstructured.Unstructured) *unstructured.Unstructured {
 		annotations = maps.Clone(annotations)
 		delete(annotations, v1alpha1.AnnotationAppliedHash)
 		meta["annotations"] = annotations
+	}
+	if lbls, ok := meta["labels"].(map[string]any); ok {
+		lbls = maps.Clone(lbls)
+		delete(lbls, v1alpha1.LabelPartition)
+		meta["labels"] = lbls
 	}
 	c["metadata"] = meta
 	return &unstructured.Unstructured{Object: c}

@@ -183,6 +183,9 @@ func revisionLabels(ctl *Controller, parent *unstructured.Unstructured, hash str
 		v1alpha1.LabelRevisionParentUID: string(parent.GetUID()),
 		revision.LabelHash:              hash,
 	}
+	if value, ok := ctl.PartitionLabel(parent.GetUID()); ok {
+		lbls[v1alpha1.LabelPartition] = value
+	}
 	// The labels for people are left out where their value cannot be a
 	// label's: a parent's name over 63 characters, a controller served
 	// from Metacontroller's API (cc=<name>, shown as cc.<name>).

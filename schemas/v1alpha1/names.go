@@ -58,6 +58,13 @@ const (
 // server-side apply removes it).
 const AnnotationAppliedHash = "universalcontroller.dev/applied-hash"
 
+// LabelPartition is the partition (bus.Partition of the parent's UID) of a
+// parent and of its children and revisions, which uc stamps on them when
+// the installation's watchers are sharded: a watcher shard lists and
+// watches only the objects of the partitions it holds, selected by the API
+// server.
+const LabelPartition = "universalcontroller.dev/partition"
+
 // LabelControllerUID labels the children of a controller with
 // generateSelector: true; their selector is controller-uid=<parent UID>.
 const LabelControllerUID = "controller-uid"

@@ -1,0 +1,59 @@
+package core
+
+import (
+	"strconv"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"universalcontroller.dev/uc/schemas/bus"
+	"universalcontroller.dev/uc/schemas/hooks"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
+)
+
+// TestPartitionLabel: with sharded watchers, what uc creates carries the
+// parent's partition; the label is no difference to update on, so that
+// turning sharding on, or someone removing the label, re-creates nothing.
+func TestPartitionLabel(t *testing.T) {
+	parent := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Parent"}}
+	parent.SetNamespace("ns")
+	parent.SetName("p")
+	parent.SetUID("parent-uid")
+	want := map[bool]string{true: strconv.Itoa(bus.Partition("parent-uid", 8)), false: ""}
+	desired := func() *unstructured.Unstructured {
+		return object("ConfigMap", "", "a", map[string]any{"k": "1"}, "")
+	}
+	for _, sharded := range []bool{false, true} {
+		ctl := testController(v1alpha1.ChildUpdateRecreate)
+		if sharded {
+			ctl.Partitions = 8
+		}
+		// Created: labelled only when sharded.
+		writes, err := Plan(ctl, parent, &hooks.SyncResponse{Children: []*unstructured.Unstructured{desired()}}, fakeLive{})
+		if err != nil || len(writes) != 1 || writes[0].Verb != VerbCreate {
+			t.Fatalf("sharded=%v: writes %v, %v; want one create", sharded, writes, err)
+		}
+		if got := writes[0].Object.GetLabels()[v1alpha1.LabelPartition]; got != want[sharded] {
+			t.Errorf("sharded=%v: created child's partition label %q, want %q", sharded, got, want[sharded])
+		}
+		// A child as applied by the other setting, or with its label
+		// edited: nothing to write, even for Recreate.
+		for _, label := range []string{"", "7", want[!sharded]} {
+			other := testController(v1alpha1.ChildUpdateRecreate)
+			live, err := desiredObject(other, parent, &other.Children[0], desired(), ownerRef(other, parent))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lbls := live.GetLabels()
+			if label != "" {
+				lbls[v1alpha1.LabelPartition] = label
+			}
+			live.SetLabels(lbls)
+			live.SetUID("child-uid")
+			writes, err := Plan(ctl, parent, &hooks.SyncResponse{Children: []*unstructured.Unstructured{desired()}}, fakeLive{live})
+			if err != nil || len(writes) != 0 {
+				t.Errorf("sharded=%v, live label %q: writes %v, %v; want none", sharded, label, writes, err)
+			}
+		}
+	}
+}
