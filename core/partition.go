@@ -4,21 +4,34 @@ import (
 	"strconv"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
-// PartitionLabel is the value of v1alpha1.LabelPartition on the parent of
-// that UID and on its children and revisions, for a controller whose
+// PartitionOf is the partition, as the value of v1alpha1.LabelPartition, of
+// a parent and of its children and revisions, for a controller whose
 // watchers are sharded; false when they are not (Controller.Partitions is
-// 0).
-func (c *Controller) PartitionLabel(parent types.UID) (string, bool) {
+// 0). It is the parent's own label when that names a partition, so that a
+// parent that is another parent's child (nested controllers) stays with its
+// parent's tree, and a parent whose label someone changed by hand takes its
+// children along; else bus.Partition of the parent's UID.
+func (c *Controller) PartitionOf(parent metav1.Object) (string, bool) {
 	if c.Partitions == 0 {
 		return "", false
 	}
-	return strconv.Itoa(bus.Partition(parent, c.Partitions)), true
+	if label, ok := parent.GetLabels()[v1alpha1.LabelPartition]; ok && c.ValidPartition(label) {
+		return label, true
+	}
+	return strconv.Itoa(bus.Partition(parent.GetUID(), c.Partitions)), true
+}
+
+// ValidPartition tells whether label, a value of v1alpha1.LabelPartition,
+// names one of the controller's partitions: a number from 0 to
+// Partitions-1, written as strconv writes it.
+func (c *Controller) ValidPartition(label string) bool {
+	n, err := strconv.Atoi(label)
+	return err == nil && n >= 0 && n < c.Partitions && strconv.Itoa(n) == label
 }
 
 // labelPartition labels obj, one of the parent's objects uc writes, with the
@@ -26,8 +39,8 @@ func (c *Controller) PartitionLabel(parent types.UID) (string, bool) {
 // is no part of what uc compares or hashes (comparable, setAppliedHash):
 // sharding turned on re-creates no child, and a child whose label someone
 // changed is labelled again on its own (the applier's labeller).
-func (c *Controller) labelPartition(obj metav1.Object, parent types.UID) {
-	value, ok := c.PartitionLabel(parent)
+func (c *Controller) labelPartition(obj, parent metav1.Object) {
+	value, ok := c.PartitionOf(parent)
 	if !ok {
 		return
 	}

@@ -57,3 +57,36 @@ func TestPartitionLabel(t *testing.T) {
 		}
 	}
 }
+
+func TestPartitionOf(t *testing.T) {
+	hashed := strconv.Itoa(bus.Partition("parent-uid", 8))
+	tests := []struct {
+		name       string
+		partitions int
+		label      *string
+		want       string
+		sharded    bool
+	}{
+		{name: "not sharded", partitions: 0, want: "", sharded: false},
+		{name: "unlabelled: the UID's partition", partitions: 8, want: hashed, sharded: true},
+		{name: "labelled: its own label (a nested parent, or one moved by hand)", partitions: 8, label: ptr("5"), want: "5", sharded: true},
+		{name: "a label out of range is not a partition", partitions: 8, label: ptr("8"), want: hashed, sharded: true},
+		{name: "a label that is no number is not a partition", partitions: 8, label: ptr("five"), want: hashed, sharded: true},
+		{name: "a number not written as strconv writes it is not a partition", partitions: 8, label: ptr("05"), want: hashed, sharded: true},
+		{name: "a negative number is not a partition", partitions: 8, label: ptr("-1"), want: hashed, sharded: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			parent := &unstructured.Unstructured{Object: map[string]any{}}
+			parent.SetUID("parent-uid")
+			if tt.label != nil {
+				parent.SetLabels(map[string]string{v1alpha1.LabelPartition: *tt.label})
+			}
+			got, ok := (&Controller{Partitions: tt.partitions}).PartitionOf(parent)
+			if got != tt.want || ok != tt.sharded {
+				t.Errorf("PartitionOf = %q, %v; want %q, %v", got, ok, tt.want, tt.sharded)
+			}
+		})
+	}
+}
+func ptr[T any](v T) *T { return &v }

@@ -328,7 +328,7 @@ func desiredObject(ctl *Controller, parent *unstructured.Unstructured, child *Ch
 	if err := setAppliedHash(obj); err != nil {
 		return nil, err
 	}
-	ctl.labelPartition(obj, parent.GetUID())
+	ctl.labelPartition(obj, parent)
 	return obj, nil
 }
 

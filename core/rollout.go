@@ -183,7 +183,7 @@ func revisionLabels(ctl *Controller, parent *unstructured.Unstructured, hash str
 		v1alpha1.LabelRevisionParentUID: string(parent.GetUID()),
 		revision.LabelHash:              hash,
 	}
-	if value, ok := ctl.PartitionLabel(parent.GetUID()); ok {
+	if value, ok := ctl.PartitionOf(parent); ok {
 		lbls[v1alpha1.LabelPartition] = value
 	}
 	// The labels for people are left out where their value cannot be a
