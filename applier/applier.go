@@ -8,12 +8,16 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	"universalcontroller.dev/uc/core"
+	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/bus"
@@ -65,6 +69,9 @@ type Applier struct {
 	log  *slog.Logger
 	in   *intake
 	rec  *reconciler
+	// labels keeps the partition label on the objects of sharded
+	// controllers (labeller.go).
+	labels *labeller
 }
 
 // Registry is what the applier needs of the registered controllers and
@@ -82,6 +89,12 @@ type Registry interface {
 	// that a UniversalController's status reports.
 	ParentFailed(controller string, parent *unstructured.Unstructured, reason, message string)
 	ParentApplied(controller string, parent *unstructured.Unstructured) (wasFailing bool)
+	// Subscribe tells of every controller registered, changed or removed;
+	// Informer is the shared informer of a resource and Meta a cached
+	// object's metadata (the labeller's).
+	Subscribe(l registry.Listener) (unsubscribe func())
+	Informer(gvr schema.GroupVersionResource) cache.SharedIndexInformer
+	Meta(gvr schema.GroupVersionResource, namespace, name string) (metav1.Object, error)
 }
 
 // New makes an Applier.
@@ -114,7 +127,8 @@ func New(reg Registry, dyn dynamic.Interface, js jetstream.JetStream, events rec
 	}
 	in := newIntake(rec, opts.Observer, log)
 	rec.failures = in.failures
-	return &Applier{js: js, opts: opts, log: log, in: in, rec: rec}
+	return &Applier{js: js, opts: opts, log: log, in: in, rec: rec,
+		labels: newLabeller(reg, dyn, events, opts.Partitions, in.holds, log)}
 }
 
 // Run consumes and applies the replies of the partitions this replica holds
@@ -139,6 +153,7 @@ func (a *Applier) Run(ctx context.Context) error {
 	}
 	a.in.work(ctx, a.opts.Workers)
 	go a.rec.runShadows(ctx)
+	go a.labels.run(ctx)
 	a.log.Info("applying replies", "replica", own.id)
 	own.run(ctx)
 	return nil

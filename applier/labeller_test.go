@@ -1,0 +1,129 @@
+package applier
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	fakedynamic "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/tools/record"
+
+	"universalcontroller.dev/uc/core"
+	"universalcontroller.dev/uc/schemas/bus"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
+)
+
+// labelRegistry is the registry as the labeller reads it: one controller,
+// and cached objects.
+type labelRegistry struct {
+	Registry
+	ctl  *core.Controller
+	objs []*unstructured.Unstructured
+}
+
+func (r labelRegistry) Get(name string) (*core.Controller, bool) { return r.ctl, name == r.ctl.Name }
+
+func (r labelRegistry) Meta(gvr schema.GroupVersionResource, namespace, name string) (metav1.Object, error) {
+	for _, o := range r.objs {
+		if strings.EqualFold(o.GetKind()+"s", gvr.Resource) && o.GetNamespace() == namespace && o.GetName() == name {
+			return o, nil
+		}
+	}
+	return nil, apierrors.NewNotFound(gvr.GroupResource(), name)
+}
+
+// TestLabeller: which objects the labeller labels, with what, and what it
+// tells.
+func TestLabeller(t *testing.T) {
+	const partitions = 8
+	parentGVR := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "parents"}
+	cmGVR := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	ctl := &core.Controller{
+		Name: "c", Partitions: partitions, ParentSelector: labels.SelectorFromSet(labels.Set{"app": "x"}),
+		Parent:   core.Resource{GVR: parentGVR, GVK: schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Parent"}, Namespaced: true},
+		Children: []core.Child{{Resource: core.Resource{GVR: cmGVR, GVK: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Namespaced: true}}},
+	}
+	partitionOf := func(uid types.UID) string { return strconv.Itoa(bus.Partition(uid, partitions)) }
+	obj := func(kind, name string, uid types.UID, lbls map[string]string, owner *unstructured.Unstructured) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": kind}}
+		if kind == "Parent" {
+			u.SetAPIVersion("example.com/v1")
+		}
+		u.SetNamespace("ns")
+		u.SetName(name)
+		u.SetUID(uid)
+		u.SetResourceVersion("7")
+		u.SetLabels(lbls)
+		if owner != nil {
+			yes := true
+			u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: owner.GetAPIVersion(), Kind: owner.GetKind(), Name: owner.GetName(), UID: owner.GetUID(), Controller: &yes}})
+		}
+		return u
+	}
+	parent := obj("Parent", "p", "uid-p", map[string]string{"app": "x"}, nil)
+	moved := obj("Parent", "moved", "uid-moved", map[string]string{"app": "x", v1alpha1.LabelPartition: "5"}, nil)
+	tests := []struct {
+		name   string
+		key    labelKey
+		obj    *unstructured.Unstructured
+		holds  bool
+		want   string // the label patched; "" for no patch
+		events int
+	}{
+		{name: "a new parent gets its UID's partition", key: labelKey{parent: true, gvr: parentGVR},
+			obj: parent, holds: true, want: partitionOf("uid-p")},
+		{name: "a parent labelled with a partition keeps it", key: labelKey{parent: true, gvr: parentGVR},
+			obj: moved, holds: true},
+		{name: "a parent labelled with no partition is set back, with a Warning Event", key: labelKey{parent: true, gvr: parentGVR},
+			obj: obj("Parent", "bad", "uid-bad", map[string]string{"app": "x", v1alpha1.LabelPartition: "99"}, nil), holds: true,
+			want: partitionOf("uid-bad"), events: 1},
+		{name: "an object the parent selector does not select is left alone", key: labelKey{parent: true, gvr: parentGVR},
+			obj: obj("Parent", "other", "uid-other", nil, nil), holds: true},
+		{name: "another replica's parent is left to it", key: labelKey{parent: true, gvr: parentGVR},
+			obj: parent, holds: false},
+		{name: "a child made before sharding gets its parent's partition", key: labelKey{gvr: cmGVR},
+			obj: obj("ConfigMap", "c1", "uid-c1", nil, parent), holds: true, want: partitionOf("uid-p")},
+		{name: "a child follows its parent moved by hand", key: labelKey{gvr: cmGVR},
+			obj: obj("ConfigMap", "c2", "uid-c2", map[string]string{v1alpha1.LabelPartition: partitionOf("uid-moved")}, moved), holds: true, want: "5"},
+		{name: "a child relabelled by hand is set back", key: labelKey{gvr: cmGVR},
+			obj: obj("ConfigMap", "c3", "uid-c3", map[string]string{v1alpha1.LabelPartition: "x"}, parent), holds: true, want: partitionOf("uid-p")},
+		{name: "an object no parent controls is left alone", key: labelKey{gvr: cmGVR},
+			obj: obj("ConfigMap", "c4", "uid-c4", nil, nil), holds: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dyn := fakedynamic.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+				map[schema.GroupVersionResource]string{parentGVR: "ParentList", cmGVR: "ConfigMapList"}, tt.obj.DeepCopy())
+			events := record.NewFakeRecorder(10)
+			reg := labelRegistry{ctl: ctl, objs: []*unstructured.Unstructured{parent, moved, tt.obj}}
+			l := newLabeller(reg, dyn, events, partitions, func(int) bool { return tt.holds }, slog.New(slog.DiscardHandler))
+			tt.key.controller, tt.key.namespace, tt.key.name = "c", "ns", tt.obj.GetName()
+			if err := l.sync(context.Background(), tt.key); err != nil {
+				t.Fatal(err)
+			}
+			got, err := dyn.Resource(tt.key.gvr).Namespace("ns").Get(context.Background(), tt.obj.GetName(), metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			label := got.GetLabels()[v1alpha1.LabelPartition]
+			switch {
+			case tt.want == "" && label != tt.obj.GetLabels()[v1alpha1.LabelPartition]:
+				t.Errorf("label changed to %q; want it left alone", label)
+			case tt.want != "" && label != tt.want:
+				t.Errorf("label %q, want %q", label, tt.want)
+			}
+			if len(events.Events) != tt.events {
+				t.Errorf("%d events, want %d", len(events.Events), tt.events)
+			}
+		})
+	}
+}
