@@ -23,7 +23,6 @@ import (
 	"universalcontroller.dev/uc/internal/compact"
 	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/internal/workloop"
-	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
@@ -42,7 +41,7 @@ import (
 //     parent someone moved to another partition by hand.
 //
 // The applier replica that applies a parent's replies labels its objects:
-// the one holding the parent's partition (bus.Partition of its UID). It
+// the one holding the parent's partition (core.Controller.Partition). It
 // looks over every object again when it takes partitions.
 type labeller struct {
 	reg        Registry
@@ -227,29 +226,28 @@ func (l *labeller) check(k labelKey, obj metav1.Object) {
 	if !ok {
 		return
 	}
-	if want, owner, ok := l.want(ctl, k, obj); ok && l.holds(bus.Partition(owner, l.partitions)) &&
+	if want, partition, ok := l.want(ctl, k, obj); ok && l.holds(partition) &&
 		obj.GetLabels()[v1alpha1.LabelPartition] != want {
 		l.queue.Add(k)
 	}
 }
 
-// want is the label obj should carry, and the UID of the parent whose
-// partition decides which replica labels it; false for an object that is
-// none of the controller's.
-func (l *labeller) want(ctl *core.Controller, k labelKey, obj metav1.Object) (string, types.UID, bool) {
-	if k.parent {
-		if !l.isParent(ctl, k, obj) {
-			return "", "", false
-		}
-		value, ok := ctl.PartitionOf(obj)
-		return value, obj.GetUID(), ok
+// want is the label obj should carry, and the partition of its parent,
+// whose holder labels it; false for an object that is none of the
+// controller's.
+func (l *labeller) want(ctl *core.Controller, k labelKey, obj metav1.Object) (string, int, bool) {
+	parent := obj
+	if k.parent && !l.isParent(ctl, k, obj) {
+		return "", 0, false
 	}
-	parent, ok := l.parentOf(ctl, obj)
-	if !ok {
-		return "", "", false
+	if !k.parent {
+		var ok bool
+		if parent, ok = l.parentOf(ctl, obj); !ok {
+			return "", 0, false
+		}
 	}
 	value, ok := ctl.PartitionOf(parent)
-	return value, parent.GetUID(), ok
+	return value, ctl.Partition(parent, l.partitions), ok
 }
 
 // isParent tells whether obj is one of the controller's parents: selected
@@ -309,9 +307,9 @@ func (l *labeller) sync(ctx context.Context, k labelKey) error {
 	if err != nil {
 		return err
 	}
-	want, owner, ok := l.want(ctl, k, obj)
+	want, partition, ok := l.want(ctl, k, obj)
 	had, labelled := obj.GetLabels()[v1alpha1.LabelPartition]
-	if !ok || !l.holds(bus.Partition(owner, l.partitions)) || had == want {
+	if !ok || !l.holds(partition) || had == want {
 		return nil
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{

@@ -9,21 +9,33 @@ import (
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
-// PartitionOf is the partition, as the value of v1alpha1.LabelPartition, of
-// a parent and of its children and revisions, for a controller whose
-// watchers are sharded; false when they are not (Controller.Partitions is
-// 0). It is the parent's own label when that names a partition, so that a
-// parent that is another parent's child (nested controllers) stays with its
+// Partition is the partition a parent is in, of partitions: the one whose
+// watcher publishes its requests and whose applier applies its replies.
+// When the controller's watchers are sharded (Partitions is not 0) it is
+// the parent's own label when that names a partition, so that a parent
+// that is another parent's child (nested controllers) stays with its
 // parent's tree, and a parent whose label someone changed by hand takes its
-// children along; else bus.Partition of the parent's UID.
+// children along; else, and always when they are not sharded,
+// bus.Partition of the parent's UID.
+func (c *Controller) Partition(parent metav1.Object, partitions int) int {
+	if c.Partitions != 0 {
+		if label := parent.GetLabels()[v1alpha1.LabelPartition]; c.ValidPartition(label) {
+			n, _ := strconv.Atoi(label)
+			return n
+		}
+		partitions = c.Partitions
+	}
+	return bus.Partition(parent.GetUID(), partitions)
+}
+
+// PartitionOf is the value of v1alpha1.LabelPartition on a parent and on
+// its children and revisions — its Partition — for a controller whose
+// watchers are sharded; false when they are not.
 func (c *Controller) PartitionOf(parent metav1.Object) (string, bool) {
 	if c.Partitions == 0 {
 		return "", false
 	}
-	if label, ok := parent.GetLabels()[v1alpha1.LabelPartition]; ok && c.ValidPartition(label) {
-		return label, true
-	}
-	return strconv.Itoa(bus.Partition(parent.GetUID(), c.Partitions)), true
+	return strconv.Itoa(c.Partition(parent, c.Partitions)), true
 }
 
 // ValidPartition tells whether label, a value of v1alpha1.LabelPartition,

@@ -82,9 +82,18 @@ func TestPartitionOf(t *testing.T) {
 			if tt.label != nil {
 				parent.SetLabels(map[string]string{v1alpha1.LabelPartition: *tt.label})
 			}
-			got, ok := (&Controller{Partitions: tt.partitions}).PartitionOf(parent)
+			ctl := &Controller{Partitions: tt.partitions}
+			got, ok := ctl.PartitionOf(parent)
 			if got != tt.want || ok != tt.sharded {
 				t.Errorf("PartitionOf = %q, %v; want %q, %v", got, ok, tt.want, tt.sharded)
+			}
+			// Partition agrees; unsharded, the UID decides whatever the label.
+			want := strconv.Itoa(bus.Partition("parent-uid", 8))
+			if tt.sharded {
+				want = tt.want
+			}
+			if n := ctl.Partition(parent, 8); strconv.Itoa(n) != want {
+				t.Errorf("Partition = %d, want %s", n, want)
 			}
 		})
 	}

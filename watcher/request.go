@@ -216,7 +216,7 @@ func (w *Watcher) meta(ctl *core.Controller, parent *unstructured.Unstructured, 
 		Address: bus.Address{
 			Controller: ctl.Name,
 			Hook:       hook,
-			Partition:  bus.Partition(parent.GetUID(), w.opts.Partitions),
+			Partition:  ctl.Partition(parent, w.opts.Partitions),
 			ParentUID:  parent.GetUID(),
 		},
 		Namespace:       parent.GetNamespace(),
