@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"universalcontroller.dev/uc/core"
+	"universalcontroller.dev/uc/internal/shares"
 	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/bus"
@@ -121,13 +122,16 @@ func New(reg Registry, dyn dynamic.Interface, js jetstream.JetStream, events rec
 // until ctx ends.
 func (a *Applier) Run(ctx context.Context) error {
 	defer a.in.shutDown()
-	var own *owner
+	var (
+		own *shares.Shares
+		h   *holder
+	)
 	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		attempt, cancel := context.WithTimeout(ctx, 10*time.Second) // a cluster electing its leader drops requests
 		defer cancel()
 		var err error
 		if a.rec.fence, err = newKVFence(attempt, a.js, a.opts.Replicas); err == nil {
-			own, err = newOwner(attempt, a.js, a.in, a.opts, a.log)
+			own, h, err = newShares(attempt, a.js, a.in, a.opts, a.log)
 		}
 		if err != nil {
 			a.log.Warn("retrying", "what", "create the fence and ownership buckets", "err", err)
@@ -137,10 +141,15 @@ func (a *Applier) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("create the applier's buckets: %w", err)
 	}
+	// The replies this replica has not settled are kept from redelivery
+	// until it has left and released its partitions.
+	tracking, stopTracking := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopTracking()
+	go h.unsettled.Run(tracking, bus.ProgressEvery)
 	a.in.work(ctx, a.opts.Workers)
 	go a.rec.runShadows(ctx)
-	a.log.Info("applying replies", "replica", own.id)
-	own.run(ctx)
+	a.log.Info("applying replies", "replica", own.ID())
+	own.Run(ctx)
 	return nil
 }
 
