@@ -18,6 +18,7 @@ import (
 
 	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/internal/registry"
+	"universalcontroller.dev/uc/internal/shares"
 	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/schemas/bus"
@@ -128,20 +129,23 @@ func New(reg Registry, dyn dynamic.Interface, js jetstream.JetStream, events rec
 	in := newIntake(rec, opts.Observer, log)
 	rec.failures = in.failures
 	return &Applier{js: js, opts: opts, log: log, in: in, rec: rec,
-		labels: newLabeller(reg, dyn, events, opts.Partitions, in.holds, log)}
+		labels: newLabeller(reg, dyn, events, opts.Partitions, func(n int) bool { return in.partition(n) != nil }, log)}
 }
 
 // Run consumes and applies the replies of the partitions this replica holds
 // until ctx ends.
 func (a *Applier) Run(ctx context.Context) error {
 	defer a.in.shutDown()
-	var own *owner
+	var (
+		own *shares.Shares
+		h   *holder
+	)
 	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		attempt, cancel := context.WithTimeout(ctx, 10*time.Second) // a cluster electing its leader drops requests
 		defer cancel()
 		var err error
 		if a.rec.fence, err = newKVFence(attempt, a.js, a.opts.Replicas); err == nil {
-			own, err = newOwner(attempt, a.js, a.in, a.opts, a.log)
+			own, h, err = newShares(attempt, a.js, a.in, a.opts, a.log)
 		}
 		if err != nil {
 			a.log.Warn("retrying", "what", "create the fence and ownership buckets", "err", err)
@@ -151,11 +155,17 @@ func (a *Applier) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("create the applier's buckets: %w", err)
 	}
+	// The replies this replica has not settled are kept from redelivery
+	// until it has left and released its partitions.
+	tracking, stopTracking := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopTracking()
+	go h.unsettled.Run(tracking, bus.ProgressEvery)
+	h.taken = a.labels.rescan
 	a.in.work(ctx, a.opts.Workers)
 	go a.rec.runShadows(ctx)
 	go a.labels.run(ctx)
-	a.log.Info("applying replies", "replica", own.id)
-	own.run(ctx)
+	a.log.Info("applying replies", "replica", own.ID())
+	own.Run(ctx)
 	return nil
 }
 

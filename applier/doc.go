@@ -14,9 +14,10 @@
 //     replica holds, keeps the newest replies of each parent, queues the
 //     parent once they are complete, runs the worker loop (one parent at a
 //     time, each apply within a deadline, a panic recovered) and puts a
-//     failed batch back for the retry. The owner runs the partitions'
-//     ownership protocol and hands them to intake. Intake alone takes its
-//     lock; it hands each batch to the reconciler through parentApplier.
+//     failed batch back for the retry. The replicas share the partitions
+//     with internal/shares, whose Holder here (holder) consumes each
+//     partition held and hands it to intake. Intake alone takes its lock;
+//     it hands each batch to the reconciler through parentApplier.
 //   - reconciler applies one parent: the registry's controller, the fence,
 //     the decoded replies, a rollout's step and its revisions, the plan,
 //     the status, the finalizer, the hook's Events; a rejected or failing
@@ -31,8 +32,8 @@
 //
 //	part        files
 //	façade      applier.go (Applier, Options), doc.go
-//	intake      intake.go (intake, worker loop), partitions.go (owner,
-//	            partition, its hold), batch.go (reply, batch)
+//	intake      intake.go (intake, worker loop), partitions.go (partition,
+//	            holder), batch.go (reply, batch)
 //	reconciler  reconcile.go (apply, reject, reportFailing), decode.go,
 //	            fence.go (and knownParents), status.go, rollout.go (a
 //	            rollout's revisions), metacontroller.go, parent.go,

@@ -1,12 +1,13 @@
 package applier
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
 
 	"universalcontroller.dev/uc/internal/bustest"
+	"universalcontroller.dev/uc/internal/shares"
+	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/schemas/bus"
 )
 
@@ -48,37 +49,22 @@ func TestFenceAdvancesByCompareAndSet(t *testing.T) {
 	}
 }
 
-// TestGate: an apply's gate is open while the partition's key was renewed
-// less than staleAfter ago — judged by the clock when the write is made,
-// not by a timer that a paused process has not run yet — and closed once
-// the hold ended.
+// TestGate: an apply's writes pass its gate, the check of its hold: open
+// while the partition's key was renewed less than staleAfter ago, closed
+// after, saying until when the apply could write; an apply without a gate
+// may write. (internal/shares tests the check itself.)
 func TestGate(t *testing.T) {
-	renewed := time.Now()
-	p := &partition{renewed: renewed}
-	p.hold, p.lapse = context.WithCancelCause(context.Background())
-	for _, tc := range []struct {
-		name  string
-		after time.Duration
-		open  bool
-	}{
-		{"just renewed", 0, true},
-		{"before staleAfter", staleAfter - time.Millisecond, true},
-		{"paused past staleAfter", staleAfter, false},
-		{"paused past the lease", leaseTTL + time.Minute, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := mayWrite(withGate(t.Context(), p.heldFor(func() time.Time { return renewed.Add(tc.after) })))
-			if (err == nil) != tc.open {
-				t.Errorf("mayWrite: %v, want open %t", err, tc.open)
-			}
-			if err != nil && !errors.Is(err, errHoldLost) {
-				t.Errorf("mayWrite: %v, want errHoldLost", err)
-			}
-		})
+	held := shares.NewHold(time.Now())
+	if err := mayWrite(withGate(t.Context(), held.Check)); err != nil {
+		t.Errorf("a hold just renewed: %v", err)
 	}
-	p.lapse(errHoldLost)
-	if err := mayWrite(withGate(t.Context(), p.heldFor(func() time.Time { return renewed }))); !errors.Is(err, errHoldLost) {
-		t.Errorf("after the hold ended: %v, want errHoldLost", err)
+	renewed := time.Now().Add(-topology.LeaseTTL)
+	ctx := withGate(t.Context(), shares.NewHold(renewed).Check)
+	if err := mayWrite(ctx); !errors.Is(err, shares.ErrHoldLost) {
+		t.Errorf("a hold renewed %s ago: %v, want ErrHoldLost", topology.LeaseTTL, err)
+	}
+	if until, closed := writableUntil(ctx); !closed || !until.After(renewed) || !until.Before(time.Now()) {
+		t.Errorf("writable until %v (closed: %v), want between the renewal and now", until, closed)
 	}
 	if err := mayWrite(t.Context()); err != nil {
 		t.Errorf("without a gate: %v", err)

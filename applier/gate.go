@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"universalcontroller.dev/uc/internal/shares"
 )
 
 // Every write of an apply is fenced twice, so that a replica that was
@@ -18,11 +20,12 @@ import (
 //
 //   - the gate: right before each write, the apply checks, with the
 //     process's monotonic clock and no goroutine in between, that this
-//     replica still holds the parent's partition (its key was renewed less
-//     than staleAfter ago). Another replica takes a partition only once
-//     its key expired, after leaseTTL > staleAfter: while the gate is open,
-//     no other replica applies the parent. A timer that ends the hold would
-//     not do: after a pause, the apply may run before the timer fires.
+//     replica still holds the parent's partition (shares.Hold.Check: its
+//     key was renewed less than staleAfter ago). Another replica takes a
+//     partition only once its key expired, after leaseTTL > staleAfter:
+//     while the gate is open, no other replica applies the parent. A timer
+//     that ends the hold would not do: after a pause, the apply may run
+//     before the timer fires.
 //   - the precondition: each write names the resourceVersion of the object
 //     it was planned on (basisVersion), the apiserver's optimistic
 //     concurrency. A replica paused between the gate and its write meets
@@ -53,39 +56,12 @@ func mayWrite(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// heldFor is the gate of an apply of partition p: open while the last
-// renewal of its key was sent less than staleAfter ago and its hold did
-// not end.
-func (p *partition) heldFor(now func() time.Time) func() error {
-	return func() error {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if since := now().Sub(p.renewed); since >= staleAfter {
-			return &lapsed{until: p.renewed.Add(staleAfter), since: since}
-		}
-		return context.Cause(p.hold)
-	}
-}
-
-// lapsed is a gate that closed at until: the apply's writes, each made
-// while the gate was open, were all sent before then.
-type lapsed struct {
-	until time.Time
-	since time.Duration // since the last renewal, when the gate was asked
-}
-
-func (l *lapsed) Error() string {
-	return fmt.Sprintf("%v: not renewed for %s", errHoldLost, l.since.Round(time.Millisecond))
-}
-
-func (l *lapsed) Unwrap() error { return errHoldLost }
-
 // writableUntil is when the gate of the apply of ctx closed, if it is
 // closed now: its writes were all sent before then.
 func writableUntil(ctx context.Context) (time.Time, bool) {
-	var l *lapsed
+	var l *shares.Lapsed
 	if errors.As(mayWrite(ctx), &l) {
-		return l.until, true
+		return l.Until, true
 	}
 	return time.Time{}, false
 }

@@ -26,7 +26,7 @@ import (
 // newest replies of each parent (pending), queues the parent once it has
 // every reply of its newest observation, runs the worker loop over that
 // queue, and puts a batch whose apply failed back for the retry. It keeps
-// the partitions this replica holds (held); the owner (partitions.go) adds
+// the partitions this replica holds (held); the holder (partitions.go) adds
 // and removes them through its methods. Its lock guards pending and held,
 // and only its methods take it.
 type intake struct {
@@ -170,7 +170,7 @@ func (in *intake) applyNext(ctx context.Context, uid types.UID) error {
 	if b == nil {
 		return nil
 	}
-	part, hold, ok := in.begin(b.meta.Partition)
+	part, ok := in.begin(b.meta.Partition)
 	if !ok {
 		b.each(nak) // the partition moved to another replica
 		return nil
@@ -182,9 +182,9 @@ func (in *intake) applyNext(ctx context.Context, uid types.UID) error {
 			in.putBack(uid, b)
 		}
 	}()
-	ctx, cancel := whileHeld(ctx, hold)
+	ctx, cancel := part.hold.WhileHeld(ctx)
 	defer cancel()
-	ctx = withGate(ctx, part.heldFor(time.Now))
+	ctx = withGate(ctx, part.hold.Check)
 	if err := in.rec.apply(ctx, part.parents, b); err != nil {
 		return err
 	}
@@ -237,12 +237,11 @@ func (in *intake) heldPartitions() []*partition {
 	return out
 }
 
-// holds tells whether this replica holds partition n.
-func (in *intake) holds(n int) bool {
+// partition is partition n if this replica holds it, or nil.
+func (in *intake) partition(n int) *partition {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	_, ok := in.held[n]
-	return ok
+	return in.held[n]
 }
 
 // hold adds a partition this replica now holds and consumes.
@@ -252,13 +251,15 @@ func (in *intake) hold(p *partition) {
 	in.held[p.n] = p
 }
 
-// drop removes a partition this replica stops holding: no apply of it
-// begins any more.
-func (in *intake) drop(p *partition) {
+// drop removes partition n, which this replica holds and stops holding:
+// no apply of it begins any more. It returns the partition.
+func (in *intake) drop(n int) *partition {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	p := in.held[n]
 	p.releasing = true
-	delete(in.held, p.n)
+	delete(in.held, n)
+	return p
 }
 
 // giveBack gives the replies waiting for parents of partition n back to
@@ -275,23 +276,16 @@ func (in *intake) giveBack(n int) {
 }
 
 // begin marks an apply of partition n in flight, if this replica may apply
-// it now, and returns the partition with its hold; end the apply with
-// p.active.Done().
-func (in *intake) begin(n int) (*partition, context.Context, bool) {
+// it now, and returns the partition; end the apply with p.active.Done().
+func (in *intake) begin(n int) (*partition, bool) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	p := in.held[n]
-	if p == nil || p.releasing {
-		return nil, nil, false
-	}
-	p.mu.Lock()
-	hold := p.hold
-	p.mu.Unlock()
-	if hold.Err() != nil {
-		return nil, nil, false
+	if p == nil || p.releasing || p.hold.Err() != nil {
+		return nil, false
 	}
 	p.active.Add(1)
-	return p, hold, true
+	return p, true
 }
 
 // consumers names the consumers of the partitions this replica holds.

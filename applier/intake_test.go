@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"universalcontroller.dev/uc/internal/shares"
+	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/internal/verdict"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
@@ -115,7 +117,7 @@ func testIntake(t *testing.T) (*intake, *fakeReconciler) {
 	rec := &fakeReconciler{}
 	in := newIntake(rec, nobody{}, slog.New(slog.DiscardHandler))
 	t.Cleanup(in.shutDown)
-	in.hold(newPartition(0, nil, 0, time.Now()))
+	in.hold(newPartition(0, nil, shares.NewHold(time.Now())))
 	return in, rec
 }
 
@@ -232,10 +234,23 @@ func TestIntakePutsFailedRepliesBack(t *testing.T) {
 		in, rec := testIntake(t)
 		msg := replyMsg(t, observation(1), 1)
 		in.receive(msg)
-		in.drop(in.heldPartitions()[0])
+		in.drop(0)
 		next(t, in)
 		if got := msg.settled(); got != "[naked]" || len(rec.applied) > 0 {
 			t.Errorf("a reply of a partition released: %s, applied %v; want given back unapplied", got, rec.applied)
+		}
+	})
+	t.Run("hold lapsed", func(t *testing.T) {
+		in, rec := testIntake(t)
+		lapsed := shares.NewHold(time.Now().Add(-topology.LeaseTTL))
+		<-lapsed.Context().Done()
+		in.drop(0)
+		in.hold(newPartition(0, nil, lapsed))
+		msg := replyMsg(t, observation(1), 1)
+		in.receive(msg)
+		next(t, in)
+		if got := msg.settled(); got != "[naked]" || len(rec.applied) > 0 {
+			t.Errorf("a reply of a partition whose hold lapsed: %s, applied %v; want given back unapplied", got, rec.applied)
 		}
 	})
 }
@@ -283,7 +298,7 @@ func TestIntakeReadsTheVerdict(t *testing.T) {
 		{"failed", errors.New("the apiserver is down"), true},
 		{"not registered here yet", fmt.Errorf("controller c: %w", errNotRegisteredYet), false},
 		{"met a newer object", verdict.Wait.Mark(fmt.Errorf("apply configmaps ns/c: %w", conflict)), false},
-		{"hold lost", fmt.Errorf("apply configmaps ns/c: %w", &lapsed{since: time.Second}), false},
+		{"hold lost", fmt.Errorf("apply configmaps ns/c: %w", &shares.Lapsed{Since: time.Second}), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs bytes.Buffer
@@ -291,7 +306,7 @@ func TestIntakeReadsTheVerdict(t *testing.T) {
 			observer := &failures{}
 			in := newIntake(rec, observer, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 			t.Cleanup(in.shutDown)
-			in.hold(newPartition(0, nil, 0, time.Now()))
+			in.hold(newPartition(0, nil, shares.NewHold(time.Now())))
 			msg := replyMsg(t, observation(1), 1)
 			in.receive(msg)
 			next(t, in)
@@ -322,7 +337,7 @@ func TestIntakeReadsTheVerdict(t *testing.T) {
 func TestFailedApply(t *testing.T) {
 	conflict := apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, "c", errors.New("the object has been modified"))
 	lapsedHold, lapse := context.WithCancelCause(t.Context())
-	lapse(fmt.Errorf("%w: released", errHoldLost))
+	lapse(fmt.Errorf("%w: released", shares.ErrHoldLost))
 	for _, tc := range []struct {
 		name    string
 		ctx     context.Context
@@ -334,7 +349,7 @@ func TestFailedApply(t *testing.T) {
 		{"the fence moved", t.Context(), fmt.Errorf("advance fence: %w (12)", errFenceMoved), true, verdict.Retry, true},
 		{"a conflict", t.Context(), fmt.Errorf("apply configmaps ns/c: %w", conflict), false, verdict.Wait, true},
 		{"the hold lapsed", lapsedHold, fmt.Errorf("apply configmaps ns/c: %w", context.Canceled), false, verdict.Wait, true},
-		{"the gate closed", t.Context(), fmt.Errorf("apply configmaps ns/c: %w", &lapsed{since: time.Second}), false, verdict.Wait, true},
+		{"the gate closed", t.Context(), fmt.Errorf("apply configmaps ns/c: %w", &shares.Lapsed{Since: time.Second}), false, verdict.Wait, true},
 		{"not registered here yet", t.Context(), fmt.Errorf("controller c: %w", errNotRegisteredYet), false, verdict.Wait, false},
 		{"the apiserver is down", t.Context(), errors.New("connection refused"), false, verdict.Retry, false},
 		{"a timeout", t.Context(), apierrors.NewServerTimeout(schema.GroupResource{Resource: "configmaps"}, "create", 1), false, verdict.Retry, false},
@@ -351,7 +366,7 @@ func TestFailedApply(t *testing.T) {
 			if got := strings.Contains(logs.String(), "level=INFO"); got != tc.news {
 				t.Errorf("logged as news: %v, want %v:\n%s", got, tc.news, logs.String())
 			}
-			if context.Cause(tc.ctx) != nil && !errors.Is(err, errHoldLost) {
+			if context.Cause(tc.ctx) != nil && !errors.Is(err, shares.ErrHoldLost) {
 				t.Errorf("%v does not say the hold lapsed", err)
 			}
 		})

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"universalcontroller.dev/uc/core"
+	"universalcontroller.dev/uc/internal/shares"
 	"universalcontroller.dev/uc/internal/tracing"
 	"universalcontroller.dev/uc/internal/verdict"
 	"universalcontroller.dev/uc/schemas/bus"
@@ -101,7 +102,7 @@ func failedApply(ctx context.Context, log *slog.Logger, err error) error {
 		log.Info("a newer observation was applied meanwhile; reply dropped", "err", err)
 		return nil
 	}
-	if cause := context.Cause(ctx); errors.Is(cause, errHoldLost) {
+	if cause := context.Cause(ctx); errors.Is(cause, shares.ErrHoldLost) {
 		err = fmt.Errorf("%w (%w)", err, cause)
 	}
 	if movedOn(err) {
@@ -278,7 +279,7 @@ func movedOn(err error) bool {
 // the partition lapsed, or another apply advanced the fence: it is never
 // reported on the parent, which another apply now serves.
 func superseded(err error) bool {
-	return errors.Is(err, errHoldLost) || errors.Is(err, errFenceMoved)
+	return errors.Is(err, shares.ErrHoldLost) || errors.Is(err, errFenceMoved)
 }
 
 // reportAfterFailures is the number of failed applies in a row after which

@@ -31,6 +31,7 @@ func TestPermissionsAreTheRoles(t *testing.T) {
 		role topology.Role
 	}{
 		{"watcher", must(Role(Watcher, testPartitions)), topology.Watcher()},
+		{"sharded watcher", userOf(RoleUser(Watcher), RoleInbox(Watcher), topology.ShardedWatcher(testPartitions)), topology.ShardedWatcher(testPartitions)},
 		{"dispatcher", must(Role(Dispatcher, testPartitions)), topology.Dispatcher()},
 		{"applier", must(Role(Applier, testPartitions)), topology.Applier(testPartitions)},
 		{"hook workers", HookWorker(own), topology.HookWorkers(own)},
@@ -68,7 +69,7 @@ func must(u User, err error) User {
 func consumers() []topology.Consumer {
 	cs := []topology.Consumer{topology.WatcherConsumer}
 	for n := range testPartitions + 1 {
-		cs = append(cs, topology.ApplierConsumer(n))
+		cs = append(cs, topology.ApplierConsumer(n), topology.WatcherConsumerOf(n))
 	}
 	for _, c := range []string{own, other} {
 		for _, h := range hooks.All {
@@ -195,7 +196,7 @@ func allOperations() []string {
 		ops = append(ops, consume(c)...)
 		ops = append(ops, "$JS.API.CONSUMER.DELETE."+c.Stream+"."+c.Name())
 	}
-	for _, b := range []topology.Bucket{topology.Fence, topology.Appliers, topology.Partitions} {
+	for _, b := range []topology.Bucket{topology.Fence, topology.Appliers, topology.Partitions, topology.Watchers, topology.WatcherPartitions} {
 		ops = append(ops, createStream(b.Stream())...)
 		ops = append(ops, readBucket(b)...)
 		ops = append(ops, writeBucket(b)...)

@@ -27,11 +27,13 @@ func (b Bucket) Config(opts Options) jetstream.KeyValueConfig {
 func (b Bucket) Stream() string { return "KV_" + b.Name }
 
 // LeaseTTL is how long a key of the ownership buckets (Appliers,
-// Partitions) lives unless renewed: a dead applier replica's membership and
-// partitions are gone after it.
+// Partitions, Watchers, WatcherPartitions) lives unless renewed: a dead
+// replica's membership and partitions are gone after it.
 const LeaseTTL = 8 * time.Second
 
-// The buckets, each created by the appliers.
+// The buckets: Fence, Appliers and Partitions, each created by the
+// appliers; Watchers and WatcherPartitions by the watchers when they share
+// the partitions (ShardedWatcher).
 var (
 	// Fence remembers, per parent, the last reply applied (a bus.Fence).
 	Fence = Bucket{Name: bus.FenceBucket, config: jetstream.KeyValueConfig{
@@ -42,6 +44,11 @@ var (
 	// Partitions holds the key of every partition an applier replica holds
 	// (bus.PartitionKey), valued with the replica's id.
 	Partitions = Bucket{Name: bus.PartitionsBucket, config: jetstream.KeyValueConfig{TTL: LeaseTTL}}
+	// Watchers holds a key per live watcher replica, its heartbeat.
+	Watchers = Bucket{Name: bus.WatchersBucket, config: jetstream.KeyValueConfig{TTL: LeaseTTL}}
+	// WatcherPartitions holds the key of every partition a watcher replica
+	// holds (bus.PartitionKey), valued with the replica's id.
+	WatcherPartitions = Bucket{Name: bus.WatcherPartitionsBucket, config: jetstream.KeyValueConfig{TTL: LeaseTTL}}
 )
 
 // EnsureBucket creates the bucket, or updates it to its configuration.

@@ -83,11 +83,12 @@ func ApplierConsumer(n int) Consumer {
 	}}
 }
 
-// applierConsumers are the consumers of the partitions 0 to n-1.
-func applierConsumers(n int) []Consumer {
+// partitionConsumers are the consumers of the partitions 0 to n-1, each
+// of(partition): ApplierConsumer, WatcherConsumerOf.
+func partitionConsumers(n int, of func(int) Consumer) []Consumer {
 	cs := make([]Consumer, n)
 	for i := range cs {
-		cs[i] = ApplierConsumer(i)
+		cs[i] = of(i)
 	}
 	return cs
 }
@@ -101,6 +102,22 @@ var WatcherConsumer = Consumer{Stream: Replies.Name, Config: jetstream.ConsumerC
 	AckPolicy:     jetstream.AckExplicitPolicy,
 	AckWait:       bus.AckWait,
 }}
+
+// WatcherConsumerOf is the sharded watchers' consumer of partition n (see
+// ShardedWatcher): the customize replies of the partition's parents. One
+// watcher replica at a time consumes it, the one holding the partition.
+// Replies is a work queue, whose consumers' filters may not overlap: the
+// consumers of the partitions cannot exist beside WatcherConsumer.
+func WatcherConsumerOf(n int) Consumer {
+	return Consumer{Stream: Replies.Name, Config: jetstream.ConsumerConfig{
+		Durable:       "watcher_" + strconv.Itoa(n),
+		Description:   fmt.Sprintf("watchers: customize replies, partition %d", n),
+		FilterSubject: bus.PartitionReplies(hooks.Customize, n),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       bus.AckWait,
+		MemoryStorage: ConsumerStateInMemory,
+	}}
+}
 
 // EnsureConsumer creates the durable consumer, or updates it to its
 // configuration. A consumer the server cannot update in place — one whose

@@ -8,6 +8,7 @@ import (
 	"universalcontroller.dev/uc/internal/bustest"
 	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/schemas/bus"
+	"universalcontroller.dev/uc/schemas/hooks"
 )
 
 // TestEnsureConsumerReplacesFileState: a consumer an older uc made with its
@@ -39,5 +40,41 @@ func TestEnsureConsumerReplacesFileState(t *testing.T) {
 	}
 	if !info.Config.MemoryStorage || info.NumPending != 3 {
 		t.Fatalf("consumer in memory %v with %d pending, want true with 3", info.Config.MemoryStorage, info.NumPending)
+	}
+}
+
+// TestWatcherConsumersSplitTheCustomizeReplies: a parent's customize reply
+// waits on the sharded watchers' consumer of its partition, and on no
+// other partition's nor on an applier's, beside which the watchers'
+// consumers may exist on the work queue.
+func TestWatcherConsumersSplitTheCustomizeReplies(t *testing.T) {
+	js := bustest.JetStream(t)
+	ctx := t.Context()
+	const partitions = 3
+	var cs []topology.Consumer
+	for n := range partitions {
+		cs = append(cs, topology.WatcherConsumerOf(n), topology.ApplierConsumer(n))
+	}
+	for _, c := range cs {
+		if _, err := topology.EnsureConsumer(ctx, js, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := bus.Address{Controller: "c.x", Hook: hooks.Customize, Partition: 1, ParentUID: "u"}
+	if _, err := js.Publish(ctx, a.ReplySubject(), []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		cons, err := js.Consumer(ctx, bus.ReplyStream, c.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := uint64(0)
+		if c.Name() == topology.WatcherConsumerOf(1).Name() {
+			want = 1
+		}
+		if got := cons.CachedInfo().NumPending; got != want {
+			t.Errorf("%s has %d replies pending, want %d", c.Name(), got, want)
+		}
 	}
 }

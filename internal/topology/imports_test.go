@@ -28,7 +28,7 @@ var layers = []struct {
 	{"contract", 0, []string{"schemas/..."}},
 	{"runtime", 1, []string{ // shared by the roles and the SDK, knows no controller
 		"sdk/...", "internal/recovery", "internal/verdict", "internal/workloop", "internal/tracing/...",
-		"internal/topology", "internal/natsauth", "internal/revision", "internal/schemacheck",
+		"internal/topology", "internal/natsauth", "internal/shares", "internal/revision", "internal/schemacheck",
 		"internal/golden", "internal/bustest", "internal/objtest", "internal/compact", "internal/exechook", "internal/webhook/...",
 	}},
 	{"hooks", 2, []string{"examples/..."}}, // hooks as their authors write them, on the SDK

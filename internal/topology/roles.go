@@ -77,6 +77,24 @@ func Watcher() Role {
 	}
 }
 
+// ShardedWatcher is the watcher whose replicas share the partitions (with
+// internal/shares), in an installation of partitions partitions: each
+// replica does what Watcher does for the parents of the partitions it
+// holds, keeps the watchers' ownership buckets, and takes the customize
+// replies with the consumer of each partition it holds (WatcherConsumerOf)
+// instead of WatcherConsumer.
+func ShardedWatcher(partitions int) Role {
+	r := Watcher()
+	buckets := []Bucket{Watchers, WatcherPartitions}
+	consumers := partitionConsumers(partitions, WatcherConsumerOf)
+	r.About = fmt.Sprintf("uc watcher: publishes the hook requests of the partitions it holds of 0-%d, reads their customize replies, resync requests, apply notices, dead letters and fences, keeps its buckets", partitions-1)
+	r.Creates = Resources{Consumers: consumers, Buckets: buckets}
+	r.Reads = Resources{Buckets: append([]Bucket{Fence}, buckets...)}
+	r.Consumes = consumers
+	r.Writes = buckets
+	return r
+}
+
 // Dispatcher is the dispatcher role: it owns the streams and the hooks'
 // consumers (HookConsumers), and serves the hooks that are webhooks or
 // Knative destinations (package dispatcher) as a hook worker of every
@@ -98,7 +116,7 @@ func Dispatcher() Role {
 // it holds, asks the watcher for resyncs and tells it about applies.
 func Applier(partitions int) Role {
 	buckets := []Bucket{Appliers, Partitions, Fence}
-	consumers := applierConsumers(partitions)
+	consumers := partitionConsumers(partitions, ApplierConsumer)
 	return Role{
 		Name:      "applier",
 		About:     fmt.Sprintf("uc applier: applies the replies of partitions 0-%d, keeps its buckets, asks for resyncs, announces applies, publishes dry-run plans", partitions-1),

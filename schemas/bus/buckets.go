@@ -6,7 +6,8 @@ import (
 	"strings"
 )
 
-// The appliers' JetStream key-value buckets.
+// uc's JetStream key-value buckets: the appliers', and those of the
+// watchers when they share the partitions.
 const (
 	// FenceBucket remembers, per parent UID, the last reply applied: its
 	// Fence.
@@ -16,9 +17,15 @@ const (
 	// PartitionsBucket holds the key PartitionKey(n) of every partition an
 	// applier replica holds, valued with the replica's id.
 	PartitionsBucket = "uc_partitions"
+	// WatchersBucket holds a key per live watcher replica, its heartbeat.
+	WatchersBucket = "uc_watchers"
+	// WatcherPartitionsBucket holds the key PartitionKey(n) of every
+	// partition a watcher replica holds, valued with the replica's id.
+	WatcherPartitionsBucket = "uc_watcher_partitions"
 )
 
-// PartitionKey is the key of partition n in PartitionsBucket.
+// PartitionKey is the key of partition n in PartitionsBucket and
+// WatcherPartitionsBucket.
 func PartitionKey(n int) string { return "p" + strconv.Itoa(n) }
 
 // ParsePartitionKey returns the partition of a PartitionsBucket key.
