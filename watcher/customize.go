@@ -182,7 +182,7 @@ func (w *Watcher) watchRelated(ctx context.Context, ctl *core.Controller, res co
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	inf := w.reg.Informer(res.GVR)
+	inf := w.reg.RelatedInformer(res.GVR)
 	for _, h := range w.handlers[ctl.Name] {
 		if h.informer == inf && h.related {
 			return nil
@@ -207,7 +207,7 @@ var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namesp
 
 // namespaceLabels returns a namespace's labels from the cache.
 func (w *Watcher) namespaceLabels(ns string) labels.Set {
-	obj, ok, err := w.reg.Informer(namespacesGVR).GetIndexer().GetByKey(ns)
+	obj, ok, err := w.reg.RelatedInformer(namespacesGVR).GetIndexer().GetByKey(ns)
 	m, isObj := compact.Meta(obj)
 	if err != nil || !ok || !isObj {
 		return nil
@@ -253,10 +253,11 @@ func (w *Watcher) askCustomize(ctx context.Context, ctl *core.Controller, parent
 	return w.publish(ctx, meta, typ, subject, req, eventID(subject, typ, observedObjects(ctl, false, parent), forced))
 }
 
-// listCached lists the objects of a resource in a namespace ("" for all)
-// that sel selects from the shared cache.
+// listCached lists the related objects of a resource in a namespace (""
+// for all) that sel selects from the shared cache (every object of the
+// resource, whatever the partitions a watcher shard holds).
 func (w *Watcher) listCached(gvr schema.GroupVersionResource, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
-	objs, err := w.reg.List(gvr, namespace, sel)
+	objs, err := w.reg.ListRelated(gvr, namespace, sel)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, err
 	}

@@ -112,11 +112,18 @@ type Registry interface {
 	Watch(ctx context.Context, controller string, gvr schema.GroupVersionResource) error
 	// Cache holds the parents and children the core reads.
 	core.Cache
-	// Informer is the shared informer of a resource (its cache holds
-	// compact objects, see internal/compact); List lists its objects,
-	// decoded; LastSyncResourceVersion is the last resourceVersion it heard.
+	// Informer is the shared informer of a resource of parents, children
+	// or revisions (its cache holds compact objects, see internal/compact;
+	// a watcher shard's, only its partitions' objects); List lists its
+	// objects, decoded; LastSyncResourceVersion is the last resourceVersion
+	// it heard.
 	Informer(gvr schema.GroupVersionResource) cache.SharedIndexInformer
 	List(gvr schema.GroupVersionResource, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error)
+	// RelatedInformer and ListRelated are Informer and List for the
+	// resources Watch follows (related objects and namespaces): their
+	// caches hold every object, whatever the partitions.
+	RelatedInformer(gvr schema.GroupVersionResource) cache.SharedIndexInformer
+	ListRelated(gvr schema.GroupVersionResource, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error)
 	// Meta is a cached object's metadata, not decoding the object.
 	Meta(gvr schema.GroupVersionResource, namespace, name string) (metav1.Object, error)
 	LastSyncResourceVersion(gvr schema.GroupVersionResource) string

@@ -39,7 +39,7 @@ func (r *Registry) CustomResourceDefinition(ctx context.Context, gr schema.Group
 		return c.crd, nil
 	}
 	v, err, _ := s.reads.Do(name+"@"+state, func() (any, error) {
-		u, err := r.informers.dyn.Resource(crdResource).Get(ctx, name, metav1.GetOptions{})
+		u, err := r.related.dyn.Resource(crdResource).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("read CustomResourceDefinition %s: %w", name, err)
 		}

@@ -162,9 +162,9 @@ func (f *failures) gone(uid types.UID) bool {
 
 // watchFailures keeps an informer's objects' failures in view: a parent
 // whose Synced condition or labels change, that appears failing, or that is
-// deleted, has its controllers reported on. It is set on every informer of
-// the registry; an object that is no controller's parent costs a look at
-// its conditions.
+// deleted, has its controllers reported on. It is set on every owned
+// informer of the registry (parents', children's and revisions'); an
+// object that is no controller's parent costs a look at its conditions.
 func (r *Registry) watchFailures(gvr schema.GroupVersionResource, inf cache.SharedIndexInformer) {
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
@@ -398,7 +398,7 @@ func (r *Registry) reportFailuresOf(ctx context.Context, name string) {
 	if err != nil || !exists {
 		return
 	}
-	parentCache, ok := r.informers.synced(ctl.Parent.GVR)
+	parentCache, ok := r.owned.synced(ctl.Parent.GVR)
 	if !ok {
 		// Its informer is being replaced (the controller's parent
 		// resource changed): the next registration reports.

@@ -283,7 +283,7 @@ func TestReportFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	sts := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}
-	parents := r.informers.dyn.Resource(sts).Namespace("ns")
+	parents := r.related.dyn.Resource(sts).Namespace("ns")
 	// The report is written for the UniversalController as the cache has
 	// it: the fake does not update it, so each report says what changed.
 	wrote := func(n int64, lastParent string) func(context.Context) (bool, error) {

@@ -23,6 +23,9 @@ import (
 // types in use, not the number of controllers.
 type informerSet struct {
 	dyn dynamic.Interface
+	// selector, when set, is the label selector its informers list and
+	// watch with: the API server sends only the objects it selects.
+	selector string
 	// onNew, when set, is called with each informer as it is made, before
 	// it starts.
 	onNew func(schema.GroupVersionResource, cache.SharedIndexInformer)
@@ -56,9 +59,13 @@ func (s *informerSet) get(gvr schema.GroupVersionResource) cache.SharedIndexInfo
 func (s *informerSet) entry(gvr schema.GroupVersionResource) *sharedInformer {
 	e := s.byGVR[gvr]
 	if e == nil {
+		var tweak dynamicinformer.TweakListOptionsFunc
+		if sel := s.selector; sel != "" {
+			tweak = func(o *metav1.ListOptions) { o.LabelSelector = sel }
+		}
 		e = &sharedInformer{
 			informer: dynamicinformer.NewFilteredDynamicInformer(s.dyn, gvr, metav1.NamespaceAll, 0,
-				cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, nil).Informer(),
+				cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, tweak).Informer(),
 			users: map[string]bool{},
 		}
 		// Not started yet, so setting the handlers cannot fail.
@@ -177,6 +184,19 @@ func (s *informerSet) waitSynced(ctx context.Context, gvrs ...schema.GroupVersio
 	}
 }
 
+// cached counts the objects in the caches of the running informers.
+func (s *informerSet) cached() map[schema.GroupVersionResource]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[schema.GroupVersionResource]int{}
+	for gvr, e := range s.byGVR {
+		if e.stop != nil {
+			out[gvr] = len(e.informer.GetIndexer().ListKeys())
+		}
+	}
+	return out
+}
+
 // unsynced lists the running informers whose caches are not filled, each
 // with why if the API server refuses it.
 func (s *informerSet) unsynced() []string {
@@ -199,11 +219,26 @@ func (s *informerSet) unsynced() []string {
 
 // Unsynced lists what keeps the registry's view incomplete: the caches of
 // UniversalControllers, of UniversalDecorators and of the resources
-// registered controllers use that are not filled yet. Empty, every cache
-// is filled.
+// registered controllers use (their parents, children and related
+// objects) that are not filled yet. Empty, every cache is filled.
 func (r *Registry) Unsynced() []string {
 	if !r.ucs.HasSynced() { // the other caches start after it
 		return []string{"UniversalControllers: cache not filled yet"}
 	}
-	return r.informers.unsynced()
+	out := r.owned.unsynced()
+	if r.related != r.owned {
+		out = append(out, r.related.unsynced()...)
+		slices.Sort(out)
+		out = slices.Compact(out) // a resource may be both a parent and related
+	}
+	return out
+}
+
+// Cached counts, by resource, the objects the caches of the registered
+// controllers' parents, children and revisions hold (those of running
+// informers): in a watcher shard's registry (WithPartitions), only its
+// partitions' objects. Unpartitioned, the one set of caches also holds
+// the controller objects and the objects customize hooks relate.
+func (r *Registry) Cached() map[schema.GroupVersionResource]int {
+	return r.owned.cached()
 }

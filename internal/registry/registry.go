@@ -4,6 +4,12 @@
 // informers that watch them. One informer serves a resource type however many
 // controllers use it, so watches and memory grow with resource types, not
 // with controllers.
+//
+// A watcher shard's registry (WithPartitions) holds two sets of informers:
+// those of the controllers' parents, children and revisions, which list and
+// watch only the shard's partitions' objects, and those of the objects
+// customize hooks relate, of namespaces and of the controller objects,
+// which list and watch all of them. Otherwise both are one set.
 package registry
 
 import (
@@ -12,6 +18,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -46,17 +54,23 @@ type Listener func(old, cur *core.Controller)
 // Registry tracks UniversalController objects. Run it, then read controllers
 // with Get and objects with Lister.
 type Registry struct {
-	informers *informerSet
-	disco     discovery.CachedDiscoveryInterface
-	mapper    *restmapper.DeferredDiscoveryRESTMapper
-	ucs       cache.SharedIndexInformer
-	sources   []source // UniversalControllers first
-	queue     workqueue.TypedRateLimitingInterface[string]
-	log       *slog.Logger
-	status    *statusWriter // nil: this process does not report on UniversalControllers
-	schemas   *statusSchemas
-	failures  *failures
-	selector  labels.Selector // the controller objects this registry serves
+	// owned holds the informers of the registered controllers' parents,
+	// children and revisions (Informer); related, those of the controller
+	// objects, of the objects customize hooks relate and of namespaces
+	// (RelatedInformer). They are one set (the same pointer) but in a
+	// watcher shard's registry, whose owned informers select its
+	// partitions' objects (WithPartitions).
+	owned, related *informerSet
+	disco          discovery.CachedDiscoveryInterface
+	mapper         *restmapper.DeferredDiscoveryRESTMapper
+	ucs            cache.SharedIndexInformer
+	sources        []source // UniversalControllers first
+	queue          workqueue.TypedRateLimitingInterface[string]
+	log            *slog.Logger
+	status         *statusWriter // nil: this process does not report on UniversalControllers
+	schemas        *statusSchemas
+	failures       *failures
+	selector       labels.Selector // the controller objects this registry serves
 
 	mu          sync.RWMutex
 	controllers map[string]*core.Controller
@@ -78,9 +92,10 @@ type source struct {
 // A resolver turns an object into the core.Controller of that name.
 type resolver func(u *unstructured.Unstructured, name string) (*core.Controller, error)
 
-// addSource makes the objects of gvr register controllers.
+// addSource makes the objects of gvr register controllers. Its informer
+// is one of the related set, made once the options have chosen the sets.
 func (r *Registry) addSource(gvr schema.GroupVersionResource, name func(string) string, resolve resolver) {
-	r.sources = append(r.sources, source{gvr: gvr, inf: r.informers.get(gvr), name: name, resolve: resolve})
+	r.sources = append(r.sources, source{gvr: gvr, name: name, resolve: resolve})
 }
 
 // Option configures a Registry.
@@ -106,7 +121,50 @@ func WithSelector(sel labels.Selector) Option {
 // the status schemas of parent kinds (core.StatusSchema), which the applier
 // writes parents' status against.
 func WithStatusSchemas() Option {
-	return func(r *Registry) { r.schemas.watch(r.informers.dyn) }
+	return func(r *Registry) { r.schemas.watch(r.related.dyn) }
+}
+
+// WithPartitions makes the registry a watcher shard's: the informers of
+// the controllers' parents, children and revisions list and watch only the
+// objects whose v1alpha1.LabelPartition is one of held, the API server
+// selecting them; those of related objects, of namespaces and of the
+// controller objects still list and watch all of them. A parent resource
+// that is also another controller's related resource is watched twice,
+// once each way.
+//
+// held must not be empty (WithPartitions panics): a selector cannot select
+// no value, and a shard that holds no partition has nothing to watch — its
+// caller must not make it. Nor may a partition be negative. A shard's
+// registry serves only its watcher: the roles that read every parent (the
+// dispatcher's report of failing parents, WithStatus) need an
+// unpartitioned one.
+func WithPartitions(held []int) Option {
+	sel := partitionSelector(held)
+	return func(r *Registry) {
+		r.owned = newInformerSet(r.related.dyn)
+		r.owned.selector = sel
+	}
+}
+
+// partitionSelector is the label selector of the objects of the partitions
+// held: "universalcontroller.dev/partition in (1,3)"; it panics when held is
+// empty or holds a negative partition.
+func partitionSelector(held []int) string {
+	if len(held) == 0 {
+		panic("registry.WithPartitions: no partition held; a watcher shard that holds none has nothing to watch")
+	}
+	values := make([]string, 0, len(held))
+	for _, n := range slices.Compact(slices.Sorted(slices.Values(held))) {
+		if n < 0 {
+			panic(fmt.Sprintf("registry.WithPartitions: partition %d is negative", n))
+		}
+		values = append(values, strconv.Itoa(n))
+	}
+	req, err := labels.NewRequirement(v1alpha1.LabelPartition, selection.In, values)
+	if err != nil {
+		panic(fmt.Sprintf("registry.WithPartitions: %v", err))
+	}
+	return labels.NewSelector().Add(*req).String()
 }
 
 // New makes a registry that watches UniversalControllers and everything they
@@ -117,7 +175,7 @@ func New(dyn dynamic.Interface, disco discovery.DiscoveryInterface, log *slog.Lo
 	// their creation.
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 5*time.Second)
 	r := &Registry{
-		informers:   newInformerSet(dyn),
+		related:     newInformerSet(dyn),
 		disco:       cached,
 		mapper:      restmapper.NewDeferredDiscoveryRESTMapper(cached),
 		queue:       workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: "universalcontrollers"}),
@@ -125,14 +183,20 @@ func New(dyn dynamic.Interface, disco discovery.DiscoveryInterface, log *slog.Lo
 		controllers: map[string]*core.Controller{},
 		selector:    labels.Everything(),
 	}
+	r.owned = r.related
 	r.schemas, r.failures = newStatusSchemas(r.log), newFailures()
-	r.informers.onNew = r.watchFailures
 	r.addSource(v1alpha1.Resource, func(n string) string { return n }, r.resolve)
 	r.addSource(v1alpha1.DecoratorResource, bus.DecoratorController, r.resolveDecorator)
-	r.ucs = r.sources[0].inf
 	for _, opt := range opts {
 		opt(r)
 	}
+	// The parents' failures are tallied from the owned informers (with one
+	// set, every informer, the sources' too).
+	r.owned.onNew = r.watchFailures
+	for i := range r.sources {
+		r.sources[i].inf = r.related.get(r.sources[i].gvr)
+	}
+	r.ucs = r.sources[0].inf
 	// The queue holds controller names: a decorator's is
 	// bus.DecoratorController(name), and so on.
 	for i, src := range r.sources {
@@ -220,16 +284,36 @@ func (r *Registry) selects(obj any) bool {
 	return ok && r.selector.Matches(labels.Set(m.GetLabels()))
 }
 
-// Informer returns the shared informer of a resource.
+// Informer returns the shared informer of a resource of controllers'
+// parents, children or revisions (in a watcher shard's registry, it holds
+// the shard's partitions' objects only).
 func (r *Registry) Informer(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
-	return r.informers.get(gvr)
+	return r.owned.get(gvr)
 }
 
-// List returns the objects of a resource that sel selects from its shared
-// cache, in namespace, or in every namespace when namespace is "". Each is
-// decoded anew: the caller may change it.
+// RelatedInformer returns the shared informer of a resource customize
+// hooks relate, or of namespaces, which Watch starts: it holds every
+// object of the resource, whatever the partitions the registry holds.
+func (r *Registry) RelatedInformer(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
+	return r.related.get(gvr)
+}
+
+// List returns the objects of a resource of controllers' parents, children
+// or revisions that sel selects from its shared cache (Informer's), in
+// namespace, or in every namespace when namespace is "". Each is decoded
+// anew: the caller may change it.
 func (r *Registry) List(gvr schema.GroupVersionResource, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
-	objs, err := list(r.Informer(gvr).GetIndexer(), namespace, sel)
+	return listIn(r.Informer(gvr), gvr, namespace, sel)
+}
+
+// ListRelated is List from the cache of a resource customize hooks relate
+// (RelatedInformer's).
+func (r *Registry) ListRelated(gvr schema.GroupVersionResource, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
+	return listIn(r.RelatedInformer(gvr), gvr, namespace, sel)
+}
+
+func listIn(inf cache.SharedIndexInformer, gvr schema.GroupVersionResource, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
+	objs, err := list(inf.GetIndexer(), namespace, sel)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", gvr.Resource, err)
 	}
@@ -278,9 +362,9 @@ func (r *Registry) Run(ctx context.Context) {
 	defer r.queue.ShutDown()
 	defer r.failures.queue.ShutDown()
 	for _, src := range r.sources {
-		r.informers.use(registryUser, src.gvr)
+		r.related.use(registryUser, src.gvr)
 	}
-	defer r.informers.only(registryUser)
+	defer r.related.only(registryUser)
 	if !cache.WaitForCacheSync(ctx.Done(), r.ucs.HasSynced) {
 		return
 	}
@@ -316,7 +400,7 @@ func (r *Registry) sync(ctx context.Context, name string) error {
 	old, _ := r.Get(name)
 	if !exists || !r.selects(obj) {
 		r.set(name, old, nil)
-		r.informers.only(name)
+		r.only(name)
 		return nil
 	}
 	u, err := compact.Decode(obj)
@@ -332,7 +416,7 @@ func (r *Registry) sync(ctx context.Context, name string) error {
 	}
 	if err != nil {
 		r.set(name, old, nil) // a spec that cannot run stops the old one
-		r.informers.only(name)
+		r.only(name)
 		if serr := r.status.report(ctx, u, err); serr != nil {
 			r.log.Error("report", "controller", name, "err", serr)
 		}
@@ -423,12 +507,13 @@ func (r *Registry) statusSubresource(res core.Resource) (bool, error) {
 
 // Watch starts the shared informer of a resource that controller uses
 // besides its parent and children (its related objects), if it is not
-// running, and waits until its cache is filled.
+// running, and waits until its cache is filled. Read it with
+// RelatedInformer and ListRelated.
 func (r *Registry) Watch(ctx context.Context, controller string, gvr schema.GroupVersionResource) error {
-	r.informers.use(controller, gvr)
+	r.related.use(controller, gvr)
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if err := r.informers.waitSynced(ctx, gvr); err != nil {
+	if err := r.related.waitSynced(ctx, gvr); err != nil {
 		return fmt.Errorf("watch %s: %w", gvr, err)
 	}
 	return nil
@@ -539,13 +624,25 @@ func (r *Registry) startInformers(ctx context.Context, c *core.Controller) error
 		}
 	}
 	gvrs := append(c.ParentResources(), owned...)
-	r.informers.only(c.Name, gvrs...)
+	r.only(c.Name, gvrs...)
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if err := r.informers.waitSynced(ctx, gvrs...); err != nil {
+	if err := r.owned.waitSynced(ctx, gvrs...); err != nil {
 		return fmt.Errorf("controller %s: %w", c.Name, err)
 	}
 	return nil
+}
+
+// only makes controller use exactly owned of the owned informers (none:
+// the controller is gone), and none of the related ones: Watch starts
+// those as its customize hook's replies name them. With one set of
+// informers, the related resources that are not owned ones are let go
+// likewise.
+func (r *Registry) only(controller string, owned ...schema.GroupVersionResource) {
+	r.owned.only(controller, owned...)
+	if r.related != r.owned {
+		r.related.only(controller)
+	}
 }
 
 // Object returns an object from the shared cache of its resource, decoded

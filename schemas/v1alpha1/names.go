@@ -69,6 +69,13 @@ const LabelPartition = "universalcontroller.dev/partition"
 // generateSelector: true; their selector is controller-uid=<parent UID>.
 const LabelControllerUID = "controller-uid"
 
+// LabelPartition on a parent and on its children is the partition of the
+// parent (bus.Partition of its UID among the installation's partitions).
+// uc stamps it when its watchers are sharded: a watcher shard lists and
+// watches only the objects of the partitions it holds, the API server
+// selecting them by this label.
+const LabelPartition = "universalcontroller.dev/partition"
+
 // FieldManager is the field manager of uc's writes for a controller (of its
 // finalizers: FieldManager(controller) + "/finalizer").
 func FieldManager(controller string) string { return "uc/" + controller }
