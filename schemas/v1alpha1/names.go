@@ -58,22 +58,16 @@ const (
 // server-side apply removes it).
 const AnnotationAppliedHash = "universalcontroller.dev/applied-hash"
 
-// LabelPartition is the partition (bus.Partition of the parent's UID) of a
-// parent and of its children and revisions, which uc stamps on them when
-// the installation's watchers are sharded: a watcher shard lists and
-// watches only the objects of the partitions it holds, selected by the API
-// server.
-const LabelPartition = "universalcontroller.dev/partition"
-
 // LabelControllerUID labels the children of a controller with
 // generateSelector: true; their selector is controller-uid=<parent UID>.
 const LabelControllerUID = "controller-uid"
 
-// LabelPartition on a parent and on its children is the partition of the
-// parent (bus.Partition of its UID among the installation's partitions).
-// uc stamps it when its watchers are sharded: a watcher shard lists and
-// watches only the objects of the partitions it holds, the API server
-// selecting them by this label.
+// LabelPartition on a parent and on its children and revisions is the
+// parent's partition (core.Controller.Partition: bus.Partition of its UID
+// among the installation's partitions, unless a label of its own names
+// another). uc stamps it when its watchers are sharded: a watcher shard
+// lists and watches only the objects of the partitions it holds, the API
+// server selecting them by this label.
 const LabelPartition = "universalcontroller.dev/partition"
 
 // FieldManager is the field manager of uc's writes for a controller (of its
