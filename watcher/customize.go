@@ -81,13 +81,14 @@ func (c *customizeCache) selecting(controller string, gvr schema.GroupVersionRes
 // retryDelay is how long a customize reply that could not be handled waits.
 const retryDelay = 2 * time.Second
 
-// consumeCustomizeReplies takes the customize replies of every controller.
+// consumeCustomizeReplies takes, with consumer c, the customize replies of
+// every controller (of the partitions c consumes).
 // The consumer is created within attempt; the replies are handled within
 // ctx, tracked by unsettled meanwhile (the ack wait is the bus's short one,
 // so that a reply a dead watcher had not settled comes back within seconds).
 // onLost hears that the consumer may be gone.
-func (w *Watcher) consumeCustomizeReplies(ctx, attempt context.Context, unsettled *bus.Unsettled, onLost func()) (*topology.KeptConsumer, error) {
-	return topology.KeepConsuming(attempt, w.js, topology.WatcherConsumer, func(msg jetstream.Msg) {
+func (w *Watcher) consumeCustomizeReplies(ctx, attempt context.Context, c topology.Consumer, unsettled *bus.Unsettled, onLost func()) (*topology.KeptConsumer, error) {
+	return topology.KeepConsuming(attempt, w.js, c, func(msg jetstream.Msg) {
 		msg = unsettled.Track(msg)
 		if err := w.customizeReplyWithin(ctx, msg); err != nil {
 			w.log.Error("customize reply", "subject", msg.Subject(), "err", err)

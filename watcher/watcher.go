@@ -54,6 +54,12 @@ type Options struct {
 	// lease publishes nothing when it goes on, whatever its goroutines
 	// run first.
 	Lease func() error
+	// Held, for a watcher shard (an installation with sharded watchers),
+	// are the partitions it holds: its registry holds only their objects
+	// (registry.WithPartitions), it takes their customize replies, and it
+	// answers resync requests and questions about their parents only. nil
+	// for the one watcher of an installation.
+	Held []int
 }
 
 // parentKey names one parent of one controller: the watcher's queue has one
@@ -205,38 +211,67 @@ func (w *Watcher) Run(ctx context.Context) error {
 	defer func() { _ = deadLetters.Unsubscribe() }()
 	// A NATS cluster electing its leaders drops requests: retry, each
 	// attempt bounded.
-	var customize *topology.KeptConsumer
 	unsettled := bus.NewUnsettled()
 	go unsettled.Run(ctx, bus.ProgressEvery)
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(poll context.Context) (bool, error) {
-		attempt, cancel := context.WithTimeout(poll, 10*time.Second)
-		defer cancel()
-		if customize, err = w.consumeCustomizeReplies(ctx, attempt, unsettled, nil); err != nil {
-			w.log.Warn("retrying", "what", "consume customize replies", "err", err)
-			return false, nil
+	if w.opts.Held != nil {
+		// The one watcher's consumer, left by the installation before its
+		// watchers were sharded, overlaps the shards' on the work-queue
+		// stream: its replies stay in the stream, for theirs.
+		err := w.js.DeleteConsumer(ctx, topology.WatcherConsumer.Stream, topology.WatcherConsumer.Name())
+		if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			w.log.Warn("delete the unsharded watcher's consumer", "consumer", topology.WatcherConsumer.Name(), "err", err)
 		}
-		return true, nil
-	})
-	if err != nil {
-		return fmt.Errorf("consume customize replies: %w", err)
 	}
-	defer customize.Stop()
+	var customize []*topology.KeptConsumer
+	for _, c := range w.consumers() {
+		var kept *topology.KeptConsumer
+		err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(poll context.Context) (bool, error) {
+			attempt, cancel := context.WithTimeout(poll, 10*time.Second)
+			defer cancel()
+			if kept, err = w.consumeCustomizeReplies(ctx, attempt, c, unsettled, nil); err != nil {
+				w.log.Warn("retrying", "what", "consume customize replies", "consumer", c.Name(), "err", err)
+				return false, nil
+			}
+			return true, nil
+		})
+		if err != nil {
+			return fmt.Errorf("consume customize replies: %w", err)
+		}
+		defer kept.Stop()
+		customize = append(customize, kept)
+	}
 	w.consuming.Store(true)
 	defer w.consuming.Store(false)
 	w.worker().Run(ctx, w.queue, w.opts.Workers)
 	go w.queueDueResyncs()
 	go w.republish.run(ctx)
-	customize.Keep(ctx, w.log)
+	var keeping sync.WaitGroup
+	for _, c := range customize {
+		keeping.Go(func() { c.Keep(ctx, w.log) })
+	}
+	keeping.Wait()
 	return nil
 }
 
-// Consumers names the consumers the watcher needs while it runs (a standby
-// needs none).
+// Consumers names the consumers of customize replies the watcher needs
+// while it runs (a standby needs none): the one of every partition, or a
+// shard's partitions' own.
 func (w *Watcher) Consumers() []topology.Consumer {
 	if !w.consuming.Load() {
 		return nil
 	}
-	return []topology.Consumer{topology.WatcherConsumer}
+	return w.consumers()
+}
+
+func (w *Watcher) consumers() []topology.Consumer {
+	if w.opts.Held == nil {
+		return []topology.Consumer{topology.WatcherConsumer}
+	}
+	out := make([]topology.Consumer, 0, len(w.opts.Held))
+	for _, n := range w.opts.Held {
+		out = append(out, topology.WatcherConsumerOf(n))
+	}
+	return out
 }
 
 // onResync queues the parent of a resync request (see bus.ResyncPrefix),
@@ -257,6 +292,9 @@ func (w *Watcher) onResync(msg *nats.Msg) {
 		return
 	}
 	key := parentKey{controller, r.Resource, r.Namespace, r.Name}
+	if !w.watches(key) {
+		return // another shard's: it answers
+	}
 	if r.AfterSeconds <= 0 {
 		// A sync now (uc resync, after fixing a hook): not deferred by
 		// the parent's backoff, which starts again.
@@ -264,6 +302,32 @@ func (w *Watcher) onResync(msg *nats.Msg) {
 	}
 	w.resyncAfter(key, time.Duration(r.AfterSeconds*float64(time.Second)))
 	w.answerResync(msg, nil)
+}
+
+// watches tells whether this watcher publishes for the parent of key: the
+// one watcher of an installation does for every parent; a shard, for the
+// parents of its partitions, which are those in its caches.
+func (w *Watcher) watches(key parentKey) bool {
+	if w.opts.Held == nil {
+		return true
+	}
+	ctl, ok := w.reg.Get(key.Controller)
+	if !ok {
+		return false
+	}
+	res := ctl.Parent
+	if key.Resource != "" {
+		if ctl.Decorator == nil {
+			return false
+		}
+		d, ok := ctl.Decorator.Decorated(key.Resource)
+		if !ok {
+			return false
+		}
+		res = d.Resource
+	}
+	_, err := w.reg.Meta(res.GVR, key.Namespace, key.Name)
+	return err == nil
 }
 
 // answerResync answers a resync request that has a reply subject: queued,
@@ -293,6 +357,9 @@ func (w *Watcher) onInspect(msg *nats.Msg) {
 		answer.Error = fmt.Sprintf("not a question about a parent on %s: %v", msg.Subject, err)
 	} else {
 		key := parentKey{Controller: controller, Resource: q.Resource, Namespace: q.Namespace, Name: q.Name}
+		if !w.watches(key) {
+			return // another shard's: it answers
+		}
 		last, published := w.chain.lastOf(key)
 		if published {
 			answer = bus.LastPublished{ID: last.id, Hook: last.hook, Generation: last.generation, ResourceVersion: last.resourceVersion,

@@ -37,6 +37,7 @@ type config struct {
 	tracing        tracingOptions
 
 	leaderElect    bool
+	shardWatchers  bool
 	leaseNamespace string
 	leaseName      string
 	healthAddr     string
@@ -78,8 +79,9 @@ func (c *config) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.metacontrollerAPI, "metacontroller-api", false, "also serve Metacontroller's CompositeControllers and DecoratorControllers (metacontroller.k8s.io/v1alpha1), adopting what Metacontroller left as it is")
 	fs.StringVar(&c.controllerSelector, "controller-selector", "", "label selector of the UniversalControllers and UniversalDecorators this installation serves, e.g. team=payments (all when empty); two installations on one cluster must select disjoint sets")
 	fs.BoolVar(&c.profiling, "profiling", false, "also serve Go's profiles on --metrics-addr at /debug/pprof/")
-	if c.roles.applier {
-		fs.StringVar(&c.replicaID, "replica-id", os.Getenv("POD_NAME"), "the applier replica's name, kept across restarts, so that a restarted replica takes its partitions back at once (default $POD_NAME; uc run: kept in --data-dir). Never the same for two live replicas")
+	if c.roles.applier || c.roles.watcher {
+		fs.StringVar(&c.replicaID, "replica-id", os.Getenv("POD_NAME"), "the replica's name, kept across restarts, so that a restarted applier or watcher shard takes its partitions back at once (default $POD_NAME; uc run: kept in --data-dir). Never the same for two live replicas")
+		fs.BoolVar(&c.shardWatchers, "shard-watchers", false, "share the parents among the watcher replicas by partition: each holds some partitions and watches only their objects, which the appliers label with universalcontroller.dev/partition (instead of one leader); set it on every watcher and applier of the installation")
 	}
 	if c.roles.watcher {
 		// uc run is one process: no election unless asked; uc watcher

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/watcher"
 )
@@ -191,14 +192,22 @@ func (r *renewals) led() bool {
 
 // activeWatcher is the watcher of the current term, if any.
 type activeWatcher struct {
-	mu sync.Mutex
-	w  *watcher.Watcher
+	mu  sync.Mutex
+	w   *watcher.Watcher
+	reg *registry.Registry // the registry it reads
 }
 
-func (a *activeWatcher) set(w *watcher.Watcher) {
+func (a *activeWatcher) set(w *watcher.Watcher, reg *registry.Registry) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.w = w
+	a.w, a.reg = w, reg
+}
+
+// registry is the registry the active watcher reads, or nil.
+func (a *activeWatcher) registry() *registry.Registry {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.reg
 }
 
 // Consumers names the consumers the active watcher needs (a standby needs

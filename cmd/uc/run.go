@@ -97,20 +97,37 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	if cfg.roles.applier { // the applier writes parents' status against their schemas
 		regOpts = append(regOpts, registry.WithStatusSchemas())
 	}
+	// What every registry of the process serves: the one of its roles, and
+	// each term's of a watcher shard.
+	var served []registry.Option
 	if cfg.metacontrollerAPI {
-		regOpts = append(regOpts, registry.WithMetacontrollerAPI())
+		served = append(served, registry.WithMetacontrollerAPI())
 	}
 	if cfg.controllerSelector != "" {
 		sel, err := labels.Parse(cfg.controllerSelector)
 		if err != nil {
 			return fmt.Errorf("--controller-selector: %w", err)
 		}
-		regOpts = append(regOpts, registry.WithSelector(sel))
+		served = append(served, registry.WithSelector(sel))
 	}
-	reg := registry.New(watchDyn, kube.Discovery(), log, regOpts...)
+	if cfg.shardWatchers {
+		served = append(served, registry.WithShardedWatchers(cfg.partitions))
+	}
+	reg := registry.New(watchDyn, kube.Discovery(), log, append(regOpts, served...)...)
 
 	var runners []func(context.Context) error
 	var onBus onBus
+	var active activeWatcher
+	// A process that is only a watcher shard needs no registry of every
+	// parent: each of its terms has its own.
+	shardOnly := cfg.shardWatchers && !cfg.roles.dispatcher && !cfg.roles.applier
+	registries := func() []*registry.Registry {
+		out := []*registry.Registry{active.registry()}
+		if !shardOnly {
+			out = append(out, reg)
+		}
+		return slices.DeleteFunc(slices.Compact(out), func(r *registry.Registry) bool { return r == nil })
+	}
 	if cfg.roles.dispatcher {
 		tp, err := tracers.provider(ctx, "dispatcher")
 		if err != nil {
@@ -130,23 +147,37 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		opts := watcher.Options{Partitions: cfg.partitions, Workers: cfg.watcherWorkers, TracerProvider: tp}
-		var active activeWatcher
-		onBus.add(topology.Watcher(), active.Consumers)
-		// Each term of leading has a watcher of its own, which starts from
-		// the caches and the fences as a new process would.
-		lead := func(ctx context.Context, lease func() error) error {
-			opts.Lease = lease
-			w := watcher.New(reg, js, opts, log)
+		// Each term of leading, or of holding partitions, has a watcher of
+		// its own, which starts from the caches and the fences as a new
+		// process would.
+		watch := func(ctx context.Context, reg *registry.Registry, held []int, lease func() error) error {
+			w := watcher.New(reg, js, watcher.Options{Partitions: cfg.partitions, Workers: cfg.watcherWorkers, TracerProvider: tp, Lease: lease, Held: held}, log)
 			defer w.Close()
-			active.set(w)
-			defer active.set(nil)
+			active.set(w, reg)
+			defer active.set(nil, nil)
 			return w.Run(ctx)
 		}
-		if cfg.leaderElect {
-			runners = append(runners, leaderElected(kube, cfg.leaseNamespace, cfg.leaseName, log, lead))
-		} else {
-			runners = append(runners, func(ctx context.Context) error { return lead(ctx, nil) })
+		switch {
+		case cfg.shardWatchers:
+			id, err := replicaID(cfg)
+			if err != nil {
+				return err
+			}
+			onBus.add(topology.ShardedWatcher(cfg.partitions), active.Consumers)
+			term := func(ctx context.Context, partitions []int, lease func() error) error {
+				termReg := registry.New(watchDyn, kube.Discovery(), log, append(slices.Clip(served), registry.WithPartitions(partitions))...)
+				go termReg.Run(ctx)
+				return watch(ctx, termReg, partitions, lease)
+			}
+			runners = append(runners, shardedWatcher(js, cfg, id, term, log))
+		case cfg.leaderElect:
+			onBus.add(topology.Watcher(), active.Consumers)
+			runners = append(runners, leaderElected(kube, cfg.leaseNamespace, cfg.leaseName, log, func(ctx context.Context, lease func() error) error {
+				return watch(ctx, reg, nil, lease)
+			}))
+		default:
+			onBus.add(topology.Watcher(), active.Consumers)
+			runners = append(runners, func(ctx context.Context) error { return watch(ctx, reg, nil, nil) })
 		}
 	}
 	if cfg.roles.applier {
@@ -175,7 +206,10 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		runners = append(runners, checks.Run, a.Run)
 		onBus.add(topology.Applier(cfg.partitions), a.Consumers)
 	}
-	runners = append(runners, func(ctx context.Context) error { reg.Run(ctx); return nil })
+	if !shardOnly {
+		runners = append(runners, func(ctx context.Context) error { reg.Run(ctx); return nil })
+	}
+	m.reg.MustRegister(cacheCollector{registries})
 	// The dispatcher reports on the streams it creates.
 	m.reg.MustRegister(newBusCollector(js, onBus.creates.Streams, onBus.consumers, log))
 
@@ -190,7 +224,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		return runAll(ctx, runners)
 	}}
 	if cfg.healthAddr != "" {
-		servers = append(servers, serveHealth(cfg.healthAddr, readyChecks(nc, js, reg, onBus), log))
+		servers = append(servers, serveHealth(cfg.healthAddr, readyChecks(nc, js, registries, onBus), log))
 	}
 	if cfg.metricsAddr != "" {
 		serve, err := serveMetrics(cfg, m, kube, log)
@@ -244,15 +278,17 @@ func ensureStreams(ctx context.Context, b onBus, opts topology.Options, js jetst
 // readyChecks are what /readyz requires: the NATS connection is up, the
 // registry's caches are filled, and the streams, buckets and consumers the
 // process's roles use exist. The roles create again what is lost.
-func readyChecks(nc *nats.Conn, js jetstream.JetStream, reg *registry.Registry, b onBus) []readyCheck {
+func readyChecks(nc *nats.Conn, js jetstream.JetStream, registries func() []*registry.Registry, b onBus) []readyCheck {
 	checks := []readyCheck{{"nats", func(context.Context) error {
 		if !nc.IsConnected() {
 			return fmt.Errorf("not connected: %s", nc.Status())
 		}
 		return nil
 	}}, {"informers", func(context.Context) error {
-		if u := reg.Unsynced(); len(u) > 0 {
-			return errors.New(strings.Join(u, "; "))
+		for _, reg := range registries() {
+			if u := reg.Unsynced(); len(u) > 0 {
+				return errors.New(strings.Join(u, "; "))
+			}
 		}
 		return nil
 	}}}

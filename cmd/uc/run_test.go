@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"universalcontroller.dev/uc/internal/bustest"
+	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/internal/topology"
 )
 
@@ -44,7 +45,7 @@ func TestReadyConsumers(t *testing.T) {
 	needed := topology.ApplierConsumer(3)
 	var b onBus
 	b.add(topology.Applier(4), func() []topology.Consumer { return []topology.Consumer{needed} })
-	checks := readyChecks(js.Conn(), js, nil, b)
+	checks := readyChecks(js.Conn(), js, func() []*registry.Registry { return nil }, b)
 	consumers := func() error {
 		for _, c := range checks {
 			if c.name == "consumers" {

@@ -131,6 +131,18 @@ func (s *informerSet) only(user string, gvrs ...schema.GroupVersionResource) {
 	}
 }
 
+// stopAll stops every informer of the set.
+func (s *informerSet) stopAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for gvr, e := range s.byGVR {
+		if e.stop != nil {
+			close(e.stop)
+		}
+		delete(s.byGVR, gvr)
+	}
+}
+
 // setForbidden records whether err, the last error listing or watching
 // gvr, is the API server's refusal. A later error that is not clears it;
 // a successful list does not call the handler, and the cache syncs.

@@ -71,6 +71,9 @@ type Registry struct {
 	schemas        *statusSchemas
 	failures       *failures
 	selector       labels.Selector // the controller objects this registry serves
+	// partitions the watchers are sharded over (WithShardedWatchers); 0 when
+	// they are not.
+	partitions int
 
 	mu          sync.RWMutex
 	controllers map[string]*core.Controller
@@ -144,6 +147,15 @@ func WithPartitions(held []int) Option {
 		r.owned = newInformerSet(r.related.dyn)
 		r.owned.selector = sel
 	}
+}
+
+// WithShardedWatchers tells the registry that the installation's watchers
+// are sharded over that many partitions: each controller it registers
+// carries it (core.Controller.Partitions), so that uc labels parents,
+// children and revisions with their partition. Every role's registry of
+// such an installation needs it.
+func WithShardedWatchers(partitions int) Option {
+	return func(r *Registry) { r.partitions = partitions }
 }
 
 // partitionSelector is the label selector of the objects of the partitions
@@ -359,6 +371,9 @@ func (r *Registry) LastSyncResourceVersion(gvr schema.GroupVersionResource) stri
 
 // Run processes UniversalController changes until ctx ends.
 func (r *Registry) Run(ctx context.Context) {
+	// A watcher shard's registry lasts one term: its informers end with it.
+	defer r.related.stopAll()
+	defer r.owned.stopAll()
 	defer r.queue.ShutDown()
 	defer r.failures.queue.ShutDown()
 	for _, src := range r.sources {
@@ -412,6 +427,7 @@ func (r *Registry) sync(ctx context.Context, name string) error {
 	}
 	cur, err := src.resolve(u, name)
 	if err == nil {
+		cur.Partitions = r.partitions
 		err = r.startInformers(ctx, cur)
 	}
 	if err != nil {

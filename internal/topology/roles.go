@@ -92,6 +92,10 @@ func ShardedWatcher(partitions int) Role {
 	r.Reads = Resources{Buckets: append([]Bucket{Fence}, buckets...)}
 	r.Consumes = consumers
 	r.Writes = buckets
+	// The one watcher's consumer of every partition overlaps theirs on the
+	// work-queue stream: a shard deletes it, left by the installation
+	// before its watchers were sharded.
+	r.Deletes = []Consumer{WatcherConsumer}
 	return r
 }
 
