@@ -52,6 +52,9 @@ type labeller struct {
 	holds      func(n int) bool
 	queue      workqueue.TypedRateLimitingInterface[labelKey]
 	rescans    chan struct{}
+	// removed are the parents whose label someone removed, with the label
+	// they had: their new label is reported as set back.
+	removed sync.Map // labelKey → string
 
 	mu       sync.Mutex
 	handlers map[string][]labelHandler // by controller name
@@ -142,12 +145,19 @@ func (l *labeller) onController(old, cur *core.Controller) {
 		reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: enqueue,
 			UpdateFunc: func(oldObj, newObj any) {
-				enqueue(newObj)
 				o, ok1 := compact.Meta(oldObj)
 				n, ok2 := compact.Meta(newObj)
-				if k.parent && ok1 && ok2 && o.GetLabels()[v1alpha1.LabelPartition] != n.GetLabels()[v1alpha1.LabelPartition] {
-					l.children(cur, n) // moved: its children follow
+				if k.parent && ok1 && ok2 {
+					was, had := o.GetLabels()[v1alpha1.LabelPartition]
+					is, has := n.GetLabels()[v1alpha1.LabelPartition]
+					if had && !has {
+						l.removed.Store(labelKey{controller: k.controller, gvr: k.gvr, namespace: n.GetNamespace(), name: n.GetName(), parent: true, decorated: k.decorated}, was)
+					}
+					if was != is {
+						l.children(cur, n) // moved: its children follow
+					}
 				}
+				enqueue(newObj)
 			},
 		})
 		if err != nil {
@@ -327,25 +337,29 @@ func (l *labeller) sync(ctx context.Context, k labelKey) error {
 	case err != nil:
 		return fmt.Errorf("label %s %s with partition %s: %w", k.gvr.Resource, cache.NewObjectName(k.namespace, k.name), want, err)
 	}
-	l.report(ctl, k, obj, had, labelled, want)
+	if was, ok := l.removed.LoadAndDelete(k); ok && !labelled {
+		l.report(ctl, k, obj, fmt.Sprintf("removed (it was %q)", was), want)
+		return nil
+	}
+	if labelled {
+		l.report(ctl, k, obj, fmt.Sprintf("%q", had), want)
+		return nil
+	}
+	// A new parent's, or a child's made before sharding.
+	l.log.Debug("labelled with its partition", "controller", ctl.Name, "resource", k.gvr.Resource, "object", cache.MetaObjectToName(obj).String(), "partition", want)
 	return nil
 }
 
-// report tells of a label set: a new parent's, or a child's made before
-// sharding, at debug level; one someone changed, as a Warning Event on the
-// parent and a log line.
-func (l *labeller) report(ctl *core.Controller, k labelKey, obj metav1.Object, had string, labelled bool, want string) {
-	args := []any{"controller", ctl.Name, "resource", k.gvr.Resource, "object", cache.MetaObjectToName(obj).String(), "partition", want}
-	if !labelled {
-		l.log.Debug("labelled with its partition", args...)
-		return
-	}
-	l.log.Warn("partition label set back", append(args, "was", had)...)
+// report tells of a label someone changed by hand, set back: a log line,
+// and on a parent a Warning Event.
+func (l *labeller) report(ctl *core.Controller, k labelKey, obj metav1.Object, was, want string) {
+	l.log.Warn("partition label set back", "controller", ctl.Name, "resource", k.gvr.Resource, "object", cache.MetaObjectToName(obj).String(),
+		"partition", want, "was", was)
 	if !k.parent {
 		return // the log line names the child; its parent hears nothing it must act on
 	}
-	if ref, ok := obj.(runtime.Object); ok {
+	if ref, ok := obj.(runtime.Object); ok { // a cached object: kind and metadata
 		l.events.Eventf(ref, "Warning", "PartitionLabel",
-			"label %s was %q, which names no partition (0 to %d): set to %s, this object's partition", v1alpha1.LabelPartition, had, l.partitions-1, want)
+			"label %s was %s, not one of the partitions 0 to %d: set back to %s, this object's partition", v1alpha1.LabelPartition, was, l.partitions-1, want)
 	}
 }

@@ -78,6 +78,8 @@ func TestLabeller(t *testing.T) {
 		holds  bool
 		want   string // the label patched; "" for no patch
 		events int
+		// removed is the label the handler saw someone remove.
+		removed string
 	}{
 		{name: "a new parent gets its UID's partition", key: labelKey{parent: true, gvr: parentGVR},
 			obj: parent, holds: true, want: partitionOf("uid-p")},
@@ -86,6 +88,8 @@ func TestLabeller(t *testing.T) {
 		{name: "a parent labelled with no partition is set back, with a Warning Event", key: labelKey{parent: true, gvr: parentGVR},
 			obj: obj("Parent", "bad", "uid-bad", map[string]string{"app": "x", v1alpha1.LabelPartition: "99"}, nil), holds: true,
 			want: partitionOf("uid-bad"), events: 1},
+		{name: "a parent whose label someone removed gets it back, with a Warning Event", key: labelKey{parent: true, gvr: parentGVR},
+			obj: parent, holds: true, removed: "6", want: partitionOf("uid-p"), events: 1},
 		{name: "an object the parent selector does not select is left alone", key: labelKey{parent: true, gvr: parentGVR},
 			obj: obj("Parent", "other", "uid-other", nil, nil), holds: true},
 		{name: "another replica's parent is left to it", key: labelKey{parent: true, gvr: parentGVR},
@@ -107,6 +111,9 @@ func TestLabeller(t *testing.T) {
 			reg := labelRegistry{ctl: ctl, objs: []*unstructured.Unstructured{parent, moved, tt.obj}}
 			l := newLabeller(reg, dyn, events, partitions, func(int) bool { return tt.holds }, slog.New(slog.DiscardHandler))
 			tt.key.controller, tt.key.namespace, tt.key.name = "c", "ns", tt.obj.GetName()
+			if tt.removed != "" {
+				l.removed.Store(tt.key, tt.removed)
+			}
 			if err := l.sync(context.Background(), tt.key); err != nil {
 				t.Fatal(err)
 			}

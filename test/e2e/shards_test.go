@@ -1,0 +1,403 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"universalcontroller.dev/uc/schemas/v1alpha1"
+	"universalcontroller.dev/uc/test/testbed"
+)
+
+// shardPartitions is the installation's partitions in the shards' tests.
+const shardPartitions = 8
+
+// TestWatcherShards runs the watcher as shards (uc watcher
+// --shard-watchers) on one bus, with a sharded applier: two shards take a
+// burst of new parents, which users create without the partition label;
+// then, while every parent keeps changing, one shard is killed (SIGKILL)
+// and a third is added. Every parent converges to its last change, no
+// child is created twice, no two shards ever watch one partition at once,
+// and each shard's caches hold exactly the parents and children of the
+// partitions it holds — as its uc_cached_objects says, against the labels
+// on the API server.
+func TestWatcherShards(t *testing.T) {
+	ctx := t.Context()
+	srv, err := testbed.StartNATS(ctx, filepath.Join(t.TempDir(), "nats"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	b := newRolesOnBus(t, srv.URL(), "--partitions", strconv.Itoa(shardPartitions))
+	ns := b.ns
+	b.start("dispatcher", "dispatcher")
+	b.start("applier", "applier", "--shard-watchers")
+	startShard := func(name string) *roleProcess {
+		return b.start(name, "watcher", "--shard-watchers", "--replica-id", name)
+	}
+	shards := []*roleProcess{startShard("watcher-1"), startShard("watcher-2")}
+
+	const parents = 60
+	names := make([]string, parents)
+	for i := range names {
+		names[i] = fmt.Sprintf("w-%02d", i)
+	}
+	children := map[string]types.UID{} // by name, as first created
+	if !t.Run("a burst of new parents is labelled and converges over two shards", func(t *testing.T) {
+		for _, n := range names {
+			b.createWidget(n, "0")
+		}
+		eventually(t, 2*time.Minute, b.converged("0", names...))
+		eventually(t, time.Minute, func() error { return labelledAlike(t, ns, names) })
+		for _, n := range names {
+			cm, err := env.kube.CoreV1().ConfigMaps(ns).Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			children[n] = cm.UID
+		}
+	}) {
+		return
+	}
+	if !t.Run("each shard caches exactly its partitions' objects", func(t *testing.T) {
+		eventually(t, time.Minute, func() error { return cachesMatchPartitions(t, shards) })
+	}) {
+		return
+	}
+
+	// Keep every parent changing while shards come and go.
+	stop := make(chan struct{})
+	var round int
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for round = 1; ; round++ {
+			for _, n := range names {
+				patch := fmt.Sprintf(`{"spec":{"value":"%d"}}`, round)
+				_, _ = env.dyn.Resource(widgetGVR).Namespace(ns).Patch(ctx, n, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+			}
+			select {
+			case <-stop:
+				return
+			default:
+			}
+		}
+	})
+	var killedAt int64
+	if !t.Run("a shard killed and one added mid-wave: the others take its partitions", func(t *testing.T) {
+		shards[0].proc.Kill()
+		killedAt = time.Now().UnixNano()
+		shards = append(shards, startShard("watcher-3"))
+		eventually(t, time.Minute, func() error {
+			held := map[int]bool{}
+			for _, s := range shards[1:] {
+				p, open := lastTerm(t, s)
+				if !open {
+					return fmt.Errorf("%s watches nothing", s.name)
+				}
+				for _, n := range p {
+					held[n] = true
+				}
+			}
+			if len(held) != shardPartitions {
+				return fmt.Errorf("the live shards watch %d of the %d partitions", len(held), shardPartitions)
+			}
+			return nil
+		})
+	}) {
+		return
+	}
+	close(stop)
+	wg.Wait()
+	if !t.Run("every parent converges to its last change, no child created twice", func(t *testing.T) {
+		eventually(t, 2*time.Minute, b.converged(strconv.Itoa(round-1), names...))
+		for _, n := range names {
+			cm, err := env.kube.CoreV1().ConfigMaps(ns).Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cm.UID != children[n] {
+				t.Errorf("ConfigMap %s was created again: UID %s, first %s", n, cm.UID, children[n])
+			}
+		}
+		eventually(t, time.Minute, func() error { return cachesMatchPartitions(t, shards[1:]) })
+	}) {
+		return
+	}
+	t.Run("no two shards watch one partition at once", func(t *testing.T) {
+		watched := map[int][]interval{}
+		now := time.Now().UnixNano()
+		for i, s := range shards {
+			end := now
+			if i == 0 {
+				end = killedAt
+			}
+			for n, ivs := range terms(t, s, end) {
+				watched[n] = append(watched[n], ivs...)
+			}
+		}
+		for n := range shardPartitions {
+			if len(watched[n]) == 0 {
+				t.Errorf("partition %d: no shard's log shows it watched", n)
+				continue
+			}
+			for _, o := range overlaps(watched[n]) {
+				t.Errorf("partition %d: %s", n, o)
+			}
+		}
+		t.Logf("%d rounds of changes of %d parents; terms by partition: %v", round, parents, watched)
+	})
+	t.Run("a partition label edited by hand", func(t *testing.T) {
+		shardLabelEdits(t, b, names)
+	})
+}
+
+// shardLabelEdits: a parent's label removed, set to no partition, or set
+// to another partition, and a child's label changed, by hand. uc sets
+// back the first two (a Warning Event on the parent for the second) and
+// the child's; a parent moved takes its child along and its changes are
+// still applied.
+func shardLabelEdits(t *testing.T, b *rolesOnBus, names []string) {
+	ctx := t.Context()
+	ns := b.ns
+	label := func(res string, name string) (string, error) {
+		var u *unstructured.Unstructured
+		var err error
+		if res == "widget" {
+			u, err = env.dyn.Resource(widgetGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		} else {
+			var cm *corev1.ConfigMap
+			if cm, err = env.kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+				return cm.Labels[v1alpha1.LabelPartition], nil
+			}
+		}
+		if err != nil {
+			return "", err
+		}
+		return u.GetLabels()[v1alpha1.LabelPartition], nil
+	}
+	setLabel := func(gvrName, name, value string) {
+		v := "null"
+		if value != "" {
+			v = strconv.Quote(value)
+		}
+		patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, v1alpha1.LabelPartition, v))
+		var err error
+		if gvrName == "widget" {
+			_, err = env.dyn.Resource(widgetGVR).Namespace(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		} else {
+			_, err = env.kube.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	original := map[string]string{}
+	for _, n := range names[:4] {
+		l, err := label("widget", n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		original[n] = l
+	}
+	is := func(res, name, want string) func() error {
+		return func() error {
+			got, err := label(res, name)
+			if err == nil && got != want {
+				err = fmt.Errorf("%s %s: label %q, want %q", res, name, got, want)
+			}
+			return err
+		}
+	}
+	removed, invalid, moved, child := names[0], names[1], names[2], names[3]
+	setLabel("widget", removed, "")
+	setLabel("widget", invalid, "banana")
+	other := strconv.Itoa((mustAtoi(t, original[moved]) + 1) % shardPartitions)
+	setLabel("widget", moved, other)
+	setLabel("configmap", child, strconv.Itoa((mustAtoi(t, original[child])+1)%shardPartitions))
+	eventually(t, time.Minute, is("widget", removed, original[removed]))
+	eventually(t, time.Minute, func() error { return warned(ctx, ns, removed, "PartitionLabel", "was removed") })
+	eventually(t, time.Minute, is("widget", invalid, original[invalid]))
+	eventually(t, time.Minute, func() error { return warned(ctx, ns, invalid, "PartitionLabel", `was "banana"`) })
+	eventually(t, time.Minute, is("configmap", moved, other))
+	eventually(t, time.Minute, is("configmap", child, original[child]))
+	// Each still converges: the shard that holds it now publishes.
+	for _, n := range []string{removed, invalid, moved, child} {
+		b.setWidget(n, "edited")
+	}
+	eventually(t, 2*time.Minute, b.converged("edited", removed, invalid, moved, child))
+}
+
+// warned checks the object has a Warning Event of reason whose message
+// holds part.
+func warned(ctx context.Context, ns, name, reason, part string) error {
+	events, err := env.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	if err != nil {
+		return err
+	}
+	for _, e := range events.Items {
+		if e.Type == corev1.EventTypeWarning && e.Reason == reason && strings.Contains(e.Message, part) {
+			return nil
+		}
+	}
+	return fmt.Errorf("no Warning Event %s on %s holding %q", reason, name, part)
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatalf("partition label %q: %v", s, err)
+	}
+	return n
+}
+
+// labelledAlike checks each named Widget carries a partition label, and its
+// ConfigMap the same one.
+func labelledAlike(t *testing.T, ns string, names []string) error {
+	for _, n := range names {
+		w, err := env.dyn.Resource(widgetGVR).Namespace(ns).Get(t.Context(), n, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cm, err := env.kube.CoreV1().ConfigMaps(ns).Get(t.Context(), n, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		p, ok := w.GetLabels()[v1alpha1.LabelPartition]
+		if !ok {
+			return fmt.Errorf("widget %s has no partition label", n)
+		}
+		if cm.Labels[v1alpha1.LabelPartition] != p {
+			return fmt.Errorf("ConfigMap %s: partition %q, its widget's %q", n, cm.Labels[v1alpha1.LabelPartition], p)
+		}
+	}
+	return nil
+}
+
+// cachesMatchPartitions checks that each shard caches, of Widgets and of
+// ConfigMaps, as many as the API server has labelled with the partitions
+// it watches, in every namespace.
+func cachesMatchPartitions(t *testing.T, shards []*roleProcess) error {
+	ctx := t.Context()
+	byPartition := map[string]map[string]int{"widgets.e2e.universalcontroller.dev": {}, "configmaps": {}}
+	widgets, err := env.dyn.Resource(widgetGVR).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelPartition})
+	if err != nil {
+		return err
+	}
+	for _, w := range widgets.Items {
+		byPartition["widgets.e2e.universalcontroller.dev"][w.GetLabels()[v1alpha1.LabelPartition]]++
+	}
+	cms, err := env.kube.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelPartition})
+	if err != nil {
+		return err
+	}
+	for _, cm := range cms.Items {
+		byPartition["configmaps"][cm.Labels[v1alpha1.LabelPartition]]++
+	}
+	for _, s := range shards {
+		partitions, open := lastTerm(t, s)
+		if !open {
+			return fmt.Errorf("%s watches nothing", s.name)
+		}
+		families, err := scrapeMetrics(ctx, metricsURL(t, s))
+		if err != nil {
+			return err
+		}
+		for resource, counts := range byPartition {
+			want := 0
+			for _, n := range partitions {
+				want += counts[strconv.Itoa(n)]
+			}
+			got, _ := value(families["uc_cached_objects"], map[string]string{"resource": resource})
+			if int(got) != want {
+				return fmt.Errorf("%s caches %v %s, the API server has %d labelled with its partitions %v", s.name, got, resource, want, partitions)
+			}
+			if want == 0 || want == len(widgets.Items) && len(shards) > 1 {
+				return fmt.Errorf("%s holds %d of %d %s: not a share", s.name, want, len(widgets.Items), resource)
+			}
+		}
+	}
+	return nil
+}
+
+// metricsURL is the /metrics URL a role logged it serves.
+func metricsURL(t *testing.T, r *roleProcess) string {
+	t.Helper()
+	m := regexp.MustCompile(`flag=metrics-addr addr=(\S+)`).FindStringSubmatch(r.lastLine("msg=serving", "flag=metrics-addr"))
+	if m == nil {
+		t.Fatalf("%s logged no metrics address", r.name)
+	}
+	return "http://" + m[1] + "/metrics"
+}
+
+var termLine = regexp.MustCompile(`msg="(watching|stopped watching) partitions" partitions="?\[([0-9 ]*)\]"? at=(\d+)`)
+
+// terms reads the terms a shard logged, by partition; one still open ends
+// at end.
+func terms(t *testing.T, r *roleProcess, end int64) map[int][]interval {
+	t.Helper()
+	f, err := os.Open(r.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[int][]interval{}
+	var open []int
+	var start int64
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		m := termLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		at, _ := strconv.ParseInt(m[3], 10, 64)
+		if m[1] == "watching" {
+			open, start = partitionList(m[2]), at
+			continue
+		}
+		for _, n := range partitionList(m[2]) {
+			out[n] = append(out[n], interval{r.name, start, at})
+		}
+		open = nil
+	}
+	for _, n := range open {
+		out[n] = append(out[n], interval{r.name, start, end})
+	}
+	return out
+}
+
+// lastTerm is the partitions of a shard's last term, and whether it still
+// runs.
+func lastTerm(t *testing.T, r *roleProcess) ([]int, bool) {
+	m := termLine.FindStringSubmatch(r.lastLine("watching partitions"))
+	if m == nil || m[1] != "watching" {
+		return nil, false
+	}
+	return partitionList(m[2]), true
+}
+
+func partitionList(s string) []int {
+	var out []int
+	for f := range strings.FieldsSeq(s) {
+		if n, err := strconv.Atoi(f); err == nil {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
