@@ -28,6 +28,10 @@ import (
 // partition handed over is released only once the term that watched it
 // has ended; a term publishes while it holds every one of its partitions.
 
+// settle is how long the partitions held stay the same before a term
+// begins over them.
+const settle = 200 * time.Millisecond
+
 // shardTerms runs the terms of one watcher replica, and is its Holder.
 type shardTerms struct {
 	// run is one term over partitions, publishing while lease is nil.
@@ -89,6 +93,18 @@ func (s *shardTerms) loop(ctx context.Context) error {
 			s.end()
 			return nil
 		case <-s.changed:
+		}
+		// A balance takes partitions one by one: the term begins once they
+		// stop coming, not once per partition.
+		for settled := false; !settled; {
+			select {
+			case <-ctx.Done():
+				s.end()
+				return nil
+			case <-s.changed:
+			case <-time.After(settle):
+				settled = true
+			}
 		}
 		s.mu.Lock()
 		partitions := slices.Sorted(maps.Keys(s.held))

@@ -123,7 +123,7 @@ func TestWatcherShards(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	if !t.Run("every parent converges to its last change, no child created twice", func(t *testing.T) {
-		eventually(t, 2*time.Minute, b.converged(strconv.Itoa(round-1), names...))
+		eventually(t, 2*time.Minute, b.converged(strconv.Itoa(round), names...))
 		for _, n := range names {
 			cm, err := env.kube.CoreV1().ConfigMaps(ns).Get(ctx, n, metav1.GetOptions{})
 			if err != nil {
@@ -337,14 +337,14 @@ func cachesMatchPartitions(t *testing.T, shards []*roleProcess) error {
 // metricsURL is the /metrics URL a role logged it serves.
 func metricsURL(t *testing.T, r *roleProcess) string {
 	t.Helper()
-	m := regexp.MustCompile(`flag=metrics-addr addr=(\S+)`).FindStringSubmatch(r.lastLine("msg=serving", "flag=metrics-addr"))
+	m := regexp.MustCompile(`flag=--metrics-addr addr=(\S+)`).FindStringSubmatch(r.lastLine("msg=serving", "flag=--metrics-addr"))
 	if m == nil {
 		t.Fatalf("%s logged no metrics address", r.name)
 	}
 	return "http://" + m[1] + "/metrics"
 }
 
-var termLine = regexp.MustCompile(`msg="(watching|stopped watching) partitions" partitions="?\[([0-9 ]*)\]"? at=(\d+)`)
+var termLine = regexp.MustCompile(`msg="(watching|stopped watching) partitions" .*partitions="?\[([0-9 ]*)\]"? at=(\d+)`)
 
 // terms reads the terms a shard logged, by partition; one still open ends
 // at end.
