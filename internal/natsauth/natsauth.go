@@ -76,19 +76,21 @@ func HookWorker(controller string) User {
 }
 
 // Role is the user of a uc role. partitions is the installation's
-// --partitions: the applier may use the consumers of those partitions only.
+// --partitions: the applier, and the watcher when sharded, may use the
+// consumers of those partitions only.
 func Role(role string, partitions int) (User, error) {
 	var r topology.Role
 	switch role {
-	case Watcher:
-		r = topology.Watcher()
 	case Dispatcher:
 		r = topology.Dispatcher()
-	case Applier:
+	case Watcher, Applier:
 		if partitions < 1 {
 			return User{}, fmt.Errorf("partitions must be at least 1, not %d", partitions)
 		}
 		r = topology.Applier(partitions)
+		if role == Watcher {
+			r = topology.EitherWatcher(partitions)
+		}
 	default:
 		return User{}, fmt.Errorf("unknown role %q", role)
 	}

@@ -30,8 +30,7 @@ func TestPermissionsAreTheRoles(t *testing.T) {
 		user User
 		role topology.Role
 	}{
-		{"watcher", must(Role(Watcher, testPartitions)), topology.Watcher()},
-		{"sharded watcher", userOf(RoleUser(Watcher), RoleInbox(Watcher), topology.ShardedWatcher(testPartitions)), topology.ShardedWatcher(testPartitions)},
+		{"watcher, one or a shard", must(Role(Watcher, testPartitions)), topology.EitherWatcher(testPartitions)},
 		{"dispatcher", must(Role(Dispatcher, testPartitions)), topology.Dispatcher()},
 		{"applier", must(Role(Applier, testPartitions)), topology.Applier(testPartitions)},
 		{"hook workers", HookWorker(own), topology.HookWorkers(own)},

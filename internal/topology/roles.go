@@ -99,6 +99,19 @@ func ShardedWatcher(partitions int) Role {
 	return r
 }
 
+// EitherWatcher is what a watcher's NATS user may do in an installation of
+// partitions partitions: the one watcher's role and a shard's
+// (ShardedWatcher), so that one configuration serves both, and the move
+// from one to the other.
+func EitherWatcher(partitions int) Role {
+	one, shard := Watcher(), ShardedWatcher(partitions)
+	shard.About = "uc watcher: the one watcher of the installation, or one of its shards (--shard-watchers)"
+	shard.Creates = Union(one.Creates, shard.Creates)
+	shard.Reads = Union(one.Reads, shard.Reads)
+	shard.Consumes = append(slices.Clip(one.Consumes), shard.Consumes...)
+	return shard
+}
+
 // Dispatcher is the dispatcher role: it owns the streams and the hooks'
 // consumers (HookConsumers), and serves the hooks that are webhooks or
 // Knative destinations (package dispatcher) as a hook worker of every
