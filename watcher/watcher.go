@@ -242,7 +242,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 	w.consuming.Store(true)
 	defer w.consuming.Store(false)
-	w.worker().Run(ctx, w.queue, w.opts.Workers)
+	syncing := w.worker().Start(ctx, w.queue, w.opts.Workers)
 	go w.queueDueResyncs()
 	go w.republish.run(ctx)
 	var keeping sync.WaitGroup
@@ -250,6 +250,10 @@ func (w *Watcher) Run(ctx context.Context) error {
 		keeping.Go(func() { c.Keep(ctx, w.log) })
 	}
 	keeping.Wait()
+	// The term is over once no sync runs: a shard's partition is handed
+	// over, or a standby may lead, with no publish of this term in flight.
+	w.queue.ShutDown()
+	syncing()
 	return nil
 }
 

@@ -12,6 +12,7 @@ package workloop
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/util/workqueue"
@@ -46,12 +47,20 @@ type Loop[T comparable] struct {
 // Run runs workers goroutines over queue, each handling one item at a time,
 // until queue shuts down; it returns at once.
 func (l Loop[T]) Run(ctx context.Context, queue workqueue.TypedRateLimitingInterface[T], workers int) {
+	l.Start(ctx, queue, workers)
+}
+
+// Start is Run, and returns a function that waits until the workers have
+// ended: once queue shuts down, each ends when the item it handles is done.
+func (l Loop[T]) Start(ctx context.Context, queue workqueue.TypedRateLimitingInterface[T], workers int) (wait func()) {
+	var running sync.WaitGroup
 	for range workers {
-		go func() {
+		running.Go(func() {
 			for l.Next(ctx, queue) {
 			}
-		}()
+		})
 	}
+	return running.Wait
 }
 
 // Next handles the queue's next item, waiting for one; it returns false

@@ -131,3 +131,30 @@ func TestRunHandlesEveryItem(t *testing.T) {
 	}
 	queue.ShutDownWithDrain()
 }
+
+// TestStartWaitsForTheItemsInHand: the wait Start returns ends only once
+// the item a worker handles is done, though the queue shut down before.
+func TestStartWaitsForTheItemsInHand(t *testing.T) {
+	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[int]())
+	started, release := make(chan struct{}), make(chan struct{})
+	wait := Loop[int]{Timeout: time.Minute, Log: slog.New(slog.DiscardHandler), LogArgs: func(int) []any { return nil }, Sync: func(context.Context, int) error {
+		close(started)
+		<-release
+		return nil
+	}}.Start(t.Context(), queue, 2)
+	queue.Add(1)
+	<-started
+	queue.ShutDown()
+	waited := make(chan struct{})
+	go func() {
+		wait()
+		close(waited)
+	}()
+	select {
+	case <-waited:
+		t.Fatal("the wait ended while a worker still handled an item")
+	case <-time.After(100 * time.Millisecond): // the wait had its chance to end early
+	}
+	close(release)
+	<-waited
+}
