@@ -72,6 +72,8 @@ type config struct {
 	pacedRate      float64
 	pacedParents   int
 	appliers       int
+	// shards is the watcher shards (-watcher-shards); 0: one watcher.
+	shards int
 	// phases is whether the phases and the sharing rounds run: all
 	// scenarios but hooks.
 	phases bool
@@ -125,6 +127,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.out, "out", "bench-results", "directory of the JSON results")
 	fs.Var(&cfg.ucFlags, "uc-flag", "extra flag for uc (each of its processes), e.g. -uc-flag=--kube-api-qps=1000 (repeatable; the bench sets --metrics-addr and --profiling itself, and logs each process's address)")
 	fs.IntVar(&cfg.appliers, "appliers", 0, "run uc as separate roles on a nats-server: a dispatcher, a watcher and this many appliers (0: uc run)")
+	fs.IntVar(&cfg.shards, "watcher-shards", 0, "with -appliers, run the watcher as this many shards (uc watcher --shard-watchers, the appliers with --shard-watchers too); 0: one watcher")
 	fs.StringVar(&cfg.ucBin, "uc-bin", "", "a uc binary to measure (default: build ./cmd/uc)")
 	fs.Float64Var(&cfg.pacedRate, "paced-rate", 20, "parents changed per second in the paced phase")
 	fs.IntVar(&cfg.pacedParents, "paced-parents", 1000, "parents the paced phase changes, at most")
@@ -157,8 +160,11 @@ func parseFlags(args []string) (config, error) {
 	if cfg.parents < 1 || cfg.children < 1 || cfg.concurrency < 1 || cfg.pacedRate <= 0 || cfg.pacedParents < 1 || cfg.hookConcurrency < 1 {
 		return cfg, fmt.Errorf("parents, children, concurrency, paced-rate, paced-parents and hook-concurrency must be positive")
 	}
-	if cfg.appliers < 0 {
-		return cfg, fmt.Errorf("-appliers must not be negative")
+	if cfg.appliers < 0 || cfg.shards < 0 {
+		return cfg, fmt.Errorf("-appliers and -watcher-shards must not be negative")
+	}
+	if cfg.shards > 0 && cfg.appliers == 0 {
+		return cfg, fmt.Errorf("-watcher-shards needs -appliers: shards run as separate roles")
 	}
 	return cfg, nil
 }

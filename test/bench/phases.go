@@ -327,8 +327,14 @@ func (s *session) run(ctx context.Context, p phase) (phaseResult, error) {
 	r.SettledSeconds = time.Since(w.start).Seconds()
 	m, closeErr := w.close(ctx)
 	r.measurement = m
-	heap, heapErr := s.uc.liveHeap(ctx)
+	heap, heaps, heapErr := s.uc.liveHeaps(ctx)
 	r.LiveHeapMiB = mib(heap)
+	if len(heaps) > 1 {
+		r.LiveHeapMiBByRole = map[string]float64{}
+		for role, n := range heaps {
+			r.LiveHeapMiBByRole[role] = mib(n)
+		}
+	}
 	var spreadErr error
 	r.Replicas, spreadErr = s.uc.spread(ctx, s.obs.uids())
 	if err := errors.Join(err, undoErr, idleErr, closeErr, heapErr, spreadErr); err != nil {

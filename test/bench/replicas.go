@@ -44,27 +44,7 @@ type replicaShare struct {
 // partition and the owners stayed the same for a while, then learns which
 // process is which replica.
 func (u *ucProcess) awaitPartitions(ctx context.Context, n int) error {
-	var last map[int]string
-	var since time.Time
-	err := waitFor(ctx, 2*time.Minute, "the appliers to share out the partitions", func(ctx context.Context) (bool, error) {
-		if err := u.exited(); err != nil {
-			return false, fatalError{err}
-		}
-		members, err := u.keys(ctx, bus.AppliersBucket)
-		if err != nil {
-			return false, err
-		}
-		owners, err := u.owners(ctx)
-		if err != nil {
-			return false, err
-		}
-		if len(members) != n || len(owners) != partitions || !maps.Equal(owners, last) {
-			last, since = owners, time.Now()
-			return false, nil
-		}
-		return time.Since(since) >= balanced, nil
-	}, nil)
-	if err != nil {
+	if err := u.awaitShares(ctx, "the appliers", n, bus.AppliersBucket, bus.PartitionsBucket); err != nil {
 		return err
 	}
 	u.replicas = map[string]string{}
@@ -74,6 +54,32 @@ func (u *ucProcess) awaitPartitions(ctx context.Context, n int) error {
 		}
 	}
 	return nil
+}
+
+// awaitShares waits until n replicas of a role (who), members of bucket
+// members, have shared out every partition, keys of bucket keys, and the
+// owners stayed the same for a while.
+func (u *ucProcess) awaitShares(ctx context.Context, who string, n int, members, keys string) error {
+	var last map[int]string
+	var since time.Time
+	return waitFor(ctx, 2*time.Minute, who+" to share out the partitions", func(ctx context.Context) (bool, error) {
+		if err := u.exited(); err != nil {
+			return false, fatalError{err}
+		}
+		held, err := u.keys(ctx, members)
+		if err != nil {
+			return false, err
+		}
+		owners, err := u.owners(ctx, keys)
+		if err != nil {
+			return false, err
+		}
+		if len(held) != n || len(owners) != partitions || !maps.Equal(owners, last) {
+			last, since = owners, time.Now()
+			return false, nil
+		}
+		return time.Since(since) >= balanced, nil
+	}, nil)
 }
 
 // keys lists a key-value bucket's keys (none when it has none yet).
@@ -89,13 +95,14 @@ func (u *ucProcess) keys(ctx context.Context, bucket string) ([]string, error) {
 	return keys, err
 }
 
-// owners reads which replica holds each partition held.
-func (u *ucProcess) owners(ctx context.Context) (map[int]string, error) {
-	keys, err := u.keys(ctx, bus.PartitionsBucket)
+// owners reads which replica holds each partition held, from the
+// partition-keys bucket.
+func (u *ucProcess) owners(ctx context.Context, bucket string) (map[int]string, error) {
+	keys, err := u.keys(ctx, bucket)
 	if err != nil {
 		return nil, err
 	}
-	kv, err := u.js.KeyValue(ctx, bus.PartitionsBucket)
+	kv, err := u.js.KeyValue(ctx, bucket)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +149,7 @@ func (u *ucProcess) spread(ctx context.Context, parents []types.UID) ([]replicaS
 	if u.replicas == nil {
 		return nil, nil
 	}
-	owners, err := u.owners(ctx)
+	owners, err := u.owners(ctx, bus.PartitionsBucket)
 	if err != nil {
 		return nil, err
 	}

@@ -27,8 +27,11 @@ type results struct {
 	Concurrency int       `json:"concurrency"`
 	// Appliers is the applier processes when uc ran as separate roles
 	// (-appliers); 0 for uc run.
-	Appliers int      `json:"appliers,omitempty"`
-	UCFlags  []string `json:"ucFlags,omitempty"`
+	Appliers int `json:"appliers,omitempty"`
+	// WatcherShards is the watcher shards (-watcher-shards); 0: one
+	// watcher.
+	WatcherShards int      `json:"watcherShards,omitempty"`
+	UCFlags       []string `json:"ucFlags,omitempty"`
 	// IgnoreStatusChanges is set on the controllers (-ignore-status-changes).
 	IgnoreStatusChanges bool          `json:"ignoreStatusChanges,omitempty"`
 	Floor               []floorResult `json:"floor"`
@@ -101,6 +104,8 @@ type phaseResult struct {
 	// right after a collection (its NATS server's not counted with
 	// -appliers).
 	LiveHeapMiB float64 `json:"liveHeapMiB,omitempty"`
+	// LiveHeapMiBByRole is each process's, when uc runs as several.
+	LiveHeapMiBByRole map[string]float64 `json:"liveHeapMiBByRole,omitempty"`
 	measurement
 	// WorkloadWrites is the writes to Fanouts and ConfigMaps by everyone but
 	// the driver: uc's, and in the delete phase the garbage collector's.
@@ -146,7 +151,7 @@ func newResults(cfg config) *results {
 	return &results{
 		Date: time.Now().UTC(), Machine: describeMachine(),
 		Scenario: cfg.scenario, Parents: cfg.parents, Children: cfg.children,
-		Concurrency: cfg.concurrency, Appliers: cfg.appliers, UCFlags: cfg.ucFlags, IgnoreStatusChanges: cfg.ignoreStatus,
+		Concurrency: cfg.concurrency, Appliers: cfg.appliers, WatcherShards: cfg.shards, UCFlags: cfg.ucFlags, IgnoreStatusChanges: cfg.ignoreStatus,
 	}
 }
 
@@ -341,9 +346,9 @@ func (r *results) printRoles(out io.Writer) {
 	if r.Appliers == 0 {
 		return
 	}
-	r.printByPhase(out, "uc's processes during each phase: CPU seconds / peak RSS", roles(r.Appliers),
+	r.printByPhase(out, "uc's processes during each phase: CPU seconds / peak RSS / live heap at its end", roles(r.Appliers, r.WatcherShards),
 		func(p phaseResult, role string) string {
-			return fmt.Sprintf("%.1f s / %.0f MiB", p.UCCPUSeconds[role], p.UCPeakRSSMiB[role])
+			return fmt.Sprintf("%.1f s / %.0f MiB / %.1f MiB", p.UCCPUSeconds[role], p.UCPeakRSSMiB[role], p.LiveHeapMiBByRole[role])
 		})
 }
 

@@ -66,7 +66,7 @@ func (e *env) startUC(ctx context.Context, name string) (*ucProcess, error) {
 	u := &ucProcess{}
 	start, n := u.startRun, 2 // uc run: its NATS server and its metrics
 	if e.cfg.appliers > 0 {
-		start, n = u.startRoles, len(roles(e.cfg.appliers))-1 // each role's metrics
+		start, n = u.startRoles, len(roles(e.cfg.appliers, e.cfg.shards))-1 // each role's metrics
 	}
 	var err error
 	if u.ports, err = testbed.FreePorts(n); err != nil {
@@ -91,10 +91,16 @@ func (u *ucProcess) startRun(ctx context.Context, e *env, dir string) error {
 	return u.connect(ctx, "nats://"+listen)
 }
 
-// roles are the processes of uc as separate roles with n appliers, in the
-// order they start.
-func roles(n int) []string {
-	out := []string{natsRole, "dispatcher", "watcher"}
+// roles are the processes of uc as separate roles with n appliers and
+// shards watcher shards (0: one watcher), in the order they start.
+func roles(n, shards int) []string {
+	out := []string{natsRole, "dispatcher"}
+	if shards == 0 {
+		out = append(out, "watcher")
+	}
+	for i := range shards {
+		out = append(out, fmt.Sprintf("watcher-%d", i+1))
+	}
 	for i := range n {
 		out = append(out, fmt.Sprintf("applier-%d", i+1))
 	}
@@ -114,10 +120,15 @@ func (u *ucProcess) startRoles(ctx context.Context, e *env, dir string) error {
 	if err := u.adoptNATS(srv); err != nil {
 		return err
 	}
-	for _, role := range roles(e.cfg.appliers)[1:] {
+	for _, role := range roles(e.cfg.appliers, e.cfg.shards)[1:] {
 		args := []string{"--nats-url", srv.URL()}
-		if role == "watcher" {
+		switch {
+		case role == "watcher":
 			args = append(args, "--leader-elect=false")
+		case e.cfg.shards > 0 && strings.HasPrefix(role, "watcher-"):
+			args = append(args, "--shard-watchers", "--replica-id", role)
+		case e.cfg.shards > 0 && strings.HasPrefix(role, "applier-"):
+			args = append(args, "--shard-watchers")
 		}
 		if err := u.start(e, dir, role, args...); err != nil {
 			return err
@@ -125,6 +136,11 @@ func (u *ucProcess) startRoles(ctx context.Context, e *env, dir string) error {
 	}
 	if err := u.connect(ctx, srv.URL()); err != nil {
 		return err
+	}
+	if e.cfg.shards > 0 {
+		if err := u.awaitShares(ctx, "the watcher shards", e.cfg.shards, bus.WatchersBucket, bus.WatcherPartitionsBucket); err != nil {
+			return err
+		}
 	}
 	return u.awaitPartitions(ctx, e.cfg.appliers)
 }
@@ -393,18 +409,26 @@ func (u *ucProcess) idleMemory(ctx context.Context) (*idleMemory, error) {
 // resolves what one more controller costs. The NATS server of separate
 // roles is not counted.
 func (u *ucProcess) liveHeap(ctx context.Context) (int64, error) {
+	total, _, err := u.liveHeaps(ctx)
+	return total, err
+}
+
+// liveHeaps is liveHeap, and each process's by role.
+func (u *ucProcess) liveHeaps(ctx context.Context) (int64, map[string]int64, error) {
 	var total int64
+	byRole := map[string]int64{}
 	for _, p := range u.procs {
 		if p.debug == "" {
 			continue
 		}
 		n, err := heapAfterGC(ctx, p.debug)
 		if err != nil {
-			return 0, fmt.Errorf("uc %s: %w", p.role, err)
+			return 0, nil, fmt.Errorf("uc %s: %w", p.role, err)
 		}
 		total += n
+		byRole[p.role] = n
 	}
-	return total, nil
+	return total, byRole, nil
 }
 
 // heapAfterGC reads HeapAlloc from a Go process's heap profile, taken
