@@ -45,9 +45,9 @@ func TestWatcherShards(t *testing.T) {
 	b := newRolesOnBus(t, srv.URL(), "--partitions", strconv.Itoa(shardPartitions))
 	ns := b.ns
 	b.start("dispatcher", "dispatcher")
-	b.start("applier", "applier", "--shard-watchers")
-	startShard := func(name string) *roleProcess {
-		return b.start(name, "watcher", "--shard-watchers", "--replica-id", name)
+	applier := b.start("applier", "applier", "--shard-watchers")
+	startShard := func(name string, args ...string) *roleProcess {
+		return b.start(name, "watcher", append([]string{"--shard-watchers", "--replica-id", name}, args...)...)
 	}
 	shards := []*roleProcess{startShard("watcher-1"), startShard("watcher-2")}
 
@@ -160,8 +160,43 @@ func TestWatcherShards(t *testing.T) {
 		}
 		t.Logf("%d rounds of changes of %d parents; terms by partition: %v", round, parents, watched)
 	})
-	t.Run("a partition label edited by hand", func(t *testing.T) {
+	if !t.Run("a partition label edited by hand", func(t *testing.T) {
 		shardLabelEdits(t, b, names)
+	}) {
+		return
+	}
+	t.Run("the installation's partitions changed while parents exist", func(t *testing.T) {
+		// Half the partitions: the parents labelled with one past them are
+		// labelled anew, their children follow, and every parent still
+		// converges, over two new shards.
+		const fewer = shardPartitions / 2
+		applier.proc.Stop(5 * time.Second)
+		for _, s := range shards[1:] {
+			s.proc.Stop(5 * time.Second)
+		}
+		arg := strconv.Itoa(fewer)
+		b.start("applier-fewer", "applier", "--shard-watchers", "--partitions", arg)
+		fewerShards := []*roleProcess{startShard("watcher-4", "--partitions", arg), startShard("watcher-5", "--partitions", arg)}
+		for _, n := range names {
+			b.setWidget(n, "fewer")
+		}
+		eventually(t, 2*time.Minute, b.converged("fewer", names...))
+		eventually(t, time.Minute, func() error {
+			if err := labelledAlike(t, ns, names); err != nil {
+				return err
+			}
+			for _, n := range names {
+				w, err := env.dyn.Resource(widgetGVR).Namespace(ns).Get(ctx, n, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				if p := w.GetLabels()[v1alpha1.LabelPartition]; mustAtoi(t, p) >= fewer {
+					return fmt.Errorf("widget %s is still in partition %s, past the %d partitions", n, p, fewer)
+				}
+			}
+			return nil
+		})
+		eventually(t, time.Minute, func() error { return cachesMatchPartitions(t, fewerShards) })
 	})
 }
 
