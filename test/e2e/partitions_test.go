@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"bufio"
 	"cmp"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -34,20 +32,9 @@ var applyLine = regexp.MustCompile(`msg=apply .* uid=(\S+) phase=(start|end) at=
 // wrote nothing after the gate closed, and ends there.
 func applies(t *testing.T, r *roleProcess, ended func(start int64) int64) map[string][]interval {
 	t.Helper()
-	f, err := os.Open(r.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	out := map[string][]interval{}
 	open := map[string]int64{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		m := applyLine.FindStringSubmatch(sc.Text())
-		if m == nil {
-			continue
-		}
+	r.eachMatch(t, applyLine, func(m []string) {
 		at, _ := strconv.ParseInt(m[3], 10, 64)
 		uid := m[1]
 		start, isOpen := open[uid]
@@ -64,10 +51,7 @@ func applies(t *testing.T, r *roleProcess, ended func(start int64) int64) map[st
 		case m[2] == "start":
 			open[uid] = at
 		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatalf("read %s: %v", r.log, err)
-	}
+	})
 	for uid, start := range open {
 		out[uid] = append(out[uid], interval{r.name, start, ended(start)})
 	}

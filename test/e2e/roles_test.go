@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -53,6 +55,27 @@ type roleProcess struct {
 // logHas tells whether a line of the role's log holds every one of parts.
 func (r *roleProcess) logHas(parts ...string) bool {
 	return r.lastLine(parts...) != ""
+}
+
+// eachMatch calls fn with the submatches of re on each line of the role's
+// log it matches, in order.
+func (r *roleProcess) eachMatch(t *testing.T, re *regexp.Regexp, fn func(m []string)) {
+	t.Helper()
+	f, err := os.Open(r.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			fn(m)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("read %s: %v", r.log, err)
+	}
 }
 
 // lastLine is the last line of the role's log that holds every one of

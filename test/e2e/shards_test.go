@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -385,31 +383,20 @@ var termLine = regexp.MustCompile(`msg="(watching|stopped watching) partitions" 
 // at end.
 func terms(t *testing.T, r *roleProcess, end int64) map[int][]interval {
 	t.Helper()
-	f, err := os.Open(r.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	out := map[int][]interval{}
 	var open []int
 	var start int64
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		m := termLine.FindStringSubmatch(sc.Text())
-		if m == nil {
-			continue
-		}
+	r.eachMatch(t, termLine, func(m []string) {
 		at, _ := strconv.ParseInt(m[3], 10, 64)
 		if m[1] == "watching" {
 			open, start = partitionList(m[2]), at
-			continue
+			return
 		}
 		for _, n := range partitionList(m[2]) {
 			out[n] = append(out[n], interval{r.name, start, at})
 		}
 		open = nil
-	}
+	})
 	for _, n := range open {
 		out[n] = append(out[n], interval{r.name, start, end})
 	}
