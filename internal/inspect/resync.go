@@ -76,7 +76,7 @@ func ResyncController(ctx context.Context, c *Cluster, nc Requester, controller,
 // resync sends one resync request (see bus.ResyncPrefix) and reads the
 // watcher's answer.
 func resync(ctx context.Context, nc Requester, controller string, partitions int, parent *unstructured.Unstructured) (Resynced, error) {
-	addr := bus.Address{Controller: controller, Hook: hooks.Sync, Partition: bus.Partition(parent.GetUID(), max(partitions, 1)), ParentUID: parent.GetUID()}
+	addr := bus.Address{Controller: controller, Hook: hooks.Sync, Partition: partitionOf(parent, partitions), ParentUID: parent.GetUID()}
 	r := Resynced{Controller: controller, Parent: Parent{Namespace: parent.GetNamespace(), Name: parent.GetName()}.Key()}
 	var answer bus.ResyncAnswer
 	if err := askWatcher(ctx, nc, addr.ResyncSubject(), bus.Resync{Namespace: parent.GetNamespace(), Name: parent.GetName()}, &answer); err != nil {

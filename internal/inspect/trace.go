@@ -150,10 +150,18 @@ func Follow(ctx context.Context, c *Cluster, b *Bus, t Target, opts TraceOptions
 	return out, nil
 }
 
+// partitionOf is a parent's partition as uc's roles have it
+// (core.Controller.Partition): its label's when it carries
+// v1alpha1.LabelPartition naming one (watchers sharded), else its UID's.
+func partitionOf(parent *unstructured.Unstructured, partitions int) int {
+	partitions = max(partitions, 1)
+	return (&core.Controller{Partitions: partitions}).Partition(parent, partitions)
+}
+
 // trace follows the parent through the pipeline of one controller.
 func trace(ctx context.Context, c *Cluster, b *Bus, ctl *core.Controller, parent *unstructured.Unstructured, opts TraceOptions) (*Trace, error) {
 	tr := &Trace{Controller: ctl.Name, Parent: parentOf(parent), Selected: ctl.ParentSelector.Matches(labels.Set(parent.GetLabels())),
-		Conditions: conditionsOf(parent), Partition: Partition{Number: bus.Partition(parent.GetUID(), max(opts.Partitions, 1))}}
+		Conditions: conditionsOf(parent), Partition: Partition{Number: partitionOf(parent, opts.Partitions)}}
 	key := bus.Address{Controller: ctl.Name, ParentUID: parent.GetUID()}.ApplyKey()
 	var err error
 	if tr.Fence, err = b.fence(ctx, key); err != nil {
