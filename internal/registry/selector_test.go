@@ -54,3 +54,32 @@ func TestSelector(t *testing.T) {
 		t.Fatalf("registered %v after mine was relabelled, want none", got)
 	}
 }
+
+// A registry of an installation whose watchers are sharded gives every
+// controller it registers the partitions; another gives none.
+func TestShardedWatchers(t *testing.T) {
+	for _, tc := range []struct {
+		opts []Option
+		want int
+	}{{nil, 0}, {[]Option{WithShardedWatchers(8)}, 8}} {
+		r := testRegistry(tc.opts...)
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "universalcontroller.dev/v1alpha1", "kind": "UniversalController",
+			"metadata": map[string]any{"name": "c", "generation": int64(1)},
+			"spec":     map[string]any{"parentResource": map[string]any{"apiVersion": "apps/v1", "resource": "statefulsets"}, "hooks": map[string]any{"sync": map[string]any{}}},
+		}}
+		if err := r.sources[0].inf.GetIndexer().Add(u); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.sync(t.Context(), "c"); err != nil {
+			t.Fatal(err)
+		}
+		ctl, ok := r.Get("c")
+		if !ok {
+			t.Fatal("c is not registered")
+		}
+		if ctl.Partitions != tc.want {
+			t.Errorf("registered with %d partitions, want %d", ctl.Partitions, tc.want)
+		}
+	}
+}
