@@ -330,7 +330,7 @@ func (l *labeller) sync(ctx context.Context, k labelKey) error {
 		return err
 	}
 	_, err = l.dyn.Resource(k.gvr).Namespace(k.namespace).Patch(ctx, k.name, types.MergePatchType, patch,
-		metav1.PatchOptions{FieldManager: v1alpha1.FieldManager(ctl.Name)})
+		metav1.PatchOptions{FieldManager: v1alpha1.FieldManager(ctl.Name) + "/partition"})
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -15,9 +14,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
+	"universalcontroller.dev/uc/sdk/go/hook"
 	"universalcontroller.dev/uc/test/testbed"
 )
 
@@ -27,12 +29,13 @@ const shardPartitions = 8
 // TestWatcherShards runs the watcher as shards (uc watcher
 // --shard-watchers) on one bus, with a sharded applier: two shards take a
 // burst of new parents, which users create without the partition label;
-// then, while every parent keeps changing, one shard is killed (SIGKILL)
-// and a third is added. Every parent converges to its last change, no
-// child is created twice, no two shards ever watch one partition at once,
-// and each shard's caches hold exactly the parents and children of the
-// partitions it holds — as its uc_cached_objects says, against the labels
-// on the API server.
+// then, while every parent keeps changing, a third shard is added and one
+// of the first two is killed (SIGKILL). Every parent converges to its last
+// change, no child is created twice, no two shards ever watch one
+// partition at once, and each shard's caches hold exactly the parents and
+// children of the partitions it holds — as its uc_cached_objects says,
+// against the labels on the API server. Then labels edited by hand, a
+// decorator over the shards, and the installation's partitions halved.
 func TestWatcherShards(t *testing.T) {
 	ctx := t.Context()
 	srv, err := testbed.StartNATS(ctx, filepath.Join(t.TempDir(), "nats"), 0)
@@ -72,7 +75,7 @@ func TestWatcherShards(t *testing.T) {
 		return
 	}
 	if !t.Run("each shard caches exactly its partitions' objects", func(t *testing.T) {
-		eventually(t, time.Minute, func() error { return cachesMatchPartitions(t, shards) })
+		eventually(t, time.Minute, func() error { return cachesMatchPartitions(t, shards, widgetGVR, configMapsGVR) })
 	}) {
 		return
 	}
@@ -94,14 +97,12 @@ func TestWatcherShards(t *testing.T) {
 			}
 		}
 	})
-	var killedAt int64
-	if !t.Run("a shard killed and one added mid-wave: the others take its partitions", func(t *testing.T) {
-		shards[0].proc.Kill()
-		killedAt = time.Now().UnixNano()
-		shards = append(shards, startShard("watcher-3"))
-		eventually(t, time.Minute, func() error {
+	// watchAll checks the live shards watch every partition between them,
+	// each some.
+	watchAll := func(live []*roleProcess) func() error {
+		return func() error {
 			held := map[int]bool{}
-			for _, s := range shards[1:] {
+			for _, s := range live {
 				p, open := lastTerm(t, s)
 				if !open {
 					return fmt.Errorf("%s watches nothing", s.name)
@@ -114,7 +115,19 @@ func TestWatcherShards(t *testing.T) {
 				return fmt.Errorf("the live shards watch %d of the %d partitions", len(held), shardPartitions)
 			}
 			return nil
-		})
+		}
+	}
+	if !t.Run("a third shard added mid-wave takes its share", func(t *testing.T) {
+		shards = append(shards, startShard("watcher-3"))
+		eventually(t, time.Minute, watchAll(shards))
+	}) {
+		return
+	}
+	var killedAt int64
+	if !t.Run("a shard killed mid-wave: the others take its partitions", func(t *testing.T) {
+		shards[0].proc.Kill()
+		killedAt = time.Now().UnixNano()
+		eventually(t, time.Minute, watchAll(shards[1:]))
 	}) {
 		return
 	}
@@ -131,7 +144,7 @@ func TestWatcherShards(t *testing.T) {
 				t.Errorf("ConfigMap %s was created again: UID %s, first %s", n, cm.UID, children[n])
 			}
 		}
-		eventually(t, time.Minute, func() error { return cachesMatchPartitions(t, shards[1:]) })
+		eventually(t, time.Minute, func() error { return cachesMatchPartitions(t, shards[1:], widgetGVR, configMapsGVR) })
 	}) {
 		return
 	}
@@ -160,6 +173,11 @@ func TestWatcherShards(t *testing.T) {
 	})
 	if !t.Run("a partition label edited by hand", func(t *testing.T) {
 		shardLabelEdits(t, b, names)
+	}) {
+		return
+	}
+	if !t.Run("a decorator across shards", func(t *testing.T) {
+		shardDecorator(t, b, shards[1:])
 	}) {
 		return
 	}
@@ -194,7 +212,51 @@ func TestWatcherShards(t *testing.T) {
 			}
 			return nil
 		})
-		eventually(t, time.Minute, func() error { return cachesMatchPartitions(t, fewerShards) })
+		eventually(t, time.Minute, func() error { return cachesMatchPartitions(t, fewerShards, widgetGVR, configMapsGVR) })
+	})
+}
+
+// shardDecorator: a UniversalDecorator of Decoratees, its hook served on
+// the bus, over the shards: every Decoratee, labelled by uc, gets its
+// attachment, which carries the Decoratee's partition, and each shard
+// caches only its partitions' Decoratees.
+func shardDecorator(t *testing.T, b *rolesOnBus, shards []*roleProcess) {
+	ctx := t.Context()
+	installCRD(t, "test/e2e/testdata/decoratee-crd.yaml", decorateeGVR)
+	const name, label = "e2e-sharded", "e2e.universalcontroller.dev/sharded"
+	go func() { _ = hook.Serve(ctx, b.js, bus.DecoratorController(name), hook.DecoratorSync(echoDecoration)) }()
+	registerDecorator(t, name, map[string]any{
+		"resources":   decorateesOf(label),
+		"attachments": configMapAttachments,
+		"hooks":       map[string]any{"sync": map[string]any{}},
+	})
+	uids := map[string]types.UID{}
+	for i := range 16 {
+		n := fmt.Sprintf("d-%02d", i)
+		reply := map[string]any{"attachments": []any{cm(n+"-attached", nil, map[string]any{"of": n})}}
+		uids[n] = createDecoratee(t, b.ns, n, map[string]any{label: "yes"}, map[string]any{name: reply}).GetUID()
+	}
+	eventually(t, 2*time.Minute, func() error {
+		for n, uid := range uids {
+			d, err := env.dyn.Resource(decorateeGVR).Namespace(b.ns).Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			c, err := getConfigMap(ctx, b.ns, n+"-attached")
+			if err != nil {
+				return err
+			}
+			if err := attachedBy(c, name, uid); err != nil {
+				return err
+			}
+			if p := d.GetLabels()[v1alpha1.LabelPartition]; p == "" || c.Labels[v1alpha1.LabelPartition] != p {
+				return fmt.Errorf("decoratee %s in partition %q, its attachment in %q", n, p, c.Labels[v1alpha1.LabelPartition])
+			}
+		}
+		return nil
+	})
+	eventually(t, time.Minute, func() error {
+		return cachesMatchPartitions(t, shards, widgetGVR, configMapsGVR, decorateeGVR)
 	})
 }
 
@@ -262,9 +324,9 @@ func shardLabelEdits(t *testing.T, b *rolesOnBus, names []string) {
 	setLabel("widget", moved, other)
 	setLabel("configmap", child, strconv.Itoa((mustAtoi(t, original[child])+1)%shardPartitions))
 	eventually(t, time.Minute, is("widget", removed, original[removed]))
-	eventually(t, time.Minute, func() error { return warned(ctx, ns, removed, "PartitionLabel", "was removed") })
+	eventually(t, time.Minute, func() error { return warningEvent(ctx, ns, removed, "PartitionLabel", "was removed") })
 	eventually(t, time.Minute, is("widget", invalid, original[invalid]))
-	eventually(t, time.Minute, func() error { return warned(ctx, ns, invalid, "PartitionLabel", `was "banana"`) })
+	eventually(t, time.Minute, func() error { return warningEvent(ctx, ns, invalid, "PartitionLabel", `was "banana"`) })
 	eventually(t, time.Minute, is("configmap", moved, other))
 	eventually(t, time.Minute, is("configmap", child, original[child]))
 	// Each still converges: the shard that holds it now publishes.
@@ -272,21 +334,6 @@ func shardLabelEdits(t *testing.T, b *rolesOnBus, names []string) {
 		b.setWidget(n, "edited")
 	}
 	eventually(t, 2*time.Minute, b.converged("edited", removed, invalid, moved, child))
-}
-
-// warned checks the object has a Warning Event of reason whose message
-// holds part.
-func warned(ctx context.Context, ns, name, reason, part string) error {
-	events, err := env.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
-	if err != nil {
-		return err
-	}
-	for _, e := range events.Items {
-		if e.Type == corev1.EventTypeWarning && e.Reason == reason && strings.Contains(e.Message, part) {
-			return nil
-		}
-	}
-	return fmt.Errorf("no Warning Event %s on %s holding %q", reason, name, part)
 }
 
 func mustAtoi(t *testing.T, s string) int {
@@ -321,25 +368,22 @@ func labelledAlike(t *testing.T, ns string, names []string) error {
 	return nil
 }
 
-// cachesMatchPartitions checks that each shard caches, of Widgets and of
-// ConfigMaps, as many as the API server has labelled with the partitions
-// it watches, in every namespace.
-func cachesMatchPartitions(t *testing.T, shards []*roleProcess) error {
+// cachesMatchPartitions checks that each shard caches, of each resource,
+// as many objects as the API server has labelled with the partitions it
+// watches, in every namespace: some, and with several shards not all.
+func cachesMatchPartitions(t *testing.T, shards []*roleProcess, resources ...schema.GroupVersionResource) error {
 	ctx := t.Context()
-	byPartition := map[string]map[string]int{"widgets.e2e.universalcontroller.dev": {}, "configmaps": {}}
-	widgets, err := env.dyn.Resource(widgetGVR).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelPartition})
-	if err != nil {
-		return err
-	}
-	for _, w := range widgets.Items {
-		byPartition["widgets.e2e.universalcontroller.dev"][w.GetLabels()[v1alpha1.LabelPartition]]++
-	}
-	cms, err := env.kube.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelPartition})
-	if err != nil {
-		return err
-	}
-	for _, cm := range cms.Items {
-		byPartition["configmaps"][cm.Labels[v1alpha1.LabelPartition]]++
+	byPartition := map[schema.GroupVersionResource]map[string]int{}
+	total := map[schema.GroupVersionResource]int{}
+	for _, gvr := range resources {
+		list, err := env.dyn.Resource(gvr).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelPartition})
+		if err != nil {
+			return err
+		}
+		byPartition[gvr], total[gvr] = map[string]int{}, len(list.Items)
+		for _, o := range list.Items {
+			byPartition[gvr][o.GetLabels()[v1alpha1.LabelPartition]]++
+		}
 	}
 	for _, s := range shards {
 		partitions, open := lastTerm(t, s)
@@ -350,22 +394,25 @@ func cachesMatchPartitions(t *testing.T, shards []*roleProcess) error {
 		if err != nil {
 			return err
 		}
-		for resource, counts := range byPartition {
+		for gvr, counts := range byPartition {
 			want := 0
 			for _, n := range partitions {
 				want += counts[strconv.Itoa(n)]
 			}
+			resource := gvr.GroupResource().String()
 			got, _ := value(families["uc_cached_objects"], map[string]string{"resource": resource})
 			if int(got) != want {
 				return fmt.Errorf("%s caches %v %s, the API server has %d labelled with its partitions %v", s.name, got, resource, want, partitions)
 			}
-			if want == 0 || want == len(widgets.Items) && len(shards) > 1 {
-				return fmt.Errorf("%s holds %d of %d %s: not a share", s.name, want, len(widgets.Items), resource)
+			if want == 0 || want == total[gvr] && len(shards) > 1 {
+				return fmt.Errorf("%s holds %d of %d %s: not a share", s.name, want, total[gvr], resource)
 			}
 		}
 	}
 	return nil
 }
+
+var configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 
 // metricsURL is the /metrics URL a role logged it serves.
 func metricsURL(t *testing.T, r *roleProcess) string {
