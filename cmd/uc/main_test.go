@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -261,41 +260,6 @@ func TestVersion(t *testing.T) {
 		if !strings.Contains(version.stdout, want) {
 			t.Errorf("uc version does not say %q:\n%s", want, version.stdout)
 		}
-	}
-}
-
-func TestVersionOf(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		info debug.BuildInfo
-		want string
-	}{{
-		name: "stamped",
-		info: debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.3.0"}, Settings: []debug.BuildSetting{
-			{Key: "vcs", Value: "git"},
-			{Key: "vcs.revision", Value: "85cc31e5dcea3d8c970fe0b03ab7dd0f7c6bc8fa"},
-			{Key: "vcs.time", Value: "2026-07-01T10:00:00Z"},
-			{Key: "vcs.modified", Value: "false"},
-		}},
-		want: "uc v0.3.0\ncommit: 85cc31e5dcea3d8c970fe0b03ab7dd0f7c6bc8fa\ndate:   2026-07-01T10:00:00Z\ngo:     go1.26.8\n",
-	}, {
-		name: "modified",
-		info: debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.0.0-20260701100000-85cc31e5dcea+dirty"}, Settings: []debug.BuildSetting{
-			{Key: "vcs.revision", Value: "85cc31e5dcea3d8c970fe0b03ab7dd0f7c6bc8fa"},
-			{Key: "vcs.time", Value: "2026-07-01T10:00:00Z"},
-			{Key: "vcs.modified", Value: "true"},
-		}},
-		want: "uc v0.0.0-20260701100000-85cc31e5dcea+dirty\ncommit: 85cc31e5dcea3d8c970fe0b03ab7dd0f7c6bc8fa (modified)\ndate:   2026-07-01T10:00:00Z\ngo:     go1.26.8\n",
-	}, {
-		name: "not stamped",
-		info: debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}},
-		want: "uc (devel)\ncommit: unknown\ndate:   unknown\ngo:     go1.26.8\n",
-	}} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := versionOf(&tc.info).String(); got != tc.want {
-				t.Errorf("got\n%s\nwant\n%s", got, tc.want)
-			}
-		})
 	}
 }
 

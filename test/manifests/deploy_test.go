@@ -28,13 +28,14 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"universalcontroller.dev/uc/internal/natsauth"
+	"universalcontroller.dev/uc/internal/version"
 	"universalcontroller.dev/uc/schemas/crds"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 	"universalcontroller.dev/uc/test/testbed"
 )
 
 // The image deploy/ runs, and each role's replicas.
-const deployImage = "ghcr.io/universalcontroller/uc:latest"
+const deployImage = version.Image + ":" + version.Release
 
 var deployReplicas = map[string]int32{"watcher": 2, "dispatcher": 1, "applier": 3}
 
