@@ -12,7 +12,7 @@ NESTED_MODULES := $(filter-out .,$(MODULES))
 # Test-bed binaries (kube-apiserver, etcd, kwok, …) are built once into this cache.
 export UC_TESTBED_DIR ?= $(HOME)/.cache/uc-testbed
 
-.PHONY: all build image demo demo-check test unit test-nested js e2e fuzz fuzz-smoke bench bench-go lint generate testbed-bins testbed clean
+.PHONY: all build release release-check demo demo-check test unit test-nested js e2e fuzz fuzz-smoke bench bench-go lint generate testbed-bins testbed clean
 
 all: build
 
@@ -22,11 +22,21 @@ all: build
 build:
 	$(GO) build -buildvcs=auto -o $(BIN)/ ./cmd/uc ./examples/foo/cmd/foo-hook ./test/testbed/cmd/uc-testbed
 
-# The uc image (deploy/Dockerfile), tagged with the version of the commit.
-IMAGE   ?= ghcr.io/universalcontroller/uc
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-image:
-	docker build -f deploy/Dockerfile -t $(IMAGE):$(VERSION) .
+# A release into DIST (docs/releasing.md): uc for linux/amd64, linux/arm64
+# and darwin/arm64 with SBOMs and SHA256SUMS, the image (linux/amd64 and
+# arm64, an OCI layout tarball) and its digest, the packaged chart and the
+# packed JavaScript SDK; with Go, git and npm, no container engine. Its
+# version is internal/version's at that version's tag, else a snapshot's.
+DIST ?= dist
+release:
+	rm -rf $(DIST)
+	$(GO) run ./hack/release -out $(DIST)
+
+# Checks the release in DIST as test/release checks its own one-platform
+# release in make test: image config and layers, binaries, checksums,
+# SBOMs, and the chart linted and dry-run on the test bed. CI runs it.
+release-check: testbed-bins
+	$(GO) test -count=1 -timeout 30m -run '^TestRelease$$' ./test/release -args -dist $(abspath $(DIST))
 
 testbed-bins:
 	./hack/testbed-bins.sh
@@ -124,4 +134,4 @@ generate:
 	$(GO) test ./internal/contracttest -run TestAPIReference -update
 
 clean:
-	rm -rf $(BIN) .demo
+	rm -rf $(BIN) .demo $(DIST)

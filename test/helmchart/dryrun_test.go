@@ -1,23 +1,14 @@
 package helmchart
 
 import (
-	"context"
-	"encoding/json"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 
 	"universalcontroller.dev/uc/schemas/crds"
@@ -34,10 +25,6 @@ func TestServerDryRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dyn, err := dynamic.NewForConfig(bed.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The Prometheus Operator's CRD, for the chart's PodMonitor.
 	b, err := os.ReadFile("../e2e/testdata/monitoring.coreos.com_podmonitors.yaml")
 	if err != nil {
@@ -50,7 +37,10 @@ func TestServerDryRun(t *testing.T) {
 	if err := crds.InstallDefinitions(t.Context(), bed.RESTConfig(), podMonitors); err != nil {
 		t.Fatal(err)
 	}
-	a := &applier{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))}
+	a, err := NewDryRunner(bed.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// Objects cannot be dry-run in a namespace that does not exist.
 	for _, ns := range []string{namespace, "hooks", "more-hooks"} {
@@ -62,7 +52,7 @@ func TestServerDryRun(t *testing.T) {
 		t.Run(vs.name, func(t *testing.T) {
 			m := render(t, release, vs.vals)
 			for _, o := range m {
-				if err := a.dryRun(t.Context(), o); err != nil {
+				if err := a.DryRun(t.Context(), o); err != nil {
 					t.Errorf("%s %s: %v", o.GetKind(), o.GetName(), err)
 				}
 			}
@@ -75,39 +65,7 @@ func TestServerDryRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.dryRun(t.Context(), bad); err == nil || !strings.Contains(err.Error(), manifests.MisspeltField) {
+	if err := a.DryRun(t.Context(), bad); err == nil || !strings.Contains(err.Error(), manifests.MisspeltField) {
 		t.Errorf("a misspelt field passed the dry run (err %v)", err)
 	}
-}
-
-// applier applies objects of any kind.
-type applier struct {
-	dyn    dynamic.Interface
-	mapper meta.RESTMapper
-}
-
-// dryRun applies o server-side, with strict field validation, as a dry
-// run.
-func (a *applier) dryRun(ctx context.Context, o *unstructured.Unstructured) error {
-	gvk := o.GroupVersionKind()
-	mapping, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil {
-		return fmt.Errorf("resource of %s: %w", gvk, err)
-	}
-	var res dynamic.ResourceInterface = a.dyn.Resource(mapping.Resource)
-	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
-		res = a.dyn.Resource(mapping.Resource).Namespace(o.GetNamespace())
-	}
-	data, err := json.Marshal(o.Object)
-	if err != nil {
-		return err
-	}
-	force := true
-	_, err = res.Patch(ctx, o.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{
-		DryRun:          []string{metav1.DryRunAll},
-		FieldManager:    "uc-helm-chart-test",
-		FieldValidation: metav1.FieldValidationStrict,
-		Force:           &force,
-	})
-	return err
 }
