@@ -310,32 +310,17 @@ func checkLayer(t *testing.T, img v1.Image, p ucrelease.Platform, binary string,
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	tr := tar.NewReader(rc)
 	var entries []string
 	extracted := filepath.Join(t.TempDir(), "uc")
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	eachEntry(t, rc, func(h *tar.Header, r io.Reader) {
 		entries = append(entries, h.Name)
 		if h.Name != "uc" || h.Typeflag != tar.TypeReg || h.Mode != 0o755 || h.Uid != 0 || h.Gid != 0 {
 			t.Errorf("image %s: layer entry %s, type %c, mode %o, owner %d:%d; want uc, a regular file, 755, 0:0", p, h.Name, h.Typeflag, h.Mode, h.Uid, h.Gid)
 		}
-		f, err := os.OpenFile(extracted, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-		if err != nil {
+		if err := os.WriteFile(extracted, readAll(t, r), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := io.Copy(f, tr); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	if !slices.Equal(entries, []string{"uc"}) {
 		t.Fatalf("image %s: layer holds %q, want uc alone", p, entries)
 	}
@@ -426,17 +411,7 @@ func checkJSSDK(t *testing.T, path string, src ucrelease.Source) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := tar.NewReader(zr)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[h.Name] = readAll(t, tr)
-	}
+	eachEntry(t, zr, func(h *tar.Header, r io.Reader) { files[h.Name] = readAll(t, r) })
 	var pkg struct{ Name, Version, Main string }
 	if err := json.Unmarshal(files["package/package.json"], &pkg); err != nil {
 		t.Fatalf("package/package.json: %v", err)
@@ -500,34 +475,43 @@ func untarLayout(t *testing.T, path string) layout.Path {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	eachEntry(t, f, func(h *tar.Header, r io.Reader) {
 		target := filepath.Join(dir, filepath.FromSlash(h.Name))
 		if !strings.HasPrefix(target, dir+string(filepath.Separator)) {
 			t.Fatalf("%s: entry %s outside the layout", path, h.Name)
 		}
+		var err error
 		if h.Typeflag == tar.TypeDir {
-			if err := os.MkdirAll(target, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			continue
+			err = os.MkdirAll(target, 0o755)
+		} else {
+			err = os.WriteFile(target, readAll(t, r), 0o644)
 		}
-		if err := os.WriteFile(target, readAll(t, tr), 0o644); err != nil {
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
+	})
 	l, err := layout.FromPath(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return l
+}
+
+// eachEntry calls fn with each entry of the tar archive r, and a reader of
+// its content.
+func eachEntry(t *testing.T, r io.Reader, fn func(*tar.Header, io.Reader)) {
+	t.Helper()
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn(h, tr)
+	}
 }
 
 func readAll(t *testing.T, r io.Reader) []byte {
