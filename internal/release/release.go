@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -139,6 +140,9 @@ func Build(ctx context.Context, o Options) (Source, error) {
 	}
 	if entries, err := os.ReadDir(o.Out); err != nil || len(entries) > 0 {
 		return Source{}, fmt.Errorf("output directory %s: not empty (%v): remove it first", o.Out, err)
+	}
+	if !slices.ContainsFunc(o.Platforms, func(p Platform) bool { return p.OS == "linux" }) {
+		return Source{}, errNoLinux
 	}
 	n := Names{src.Version}
 	images := map[Platform]string{}
