@@ -69,6 +69,9 @@ func TestRelease(t *testing.T) {
 		t.Logf("built release %s for %v in %s", src.Version, platforms, time.Since(start).Round(time.Second))
 	}
 	n := ucrelease.Names{Version: src.Version}
+	if _, err := os.Stat(filepath.Join(dir, n.Checksums())); err != nil || !slices.ContainsFunc(ls(t, dir), func(name string) bool { return strings.Contains(name, src.Version) }) {
+		t.Fatalf("%s holds no release %s of this commit (%v): run make release", dir, src.Version, ls(t, dir))
+	}
 	binaries := map[ucrelease.Platform]string{}
 	for _, p := range platforms {
 		if p.OS == "linux" {
@@ -133,16 +136,12 @@ func checkChecksums(t *testing.T, dir string, n ucrelease.Names, platforms []ucr
 	if got := slices.Sorted(maps.Keys(listed)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
 		t.Errorf("SHA256SUMS lists %q, want %q", got, slices.Sorted(slices.Values(want)))
 	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if e.Name() == n.Checksums() {
+	for _, name := range ls(t, dir) {
+		if name == n.Checksums() {
 			continue
 		}
-		if sum := sha256Of(t, filepath.Join(dir, e.Name())); listed[e.Name()] != sum {
-			t.Errorf("%s: sha256 %s, SHA256SUMS says %q", e.Name(), sum, listed[e.Name()])
+		if sum := sha256Of(t, filepath.Join(dir, name)); listed[name] != sum {
+			t.Errorf("%s: sha256 %s, SHA256SUMS says %q", name, sum, listed[name])
 		}
 	}
 }
@@ -512,6 +511,20 @@ func eachEntry(t *testing.T, r io.Reader, fn func(*tar.Header, io.Reader)) {
 		}
 		fn(h, tr)
 	}
+}
+
+// ls is the names of dir's files.
+func ls(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
 }
 
 func readAll(t *testing.T, r io.Reader) []byte {
