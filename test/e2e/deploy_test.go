@@ -20,6 +20,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -568,12 +569,18 @@ func deployReadOthers(t *testing.T) []deployAccess {
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ctl); err != nil {
 			t.Fatal(err)
 		}
-		for _, cr := range manifests.ControllerRBAC(&ctl, false) {
-			cr.TypeMeta = metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"}
-			objs = append(objs, cr)
-			r := cr.Rules[0]
-			accesses = append(accesses, deployAccess{role: "dispatcher", verb: "list", group: r.APIGroups[0], resource: r.Resources[0], want: true})
+		cr := rbacv1.ClusterRole{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
+			ObjectMeta: metav1.ObjectMeta{Name: "uc-e2e-deploy-" + ctl.Name + "-read", Labels: map[string]string{}}}
+		for _, role := range manifests.Roles {
+			cr.Labels[manifests.AggregateLabel+role] = "true"
 		}
+		for _, r := range append([]v1alpha1.ResourceRule{ctl.Spec.ParentResource.ResourceRule}, childRules(ctl.Spec.ChildResources)...) {
+			gv, _ := schema.ParseGroupVersion(r.APIVersion)
+			cr.Rules = append(cr.Rules, rbacv1.PolicyRule{APIGroups: []string{gv.Group}, Resources: []string{r.Resource}, Verbs: []string{"list", "watch"}})
+		}
+		objs = append(objs, cr)
+		r := cr.Rules[0]
+		accesses = append(accesses, deployAccess{role: "dispatcher", verb: "list", group: r.APIGroups[0], resource: r.Resources[0], want: true})
 	}
 	if len(objs) == 0 {
 		return nil
@@ -588,6 +595,14 @@ func deployReadOthers(t *testing.T) []deployAccess {
 	}
 	t.Logf("read access for the %d other registered controllers", len(accesses))
 	return accesses
+}
+
+func childRules(children []v1alpha1.ChildResource) []v1alpha1.ResourceRule {
+	var out []v1alpha1.ResourceRule
+	for _, c := range children {
+		out = append(out, c.ResourceRule)
+	}
+	return out
 }
 
 // deployStartRole starts replica i of a uc Deployment as the kubelet
