@@ -12,6 +12,7 @@
 //	uc resync       asks the watcher for an immediate sync of a parent
 //	uc render       calls a hook once, offline, and shows what uc would do with its reply
 //	uc validate     checks controller objects against uc's schemas
+//	uc rbac         prints the RBAC a controller needs, made from its controller object
 //	uc init         writes a new controller to start a hook of your own from
 //	uc version      prints uc's version, commit and build date
 //
@@ -111,6 +112,7 @@ on the command line wins over its variable.`,
 		resyncCommand(),
 		renderCommand(),
 		validateCommand(),
+		rbacCommand(),
 		initCommand(),
 		versionCommand(),
 	)

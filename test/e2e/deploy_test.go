@@ -20,6 +20,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -35,6 +36,9 @@ import (
 	"universalcontroller.dev/uc/test/manifests"
 	"universalcontroller.dev/uc/test/testbed"
 )
+
+// apps is the API group of Deployments and StatefulSets.
+const apps = "apps"
 
 // deployGadgetUC is the UniversalController TestDeploy runs on the roles
 // of deploy/, for the Gadgets of deployGadgetGVR.
@@ -188,8 +192,8 @@ func deployCheckAccess(t *testing.T, accesses []deployAccess) {
 // may do: with deploy/ alone, and with the Foo example's RBAC added.
 func deployLeastPrivilege(t *testing.T) {
 	const (
-		apps, uc, sample, coord = "apps", "universalcontroller.dev", "samplecontroller.k8s.io", "coordination.k8s.io"
-		ns                      = "some-namespace"
+		uc, sample, coord = "universalcontroller.dev", "samplecontroller.k8s.io", "coordination.k8s.io"
+		ns                = "some-namespace"
 	)
 	// deploy/ alone: each role reads UniversalControllers and
 	// UniversalDecorators, and nothing of any controller's kinds.
@@ -272,8 +276,10 @@ func deployLeastPrivilege(t *testing.T) {
 			{role: "applier", verb: "list", group: apps, resource: "deployments", want: true},
 			{role: "applier", verb: "get", group: sample, resource: "foos", namespace: ns, want: true},
 			{role: "applier", verb: "patch", group: sample, resource: "foos", sub: "status", namespace: ns, want: true},
-			{role: "applier", verb: "patch", group: sample, resource: "foos", namespace: ns, want: true},
 			{role: "applier", verb: "update", group: sample, resource: "foos", sub: "finalizers", namespace: ns, want: true},
+			// The Foo controller has no finalize hook: its parents are not patched.
+			{role: "applier", verb: "patch", group: sample, resource: "foos", namespace: ns},
+			{role: "applier", verb: "update", group: apps, resource: "deployments", namespace: ns},
 			// ... and nothing else: not the parent's life, no undeclared kind,
 			// no secrets, not uc's own objects, no RBAC.
 			{role: "applier", verb: "create", group: sample, resource: "foos", namespace: ns},
@@ -290,13 +296,15 @@ func deployLeastPrivilege(t *testing.T) {
 			{role: "applier", verb: "create", group: "rbac.authorization.k8s.io", resource: "clusterrolebindings"},
 			{role: "applier", verb: "impersonate", resource: "serviceaccounts", namespace: manifests.Namespace},
 
-			// The dispatcher reports on UniversalControllers, reads webhook
-			// credentials by name, watches Services for destinations.
-			{role: "dispatcher", verb: "get", resource: "secrets", namespace: ns, want: true},
-			{role: "dispatcher", verb: "get", resource: "configmaps", namespace: ns, want: true},
-			{role: "dispatcher", verb: "watch", resource: "services", want: true},
+			// The dispatcher reports on UniversalControllers and caches the
+			// controller's kinds.
 			{role: "dispatcher", verb: "create", resource: "events", namespace: "default", want: true},
-			// ... and writes nothing else, and cannot enumerate credentials.
+			{role: "dispatcher", verb: "watch", group: sample, resource: "foos", want: true},
+			// ... and writes nothing else, and reads no credentials: the Foo
+			// controller's hook is on the bus.
+			{role: "dispatcher", verb: "get", resource: "secrets", namespace: ns},
+			{role: "dispatcher", verb: "get", resource: "configmaps", namespace: ns},
+			{role: "dispatcher", verb: "watch", resource: "services"},
 			{role: "dispatcher", verb: "list", resource: "secrets"},
 			{role: "dispatcher", verb: "watch", resource: "secrets", namespace: ns},
 			{role: "dispatcher", verb: "create", resource: "secrets", namespace: ns},
@@ -309,6 +317,139 @@ func deployLeastPrivilege(t *testing.T) {
 			{role: "dispatcher", verb: "bind", group: "rbac.authorization.k8s.io", resource: "clusterroles"},
 			{role: "dispatcher", verb: "escalate", group: "rbac.authorization.k8s.io", resource: "clusterroles"},
 		}...))
+	})
+
+	t.Run("with uc rbac of a controller with webhooks, a destination and related objects", deployHooksRBAC)
+	t.Run("uc's kinds in view, edit and admin", deployUserRoles)
+}
+
+// deployUserRoles binds a user to each of Kubernetes' view, edit and admin
+// ClusterRoles, into which deploy/ aggregates uc's kinds, and asks what
+// each may do with them.
+func deployUserRoles(t *testing.T) {
+	const uc = "universalcontroller.dev"
+	for _, role := range []string{"view", "edit", "admin"} {
+		b := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "uc-e2e-" + role},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "uc-e2e-" + role}}}
+		if _, err := env.kube.RbacV1().ClusterRoleBindings().Create(t.Context(), b, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = env.kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), b.Name, metav1.DeleteOptions{})
+		})
+	}
+	type access struct {
+		user, verb, resource string
+		want                 bool
+	}
+	can := func(a access) error {
+		sar, err := env.kube.AuthorizationV1().SubjectAccessReviews().Create(t.Context(), &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{User: "uc-e2e-" + a.user, Groups: []string{"system:authenticated"},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: a.verb, Group: uc, Resource: a.resource, Namespace: "x"}},
+		}, metav1.CreateOptions{})
+		switch {
+		case err != nil:
+			return err
+		case sar.Status.Allowed != a.want:
+			return fmt.Errorf("%s %s %s: allowed=%t, want %t", a.user, a.verb, a.resource, sar.Status.Allowed, a.want)
+		}
+		return nil
+	}
+	var accesses []access
+	for _, user := range []string{"view", "edit", "admin"} {
+		writes := user != "view"
+		for _, res := range []string{"universalcontrollers", "universaldecorators", "controllerrevisions"} {
+			accesses = append(accesses, access{user, "list", res, true}, access{user, "watch", res, true}, access{user, "get", res, true})
+		}
+		for _, verb := range []string{"create", "update", "patch", "delete"} {
+			accesses = append(accesses, access{user, verb, "universalcontrollers", writes}, access{user, verb, "universaldecorators", writes},
+				access{user, verb, "controllerrevisions", false})
+		}
+		accesses = append(accesses, access{user, "patch", "universalcontrollers/status", false})
+	}
+	eventually(t, time.Minute, func() error {
+		for _, a := range accesses {
+			if err := can(a); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// deployHooksRBAC applies what uc rbac makes of a controller whose webhooks
+// read Secrets and a ConfigMap in two namespaces, whose finalize hook is a
+// Knative Service and whose customize hook names ConfigMaps, and asks the
+// API server, as each role, for what the role does with it: allowed; and
+// for what it does not: denied, down to the Secrets the dispatcher may get.
+func deployHooksRBAC(t *testing.T) {
+	const sample, knative = "samplecontroller.k8s.io", "serving.knative.dev"
+	for _, ns := range []string{"hooks", "shared"} {
+		if _, err := env.kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	out, err := exec.CommandContext(t.Context(), env.uc.bin, "rbac", "--related", "core/configmaps",
+		filepath.Join(env.root, "internal/rbac/testdata/hooks-controller.yaml"), filepath.Join(env.root, "examples/foo/crd.yaml")).Output()
+	if err != nil {
+		t.Fatalf("uc rbac: %v", err)
+	}
+	t.Cleanup(func() { _, _ = deployKubectl(t, out, "delete", "--ignore-not-found", "-f", "-") })
+	if _, err := deployKubectl(t, out, "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	allowed := []deployAccess{
+		// Every role caches the parents and children.
+		{role: "watcher", verb: "watch", group: sample, resource: "foos"},
+		{role: "dispatcher", verb: "list", group: apps, resource: "statefulsets"},
+		{role: "applier", verb: "watch", resource: "configmaps"},
+		// The watcher watches the related objects (--related).
+		{role: "watcher", verb: "list", resource: "configmaps"},
+		// The applier patches the parents (the finalize hook: uc's
+		// finalizer) and writes the children.
+		{role: "applier", verb: "get", group: sample, resource: "foos", namespace: "x"},
+		{role: "applier", verb: "patch", group: sample, resource: "foos", namespace: "x"},
+		{role: "applier", verb: "patch", group: sample, resource: "foos", sub: "status", namespace: "x"},
+		{role: "applier", verb: "update", group: sample, resource: "foos", sub: "finalizers", namespace: "x"},
+		{role: "applier", verb: "create", group: apps, resource: "statefulsets", namespace: "x"},
+		{role: "applier", verb: "patch", resource: "configmaps", namespace: "x"},
+		{role: "applier", verb: "delete", resource: "configmaps", namespace: "x"},
+		{role: "applier", verb: "get", group: apps, resource: "statefulsets", namespace: "x"},
+		// The dispatcher watches the finalize hook's Knative Service, and
+		// gets the webhooks' credentials by name.
+		{role: "dispatcher", verb: "watch", group: knative, resource: "services"},
+		{role: "dispatcher", verb: "list", group: knative, resource: "services"},
+		{role: "dispatcher", verb: "get", resource: "secrets", namespace: "hooks", name: "sync-token"},
+		{role: "dispatcher", verb: "get", resource: "configmaps", namespace: "hooks", name: "hooks-ca"},
+		{role: "dispatcher", verb: "get", resource: "secrets", namespace: "shared", name: "other-login"},
+	}
+	for i := range allowed {
+		allowed[i].want = true
+	}
+	deployAwaitAccess(t, time.Minute, allowed...)
+	deployCheckAccess(t, []deployAccess{
+		{role: "applier", verb: "delete", group: sample, resource: "foos", namespace: "x"},
+		{role: "applier", verb: "create", group: sample, resource: "foos", namespace: "x"},
+		{role: "applier", verb: "update", group: apps, resource: "statefulsets", namespace: "x"},
+		{role: "applier", verb: "create", group: apps, resource: "deployments", namespace: "x"},
+		{role: "applier", verb: "get", resource: "secrets", namespace: "hooks", name: "sync-token"},
+		{role: "watcher", verb: "get", resource: "secrets", namespace: "hooks", name: "sync-token"},
+		{role: "watcher", verb: "patch", group: sample, resource: "foos", namespace: "x"},
+		{role: "watcher", verb: "watch", group: knative, resource: "services"},
+		{role: "dispatcher", verb: "patch", group: sample, resource: "foos", sub: "status", namespace: "x"},
+		{role: "dispatcher", verb: "create", resource: "configmaps", namespace: "x"},
+		// Only the named credentials, only in their namespaces.
+		{role: "dispatcher", verb: "get", resource: "secrets", namespace: "hooks", name: "another-secret"},
+		{role: "dispatcher", verb: "get", resource: "secrets", namespace: "hooks"},
+		{role: "dispatcher", verb: "list", resource: "secrets", namespace: "hooks"},
+		{role: "dispatcher", verb: "watch", resource: "secrets", namespace: "hooks"},
+		{role: "dispatcher", verb: "get", resource: "secrets", namespace: "kube-system", name: "sync-token"},
+		{role: "dispatcher", verb: "get", resource: "configmaps", namespace: "shared", name: "hooks-ca"},
+		{role: "dispatcher", verb: "update", resource: "secrets", namespace: "hooks", name: "sync-token"},
+		// An endpoint config no webhook's URL matches reads nothing.
+		{role: "dispatcher", verb: "get", resource: "secrets", namespace: "shared", name: "unused-cert"},
+		{role: "dispatcher", verb: "watch", resource: "services"},
 	})
 }
 
@@ -568,12 +709,18 @@ func deployReadOthers(t *testing.T) []deployAccess {
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ctl); err != nil {
 			t.Fatal(err)
 		}
-		for _, cr := range manifests.ControllerRBAC(&ctl, false) {
-			cr.TypeMeta = metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"}
-			objs = append(objs, cr)
-			r := cr.Rules[0]
-			accesses = append(accesses, deployAccess{role: "dispatcher", verb: "list", group: r.APIGroups[0], resource: r.Resources[0], want: true})
+		cr := rbacv1.ClusterRole{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
+			ObjectMeta: metav1.ObjectMeta{Name: "uc-e2e-deploy-" + ctl.Name + "-read", Labels: map[string]string{}}}
+		for _, role := range manifests.Roles {
+			cr.Labels[manifests.AggregateLabel+role] = "true"
 		}
+		for _, r := range append([]v1alpha1.ResourceRule{ctl.Spec.ParentResource.ResourceRule}, childRules(ctl.Spec.ChildResources)...) {
+			gv, _ := schema.ParseGroupVersion(r.APIVersion)
+			cr.Rules = append(cr.Rules, rbacv1.PolicyRule{APIGroups: []string{gv.Group}, Resources: []string{r.Resource}, Verbs: []string{"list", "watch"}})
+		}
+		objs = append(objs, cr)
+		r := cr.Rules[0]
+		accesses = append(accesses, deployAccess{role: "dispatcher", verb: "list", group: r.APIGroups[0], resource: r.Resources[0], want: true})
 	}
 	if len(objs) == 0 {
 		return nil
@@ -588,6 +735,14 @@ func deployReadOthers(t *testing.T) []deployAccess {
 	}
 	t.Logf("read access for the %d other registered controllers", len(accesses))
 	return accesses
+}
+
+func childRules(children []v1alpha1.ChildResource) []v1alpha1.ResourceRule {
+	var out []v1alpha1.ResourceRule
+	for _, c := range children {
+		out = append(out, c.ResourceRule)
+	}
+	return out
 }
 
 // deployStartRole starts replica i of a uc Deployment as the kubelet

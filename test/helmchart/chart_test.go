@@ -29,7 +29,7 @@ var allOptions = map[string]any{
 	"nodeSelector":       map[string]any{"kubernetes.io/os": "linux"},
 	"tolerations":        []any{map[string]any{"key": "uc", "operator": "Exists", "effect": "NoSchedule"}},
 	"watcher":            map[string]any{"leaseName": "payments-watcher"},
-	"dispatcher": map[string]any{"replicas": 2, "webhookCredentialNamespaces": []any{"hooks", "more-hooks"},
+	"dispatcher": map[string]any{"replicas": 2,
 		"podDisruptionBudget": map[string]any{"enabled": true}},
 	"applier": map[string]any{
 		"extraArgs":                 []any{"--log-level=debug"},
@@ -152,22 +152,6 @@ func TestValues(t *testing.T) {
 			}
 			if d := manifests.Typed[appsv1.Deployment](t, m, "Deployment", "uc-dispatcher"); *d.Spec.Replicas != 2 || len(d.Spec.Template.Spec.TopologySpreadConstraints) != 1 {
 				t.Errorf("uc-dispatcher: %d replicas, spread %v; want 2, over the nodes", *d.Spec.Replicas, d.Spec.Template.Spec.TopologySpreadConstraints)
-			}
-			credentials := manifests.Typed[rbacv1.ClusterRole](t, m, "ClusterRole", "uc-dispatcher-webhook-credentials")
-			if _, ok := credentials.Labels["universalcontroller.dev/aggregate-to-dispatcher"]; ok {
-				t.Error("with webhookCredentialNamespaces, the webhook credentials are still aggregated into the dispatcher's ClusterRole")
-			}
-			var bound []string
-			for _, o := range m.OfKind("RoleBinding") {
-				if o.GetName() == "uc-dispatcher-webhook-credentials" {
-					b := manifests.Typed[rbacv1.RoleBinding](t, manifests.Set{o}, "RoleBinding", o.GetName())
-					if b.RoleRef.Name == credentials.Name && b.Subjects[0].Name == "uc-dispatcher" && b.Subjects[0].Namespace == namespace {
-						bound = append(bound, b.Namespace)
-					}
-				}
-			}
-			if !slices.Equal(bound, []string{"hooks", "more-hooks"}) {
-				t.Errorf("the webhook credentials are bound to uc-dispatcher in %q; want hooks, more-hooks", bound)
 			}
 			secret := manifests.Typed[corev1.Secret](t, m, "Secret", "uc-nats-passwords")
 			if _, ok := secret.Data[natsauth.PasswordVariable("hook-foo-controller")]; !ok {

@@ -10,7 +10,6 @@ import (
 	"maps"
 	"net"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -25,11 +24,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 
 	"universalcontroller.dev/uc/internal/natsauth"
 	"universalcontroller.dev/uc/schemas/crds"
-	"universalcontroller.dev/uc/schemas/v1alpha1"
 	"universalcontroller.dev/uc/test/testbed"
 )
 
@@ -357,74 +354,6 @@ func TestDeployNetworkPolicy(t *testing.T) {
 		roles = append(roles, Typed[appsv1.Deployment](t, ns, "Deployment", "uc-"+role).Spec.Template.Labels)
 	}
 	CheckNATSNetworkPolicy(t, m, Typed[appsv1.StatefulSet](t, ns, "StatefulSet", "nats"), roles)
-}
-
-// TestRBACPattern: the RBAC of the Foo example (deploy/examples/), and of
-// the Gadget controller TestDeploy runs, grant per aggregation label
-// exactly what ControllerRBAC, the documented pattern, gives their
-// UniversalControllers.
-func TestRBACPattern(t *testing.T) {
-	for _, tc := range []struct{ controller, rbac string }{
-		{"examples/foo/controller.yaml", "deploy/examples/foo-controller-rbac.yaml"},
-		{"test/e2e/testdata/deploy-gadget-controller.yaml", "test/e2e/testdata/deploy-gadget-rbac.yaml"},
-	} {
-		t.Run(filepath.Base(tc.rbac), func(t *testing.T) {
-			b, err := os.ReadFile(filepath.Join(repoRoot, tc.controller))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var ctl v1alpha1.UniversalController
-			if err := yaml.Unmarshal(b, &ctl); err != nil {
-				t.Fatalf("%s: %v", tc.controller, err)
-			}
-			objs, err := Read(filepath.Join(repoRoot, tc.rbac))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var file []rbacv1.ClusterRole
-			for _, o := range objs {
-				cr, err := As[rbacv1.ClusterRole](o)
-				if err != nil {
-					t.Fatal(err)
-				}
-				file = append(file, *cr)
-			}
-			got, want := rulesByRole(file), rulesByRole(ControllerRBAC(&ctl, true))
-			if !equality.Semantic.DeepEqual(got, want) {
-				t.Errorf("%s grants, per aggregation label,\n%v\nbut the pattern for %s is\n%v", tc.rbac, got, tc.controller, want)
-			}
-		})
-	}
-}
-
-// rulesByRole flattens the rules of the ClusterRoles into sorted "group
-// resource verb" entries, by the aggregation label that carries them.
-func rulesByRole(roles []rbacv1.ClusterRole) map[string][]string {
-	sets := map[string][]string{}
-	for _, cr := range roles {
-		for k, v := range cr.Labels {
-			if !strings.HasPrefix(k, AggregateLabel) || v != "true" {
-				continue
-			}
-			if _, ok := sets[k]; !ok {
-				sets[k] = nil
-			}
-			for _, r := range cr.Rules {
-				for _, g := range r.APIGroups {
-					for _, res := range r.Resources {
-						for _, verb := range r.Verbs {
-							sets[k] = append(sets[k], g+" "+res+" "+verb)
-						}
-					}
-				}
-			}
-		}
-	}
-	for k, s := range sets {
-		slices.Sort(s)
-		sets[k] = slices.Compact(s)
-	}
-	return sets
 }
 
 // TestDeployMetrics: every role serves its metrics securely, may ask the
