@@ -432,7 +432,9 @@ func deployHooksRBAC(t *testing.T) {
 		{role: "applier", verb: "delete", group: sample, resource: "foos", namespace: "x"},
 		{role: "applier", verb: "create", group: sample, resource: "foos", namespace: "x"},
 		{role: "applier", verb: "update", group: apps, resource: "statefulsets", namespace: "x"},
-		{role: "applier", verb: "create", group: apps, resource: "deployments", namespace: "x"},
+		// Not a child of this controller (nor of the Foo example's, whose
+		// RBAC TestDeploy applies too: Deployments).
+		{role: "applier", verb: "create", group: apps, resource: "daemonsets", namespace: "x"},
 		{role: "applier", verb: "get", resource: "secrets", namespace: "hooks", name: "sync-token"},
 		{role: "watcher", verb: "get", resource: "secrets", namespace: "hooks", name: "sync-token"},
 		{role: "watcher", verb: "patch", group: sample, resource: "foos", namespace: "x"},
