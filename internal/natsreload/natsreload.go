@@ -66,8 +66,10 @@ func (c *Config) RegisterFlags(f *pflag.FlagSet) {
 	f.DurationVar(&c.Interval, "interval", time.Minute, "read the files again this often even without a change notification; 0: never")
 }
 
-// variable is a reference to a variable in a nats-server configuration.
-var variable = regexp.MustCompile(`\$([A-Za-z_][A-Za-z0-9_]*)`)
+// variable is a reference to a variable in a nats-server configuration:
+// a whole value, unquoted, at the end of its line (password:
+// $UC_NATS_PASSWORD_UC_WATCHER); in quotes, "$JS.API.>" is a subject.
+var variable = regexp.MustCompile(`(?m)[:=\s]\$([A-Za-z_][A-Za-z0-9_]*)[ \t,]*\r?$`)
 
 // Render is the users' configuration with the passwords it refers to
 // defined above it, each from its file in the passwords directory. A
