@@ -367,9 +367,12 @@ func TestDeployNATSRoutes(t *testing.T) {
 // certificate of another CA, without one, or without the password cannot;
 // a client without TLS is refused; a role connects over TLS; a hook
 // worker's user cannot read another controller's subjects (CheckNATSTLS).
+// Then a rotated password and certificate take effect without a restart
+// (CheckNATSRotation).
 func TestDeployNATSTLS(t *testing.T) {
 	m := deployManifests(t)
-	CheckNATSTLS(t, m, Typed[appsv1.StatefulSet](t, m.In(Namespace), "StatefulSet", "nats"))
+	servers, objs := CheckNATSTLS(t, m, Typed[appsv1.StatefulSet](t, m.In(Namespace), "StatefulSet", "nats"))
+	CheckNATSRotation(t, servers, objs.TLS.CA)
 }
 
 // TestDeployNetworkPolicy: deploy/'s NetworkPolicy lets only the NATS

@@ -32,6 +32,8 @@ type Objects struct {
 	// Passwords are added to the Secret of the users' passwords (the one
 	// with UC_NATS_PASSWORD_* keys).
 	Passwords map[string]string
+	// TLS is the certificate of Secrets, if WithNATSTLS made it.
+	TLS *NATSTLS
 }
 
 // ConfigMap is the set's, auth.conf replaced.
@@ -123,7 +125,8 @@ func WithNATSTLS(t testing.TB, s Set, sts *appsv1.StatefulSet) Objects {
 	if _, err := s.Secret(sts.Namespace, name); err == nil {
 		return Objects{Set: s}
 	}
-	return Objects{Set: s, Secrets: []*corev1.Secret{NewNATSTLS(t, sts, name).Secret(sts.Namespace)}}
+	tls := NewNATSTLS(t, sts, name)
+	return Objects{Set: s, Secrets: []*corev1.Secret{tls.Secret(sts.Namespace)}, TLS: tls}
 }
 
 // NATSPod is a Pod of a NATS StatefulSet, its volumes mounted into a

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -14,10 +15,12 @@ import (
 	"time"
 
 	natsconf "github.com/nats-io/nats-server/v2/conf"
+	"github.com/nats-io/nats.go"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"universalcontroller.dev/uc/internal/natsauth"
+	"universalcontroller.dev/uc/internal/natstls"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/test/testbed"
 )
@@ -314,4 +317,141 @@ func clusterName(t testing.TB, p *NATSPod) string {
 	}
 	name, _ := conf["cluster"].(map[string]any)["name"].(string)
 	return name
+}
+
+// CheckNATSRotation rotates, on the first server of servers (CheckNATSTLS),
+// the password of uc-watcher and the servers' certificate as the kubelet
+// updates a mounted Secret (its files replaced at once), with the Pod's
+// reloader running (natsreload, as its container runs it): the server
+// reloads without a restart (its pid the same), refuses the old password
+// and takes the new one, presents the new certificate, and a uc client
+// connected with the old password connects again with the new one, read
+// from its password file.
+func CheckNATSRotation(t testing.TB, servers []*NATSServer, ca *natstls.CA) {
+	t.Helper()
+	s := servers[0]
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Pod.Reloader.Run(ctx, slog.New(slog.NewTextHandler(testWriter{t}, nil))) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("reloader: %v", err)
+		}
+	})
+	pidBefore, err := os.ReadFile(s.Pod.Reloader.PidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := natsauth.RoleUser(natsauth.Watcher)
+	serverFile := filepath.Join(s.Pod.Reloader.PasswordsDir, natsauth.PasswordVariable(user))
+	old, err := os.ReadFile(serverFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(s.Dir, "tls", "ca.crt")
+	clientFile := filepath.Join(t.TempDir(), "password")
+	writeAtOnce(t, clientFile, old)
+	reconnected := make(chan struct{}, 8)
+	client := bus.Connection{URL: s.URL(), User: user, PasswordFile: clientFile, TLSCA: caFile, InboxPrefix: natsauth.RoleInbox(natsauth.Watcher)}
+	opts, err := client.Options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(client.URL, append(opts, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond),
+		nats.ReconnectHandler(func(*nats.Conn) { reconnected <- struct{}{} }))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+
+	// Rotate: the server's password and certificate, then the client's
+	// password (the kubelet updates each Pod's volumes in its own time).
+	rotated := []byte("rotated-" + string(old))
+	writeAtOnce(t, serverFile, rotated)
+	cert, key, err := ca.Issue("renewed", nil, []net.IP{net.IPv4(127, 0, 0, 1)}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAtOnce(t, filepath.Join(s.Dir, "tls", "tls.key"), key)
+	writeAtOnce(t, filepath.Join(s.Dir, "tls", "tls.crt"), cert)
+
+	connect := func(password []byte) error {
+		c := bus.Connection{URL: s.URL(), User: user, Password: string(password), TLSCA: caFile}
+		opts, err := c.Options()
+		if err != nil {
+			return err
+		}
+		// This server only: not one it tells of, which would take the old password.
+		conn, err := nats.Connect(c.URL, append(opts, nats.NoReconnect(), nats.IgnoreDiscoveredServers())...)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		state, err := conn.TLSConnectionState()
+		if err != nil {
+			return err
+		}
+		if cn := state.PeerCertificates[0].Subject.CommonName; cn != "renewed" {
+			return fmt.Errorf("the server presents the certificate of %s", cn)
+		}
+		return nil
+	}
+	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return connect(rotated) == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("the server did not take the rotated password and certificate: %v; its reloads:\n%s", connect(rotated), reloads(s))
+	}
+	if err := connect(old); err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+		t.Errorf("the old password: %v, want an authorization violation; the server's reloads:\n%s", err, reloads(s))
+	}
+	if pid, _ := os.ReadFile(s.Pod.Reloader.PidFile); string(pid) != string(pidBefore) || s.Container.Restarts() != 0 || s.Container.Check() != nil {
+		t.Errorf("the server restarted: pid %s, then %s; %d restarts", pidBefore, pid, s.Container.Restarts())
+	}
+
+	// The client, disconnected, connects again once its file holds the
+	// new password.
+	writeAtOnce(t, clientFile, rotated)
+	select {
+	case <-reconnected:
+	case <-time.After(time.Minute):
+		t.Fatalf("the client did not connect again with the rotated password (status %v, last error %v)", nc.Status(), nc.LastError())
+	}
+	if err := nc.Flush(); err != nil {
+		t.Errorf("the client, reconnected: %v", err)
+	}
+}
+
+// reloads are the lines of a server's log about reloading its
+// configuration.
+func reloads(s *NATSServer) string {
+	var lines []string
+	for line := range strings.Lines(s.Container.Log()) {
+		if strings.Contains(strings.ToLower(line), "reload") {
+			lines = append(lines, line)
+		}
+	}
+	return strings.Join(lines, "")
+}
+
+// writeAtOnce replaces a file at once, as the kubelet updates a mounted
+// Secret.
+func writeAtOnce(t testing.TB, path string, b []byte) {
+	t.Helper()
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testWriter writes a log into t's.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(b), "\n"))
+	return len(b), nil
 }
