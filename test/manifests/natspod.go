@@ -118,13 +118,11 @@ func TLSSecretName(t testing.TB, sts *appsv1.StatefulSet) string {
 }
 
 // WithNATSTLS is the set's objects with the NATS servers' certificate
-// Secret, made (NewNATSTLS) if the set has none.
+// Secret made by NewNATSTLS, valid on loopback, over the set's if it has
+// one.
 func WithNATSTLS(t testing.TB, s Set, sts *appsv1.StatefulSet) Objects {
 	t.Helper()
 	name := TLSSecretName(t, sts)
-	if _, err := s.Secret(sts.Namespace, name); err == nil {
-		return Objects{Set: s}
-	}
 	tls := NewNATSTLS(t, sts, name)
 	return Objects{Set: s, Secrets: []*corev1.Secret{tls.Secret(sts.Namespace)}, TLS: tls}
 }
