@@ -66,10 +66,13 @@ func (c *Config) RegisterFlags(f *pflag.FlagSet) {
 	f.DurationVar(&c.Interval, "interval", time.Minute, "read the files again this often even without a change notification; 0: never")
 }
 
-// variable is a reference to a variable in a nats-server configuration:
-// a whole value, unquoted, at the end of its line (password:
-// $UC_NATS_PASSWORD_UC_WATCHER); in quotes, "$JS.API.>" is a subject.
-var variable = regexp.MustCompile(`(?m)[:=\s]\$([A-Za-z_][A-Za-z0-9_]*)[ \t,]*\r?$`)
+// variable is a reference to a variable in a nats-server configuration,
+// once its quoted strings ("$JS.API.>" is a subject) and comments are
+// left out (references).
+var variable = regexp.MustCompile(`\$([A-Za-z_][A-Za-z0-9_]*)`)
+
+// quoted is a quoted string of a nats-server configuration.
+var quoted = regexp.MustCompile(`"(?:[^"\\\n]|\\.)*"|'[^'\n]*'`)
 
 // Render is the users' configuration with the passwords it refers to
 // defined above it, each from its file in the passwords directory. A
@@ -89,7 +92,7 @@ func (c Config) Render() ([]byte, error) {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# Rendered by uc nats-reloader from %s and the passwords of %s.\n", c.AuthConf, c.PasswordsDir)
 	var names []string
-	for _, m := range variable.FindAllSubmatch(withoutComments(auth), -1) {
+	for _, m := range variable.FindAllSubmatch(references(auth), -1) {
 		names = append(names, string(m[1]))
 	}
 	slices.Sort(names)
@@ -110,13 +113,13 @@ func (c Config) Render() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// withoutComments is a configuration without its comment lines, whose
-// words are no references.
-func withoutComments(conf []byte) []byte {
+// references is a configuration without its comment lines and quoted
+// strings, whose words are no references.
+func references(conf []byte) []byte {
 	var out [][]byte
 	for line := range bytes.Lines(conf) {
 		if t := bytes.TrimSpace(line); !bytes.HasPrefix(t, []byte("#")) && !bytes.HasPrefix(t, []byte("//")) {
-			out = append(out, line)
+			out = append(out, quoted.ReplaceAll(line, nil))
 		}
 	}
 	return bytes.Join(out, nil)
