@@ -20,7 +20,7 @@ type natsCerts struct {
 	dir                                         string
 	namespace, service, headless, clusterDomain string
 	validity, caValidity                        time.Duration
-	ips                                         []net.IP
+	ips                                         []string
 }
 
 func natsCertsCommand() *cobra.Command {
@@ -59,12 +59,20 @@ when the Secret changes: no restart (docs/operating.md).`,
 	f.StringVar(&n.clusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain")
 	f.DurationVar(&n.validity, "validity", 365*24*time.Hour, "how long the servers' certificate is valid")
 	f.DurationVar(&n.caValidity, "ca-validity", 10*365*24*time.Hour, "how long a new CA is valid")
-	f.IPSliceVar(&n.ips, "ip", nil, "IP addresses the certificate is valid for too")
+	f.StringArrayVar(&n.ips, "ip", nil, "an IP address the certificate is valid for too (repeatable)")
 	return c
 }
 
 // write writes the files, with the CA of dir if it holds one.
 func (n natsCerts) write(out io.Writer) error {
+	var ips []net.IP
+	for _, s := range n.ips {
+		ip := net.ParseIP(s)
+		if ip == nil {
+			return fmt.Errorf("--ip %q: not an IP address", s)
+		}
+		ips = append(ips, ip)
+	}
 	if err := os.MkdirAll(n.dir, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", n.dir, err)
 	}
@@ -80,7 +88,7 @@ func (n natsCerts) write(out io.Writer) error {
 		}
 	}
 	names := natstls.DNSNames(n.service, n.headless, n.namespace, n.clusterDomain)
-	cert, key, err := ca.Issue(n.service+"."+n.namespace, names, n.ips, n.validity)
+	cert, key, err := ca.Issue(n.service+"."+n.namespace, names, ips, n.validity)
 	if err != nil {
 		return err
 	}
