@@ -6,6 +6,8 @@
 //	uc dispatcher   the bus topology and non-bus hook delivery only
 //	uc applier      the applier only
 //	uc nats-config  prints the NATS users and permissions of uc's roles and hook workers
+//	uc nats-certs   writes a CA and the NATS servers' certificate, without cert-manager
+//	uc nats-reloader keeps a NATS server's passwords and certificates current without a restart
 //	uc worker       serves a controller's hook on the bus with any executable
 //	uc trace        shows where one parent is along the pipeline, and why
 //	uc dlq          lists, shows and replays the requests no hook could serve
@@ -106,6 +108,8 @@ on the command line wins over its variable.`,
 		dispatcherCommand(),
 		applierCommand(),
 		natsConfigCommand(),
+		natsCertsCommand(),
+		natsReloaderCommand(),
 		workerCommand(),
 		traceCommand(),
 		dlqCommand(),

@@ -492,7 +492,7 @@ func deployRoleProcesses(t *testing.T, m manifests.Set) {
 	)...)
 
 	const hookPassword = "gadget-hook-password"
-	natsURL := deployStartNATS(t, m, filepath.Join(dir, "nats"), map[string]string{deployGadgetUC: hookPassword})
+	natsURL, objs := deployStartNATS(t, m, filepath.Join(dir, "nats"), map[string]string{deployGadgetUC: hookPassword})
 
 	// A scraper of the roles' secure /metrics: bound to deploy/'s
 	// uc-metrics-reader, as a Prometheus would be.
@@ -509,7 +509,7 @@ func deployRoleProcesses(t *testing.T, m manifests.Set) {
 			t.Fatal(err)
 		}
 		for i := range *d.Spec.Replicas {
-			procs = append(procs, deployStartRole(t, m, d, i, flags, dir, map[string]string{
+			procs = append(procs, deployStartRole(t, objs, d, i, flags, dir, map[string]string{
 				"UC_NATS_URL":   natsURL,
 				"UC_KUBECONFIG": kubeconfig,
 			}, scraper))
@@ -748,18 +748,27 @@ func childRules(children []v1alpha1.ChildResource) []v1alpha1.ResourceRule {
 }
 
 // deployStartRole starts replica i of a uc Deployment as the kubelet
-// would (testbed.StartContainer): the container's args, and its
-// environment with the variables of set replaced and the health and
+// would (testbed.StartContainer): the container's args, its volumes, and
+// its environment with the variables of set replaced and the health and
 // metrics addresses moved to free loopback ports; its probes, and its
 // /metrics if uc serves them, are asked there (secure metrics with
 // scrapeToken, as Prometheus scrapes them).
-func deployStartRole(t *testing.T, m manifests.Set, d *appsv1.Deployment, i int32, flags map[string]bool, dir string, set map[string]string, scrapeToken string) *testbed.Container {
+func deployStartRole(t *testing.T, objs manifests.Objects, d *appsv1.Deployment, i int32, flags map[string]bool, dir string, set map[string]string, scrapeToken string) *testbed.Container {
 	t.Helper()
 	pod := testbed.Pod{Namespace: d.Namespace, Name: fmt.Sprintf("%s-%d", d.Name, i), Spec: d.Spec.Template.Spec}
 	c := pod.Spec.Containers[0]
-	vars, err := testbed.ContainerEnv(m, pod, c)
+	vars, err := testbed.ContainerEnv(objs, pod, c)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Its volumes (its NATS password, the servers' CA), the paths of its
+	// variables rewritten.
+	rewrite, err := testbed.MountVolumes(objs, pod, c, filepath.Join(dir, pod.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range vars {
+		vars[k] = rewrite(v)
 	}
 	maps.Copy(vars, set)
 	for _, variable := range []string{"UC_HEALTH_ADDR", "UC_METRICS_ADDR"} {
@@ -788,101 +797,33 @@ func deployStartRole(t *testing.T, m manifests.Set, d *appsv1.Deployment, i int3
 		Args: testbed.ExpandVars(c.Args, vars), Env: vars, Probes: probes, Scrapes: scrapes, ScrapeToken: scrapeToken, Logf: t.Logf})
 }
 
-// withAuthConf is manifests whose ConfigMaps have auth.conf replaced.
-type withAuthConf struct {
-	manifests.Set
-	conf string
-}
-
-func (w withAuthConf) ConfigMap(namespace, name string) (*corev1.ConfigMap, error) {
-	cm, err := w.Set.ConfigMap(namespace, name)
-	if err == nil {
-		if _, ok := cm.Data["auth.conf"]; ok {
-			cm.Data["auth.conf"] = w.conf
-		}
-	}
-	return cm, err
-}
-
 // deployStartNATS runs the StatefulSet's NATS servers as the kubelet would
-// (testbed.StartContainer): its command, args and environment, its
-// nats.conf, each volume a directory, and only the addresses replaced:
-// loopback, free ports, routes between them. As an administrator's
-// overlay would, it adds the hook users of the controllers of
-// hookPasswords: auth.conf made again by `uc nats-config`, and their
-// passwords. It waits until every probe of every server answers, and
-// returns the client URL.
-func deployStartNATS(t *testing.T, m manifests.Set, dir string, hookPasswords map[string]string) string {
+// (manifests.StartNATSServers): real nats-server processes from the
+// shipped configuration, its volumes and init containers, a certificate
+// of a test CA in the Secret uc-nats-tls, only the addresses replaced. As
+// an administrator's overlay would, it adds the hook users of the
+// controllers of hookPasswords: auth.conf made again by `uc nats-config`,
+// and their passwords. It returns the client URL and the objects the Pods
+// run from (the certificate among them).
+func deployStartNATS(t *testing.T, m manifests.Set, dir string, hookPasswords map[string]string) (string, manifests.Objects) {
 	t.Helper()
 	authConf, err := exec.CommandContext(t.Context(), env.uc.bin, "nats-config",
 		"--controllers", strings.Join(slices.Sorted(maps.Keys(hookPasswords)), ",")).Output()
 	if err != nil {
 		t.Fatalf("uc nats-config: %v", err)
 	}
-	objs := withAuthConf{m, string(authConf)}
 	sts := manifests.Typed[appsv1.StatefulSet](t, m.In(manifests.Namespace), "StatefulSet", "nats")
-	c := sts.Spec.Template.Spec.Containers[0]
-	if len(c.Command) != 1 || c.Command[0] != "nats-server" {
-		t.Fatalf("the NATS container runs %q, not nats-server", c.Command)
+	objs := manifests.WithNATSTLS(t, m, sts)
+	objs.AuthConf = string(authConf)
+	objs.Passwords = map[string]string{}
+	for ctl, pw := range hookPasswords {
+		objs.Passwords[natsauth.PasswordVariable(natsauth.HookUser(ctl))] = pw
 	}
-	n := int(*sts.Spec.Replicas)
-	type ports struct{ client, cluster, monitor int }
-	var ps []ports
-	var routes, clients []string
-	for range n {
-		p, err := testbed.FreePorts(3)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ps = append(ps, ports{p[0], p[1], p[2]})
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p[1]))
-		clients = append(clients, fmt.Sprintf("nats://127.0.0.1:%d", p[0]))
+	var clients []string
+	for _, s := range manifests.StartNATSServers(t, objs, sts, dir) {
+		clients = append(clients, s.URL())
 	}
-	var servers []*testbed.Container
-	for i := range n {
-		pod := testbed.Pod{Namespace: sts.Namespace, Name: fmt.Sprintf("%s-%d", sts.Name, i), Spec: sts.Spec.Template.Spec}
-		rewrite, err := testbed.MountVolumes(objs, pod, c, filepath.Join(dir, pod.Name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		vars, err := testbed.ContainerEnv(objs, pod, c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for ctl, pw := range hookPasswords {
-			vars[natsauth.PasswordVariable(natsauth.HookUser(ctl))] = pw
-		}
-		args := testbed.ExpandVars(c.Args, vars)
-		for j := range args {
-			args[j] = rewrite(args[j])
-		}
-		// Command-line flags override nats.conf: the test bed's addresses.
-		args = append(args,
-			"--addr=127.0.0.1",
-			fmt.Sprintf("--port=%d", ps[i].client),
-			fmt.Sprintf("--http_port=%d", ps[i].monitor),
-			fmt.Sprintf("--cluster=nats://127.0.0.1:%d", ps[i].cluster),
-			"--routes="+strings.Join(routes, ","),
-		)
-		var probes []string
-		for _, path := range testbed.ProbePaths(c) {
-			probes = append(probes, fmt.Sprintf("http://127.0.0.1:%d%s", ps[i].monitor, path))
-		}
-		servers = append(servers, testbed.RunContainer(t, testbed.ContainerConfig{Name: pod.Name, Dir: dir,
-			Bin: testbed.CachedBin("nats-server"), Args: args, Env: vars, Probes: probes}))
-	}
-	eventually(t, time.Minute, func() error {
-		for _, s := range servers {
-			if err := s.Check(); err != nil {
-				return backoffStop{err}
-			}
-			if err := s.Ready(t.Context()); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	return strings.Join(clients, ",")
+	return strings.Join(clients, ","), objs
 }
 
 // deployKubectl runs the test bed's kubectl in the repository against the

@@ -119,9 +119,9 @@ func TestValues(t *testing.T) {
 				t.Errorf("uc-config: %v; want the external URL and 1 stream replica", config)
 			}
 			for _, role := range manifests.Roles {
-				ref := container(t, m, "uc-"+role).Env[1].ValueFrom.SecretKeyRef
-				if want := natsauth.PasswordVariable(natsauth.RoleUser(role)); ref.Name != "my-nats-passwords" || ref.Key != want {
-					t.Errorf("uc-%s takes its password from %s/%s; want my-nats-passwords/%s", role, ref.Name, ref.Key, want)
+				name, key := passwordSource(t, m, "uc-"+role)
+				if want := natsauth.PasswordVariable(natsauth.RoleUser(role)); name != "my-nats-passwords" || key != want {
+					t.Errorf("uc-%s takes its password from %s/%s; want my-nats-passwords/%s", role, name, key, want)
 				}
 			}
 		}},
@@ -373,6 +373,30 @@ func container(t *testing.T, m manifests.Set, deployment string) corev1.Containe
 		t.Fatalf("%s has no single container", deployment)
 	}
 	return d.Spec.Template.Spec.Containers[0]
+}
+
+// passwordSource is the Secret and key of the NATS password a role's
+// Deployment mounts as the file of UC_NATS_PASSWORD_FILE.
+func passwordSource(t *testing.T, m manifests.Set, deployment string) (name, key string) {
+	t.Helper()
+	c := container(t, m, deployment)
+	file := envOf(c)["UC_NATS_PASSWORD_FILE"]
+	for _, vm := range c.VolumeMounts {
+		if !strings.HasPrefix(file, vm.MountPath+"/") {
+			continue
+		}
+		for _, v := range manifests.Typed[appsv1.Deployment](t, m, "Deployment", deployment).Spec.Template.Spec.Volumes {
+			if v.Name == vm.Name && v.Secret != nil {
+				for _, it := range v.Secret.Items {
+					if vm.MountPath+"/"+it.Path == file {
+						return v.Secret.SecretName, it.Key
+					}
+				}
+			}
+		}
+	}
+	t.Fatalf("%s: UC_NATS_PASSWORD_FILE %q is no key of a mounted Secret", deployment, file)
+	return "", ""
 }
 
 // envOf is a container's environment by name; a value from elsewhere is

@@ -125,8 +125,22 @@ func TestDeployRoles(t *testing.T) {
 			t.Errorf("%s sets %s, but uc %s has no flag --%s", name, v, role, flag)
 		}
 		checkPorts(t, name, c, vars)
-		if user := natsauth.RoleUser(role); vars["UC_NATS_USER"] != user || vars["UC_NATS_PASSWORD"] != string(passwords.Data[natsauth.PasswordVariable(user)]) {
-			t.Errorf("%s: connects to NATS as %q; want its own user %s, with the password the NATS servers have", name, vars["UC_NATS_USER"], user)
+		// Its password and the servers' CA, files of its volumes.
+		objs := WithNATSTLS(t, m, Typed[appsv1.StatefulSet](t, ns, "StatefulSet", "nats"))
+		rewrite, err := testbed.MountVolumes(objs, testbed.Pod{Namespace: d.Namespace, Name: name + "-0", Spec: pod}, c, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		password, _ := os.ReadFile(rewrite(vars["UC_NATS_PASSWORD_FILE"]))
+		if user := natsauth.RoleUser(role); vars["UC_NATS_USER"] != user || len(password) == 0 || string(password) != string(passwords.Data[natsauth.PasswordVariable(user)]) {
+			t.Errorf("%s: connects to NATS as %q with the password of %s; want its own user %s, with the password the NATS servers have", name, vars["UC_NATS_USER"], vars["UC_NATS_PASSWORD_FILE"], user)
+		}
+		tlsSecret, err := objs.Secret(Namespace, "uc-nats-tls")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ca, _ := os.ReadFile(rewrite(vars["UC_NATS_TLS_CA"])); len(ca) == 0 || string(ca) != string(tlsSecret.Data["ca.crt"]) {
+			t.Errorf("%s: verifies the NATS servers with %q; want ca.crt of the Secret uc-nats-tls", name, vars["UC_NATS_TLS_CA"])
 		}
 		if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
 			t.Errorf("%s: resources %v; want cpu and memory requests and a memory limit", name, c.Resources)
@@ -341,6 +355,21 @@ func TestDeployNATSRoutes(t *testing.T) {
 		t.Errorf("the route password of nats.conf is not UC_NATS_ROUTE_PASSWORD of the Secret uc-nats-routes (%q)", pw)
 	}
 	CheckRouteAuth(t, m, sts)
+}
+
+// TestDeployNATSTLS: the NATS bus of deploy/ is closed: its three
+// servers, run as real nats-server processes from the shipped
+// configuration with a certificate of a test CA in the Secret uc-nats-tls,
+// join each other over mutual TLS with the route password; a server with a
+// certificate of another CA, without one, or without the password cannot;
+// a client without TLS is refused; a role connects over TLS; a hook
+// worker's user cannot read another controller's subjects (CheckNATSTLS).
+// Then a rotated password and certificate take effect without a restart
+// (CheckNATSRotation).
+func TestDeployNATSTLS(t *testing.T) {
+	m := deployManifests(t)
+	servers, objs := CheckNATSTLS(t, m, Typed[appsv1.StatefulSet](t, m.In(Namespace), "StatefulSet", "nats"))
+	CheckNATSRotation(t, servers, objs.TLS.CA)
 }
 
 // TestDeployNetworkPolicy: deploy/'s NetworkPolicy lets only the NATS
