@@ -1,15 +1,15 @@
 package manifests
 
 // The checks of deploy/, the manifests of `kubectl apply -k deploy/`, that
-// need no cluster: what they hold, and that the RBAC of a controller
-// follows the documented pattern. test/e2e's TestDeploy checks the rest
-// on the test bed.
+// need no cluster: what they hold, and its NATS servers run from their
+// configuration. test/e2e's TestDeploy checks the rest on the test bed.
 
 import (
 	"context"
 	"maps"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
