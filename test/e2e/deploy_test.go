@@ -492,7 +492,7 @@ func deployRoleProcesses(t *testing.T, m manifests.Set) {
 	)...)
 
 	const hookPassword = "gadget-hook-password"
-	natsURL, objs := deployStartNATS(t, m, filepath.Join(dir, "nats"), map[string]string{deployGadgetUC: hookPassword})
+	natsURL, natsCA, objs := deployStartNATS(t, m, filepath.Join(dir, "nats"), map[string]string{deployGadgetUC: hookPassword})
 
 	// A scraper of the roles' secure /metrics: bound to deploy/'s
 	// uc-metrics-reader, as a Prometheus would be.
@@ -567,7 +567,7 @@ func deployRoleProcesses(t *testing.T, m manifests.Set) {
 	// A hook worker on the manifests' NATS: the Foo example's sync hook, and
 	// a finalize hook that lets go at once.
 	hookUser := bus.Connection{URL: natsURL, User: natsauth.HookUser(deployGadgetUC), Password: hookPassword,
-		InboxPrefix: bus.HookInbox(deployGadgetUC)}
+		TLSCA: natsCA, InboxPrefix: bus.HookInbox(deployGadgetUC)}
 	js := jetStreamAs(t, hookUser, "gadget-worker")
 	var finalized sync.Map
 	wctx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
@@ -803,9 +803,10 @@ func deployStartRole(t *testing.T, objs manifests.Objects, d *appsv1.Deployment,
 // of a test CA in the Secret uc-nats-tls, only the addresses replaced. As
 // an administrator's overlay would, it adds the hook users of the
 // controllers of hookPasswords: auth.conf made again by `uc nats-config`,
-// and their passwords. It returns the client URL and the objects the Pods
-// run from (the certificate among them).
-func deployStartNATS(t *testing.T, m manifests.Set, dir string, hookPasswords map[string]string) (string, manifests.Objects) {
+// and their passwords. It returns the client URLs, the CA file that
+// verifies the servers (what a hook worker mounts), and the objects the
+// Pods run from (the certificate among them).
+func deployStartNATS(t *testing.T, m manifests.Set, dir string, hookPasswords map[string]string) (urls, caFile string, objs manifests.Objects) {
 	t.Helper()
 	authConf, err := exec.CommandContext(t.Context(), env.uc.bin, "nats-config",
 		"--controllers", strings.Join(slices.Sorted(maps.Keys(hookPasswords)), ",")).Output()
@@ -813,17 +814,18 @@ func deployStartNATS(t *testing.T, m manifests.Set, dir string, hookPasswords ma
 		t.Fatalf("uc nats-config: %v", err)
 	}
 	sts := manifests.Typed[appsv1.StatefulSet](t, m.In(manifests.Namespace), "StatefulSet", "nats")
-	objs := manifests.WithNATSTLS(t, m, sts)
+	objs = manifests.WithNATSTLS(t, m, sts)
 	objs.AuthConf = string(authConf)
 	objs.Passwords = map[string]string{}
 	for ctl, pw := range hookPasswords {
 		objs.Passwords[natsauth.PasswordVariable(natsauth.HookUser(ctl))] = pw
 	}
 	var clients []string
-	for _, s := range manifests.StartNATSServers(t, objs, sts, dir) {
+	servers := manifests.StartNATSServers(t, objs, sts, dir)
+	for _, s := range servers {
 		clients = append(clients, s.URL())
 	}
-	return strings.Join(clients, ","), objs
+	return strings.Join(clients, ","), filepath.Join(servers[0].Dir, "tls", "ca.crt"), objs
 }
 
 // deployKubectl runs the test bed's kubectl in the repository against the
