@@ -47,8 +47,10 @@ demo: build testbed-bins
 
 # The test bed and uc run, for a hook of your own: writes .testbed/env (the
 # KUBECONFIG and NATS URL); Ctrl-C tears it down. README, "A controller of
-# your own in five minutes".
-testbed: build testbed-bins
+# your own in five minutes". UC_BIN=path runs that uc (a released one)
+# instead of building it.
+testbed: testbed-bins
+	$(GO) build -buildvcs=auto -o $(BIN)/ ./test/testbed/cmd/uc-testbed $(if $(UC_BIN),,./cmd/uc)
 	./hack/testbed.sh
 
 # The demo, run through once without waiting for Ctrl-C (CI runs it).

@@ -4,6 +4,8 @@
 
 cache=$(./hack/testbed-bins.sh)
 kubectl="$cache/bin/kubectl"
+# uc: the one make builds, or UC_BIN (a released binary).
+uc=${UC_BIN:-bin/uc}
 
 pids=()
 cleanup() {
@@ -57,7 +59,7 @@ up() {
 	k wait --for condition=established --timeout=60s crd/universalcontrollers.universalcontroller.dev
 
 	step "starting uc run (embedded NATS JetStream, data in $work/uc-data)"
-	bin/uc run --kubeconfig "$KUBECONFIG" --nats-listen "127.0.0.1:$port" --data-dir "$work/uc-data" --metrics-addr 127.0.0.1:0 >"$work/uc.log" 2>&1 &
+	"$uc" run --kubeconfig "$KUBECONFIG" --nats-listen "127.0.0.1:$port" --data-dir "$work/uc-data" --metrics-addr 127.0.0.1:0 >"$work/uc.log" 2>&1 &
 	pids+=($!)
 	until_ok "uc (see $work/uc.log)" 60 grep -q "uc started" "$work/uc.log" || { tail -20 "$work/uc.log"; exit 1; }
 	# The address the embedded server took, from its log line.

@@ -4,6 +4,8 @@
 # the variables that point kubectl, uc worker and hook workers at them to
 # .testbed/env (source it in another shell). Ctrl-C tears everything down.
 #
+#   UC_BIN        the uc to run (default: bin/uc, which make testbed builds),
+#                 e.g. a released binary; it is uc on the PATH of .testbed/env
 #   TESTBED_DIR   work directory (default: .testbed)
 #   NATS_PORT     port of uc's embedded NATS server (default: a free port,
 #                 so it runs beside another test bed or a NATS server)
@@ -14,10 +16,13 @@ cd "$root"
 source hack/lib.sh
 
 up "${TESTBED_DIR:-$root/.testbed}" "${NATS_PORT:-0}"
+# uc on the PATH is the one that runs.
+mkdir -p "$work/bin"
+ln -sf "$(cd "$(dirname "$uc")" && pwd)/$(basename "$uc")" "$work/bin/uc"
 cat >"$work/env" <<VARS
 export KUBECONFIG=$KUBECONFIG
 export NATS_URL=$nats_url UC_NATS_URL=$nats_url
-export PATH=$root/bin:$cache/bin:\$PATH
+export PATH=$work/bin:$root/bin:$cache/bin:\$PATH
 VARS
 
 cat <<TXT

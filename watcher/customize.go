@@ -62,6 +62,17 @@ func (c *customizeCache) put(uid types.UID, cz *customized) {
 	}
 }
 
+// forget drops the replies of a controller's parents.
+func (c *customizeCache) forget(controller string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for uid, cz := range c.parents {
+		if cz.key.Controller == controller {
+			delete(c.parents, uid)
+		}
+	}
+}
+
 // selecting lists the parents of a controller whose rules select obj.
 func (c *customizeCache) selecting(controller string, gvr schema.GroupVersionResource, obj metav1.Object, nsLabels func(string) labels.Set) []parentKey {
 	c.mu.RLock()
@@ -206,6 +217,16 @@ func (w *Watcher) watchRelated(ctx context.Context, ctl *core.Controller, res co
 
 var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 
+// watchedFor lists the resources watchRelated follows for a customize
+// reply's rules: theirs, and namespaces.
+func watchedFor(rules core.Rules) []schema.GroupVersionResource {
+	out := []schema.GroupVersionResource{namespacesGVR}
+	for _, res := range rules.Resources() {
+		out = append(out, res.GVR)
+	}
+	return out
+}
+
 // namespaceLabels returns a namespace's labels from the cache.
 func (w *Watcher) namespaceLabels(ns string) labels.Set {
 	obj, ok, err := w.reg.RelatedInformer(namespacesGVR).GetIndexer().GetByKey(ns)
@@ -229,7 +250,9 @@ func (w *Watcher) related(ctx context.Context, ctl *core.Controller, parent *uns
 
 // cachedRelated returns the parent's related objects, selected by the
 // customize reply the watcher has for the parent's generation, or ok=false
-// when it has none. The sync's span links to the customize reply it uses.
+// when it has none, or when the resources it names are no longer watched
+// (the controller was registered anew, and its reply is about to be
+// forgotten). The sync's span links to the customize reply it uses.
 func (w *Watcher) cachedRelated(ctx context.Context, ctl *core.Controller, parent *unstructured.Unstructured, version string) (_ hooks.GroupedObjects, _ bool, err error) {
 	if ctl.Spec.Hooks.Customize == nil {
 		return hooks.GroupedObjects{}, true, nil
@@ -237,7 +260,7 @@ func (w *Watcher) cachedRelated(ctx context.Context, ctl *core.Controller, paren
 	_, span := w.tracer.Start(ctx, "customize")
 	defer func() { tracing.End(span, err) }()
 	cz := w.customize.get(bus.Address{Controller: ctl.Name, ParentUID: parent.GetUID()}.ApplyKey())
-	if cz == nil || cz.generation != parent.GetGeneration() {
+	if cz == nil || cz.generation != parent.GetGeneration() || !w.reg.Watching(ctl.Name, watchedFor(cz.rules)...) {
 		return nil, false, nil
 	}
 	span.AddLink(trace.Link{SpanContext: cz.span})

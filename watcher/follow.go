@@ -26,7 +26,10 @@ type handler struct {
 }
 
 // onController follows a controller's registration: it swaps the event
-// handlers on the shared informers of its parent and child resources.
+// handlers on the shared informers of its parent and child resources. The
+// customize replies of an earlier registration go with their handlers on
+// the related resources (the registry lets those resources go too): the
+// parents' next syncs ask the customize hook again.
 func (w *Watcher) onController(old, cur *core.Controller) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -35,6 +38,7 @@ func (w *Watcher) onController(old, cur *core.Controller) {
 			_ = h.informer.RemoveEventHandler(h.reg)
 		}
 		delete(w.handlers, old.Name)
+		w.customize.forget(old.Name)
 	}
 	if cur == nil {
 		return

@@ -127,9 +127,12 @@ type Registry interface {
 	List(gvr schema.GroupVersionResource, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error)
 	// RelatedInformer and ListRelated are Informer and List for the
 	// resources Watch follows (related objects and namespaces): their
-	// caches hold every object, whatever the partitions.
+	// caches hold every object, whatever the partitions. Watching tells
+	// whether Watch's resources are still followed for the controller (a
+	// new registration lets them go).
 	RelatedInformer(gvr schema.GroupVersionResource) cache.SharedIndexInformer
 	ListRelated(gvr schema.GroupVersionResource, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error)
+	Watching(controller string, gvrs ...schema.GroupVersionResource) bool
 	// Meta is a cached object's metadata, not decoding the object.
 	Meta(gvr schema.GroupVersionResource, namespace, name string) (metav1.Object, error)
 	LastSyncResourceVersion(gvr schema.GroupVersionResource) string

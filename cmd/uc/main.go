@@ -6,12 +6,15 @@
 //	uc dispatcher   the bus topology and non-bus hook delivery only
 //	uc applier      the applier only
 //	uc nats-config  prints the NATS users and permissions of uc's roles and hook workers
+//	uc nats-certs   writes a CA and the NATS servers' certificate, without cert-manager
+//	uc nats-reloader keeps a NATS server's passwords and certificates current without a restart
 //	uc worker       serves a controller's hook on the bus with any executable
 //	uc trace        shows where one parent is along the pipeline, and why
 //	uc dlq          lists, shows and replays the requests no hook could serve
 //	uc resync       asks the watcher for an immediate sync of a parent
 //	uc render       calls a hook once, offline, and shows what uc would do with its reply
 //	uc validate     checks controller objects against uc's schemas
+//	uc rbac         prints the RBAC a controller needs, made from its controller object
 //	uc init         writes a new controller to start a hook of your own from
 //	uc version      prints uc's version, commit and build date
 //
@@ -105,12 +108,15 @@ on the command line wins over its variable.`,
 		dispatcherCommand(),
 		applierCommand(),
 		natsConfigCommand(),
+		natsCertsCommand(),
+		natsReloaderCommand(),
 		workerCommand(),
 		traceCommand(),
 		dlqCommand(),
 		resyncCommand(),
 		renderCommand(),
 		validateCommand(),
+		rbacCommand(),
 		initCommand(),
 		versionCommand(),
 	)

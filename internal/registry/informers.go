@@ -95,6 +95,20 @@ func (s *informerSet) synced(gvr schema.GroupVersionResource) (cache.Indexer, bo
 	return e.informer.GetIndexer(), true
 }
 
+// watching tells whether user uses every one of gvrs and their informers
+// run with their caches filled.
+func (s *informerSet) watching(user string, gvrs ...schema.GroupVersionResource) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, gvr := range gvrs {
+		e := s.byGVR[gvr]
+		if e == nil || !e.users[user] || e.stop == nil || !e.informer.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
 // use adds resources to what user uses, starting their informers.
 func (s *informerSet) use(user string, gvrs ...schema.GroupVersionResource) {
 	s.mu.Lock()

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/internal/compact"
 )
 
@@ -182,4 +183,61 @@ func configMapsIndexed(t *testing.T, index string, fn cache.IndexFunc) (*Registr
 		t.Fatal(err)
 	}
 	return r, inf
+}
+
+// TestRelatedLetGoOnRegistration: a controller registered anew lets go of
+// its related resources (its customize hook is asked again, and Watch
+// follows them again); meanwhile their caches read as not watched, never as
+// empty.
+func TestRelatedLetGoOnRegistration(t *testing.T) {
+	secrets := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	ctl := &core.Controller{Name: "c", Parent: core.Resource{GVR: configMaps}}
+	secret := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret"}}
+	secret.SetNamespace("ns")
+	secret.SetName("s")
+	for _, tc := range []struct {
+		name string
+		opts []Option
+	}{
+		{name: "one set of informers"},
+		{name: "a shard's, related apart", opts: []Option{WithPartitions([]int{0})}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+				configMaps: "ConfigMapList", secrets: "SecretList",
+			}, secret)
+			r := New(dyn, &fakediscovery.FakeDiscovery{Fake: &ktesting.Fake{}}, slog.New(slog.DiscardHandler), tc.opts...)
+			defer r.only(ctl.Name)
+			related := func(want bool) {
+				t.Helper()
+				objs, err := r.ListRelated(secrets, "", labels.Everything())
+				if got := r.Watching(ctl.Name, secrets); got != want {
+					t.Fatalf("Watching = %v, want %v", got, want)
+				}
+				switch {
+				case want && (err != nil || len(objs) != 1):
+					t.Fatalf("ListRelated = %d objects, %v; want the secret", len(objs), err)
+				case !want && err == nil:
+					t.Fatalf("ListRelated = %d objects and no error from a cache not watched", len(objs))
+				}
+			}
+			if err := r.startInformers(t.Context(), ctl); err != nil {
+				t.Fatal(err)
+			}
+			related(false)
+			if err := r.Watch(t.Context(), ctl.Name, secrets); err != nil {
+				t.Fatal(err)
+			}
+			related(true)
+			// A new generation of the controller.
+			if err := r.startInformers(t.Context(), ctl); err != nil {
+				t.Fatal(err)
+			}
+			related(false)
+			if err := r.Watch(t.Context(), ctl.Name, secrets); err != nil {
+				t.Fatal(err)
+			}
+			related(true)
+		})
+	}
 }

@@ -315,21 +315,33 @@ func (r *Registry) RelatedInformer(gvr schema.GroupVersionResource) cache.Shared
 // namespace, or in every namespace when namespace is "". Each is decoded
 // anew: the caller may change it.
 func (r *Registry) List(gvr schema.GroupVersionResource, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
-	return listIn(r.Informer(gvr), gvr, namespace, sel)
-}
-
-// ListRelated is List from the cache of a resource customize hooks relate
-// (RelatedInformer's).
-func (r *Registry) ListRelated(gvr schema.GroupVersionResource, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
-	return listIn(r.RelatedInformer(gvr), gvr, namespace, sel)
-}
-
-func listIn(inf cache.SharedIndexInformer, gvr schema.GroupVersionResource, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
-	objs, err := list(inf.GetIndexer(), namespace, sel)
+	objs, err := list(r.Informer(gvr).GetIndexer(), namespace, sel)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", gvr.Resource, err)
 	}
 	return objs, nil
+}
+
+// ListRelated is List from the cache of a resource customize hooks relate
+// (RelatedInformer's). It fails unless that cache is watched and filled
+// (Watch): an empty cache must never pass for a resource without objects.
+func (r *Registry) ListRelated(gvr schema.GroupVersionResource, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
+	c, ok := r.related.synced(gvr)
+	if !ok {
+		return nil, fmt.Errorf("list %s: its cache is not watched", gvr.Resource)
+	}
+	objs, err := list(c, namespace, sel)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", gvr.Resource, err)
+	}
+	return objs, nil
+}
+
+// Watching tells whether the related resources gvrs are watched for
+// controller (Watch) and their caches filled. A new registration of the
+// controller (a new generation of its object) lets go of them.
+func (r *Registry) Watching(controller string, gvrs ...schema.GroupVersionResource) bool {
+	return r.related.watching(controller, gvrs...)
 }
 
 // list lists the objects of a cache that sel selects, in namespace or, for

@@ -54,7 +54,7 @@ func load(ctx context.Context, opts Options, notes io.Writer) (*inputs, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--crd: %w", err)
 	}
-	crds, controllers := splitCRDs(append(docs, more...))
+	crds, controllers := SplitCRDs(append(docs, more...))
 	parents, err := readObjects(opts.Parent)
 	if err != nil {
 		return nil, fmt.Errorf("--parent: %w", err)
@@ -187,8 +187,8 @@ func (in *inputs) resolve(rule v1alpha1.ResourceRule) (core.Resource, error) {
 
 var crdKind = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
 
-// splitCRDs tells the CustomResourceDefinitions among objs from the rest.
-func splitCRDs(objs []*unstructured.Unstructured) (crds, rest []*unstructured.Unstructured) {
+// SplitCRDs tells the CustomResourceDefinitions among objs from the rest.
+func SplitCRDs(objs []*unstructured.Unstructured) (crds, rest []*unstructured.Unstructured) {
 	for _, o := range objs {
 		if o.GroupVersionKind().GroupKind() == crdKind {
 			crds = append(crds, o)

@@ -23,8 +23,11 @@ const hookPy = "python3 testdata/hook.py"
 // thing is the Thing test controller's render options with hook as its
 // exec command; edit sets more.
 func thing(hook string, edit func(*Options)) Options {
+	// A minute for the hook, not the controller's 3s: on a loaded machine
+	// Python alone may take longer to start. The case about the
+	// controller's timeout sets none.
 	opts := Options{Controller: []string{"testdata/controller.yaml"}, CRDs: []string{"testdata/crd.yaml"},
-		Parent: "testdata/parent.yaml", Exec: hook, Output: OutputJSON, MaxChildren: 10}
+		Parent: "testdata/parent.yaml", Exec: hook, Output: OutputJSON, MaxChildren: 10, Timeout: time.Minute}
 	if edit != nil {
 		edit(&opts)
 	}
@@ -242,7 +245,7 @@ func TestRenderRejected(t *testing.T) {
 			reason: "HookFailed", message: `sync hook failed, will retry: WorkerError: sh -c echo 'ValueError: no spec' >&2; exit 1: exit status 1: stderr: "ValueError: no spec"`},
 		{name: "hangs", opts: thing(`sleep 60`, func(o *Options) { o.Timeout = 300 * time.Millisecond }),
 			reason: "HookFailed", message: "sync hook failed, will retry: Timeout: no reply within 300ms", within: 3 * time.Second},
-		{name: "the controller's timeout", opts: thing(`sleep 60`, nil),
+		{name: "the controller's timeout", opts: thing(`sleep 60`, func(o *Options) { o.Timeout = 0 }),
 			reason: "HookFailed", message: "sync hook failed, will retry: Timeout: no reply within 3s", within: 6 * time.Second},
 		{name: "100 MB on stdout", opts: thing(`head -c 100000000 /dev/zero`, nil),
 			reason: "HookFailed", message: "sync hook failed, will retry: InvalidReply: sh -c head -c 100000000 /dev/zero: reply larger than 8388608 bytes: killed", within: 10 * time.Second},

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"universalcontroller.dev/uc/core"
 )
 
@@ -46,6 +48,27 @@ func Validate(paths []string, out io.Writer) (checked, problems int, err error) 
 		}
 	}
 	return checked, problems, nil
+}
+
+// ReadManifests reads the objects of the files at paths, and of the
+// manifests below the directories at paths, as Validate finds them: a file
+// below a directory that is not a manifest of objects is skipped.
+func ReadManifests(paths ...string) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, path := range paths {
+		files, named, err := validated(path)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range files {
+			objs, err := readFile(f)
+			if err != nil && named {
+				return nil, err
+			}
+			out = append(out, objs...)
+		}
+	}
+	return out, nil
 }
 
 // validated are the files Validate reads at path: path itself (named), or

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 )
@@ -18,8 +20,14 @@ type Connection struct {
 	// User and Password, or Token, authenticate with a server configured
 	// with users (see `uc nats-config`).
 	User, Password, Token string
+	// PasswordFile holds the password of User instead of Password: read at
+	// every connection, so that a client reconnecting after the password
+	// was rotated (the file replaced, as a mounted Secret is) uses the new
+	// one.
+	PasswordFile string
 	// TLSCA is the CA bundle that verifies the server; TLSCert and TLSKey
-	// are a client certificate, for servers that verify clients.
+	// are a client certificate, for servers that verify clients. Each is
+	// read again at every connection: a renewed one is used on reconnect.
 	TLSCA, TLSCert, TLSKey string
 	// InboxPrefix is where the client receives responses; a server that
 	// gives each user its own inbox prefix refuses any other. hook.Run sets the
@@ -28,7 +36,7 @@ type Connection struct {
 }
 
 // RegisterFlags registers the credential and TLS flags: --nats-creds,
-// --nats-user, --nats-password, --nats-token, --nats-tls-ca,
+// --nats-user, --nats-password, --nats-password-file, --nats-token, --nats-tls-ca,
 // --nats-tls-cert, --nats-tls-key. A flag's default is def(its name).
 func (c *Connection) RegisterFlags(fs *flag.FlagSet, def func(name string) string) {
 	for _, f := range []struct {
@@ -38,6 +46,7 @@ func (c *Connection) RegisterFlags(fs *flag.FlagSet, def func(name string) strin
 		{&c.Creds, "nats-creds", "NATS credentials file (user JWT and NKey seed)"},
 		{&c.User, "nats-user", "NATS user name"},
 		{&c.Password, "nats-password", "NATS password of --nats-user"},
+		{&c.PasswordFile, "nats-password-file", "file holding the NATS password of --nats-user, read again at every reconnection (a rotated password)"},
 		{&c.Token, "nats-token", "NATS authentication token"},
 		{&c.TLSCA, "nats-tls-ca", "CA certificates (PEM) that verify the NATS servers; enables TLS"},
 		{&c.TLSCert, "nats-tls-cert", "client certificate (PEM) for NATS servers that verify clients; needs --nats-tls-key"},
@@ -55,11 +64,19 @@ func (c Connection) Options() ([]nats.Option, error) {
 		auths++
 		opts = append(opts, nats.UserCredentials(c.Creds))
 	}
-	if c.User != "" || c.Password != "" {
+	switch {
+	case c.Password != "" && c.PasswordFile != "":
+		return nil, errors.New("give --nats-password or --nats-password-file, not both")
+	case (c.Password != "" || c.PasswordFile != "") && c.User == "":
+		return nil, errors.New("--nats-password and --nats-password-file need --nats-user")
+	case c.PasswordFile != "":
 		auths++
-		if c.User == "" {
-			return nil, errors.New("--nats-password needs --nats-user")
+		opts = append(opts, nats.UserInfoHandler(c.passwordFromFile))
+		if _, err := readPassword(c.PasswordFile); err != nil {
+			return nil, err
 		}
+	case c.User != "":
+		auths++
 		opts = append(opts, nats.UserInfo(c.User, c.Password))
 	}
 	if c.Token != "" {
@@ -82,6 +99,24 @@ func (c Connection) Options() ([]nats.Option, error) {
 		opts = append(opts, nats.CustomInboxPrefix(c.InboxPrefix))
 	}
 	return opts, nil
+}
+
+// passwordFromFile is User and the password of PasswordFile, for a
+// connection attempt; unreadable, an empty password the server refuses
+// (the attempt is logged as refused, and retried).
+func (c Connection) passwordFromFile() (user, password string) {
+	password, _ = readPassword(c.PasswordFile)
+	return c.User, password
+}
+
+// readPassword is the content of a password file, without a final line
+// break.
+func readPassword(file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("read the NATS password: %w", err)
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
 }
 
 // Connect connects to c.URL as name, reconnecting forever. Errors the

@@ -20,6 +20,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -35,6 +36,9 @@ import (
 	"universalcontroller.dev/uc/test/manifests"
 	"universalcontroller.dev/uc/test/testbed"
 )
+
+// apps is the API group of Deployments and StatefulSets.
+const apps = "apps"
 
 // deployGadgetUC is the UniversalController TestDeploy runs on the roles
 // of deploy/, for the Gadgets of deployGadgetGVR.
@@ -188,8 +192,8 @@ func deployCheckAccess(t *testing.T, accesses []deployAccess) {
 // may do: with deploy/ alone, and with the Foo example's RBAC added.
 func deployLeastPrivilege(t *testing.T) {
 	const (
-		apps, uc, sample, coord = "apps", "universalcontroller.dev", "samplecontroller.k8s.io", "coordination.k8s.io"
-		ns                      = "some-namespace"
+		uc, sample, coord = "universalcontroller.dev", "samplecontroller.k8s.io", "coordination.k8s.io"
+		ns                = "some-namespace"
 	)
 	// deploy/ alone: each role reads UniversalControllers and
 	// UniversalDecorators, and nothing of any controller's kinds.
@@ -272,8 +276,10 @@ func deployLeastPrivilege(t *testing.T) {
 			{role: "applier", verb: "list", group: apps, resource: "deployments", want: true},
 			{role: "applier", verb: "get", group: sample, resource: "foos", namespace: ns, want: true},
 			{role: "applier", verb: "patch", group: sample, resource: "foos", sub: "status", namespace: ns, want: true},
-			{role: "applier", verb: "patch", group: sample, resource: "foos", namespace: ns, want: true},
 			{role: "applier", verb: "update", group: sample, resource: "foos", sub: "finalizers", namespace: ns, want: true},
+			// The Foo controller has no finalize hook: its parents are not patched.
+			{role: "applier", verb: "patch", group: sample, resource: "foos", namespace: ns},
+			{role: "applier", verb: "update", group: apps, resource: "deployments", namespace: ns},
 			// ... and nothing else: not the parent's life, no undeclared kind,
 			// no secrets, not uc's own objects, no RBAC.
 			{role: "applier", verb: "create", group: sample, resource: "foos", namespace: ns},
@@ -290,13 +296,15 @@ func deployLeastPrivilege(t *testing.T) {
 			{role: "applier", verb: "create", group: "rbac.authorization.k8s.io", resource: "clusterrolebindings"},
 			{role: "applier", verb: "impersonate", resource: "serviceaccounts", namespace: manifests.Namespace},
 
-			// The dispatcher reports on UniversalControllers, reads webhook
-			// credentials by name, watches Services for destinations.
-			{role: "dispatcher", verb: "get", resource: "secrets", namespace: ns, want: true},
-			{role: "dispatcher", verb: "get", resource: "configmaps", namespace: ns, want: true},
-			{role: "dispatcher", verb: "watch", resource: "services", want: true},
+			// The dispatcher reports on UniversalControllers and caches the
+			// controller's kinds.
 			{role: "dispatcher", verb: "create", resource: "events", namespace: "default", want: true},
-			// ... and writes nothing else, and cannot enumerate credentials.
+			{role: "dispatcher", verb: "watch", group: sample, resource: "foos", want: true},
+			// ... and writes nothing else, and reads no credentials: the Foo
+			// controller's hook is on the bus.
+			{role: "dispatcher", verb: "get", resource: "secrets", namespace: ns},
+			{role: "dispatcher", verb: "get", resource: "configmaps", namespace: ns},
+			{role: "dispatcher", verb: "watch", resource: "services"},
 			{role: "dispatcher", verb: "list", resource: "secrets"},
 			{role: "dispatcher", verb: "watch", resource: "secrets", namespace: ns},
 			{role: "dispatcher", verb: "create", resource: "secrets", namespace: ns},
@@ -309,6 +317,141 @@ func deployLeastPrivilege(t *testing.T) {
 			{role: "dispatcher", verb: "bind", group: "rbac.authorization.k8s.io", resource: "clusterroles"},
 			{role: "dispatcher", verb: "escalate", group: "rbac.authorization.k8s.io", resource: "clusterroles"},
 		}...))
+	})
+
+	t.Run("with uc rbac of a controller with webhooks, a destination and related objects", deployHooksRBAC)
+	t.Run("uc's kinds in view, edit and admin", deployUserRoles)
+}
+
+// deployUserRoles binds a user to each of Kubernetes' view, edit and admin
+// ClusterRoles, into which deploy/ aggregates uc's kinds, and asks what
+// each may do with them.
+func deployUserRoles(t *testing.T) {
+	const uc = "universalcontroller.dev"
+	for _, role := range []string{"view", "edit", "admin"} {
+		b := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "uc-e2e-" + role},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "uc-e2e-" + role}}}
+		if _, err := env.kube.RbacV1().ClusterRoleBindings().Create(t.Context(), b, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = env.kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), b.Name, metav1.DeleteOptions{})
+		})
+	}
+	type access struct {
+		user, verb, resource string
+		want                 bool
+	}
+	can := func(a access) error {
+		sar, err := env.kube.AuthorizationV1().SubjectAccessReviews().Create(t.Context(), &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{User: "uc-e2e-" + a.user, Groups: []string{"system:authenticated"},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: a.verb, Group: uc, Resource: a.resource, Namespace: "x"}},
+		}, metav1.CreateOptions{})
+		switch {
+		case err != nil:
+			return err
+		case sar.Status.Allowed != a.want:
+			return fmt.Errorf("%s %s %s: allowed=%t, want %t", a.user, a.verb, a.resource, sar.Status.Allowed, a.want)
+		}
+		return nil
+	}
+	var accesses []access
+	for _, user := range []string{"view", "edit", "admin"} {
+		writes := user != "view"
+		for _, res := range []string{"universalcontrollers", "universaldecorators", "controllerrevisions"} {
+			accesses = append(accesses, access{user, "list", res, true}, access{user, "watch", res, true}, access{user, "get", res, true})
+		}
+		for _, verb := range []string{"create", "update", "patch", "delete"} {
+			accesses = append(accesses, access{user, verb, "universalcontrollers", writes}, access{user, verb, "universaldecorators", writes},
+				access{user, verb, "controllerrevisions", false})
+		}
+		accesses = append(accesses, access{user, "patch", "universalcontrollers/status", false})
+	}
+	eventually(t, time.Minute, func() error {
+		for _, a := range accesses {
+			if err := can(a); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// deployHooksRBAC applies what uc rbac makes of a controller whose webhooks
+// read Secrets and a ConfigMap in two namespaces, whose finalize hook is a
+// Knative Service and whose customize hook names ConfigMaps, and asks the
+// API server, as each role, for what the role does with it: allowed; and
+// for what it does not: denied, down to the Secrets the dispatcher may get.
+func deployHooksRBAC(t *testing.T) {
+	const sample, knative = "samplecontroller.k8s.io", "serving.knative.dev"
+	for _, ns := range []string{"hooks", "shared"} {
+		if _, err := env.kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	out, err := exec.CommandContext(t.Context(), env.uc.bin, "rbac", "--related", "core/configmaps",
+		filepath.Join(env.root, "internal/rbac/testdata/hooks-controller.yaml"), filepath.Join(env.root, "examples/foo/crd.yaml")).Output()
+	if err != nil {
+		t.Fatalf("uc rbac: %v", err)
+	}
+	t.Cleanup(func() { _, _ = deployKubectl(t, out, "delete", "--ignore-not-found", "-f", "-") })
+	if _, err := deployKubectl(t, out, "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	allowed := []deployAccess{
+		// Every role caches the parents and children.
+		{role: "watcher", verb: "watch", group: sample, resource: "foos"},
+		{role: "dispatcher", verb: "list", group: apps, resource: "statefulsets"},
+		{role: "applier", verb: "watch", resource: "configmaps"},
+		// The watcher watches the related objects (--related).
+		{role: "watcher", verb: "list", resource: "configmaps"},
+		// The applier patches the parents (the finalize hook: uc's
+		// finalizer) and writes the children.
+		{role: "applier", verb: "get", group: sample, resource: "foos", namespace: "x"},
+		{role: "applier", verb: "patch", group: sample, resource: "foos", namespace: "x"},
+		{role: "applier", verb: "patch", group: sample, resource: "foos", sub: "status", namespace: "x"},
+		{role: "applier", verb: "update", group: sample, resource: "foos", sub: "finalizers", namespace: "x"},
+		{role: "applier", verb: "create", group: apps, resource: "statefulsets", namespace: "x"},
+		{role: "applier", verb: "patch", resource: "configmaps", namespace: "x"},
+		{role: "applier", verb: "delete", resource: "configmaps", namespace: "x"},
+		{role: "applier", verb: "get", group: apps, resource: "statefulsets", namespace: "x"},
+		// The dispatcher watches the finalize hook's Knative Service, and
+		// gets the webhooks' credentials by name.
+		{role: "dispatcher", verb: "watch", group: knative, resource: "services"},
+		{role: "dispatcher", verb: "list", group: knative, resource: "services"},
+		{role: "dispatcher", verb: "get", resource: "secrets", namespace: "hooks", name: "sync-token"},
+		{role: "dispatcher", verb: "get", resource: "configmaps", namespace: "hooks", name: "hooks-ca"},
+		{role: "dispatcher", verb: "get", resource: "secrets", namespace: "shared", name: "other-login"},
+	}
+	for i := range allowed {
+		allowed[i].want = true
+	}
+	deployAwaitAccess(t, time.Minute, allowed...)
+	deployCheckAccess(t, []deployAccess{
+		{role: "applier", verb: "delete", group: sample, resource: "foos", namespace: "x"},
+		{role: "applier", verb: "create", group: sample, resource: "foos", namespace: "x"},
+		{role: "applier", verb: "update", group: apps, resource: "statefulsets", namespace: "x"},
+		// Not a child of this controller (nor of the Foo example's, whose
+		// RBAC TestDeploy applies too: Deployments).
+		{role: "applier", verb: "create", group: apps, resource: "daemonsets", namespace: "x"},
+		{role: "applier", verb: "get", resource: "secrets", namespace: "hooks", name: "sync-token"},
+		{role: "watcher", verb: "get", resource: "secrets", namespace: "hooks", name: "sync-token"},
+		{role: "watcher", verb: "patch", group: sample, resource: "foos", namespace: "x"},
+		{role: "watcher", verb: "watch", group: knative, resource: "services"},
+		{role: "dispatcher", verb: "patch", group: sample, resource: "foos", sub: "status", namespace: "x"},
+		{role: "dispatcher", verb: "create", resource: "configmaps", namespace: "x"},
+		// Only the named credentials, only in their namespaces.
+		{role: "dispatcher", verb: "get", resource: "secrets", namespace: "hooks", name: "another-secret"},
+		{role: "dispatcher", verb: "get", resource: "secrets", namespace: "hooks"},
+		{role: "dispatcher", verb: "list", resource: "secrets", namespace: "hooks"},
+		{role: "dispatcher", verb: "watch", resource: "secrets", namespace: "hooks"},
+		{role: "dispatcher", verb: "get", resource: "secrets", namespace: "kube-system", name: "sync-token"},
+		{role: "dispatcher", verb: "get", resource: "configmaps", namespace: "shared", name: "hooks-ca"},
+		{role: "dispatcher", verb: "update", resource: "secrets", namespace: "hooks", name: "sync-token"},
+		// An endpoint config no webhook's URL matches reads nothing.
+		{role: "dispatcher", verb: "get", resource: "secrets", namespace: "shared", name: "unused-cert"},
+		{role: "dispatcher", verb: "watch", resource: "services"},
 	})
 }
 
@@ -349,7 +492,7 @@ func deployRoleProcesses(t *testing.T, m manifests.Set) {
 	)...)
 
 	const hookPassword = "gadget-hook-password"
-	natsURL := deployStartNATS(t, m, filepath.Join(dir, "nats"), map[string]string{deployGadgetUC: hookPassword})
+	natsURL, natsCA, objs := deployStartNATS(t, m, filepath.Join(dir, "nats"), map[string]string{deployGadgetUC: hookPassword})
 
 	// A scraper of the roles' secure /metrics: bound to deploy/'s
 	// uc-metrics-reader, as a Prometheus would be.
@@ -366,7 +509,7 @@ func deployRoleProcesses(t *testing.T, m manifests.Set) {
 			t.Fatal(err)
 		}
 		for i := range *d.Spec.Replicas {
-			procs = append(procs, deployStartRole(t, m, d, i, flags, dir, map[string]string{
+			procs = append(procs, deployStartRole(t, objs, d, i, flags, dir, map[string]string{
 				"UC_NATS_URL":   natsURL,
 				"UC_KUBECONFIG": kubeconfig,
 			}, scraper))
@@ -424,7 +567,7 @@ func deployRoleProcesses(t *testing.T, m manifests.Set) {
 	// A hook worker on the manifests' NATS: the Foo example's sync hook, and
 	// a finalize hook that lets go at once.
 	hookUser := bus.Connection{URL: natsURL, User: natsauth.HookUser(deployGadgetUC), Password: hookPassword,
-		InboxPrefix: bus.HookInbox(deployGadgetUC)}
+		TLSCA: natsCA, InboxPrefix: bus.HookInbox(deployGadgetUC)}
 	js := jetStreamAs(t, hookUser, "gadget-worker")
 	var finalized sync.Map
 	wctx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
@@ -568,12 +711,18 @@ func deployReadOthers(t *testing.T) []deployAccess {
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ctl); err != nil {
 			t.Fatal(err)
 		}
-		for _, cr := range manifests.ControllerRBAC(&ctl, false) {
-			cr.TypeMeta = metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"}
-			objs = append(objs, cr)
-			r := cr.Rules[0]
-			accesses = append(accesses, deployAccess{role: "dispatcher", verb: "list", group: r.APIGroups[0], resource: r.Resources[0], want: true})
+		cr := rbacv1.ClusterRole{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
+			ObjectMeta: metav1.ObjectMeta{Name: "uc-e2e-deploy-" + ctl.Name + "-read", Labels: map[string]string{}}}
+		for _, role := range manifests.Roles {
+			cr.Labels[manifests.AggregateLabel+role] = "true"
 		}
+		for _, r := range append([]v1alpha1.ResourceRule{ctl.Spec.ParentResource.ResourceRule}, childRules(ctl.Spec.ChildResources)...) {
+			gv, _ := schema.ParseGroupVersion(r.APIVersion)
+			cr.Rules = append(cr.Rules, rbacv1.PolicyRule{APIGroups: []string{gv.Group}, Resources: []string{r.Resource}, Verbs: []string{"list", "watch"}})
+		}
+		objs = append(objs, cr)
+		r := cr.Rules[0]
+		accesses = append(accesses, deployAccess{role: "dispatcher", verb: "list", group: r.APIGroups[0], resource: r.Resources[0], want: true})
 	}
 	if len(objs) == 0 {
 		return nil
@@ -590,19 +739,36 @@ func deployReadOthers(t *testing.T) []deployAccess {
 	return accesses
 }
 
+func childRules(children []v1alpha1.ChildResource) []v1alpha1.ResourceRule {
+	var out []v1alpha1.ResourceRule
+	for _, c := range children {
+		out = append(out, c.ResourceRule)
+	}
+	return out
+}
+
 // deployStartRole starts replica i of a uc Deployment as the kubelet
-// would (testbed.StartContainer): the container's args, and its
-// environment with the variables of set replaced and the health and
+// would (testbed.StartContainer): the container's args, its volumes, and
+// its environment with the variables of set replaced and the health and
 // metrics addresses moved to free loopback ports; its probes, and its
 // /metrics if uc serves them, are asked there (secure metrics with
 // scrapeToken, as Prometheus scrapes them).
-func deployStartRole(t *testing.T, m manifests.Set, d *appsv1.Deployment, i int32, flags map[string]bool, dir string, set map[string]string, scrapeToken string) *testbed.Container {
+func deployStartRole(t *testing.T, objs manifests.Objects, d *appsv1.Deployment, i int32, flags map[string]bool, dir string, set map[string]string, scrapeToken string) *testbed.Container {
 	t.Helper()
 	pod := testbed.Pod{Namespace: d.Namespace, Name: fmt.Sprintf("%s-%d", d.Name, i), Spec: d.Spec.Template.Spec}
 	c := pod.Spec.Containers[0]
-	vars, err := testbed.ContainerEnv(m, pod, c)
+	vars, err := testbed.ContainerEnv(objs, pod, c)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Its volumes (its NATS password, the servers' CA), the paths of its
+	// variables rewritten.
+	rewrite, err := testbed.MountVolumes(objs, pod, c, filepath.Join(dir, pod.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range vars {
+		vars[k] = rewrite(v)
 	}
 	maps.Copy(vars, set)
 	for _, variable := range []string{"UC_HEALTH_ADDR", "UC_METRICS_ADDR"} {
@@ -631,101 +797,35 @@ func deployStartRole(t *testing.T, m manifests.Set, d *appsv1.Deployment, i int3
 		Args: testbed.ExpandVars(c.Args, vars), Env: vars, Probes: probes, Scrapes: scrapes, ScrapeToken: scrapeToken, Logf: t.Logf})
 }
 
-// withAuthConf is manifests whose ConfigMaps have auth.conf replaced.
-type withAuthConf struct {
-	manifests.Set
-	conf string
-}
-
-func (w withAuthConf) ConfigMap(namespace, name string) (*corev1.ConfigMap, error) {
-	cm, err := w.Set.ConfigMap(namespace, name)
-	if err == nil {
-		if _, ok := cm.Data["auth.conf"]; ok {
-			cm.Data["auth.conf"] = w.conf
-		}
-	}
-	return cm, err
-}
-
 // deployStartNATS runs the StatefulSet's NATS servers as the kubelet would
-// (testbed.StartContainer): its command, args and environment, its
-// nats.conf, each volume a directory, and only the addresses replaced:
-// loopback, free ports, routes between them. As an administrator's
-// overlay would, it adds the hook users of the controllers of
-// hookPasswords: auth.conf made again by `uc nats-config`, and their
-// passwords. It waits until every probe of every server answers, and
-// returns the client URL.
-func deployStartNATS(t *testing.T, m manifests.Set, dir string, hookPasswords map[string]string) string {
+// (manifests.StartNATSServers): real nats-server processes from the
+// shipped configuration, its volumes and init containers, a certificate
+// of a test CA in the Secret uc-nats-tls, only the addresses replaced. As
+// an administrator's overlay would, it adds the hook users of the
+// controllers of hookPasswords: auth.conf made again by `uc nats-config`,
+// and their passwords. It returns the client URLs, the CA file that
+// verifies the servers (what a hook worker mounts), and the objects the
+// Pods run from (the certificate among them).
+func deployStartNATS(t *testing.T, m manifests.Set, dir string, hookPasswords map[string]string) (urls, caFile string, objs manifests.Objects) {
 	t.Helper()
 	authConf, err := exec.CommandContext(t.Context(), env.uc.bin, "nats-config",
 		"--controllers", strings.Join(slices.Sorted(maps.Keys(hookPasswords)), ",")).Output()
 	if err != nil {
 		t.Fatalf("uc nats-config: %v", err)
 	}
-	objs := withAuthConf{m, string(authConf)}
 	sts := manifests.Typed[appsv1.StatefulSet](t, m.In(manifests.Namespace), "StatefulSet", "nats")
-	c := sts.Spec.Template.Spec.Containers[0]
-	if len(c.Command) != 1 || c.Command[0] != "nats-server" {
-		t.Fatalf("the NATS container runs %q, not nats-server", c.Command)
+	objs = manifests.WithNATSTLS(t, m, sts)
+	objs.AuthConf = string(authConf)
+	objs.Passwords = map[string]string{}
+	for ctl, pw := range hookPasswords {
+		objs.Passwords[natsauth.PasswordVariable(natsauth.HookUser(ctl))] = pw
 	}
-	n := int(*sts.Spec.Replicas)
-	type ports struct{ client, cluster, monitor int }
-	var ps []ports
-	var routes, clients []string
-	for range n {
-		p, err := testbed.FreePorts(3)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ps = append(ps, ports{p[0], p[1], p[2]})
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p[1]))
-		clients = append(clients, fmt.Sprintf("nats://127.0.0.1:%d", p[0]))
+	var clients []string
+	servers := manifests.StartNATSServers(t, objs, sts, dir)
+	for _, s := range servers {
+		clients = append(clients, s.URL())
 	}
-	var servers []*testbed.Container
-	for i := range n {
-		pod := testbed.Pod{Namespace: sts.Namespace, Name: fmt.Sprintf("%s-%d", sts.Name, i), Spec: sts.Spec.Template.Spec}
-		rewrite, err := testbed.MountVolumes(objs, pod, c, filepath.Join(dir, pod.Name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		vars, err := testbed.ContainerEnv(objs, pod, c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for ctl, pw := range hookPasswords {
-			vars[natsauth.PasswordVariable(natsauth.HookUser(ctl))] = pw
-		}
-		args := testbed.ExpandVars(c.Args, vars)
-		for j := range args {
-			args[j] = rewrite(args[j])
-		}
-		// Command-line flags override nats.conf: the test bed's addresses.
-		args = append(args,
-			"--addr=127.0.0.1",
-			fmt.Sprintf("--port=%d", ps[i].client),
-			fmt.Sprintf("--http_port=%d", ps[i].monitor),
-			fmt.Sprintf("--cluster=nats://127.0.0.1:%d", ps[i].cluster),
-			"--routes="+strings.Join(routes, ","),
-		)
-		var probes []string
-		for _, path := range testbed.ProbePaths(c) {
-			probes = append(probes, fmt.Sprintf("http://127.0.0.1:%d%s", ps[i].monitor, path))
-		}
-		servers = append(servers, testbed.RunContainer(t, testbed.ContainerConfig{Name: pod.Name, Dir: dir,
-			Bin: testbed.CachedBin("nats-server"), Args: args, Env: vars, Probes: probes}))
-	}
-	eventually(t, time.Minute, func() error {
-		for _, s := range servers {
-			if err := s.Check(); err != nil {
-				return backoffStop{err}
-			}
-			if err := s.Ready(t.Context()); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	return strings.Join(clients, ",")
+	return strings.Join(clients, ","), filepath.Join(servers[0].Dir, "tls", "ca.crt"), objs
 }
 
 // deployKubectl runs the test bed's kubectl in the repository against the

@@ -22,7 +22,8 @@ import (
 // and namespace-list-v2 examples, a namespaced parent's v2 customize hook
 // relates ConfigMaps of every namespace (a rule without a namespace) and
 // Namespaces themselves (a cluster-scoped kind); the sync request carries
-// them, keyed ns/name, and a new one re-syncs the parent.
+// them, keyed ns/name, and a new one re-syncs the parent, also after the
+// controller was edited.
 func TestRelatedV2AcrossNamespaces(t *testing.T) {
 	ctx := t.Context()
 	const controller = "related-v2"
@@ -84,5 +85,32 @@ func TestRelatedV2AcrossNamespaces(t *testing.T) {
 		[]byte(fmt.Sprintf(`{"metadata":{"labels":{%q:"yes"}}}`, label)), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	eventually(t, time.Minute, listed(strings.Join(sources, ","), other))
+
+	// An edit of the controller (a new generation, registered anew) keeps
+	// the related objects in its requests and their changes re-syncing
+	// the parent: the customize hook is asked again, its related
+	// resources watched again.
+	patch := []byte(`{"spec":{"resyncPeriodSeconds":3600}}`)
+	edited, err := env.dyn.Resource(v1alpha1.Resource).Patch(ctx, controller, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, func() error {
+		uc, err := env.dyn.Resource(v1alpha1.Resource).Get(ctx, controller, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got, _, _ := unstructured.NestedInt64(uc.Object, "status", "observedGeneration"); got != edited.GetGeneration() {
+			return fmt.Errorf("the controller's status.observedGeneration is %d, want %d", got, edited.GetGeneration())
+		}
+		return nil
+	})
+	if _, err := env.kube.CoreV1().ConfigMaps(other).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "source-2", Labels: map[string]string{label: "yes"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sources = append(sources, other+"/source-2")
+	slices.Sort(sources)
 	eventually(t, time.Minute, listed(strings.Join(sources, ","), other))
 }

@@ -29,7 +29,7 @@ var allOptions = map[string]any{
 	"nodeSelector":       map[string]any{"kubernetes.io/os": "linux"},
 	"tolerations":        []any{map[string]any{"key": "uc", "operator": "Exists", "effect": "NoSchedule"}},
 	"watcher":            map[string]any{"leaseName": "payments-watcher"},
-	"dispatcher": map[string]any{"replicas": 2, "webhookCredentialNamespaces": []any{"hooks", "more-hooks"},
+	"dispatcher": map[string]any{"replicas": 2,
 		"podDisruptionBudget": map[string]any{"enabled": true}},
 	"applier": map[string]any{
 		"extraArgs":                 []any{"--log-level=debug"},
@@ -119,9 +119,9 @@ func TestValues(t *testing.T) {
 				t.Errorf("uc-config: %v; want the external URL and 1 stream replica", config)
 			}
 			for _, role := range manifests.Roles {
-				ref := container(t, m, "uc-"+role).Env[1].ValueFrom.SecretKeyRef
-				if want := natsauth.PasswordVariable(natsauth.RoleUser(role)); ref.Name != "my-nats-passwords" || ref.Key != want {
-					t.Errorf("uc-%s takes its password from %s/%s; want my-nats-passwords/%s", role, ref.Name, ref.Key, want)
+				name, key := passwordSource(t, m, "uc-"+role)
+				if want := natsauth.PasswordVariable(natsauth.RoleUser(role)); name != "my-nats-passwords" || key != want {
+					t.Errorf("uc-%s takes its password from %s/%s; want my-nats-passwords/%s", role, name, key, want)
 				}
 			}
 		}},
@@ -152,22 +152,6 @@ func TestValues(t *testing.T) {
 			}
 			if d := manifests.Typed[appsv1.Deployment](t, m, "Deployment", "uc-dispatcher"); *d.Spec.Replicas != 2 || len(d.Spec.Template.Spec.TopologySpreadConstraints) != 1 {
 				t.Errorf("uc-dispatcher: %d replicas, spread %v; want 2, over the nodes", *d.Spec.Replicas, d.Spec.Template.Spec.TopologySpreadConstraints)
-			}
-			credentials := manifests.Typed[rbacv1.ClusterRole](t, m, "ClusterRole", "uc-dispatcher-webhook-credentials")
-			if _, ok := credentials.Labels["universalcontroller.dev/aggregate-to-dispatcher"]; ok {
-				t.Error("with webhookCredentialNamespaces, the webhook credentials are still aggregated into the dispatcher's ClusterRole")
-			}
-			var bound []string
-			for _, o := range m.OfKind("RoleBinding") {
-				if o.GetName() == "uc-dispatcher-webhook-credentials" {
-					b := manifests.Typed[rbacv1.RoleBinding](t, manifests.Set{o}, "RoleBinding", o.GetName())
-					if b.RoleRef.Name == credentials.Name && b.Subjects[0].Name == "uc-dispatcher" && b.Subjects[0].Namespace == namespace {
-						bound = append(bound, b.Namespace)
-					}
-				}
-			}
-			if !slices.Equal(bound, []string{"hooks", "more-hooks"}) {
-				t.Errorf("the webhook credentials are bound to uc-dispatcher in %q; want hooks, more-hooks", bound)
 			}
 			secret := manifests.Typed[corev1.Secret](t, m, "Secret", "uc-nats-passwords")
 			if _, ok := secret.Data[natsauth.PasswordVariable("hook-foo-controller")]; !ok {
@@ -389,6 +373,30 @@ func container(t *testing.T, m manifests.Set, deployment string) corev1.Containe
 		t.Fatalf("%s has no single container", deployment)
 	}
 	return d.Spec.Template.Spec.Containers[0]
+}
+
+// passwordSource is the Secret and key of the NATS password a role's
+// Deployment mounts as the file of UC_NATS_PASSWORD_FILE.
+func passwordSource(t *testing.T, m manifests.Set, deployment string) (name, key string) {
+	t.Helper()
+	c := container(t, m, deployment)
+	file := envOf(c)["UC_NATS_PASSWORD_FILE"]
+	for _, vm := range c.VolumeMounts {
+		if !strings.HasPrefix(file, vm.MountPath+"/") {
+			continue
+		}
+		for _, v := range manifests.Typed[appsv1.Deployment](t, m, "Deployment", deployment).Spec.Template.Spec.Volumes {
+			if v.Name == vm.Name && v.Secret != nil {
+				for _, it := range v.Secret.Items {
+					if vm.MountPath+"/"+it.Path == file {
+						return v.Secret.SecretName, it.Key
+					}
+				}
+			}
+		}
+	}
+	t.Fatalf("%s: UC_NATS_PASSWORD_FILE %q is no key of a mounted Secret", deployment, file)
+	return "", ""
 }
 
 // envOf is a container's environment by name; a value from elsewhere is

@@ -118,7 +118,7 @@ func conventions(t *testing.T) []convention {
 				}
 			}
 		}},
-		{"rbac.create false", setValues(t, "rbac.create=false", "metacontrollerAPI=true", "dispatcher.webhookCredentialNamespaces={hooks}"), func(t *testing.T, m manifests.Set) {
+		{"rbac.create false", setValues(t, "rbac.create=false", "metacontrollerAPI=true"), func(t *testing.T, m manifests.Set) {
 			for _, kind := range []string{"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"} {
 				if got := m.OfKind(kind); len(got) != 0 {
 					t.Errorf("rbac.create=false, the chart makes %d %ss", len(got), kind)
@@ -347,8 +347,6 @@ func isNamespaced(o *unstructured.Unstructured) bool {
 	switch o.GetKind() {
 	case "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding":
 		return false
-	case "RoleBinding":
-		return !strings.HasSuffix(o.GetName(), "-webhook-credentials") // in dispatcher.webhookCredentialNamespaces
 	}
 	return true
 }

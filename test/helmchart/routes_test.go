@@ -2,7 +2,9 @@ package helmchart
 
 import (
 	"encoding/base64"
+	"fmt"
 	"regexp"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -63,15 +65,16 @@ func TestNATSRouteAuthValues(t *testing.T) {
 	}
 }
 
-// TestPasswordsKeptOnUpgrade: an upgrade keeps the route password and the
-// NATS users' passwords the chart made at install, which it finds with
+// TestPasswordsKeptOnUpgrade: an upgrade keeps the route password, the
+// NATS users' passwords and the NATS servers' CA and certificate the chart
+// made at install, which it finds with
 // lookup (here in a fake cluster holding the installed Secrets); an
 // install in a cluster without them makes new ones.
 func TestPasswordsKeptOnUpgrade(t *testing.T) {
 	installed := render(t, release, nil)
 	secrets := installed.OfKind("Secret")
-	if len(secrets) != 2 {
-		t.Fatalf("the chart makes %d Secrets, want the users' passwords and the route password", len(secrets))
+	if len(secrets) != 3 {
+		t.Fatalf("the chart makes %d Secrets, want the users' passwords, the route password and the NATS servers' certificate", len(secrets))
 	}
 	var objs []runtime.Object
 	for _, s := range secrets {
@@ -126,4 +129,57 @@ func (c fakeCluster) GetClientFor(apiVersion, kind string) (dynamic.Namespaceabl
 		return nil, false, err
 	}
 	return c.Resource(gv.WithResource("secrets")), true, nil
+}
+
+// TestNATSTLS: the chart's NATS bus is closed, as deploy/'s: its servers,
+// real nats-server processes from the chart's configuration, join each
+// other over mutual TLS with the route password, refuse rogue servers and
+// plain clients, keep hook users to their subjects
+// (manifests.CheckNATSTLS), and take a rotated password and certificate
+// without a restart (manifests.CheckNATSRotation).
+func TestNATSTLS(t *testing.T) {
+	m := render(t, release, nil)
+	servers, objs := manifests.CheckNATSTLS(t, m, manifests.Typed[appsv1.StatefulSet](t, m, "StatefulSet", "uc-nats"))
+	manifests.CheckNATSRotation(t, servers, objs.TLS.CA)
+}
+
+// TestNATSCertManager: with nats.server.tls.source cert-manager, the
+// chart asks cert-manager for the servers' certificate, valid for the
+// client Service and every server under the headless Service, from a CA of
+// its own or the issuer of nats.server.tls.issuerRef, into the Secret the
+// servers mount; it makes no certificate itself.
+func TestNATSCertManager(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		vals   map[string]any
+		issuer string
+	}{
+		{"own CA", setValues(t, "nats.server.tls.source=cert-manager"), "uc-nats-ca"},
+		{"issuerRef", setValues(t, "nats.server.tls.source=cert-manager", "nats.server.tls.issuerRef.kind=ClusterIssuer", "nats.server.tls.issuerRef.name=corp-ca"), "corp-ca"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := render(t, release, tc.vals)
+			if m.Find("Secret", "uc-nats-tls") != nil {
+				t.Error("with cert-manager, the chart makes the certificate's Secret")
+			}
+			cert := m.Find("Certificate", "uc-nats")
+			if cert == nil {
+				t.Fatal("no Certificate uc-nats")
+			}
+			spec, _ := cert.Object["spec"].(map[string]any)
+			names := fmt.Sprint(spec["dnsNames"])
+			for _, want := range []string{"uc-nats", "uc-nats.uc-system.svc.cluster.local", "*.uc-nats-headless", "*.uc-nats-headless.uc-system.svc"} {
+				if !strings.Contains(names, want+" ") && !strings.HasSuffix(names, want+"]") {
+					t.Errorf("Certificate uc-nats: dnsNames %s, want %s among them", names, want)
+				}
+			}
+			issuer, _ := spec["issuerRef"].(map[string]any)
+			if spec["secretName"] != "uc-nats-tls" || issuer["name"] != tc.issuer {
+				t.Errorf("Certificate uc-nats: secretName %v, issuer %v; want uc-nats-tls from %s", spec["secretName"], issuer, tc.issuer)
+			}
+			if (m.Find("Issuer", "uc-nats-ca") != nil) != (tc.issuer == "uc-nats-ca") {
+				t.Errorf("the chart's own CA Issuer: %t, want %t", m.Find("Issuer", "uc-nats-ca") != nil, tc.issuer == "uc-nats-ca")
+			}
+		})
+	}
 }

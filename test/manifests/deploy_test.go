@@ -1,9 +1,8 @@
 package manifests
 
 // The checks of deploy/, the manifests of `kubectl apply -k deploy/`, that
-// need no cluster: what they hold, and that the RBAC of a controller
-// follows the documented pattern. test/e2e's TestDeploy checks the rest
-// on the test bed.
+// need no cluster: what they hold, and its NATS servers run from their
+// configuration. test/e2e's TestDeploy checks the rest on the test bed.
 
 import (
 	"context"
@@ -25,12 +24,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 
 	"universalcontroller.dev/uc/internal/natsauth"
 	"universalcontroller.dev/uc/internal/version"
 	"universalcontroller.dev/uc/schemas/crds"
-	"universalcontroller.dev/uc/schemas/v1alpha1"
 	"universalcontroller.dev/uc/test/testbed"
 )
 
@@ -129,8 +126,22 @@ func TestDeployRoles(t *testing.T) {
 			t.Errorf("%s sets %s, but uc %s has no flag --%s", name, v, role, flag)
 		}
 		checkPorts(t, name, c, vars)
-		if user := natsauth.RoleUser(role); vars["UC_NATS_USER"] != user || vars["UC_NATS_PASSWORD"] != string(passwords.Data[natsauth.PasswordVariable(user)]) {
-			t.Errorf("%s: connects to NATS as %q; want its own user %s, with the password the NATS servers have", name, vars["UC_NATS_USER"], user)
+		// Its password and the servers' CA, files of its volumes.
+		objs := WithNATSTLS(t, m, Typed[appsv1.StatefulSet](t, ns, "StatefulSet", "nats"))
+		rewrite, err := testbed.MountVolumes(objs, testbed.Pod{Namespace: d.Namespace, Name: name + "-0", Spec: pod}, c, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		password, _ := os.ReadFile(rewrite(vars["UC_NATS_PASSWORD_FILE"]))
+		if user := natsauth.RoleUser(role); vars["UC_NATS_USER"] != user || len(password) == 0 || string(password) != string(passwords.Data[natsauth.PasswordVariable(user)]) {
+			t.Errorf("%s: connects to NATS as %q with the password of %s; want its own user %s, with the password the NATS servers have", name, vars["UC_NATS_USER"], vars["UC_NATS_PASSWORD_FILE"], user)
+		}
+		tlsSecret, err := objs.Secret(Namespace, "uc-nats-tls")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ca, _ := os.ReadFile(rewrite(vars["UC_NATS_TLS_CA"])); len(ca) == 0 || string(ca) != string(tlsSecret.Data["ca.crt"]) {
+			t.Errorf("%s: verifies the NATS servers with %q; want ca.crt of the Secret uc-nats-tls", name, vars["UC_NATS_TLS_CA"])
 		}
 		if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
 			t.Errorf("%s: resources %v; want cpu and memory requests and a memory limit", name, c.Resources)
@@ -347,6 +358,21 @@ func TestDeployNATSRoutes(t *testing.T) {
 	CheckRouteAuth(t, m, sts)
 }
 
+// TestDeployNATSTLS: the NATS bus of deploy/ is closed: its three
+// servers, run as real nats-server processes from the shipped
+// configuration with a certificate of a test CA in the Secret uc-nats-tls,
+// join each other over mutual TLS with the route password; a server with a
+// certificate of another CA, without one, or without the password cannot;
+// a client without TLS is refused; a role connects over TLS; a hook
+// worker's user cannot read another controller's subjects (CheckNATSTLS).
+// Then a rotated password and certificate take effect without a restart
+// (CheckNATSRotation).
+func TestDeployNATSTLS(t *testing.T) {
+	m := deployManifests(t)
+	servers, objs := CheckNATSTLS(t, m, Typed[appsv1.StatefulSet](t, m.In(Namespace), "StatefulSet", "nats"))
+	CheckNATSRotation(t, servers, objs.TLS.CA)
+}
+
 // TestDeployNetworkPolicy: deploy/'s NetworkPolicy lets only the NATS
 // servers reach their route port, and only uc's roles and hook workers
 // their client port.
@@ -358,74 +384,6 @@ func TestDeployNetworkPolicy(t *testing.T) {
 		roles = append(roles, Typed[appsv1.Deployment](t, ns, "Deployment", "uc-"+role).Spec.Template.Labels)
 	}
 	CheckNATSNetworkPolicy(t, m, Typed[appsv1.StatefulSet](t, ns, "StatefulSet", "nats"), roles)
-}
-
-// TestRBACPattern: the RBAC of the Foo example (deploy/examples/), and of
-// the Gadget controller TestDeploy runs, grant per aggregation label
-// exactly what ControllerRBAC, the documented pattern, gives their
-// UniversalControllers.
-func TestRBACPattern(t *testing.T) {
-	for _, tc := range []struct{ controller, rbac string }{
-		{"examples/foo/controller.yaml", "deploy/examples/foo-controller-rbac.yaml"},
-		{"test/e2e/testdata/deploy-gadget-controller.yaml", "test/e2e/testdata/deploy-gadget-rbac.yaml"},
-	} {
-		t.Run(filepath.Base(tc.rbac), func(t *testing.T) {
-			b, err := os.ReadFile(filepath.Join(repoRoot, tc.controller))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var ctl v1alpha1.UniversalController
-			if err := yaml.Unmarshal(b, &ctl); err != nil {
-				t.Fatalf("%s: %v", tc.controller, err)
-			}
-			objs, err := Read(filepath.Join(repoRoot, tc.rbac))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var file []rbacv1.ClusterRole
-			for _, o := range objs {
-				cr, err := As[rbacv1.ClusterRole](o)
-				if err != nil {
-					t.Fatal(err)
-				}
-				file = append(file, *cr)
-			}
-			got, want := rulesByRole(file), rulesByRole(ControllerRBAC(&ctl, true))
-			if !equality.Semantic.DeepEqual(got, want) {
-				t.Errorf("%s grants, per aggregation label,\n%v\nbut the pattern for %s is\n%v", tc.rbac, got, tc.controller, want)
-			}
-		})
-	}
-}
-
-// rulesByRole flattens the rules of the ClusterRoles into sorted "group
-// resource verb" entries, by the aggregation label that carries them.
-func rulesByRole(roles []rbacv1.ClusterRole) map[string][]string {
-	sets := map[string][]string{}
-	for _, cr := range roles {
-		for k, v := range cr.Labels {
-			if !strings.HasPrefix(k, AggregateLabel) || v != "true" {
-				continue
-			}
-			if _, ok := sets[k]; !ok {
-				sets[k] = nil
-			}
-			for _, r := range cr.Rules {
-				for _, g := range r.APIGroups {
-					for _, res := range r.Resources {
-						for _, verb := range r.Verbs {
-							sets[k] = append(sets[k], g+" "+res+" "+verb)
-						}
-					}
-				}
-			}
-		}
-	}
-	for k, s := range sets {
-		slices.Sort(s)
-		sets[k] = slices.Compact(s)
-	}
-	return sets
 }
 
 // TestDeployMetrics: every role serves its metrics securely, may ask the

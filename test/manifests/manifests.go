@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -225,21 +224,32 @@ func WithMisspeltField(workload *unstructured.Unstructured) (*unstructured.Unstr
 }
 
 // NATSConf parses a nats.conf as the NATS server does: files are the files
-// of its directory (nats.conf and those it includes, as a ConfigMap's
-// data), and env the variables its $VAR references read, set for the rest
-// of t.
+// of its ConfigMap's volume (nats.conf and auth.conf, as a ConfigMap's
+// data), auth.conf also in the volume "auth" beside it, where the reloader
+// renders it (its variables here from env), and env the variables the
+// $VAR references read, set for the rest of t.
 func NATSConf(t testing.TB, files, env map[string]string) map[string]any {
 	t.Helper()
 	dir := t.TempDir()
-	for name, text := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+	for _, sub := range []string{"config", "auth"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
 			t.Fatal(err)
+		}
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, "config", name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if name == "auth.conf" {
+			if err := os.WriteFile(filepath.Join(dir, "auth", name), []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
-	conf, err := natsconf.ParseFile(filepath.Join(dir, "nats.conf"))
+	conf, err := natsconf.ParseFile(filepath.Join(dir, "config", "nats.conf"))
 	if err != nil {
 		t.Fatalf("nats.conf: %v", err)
 	}
@@ -247,40 +257,19 @@ func NATSConf(t testing.TB, files, env map[string]string) map[string]any {
 }
 
 // StatefulSetNATSConf parses the nats.conf that the pods of a NATS
-// StatefulSet of the set mount, as their servers do: with the files of the
-// ConfigMaps they mount, and the environment they get (ContainerEnv of
-// the first pod).
+// StatefulSet of the set mount, as their servers do: in the volumes of the
+// first Pod (MountNATSPod), with the environment it gets.
 func StatefulSetNATSConf(t testing.TB, s Set, sts *appsv1.StatefulSet) map[string]any {
 	t.Helper()
-	files, vars := statefulSetNATSFiles(t, s, sts, sts.Name+"-0")
-	return NATSConf(t, files, vars)
-}
-
-// statefulSetNATSFiles are the files of the ConfigMaps the Pod named pod
-// of a NATS StatefulSet of the set mounts, nats.conf among them, and the
-// environment its container gets (ContainerEnv).
-func statefulSetNATSFiles(t testing.TB, s Set, sts *appsv1.StatefulSet, pod string) (files, vars map[string]string) {
-	t.Helper()
-	spec := sts.Spec.Template.Spec
-	vars, err := testbed.ContainerEnv(s, testbed.Pod{Namespace: sts.Namespace, Name: pod, Spec: spec}, spec.Containers[0])
+	p := MountNATSPod(t, WithNATSTLS(t, s, sts), sts, 0, t.TempDir())
+	for k, v := range p.Env {
+		t.Setenv(k, v)
+	}
+	conf, err := natsconf.ParseFile(p.Conf)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("nats.conf: %v", err)
 	}
-	files = map[string]string{}
-	for _, v := range spec.Volumes {
-		if v.ConfigMap == nil {
-			continue
-		}
-		cm, err := s.ConfigMap(sts.Namespace, v.ConfigMap.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		maps.Copy(files, cm.Data)
-	}
-	if _, ok := files["nats.conf"]; !ok {
-		t.Fatalf("StatefulSet %s mounts no ConfigMap with nats.conf", sts.Name)
-	}
-	return files, vars
+	return conf
 }
 
 // repoRoot is the repository's root directory.

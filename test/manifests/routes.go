@@ -3,8 +3,6 @@ package manifests
 import (
 	"fmt"
 	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	appsv1 "k8s.io/api/apps/v1"
+
+	"universalcontroller.dev/uc/test/testbed"
 )
 
 // CheckRoutes checks the routes of a NATS StatefulSet's servers as conf,
@@ -58,13 +58,14 @@ func CheckRoutes(t testing.TB, conf map[string]any, sts *appsv1.StatefulSet) {
 // password, must be refused. It sets the environment of t.
 func CheckRouteAuth(t testing.TB, s Set, sts *appsv1.StatefulSet) {
 	t.Helper()
-	first := natsServerOptions(t, s, sts, 0)
+	objs := WithNATSTLS(t, s, sts)
+	first := natsServerOptions(t, objs, sts, 0)
 	first.Routes = nil
 	srv0 := startNATS(t, first)
 	addr := srv0.ClusterAddr().String()
 
 	// Pod 1's server, with its route to Pod 0's.
-	second := natsServerOptions(t, s, sts, 1)
+	second := natsServerOptions(t, objs, sts, 1)
 	i := slices.IndexFunc(second.Routes, func(u *url.URL) bool {
 		return strings.HasPrefix(u.Hostname(), fmt.Sprintf("%s-0.", sts.Name))
 	})
@@ -78,7 +79,7 @@ func CheckRouteAuth(t testing.TB, s Set, sts *appsv1.StatefulSet) {
 	// Servers that do not know the route password; everything else is as
 	// the Pods' (the cluster's name too).
 	rogue := func(user *url.Userinfo) *server.Server {
-		o := natsServerOptions(t, s, sts, 2)
+		o := natsServerOptions(t, objs, sts, 2)
 		o.Cluster.Username, o.Cluster.Password = "", ""
 		o.Routes = []*url.URL{{Scheme: "nats", User: user, Host: addr}}
 		return startNATS(t, o)
@@ -106,26 +107,20 @@ func CheckRouteAuth(t testing.TB, s Set, sts *appsv1.StatefulSet) {
 }
 
 // natsServerOptions are the options of the server of the i-th Pod of a
-// NATS StatefulSet of the set, from its nats.conf and environment, on
-// loopback and free ports, without monitoring, JetStream or a pid file.
-func natsServerOptions(t testing.TB, s Set, sts *appsv1.StatefulSet, i int) *server.Options {
+// NATS StatefulSet, from its nats.conf and environment in its volumes
+// (MountNATSPod), on loopback and free ports, without monitoring,
+// JetStream or a pid file.
+func natsServerOptions(t testing.TB, objs testbed.PodObjects, sts *appsv1.StatefulSet, i int) *server.Options {
 	t.Helper()
-	name := fmt.Sprintf("%s-%d", sts.Name, i)
-	files, vars := statefulSetNATSFiles(t, s, sts, name)
-	dir := t.TempDir()
-	for file, text := range files {
-		if err := os.WriteFile(filepath.Join(dir, file), []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for k, v := range vars {
+	p := MountNATSPod(t, objs, sts, i, t.TempDir())
+	for k, v := range p.Env {
 		t.Setenv(k, v)
 	}
-	o, err := server.ProcessConfigFile(filepath.Join(dir, "nats.conf"))
+	o, err := server.ProcessConfigFile(p.Conf)
 	if err != nil {
-		t.Fatalf("%s: nats.conf: %v", name, err)
+		t.Fatalf("%s: nats.conf: %v", p.Name, err)
 	}
-	o.ServerName = name
+	o.ServerName = p.Name
 	o.Host, o.Port = "127.0.0.1", server.RANDOM_PORT
 	o.Cluster.Host, o.Cluster.Port = "127.0.0.1", server.RANDOM_PORT
 	o.HTTPPort, o.PidFile = 0, ""

@@ -1,46 +1,34 @@
 package testbed
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"fmt"
-	"math/big"
 	"net"
 	"path/filepath"
 	"time"
+
+	"universalcontroller.dev/uc/internal/natstls"
 )
 
 // CA is a certificate authority that issues the test bed's certificates.
 type CA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
+	ca *natstls.CA
 	// PEM is the CA certificate.
 	PEM []byte
 }
 
+// validity is how long the test bed's certificates are valid.
+const validity = 365 * 24 * time.Hour
+
 // NewCA makes a CA named cn.
 func NewCA(cn string) (*CA, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := natstls.NewCA(cn, validity)
 	if err != nil {
-		return nil, fmt.Errorf("generate CA key: %w", err)
+		return nil, err
 	}
-	tmpl := certTemplate(cn)
-	tmpl.IsCA = true
-	tmpl.BasicConstraintsValid = true
-	tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	certPEM, _, err := ca.PEM()
 	if err != nil {
-		return nil, fmt.Errorf("create CA certificate: %w", err)
+		return nil, err
 	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, fmt.Errorf("parse CA certificate: %w", err)
-	}
-	return &CA{cert: cert, key: key, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
+	return &CA{ca: ca, PEM: certPEM}, nil
 }
 
 // Usage says what a certificate is for.
@@ -56,40 +44,10 @@ const (
 
 // Issue makes a certificate for cn, and its key, both PEM.
 func (ca *CA) Issue(cn string, usage Usage) (certPEM, keyPEM []byte, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, fmt.Errorf("generate key of %s: %w", cn, err)
-	}
-	tmpl := certTemplate(cn)
-	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	if usage == Server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-		tmpl.DNSNames = []string{"localhost"}
-	} else {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+		return ca.ca.Issue(cn, []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}, validity)
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		return nil, nil, fmt.Errorf("create certificate of %s: %w", cn, err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, nil, fmt.Errorf("marshal key of %s: %w", cn, err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), nil
-}
-
-// certTemplate returns a certificate template valid for a year.
-func certTemplate(cn string) *x509.Certificate {
-	serial, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	return &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().AddDate(1, 0, 0),
-	}
+	return ca.ca.Issue(cn, nil, nil, validity)
 }
 
 // TLSFiles are the PEM files of a TLS setup on loopback: a CA, a server

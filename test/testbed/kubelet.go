@@ -151,11 +151,13 @@ func ExpandVars(in []string, vars map[string]string) []string {
 }
 
 // MountVolumes makes each volume container c mounts a directory
-// dir/<volume>, holding the files of the volume's ConfigMap if it is one
-// (other volumes start empty). A process cannot see them at their mount
-// paths, so the returned rewrite replaces each mount path in a string by
-// its directory (the longest mount path first): MountVolumes applies it to
-// the ConfigMaps' files, and the caller to the container's args.
+// dir/<volume>, holding the files of the volume's ConfigMap or Secret if
+// it is one (its items only, if it lists some; other volumes start empty).
+// A missing ConfigMap or Secret fails, naming it, as the kubelet's mount
+// does. A process cannot see them at their mount paths, so the returned
+// rewrite replaces each mount path in a string by its directory (the
+// longest mount path first): MountVolumes applies it to the ConfigMaps'
+// files, and the caller to the container's args.
 func MountVolumes(objs PodObjects, pod Pod, c corev1.Container, dir string) (rewrite func(string) string, err error) {
 	var mounts [][2]string // mount path, directory
 	for _, vm := range c.VolumeMounts {
@@ -173,20 +175,59 @@ func MountVolumes(objs PodObjects, pod Pod, c corev1.Container, dir string) (rew
 		return s
 	}
 	for _, v := range pod.Spec.Volumes {
-		if v.ConfigMap == nil || !slices.ContainsFunc(c.VolumeMounts, func(vm corev1.VolumeMount) bool { return vm.Name == v.Name }) {
+		if !slices.ContainsFunc(c.VolumeMounts, func(vm corev1.VolumeMount) bool { return vm.Name == v.Name }) {
 			continue
 		}
-		cm, err := objs.ConfigMap(pod.Namespace, v.ConfigMap.Name)
-		if err != nil {
-			return nil, fmt.Errorf("%s: volume %s: %w", pod.Name, v.Name, err)
-		}
-		for file, content := range cm.Data {
-			if err := os.WriteFile(filepath.Join(dir, v.Name, file), []byte(rewrite(content)), 0o644); err != nil {
-				return nil, err
+		var files map[string]string
+		var items []corev1.KeyToPath
+		switch {
+		case v.ConfigMap != nil:
+			cm, err := objs.ConfigMap(pod.Namespace, v.ConfigMap.Name)
+			if err != nil {
+				return nil, fmt.Errorf("%s: volume %s: %w", pod.Name, v.Name, err)
 			}
+			files, items = maps.Clone(cm.Data), v.ConfigMap.Items
+			for file, content := range files {
+				files[file] = rewrite(content)
+			}
+		case v.Secret != nil:
+			sec, err := objs.Secret(pod.Namespace, v.Secret.SecretName)
+			if err != nil {
+				return nil, fmt.Errorf("%s: volume %s: %w", pod.Name, v.Name, err)
+			}
+			files, items = secretData(sec), v.Secret.Items
+		default:
+			continue
+		}
+		if err := writeVolume(filepath.Join(dir, v.Name), files, items); err != nil {
+			return nil, fmt.Errorf("%s: volume %s: %w", pod.Name, v.Name, err)
 		}
 	}
 	return rewrite, nil
+}
+
+// writeVolume writes a ConfigMap's or Secret's files into dir: every key,
+// or only items, each to its path.
+func writeVolume(dir string, files map[string]string, items []corev1.KeyToPath) error {
+	paths := map[string]string{}
+	for k := range files {
+		paths[k] = k
+	}
+	if len(items) > 0 {
+		paths = map[string]string{}
+		for _, it := range items {
+			if _, ok := files[it.Key]; !ok {
+				return fmt.Errorf("no key %s", it.Key)
+			}
+			paths[it.Key] = it.Path
+		}
+	}
+	for k, path := range paths {
+		if err := os.WriteFile(filepath.Join(dir, path), []byte(files[k]), 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ProbePaths are the paths of container c's HTTP probes (startup,

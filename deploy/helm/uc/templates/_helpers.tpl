@@ -209,3 +209,39 @@ spec:
       {{- .selector | nindent 6 }}
 {{- end }}
 {{- end -}}
+
+{{/*
+The Secret of the chart's NATS servers' certificate (ca.crt, tls.crt,
+tls.key): nats.server.tls.existingSecret, or <fullname>-nats-tls, which
+cert-manager or the chart makes (nats-tls.yaml).
+*/}}
+{{- define "uc.natsTLSSecret" -}}
+{{- .Values.nats.server.tls.existingSecret | default (printf "%s-nats-tls" (include "uc.fullname" .)) -}}
+{{- end -}}
+
+{{/*
+The names the chart's NATS servers answer to: the client Service and any
+server under the headless Service, short and qualified (as uc nats-certs
+makes them).
+*/}}
+{{- define "uc.natsDNSNames" -}}
+{{- $name := include "uc.natsName" . -}}
+{{- $ns := include "uc.namespace" . -}}
+{{- $domain := .Values.nats.server.tls.clusterDomain -}}
+{{- $names := list -}}
+{{- range $host := list $name (printf "*.%s-headless" $name) -}}
+{{- $names = concat $names (list $host (printf "%s.%s" $host $ns) (printf "%s.%s.svc" $host $ns) (printf "%s.%s.svc.%s" $host $ns $domain)) -}}
+{{- end -}}
+{{- toJson $names -}}
+{{- end -}}
+
+{{/*
+Whether cert-manager issues the NATS servers' certificate:
+nats.server.tls.source cert-manager, or auto and its API is installed.
+*/}}
+{{- define "uc.natsCertManager" -}}
+{{- $source := .Values.nats.server.tls.source -}}
+{{- if or (eq $source "cert-manager") (and (eq $source "auto") (.Capabilities.APIVersions.Has "cert-manager.io/v1")) -}}
+true
+{{- end -}}
+{{- end -}}
