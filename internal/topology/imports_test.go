@@ -30,14 +30,14 @@ var layers = []struct {
 		"sdk/...", "internal/recovery", "internal/verdict", "internal/workloop", "internal/tracing/...",
 		"internal/topology", "internal/natsauth", "internal/shares", "internal/revision", "internal/schemacheck",
 		"internal/golden", "internal/bustest", "internal/objtest", "internal/compact", "internal/exechook", "internal/webhook/...",
-		"internal/natstls", "internal/natsreload",
+		"internal/natstls", "internal/natsreload", "internal/version",
 	}},
 	{"hooks", 2, []string{"examples/..."}}, // hooks as their authors write them, on the SDK
 	{"core", 2, []string{"core/..."}},
 	{"cluster", 3, []string{"internal/registry", "internal/preflight"}}, // caches and checks of the cluster
 	{"roles", 4, roles},
-	{"tools", 4, []string{"internal/render", "internal/inspect", "internal/scaffold", "internal/rbac"}}, // they decide with the core, never a role
-	{"commands", 5, []string{"cmd/...", "deploy"}},
+	{"tools", 4, []string{"internal/render", "internal/inspect", "internal/scaffold", "internal/rbac", "internal/release"}}, // they decide with the core, never a role
+	{"commands", 5, []string{"cmd/...", "hack/release", "deploy"}},
 	{"tests", 6, []string{"test/...", "internal/contracttest"}},
 }
 
