@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -16,13 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"universalcontroller.dev/uc/test/testbed"
-)
-
-// The markers of a page's shell blocks: each is run by TestWalkthrough, in
-// the page's order, or says why not.
-const (
-	runMarker    = "<!-- run by TestWalkthrough (test/e2e/walkthrough_test.go) -->"
-	notRunMarker = "<!-- not run: "
+	"universalcontroller.dev/uc/test/walkthrough"
 )
 
 // TestWalkthrough: the five-minute controller of the README and of
@@ -79,43 +72,22 @@ func TestWalkthrough(t *testing.T) {
 }
 
 // markedBlocks is the script of a page's shell blocks marked to run, in
-// order; it fails the test on a block with no marker.
+// order; it fails the test on a block with no marker (but the README's
+// first, the two commands, which CI runs itself).
 func markedBlocks(t *testing.T, page string) string {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(env.root, page))
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(string(data), "\n")
-	var script []string
-	blocks := 0
-	for i := 0; i < len(lines); i++ {
-		if strings.TrimSpace(lines[i]) != "```sh" {
-			continue
-		}
-		blocks++
-		end := i + 1
-		for end < len(lines) && strings.TrimSpace(lines[end]) != "```" {
-			end++
-		}
-		marker := ""
-		if i > 0 {
-			marker = strings.TrimSpace(lines[i-1])
-		}
-		switch {
-		case marker == runMarker:
-			script = append(script, lines[i+1:end]...)
-		case strings.HasPrefix(marker, notRunMarker):
-		case page == "README.md" && blocks == 1: // make demo, make test: CI runs them
-		default:
-			t.Errorf("%s:%d: a shell block with no marker: %q, or %q and why", page, i+1, runMarker, notRunMarker+"…")
-		}
-		i = end
+	script, problems := walkthrough.Script(page, data, func(i int) bool { return page == "README.md" && i == 0 })
+	for _, p := range problems {
+		t.Error(p)
 	}
-	if len(script) == 0 {
-		t.Fatalf("%s: no block marked to run", page)
+	if script == "" {
+		t.FailNow()
 	}
-	return strings.Join(script, "\n")
+	return script
 }
 
 // walk runs script with bash, as one terminal would, in a new directory
