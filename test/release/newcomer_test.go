@@ -151,7 +151,12 @@ func TestNewcomer(t *testing.T) {
 		t.Fatalf("the Greeting hello, reconciled by the released uc: %v (%s)", err, state)
 	}
 	stage("the Greeting reconciled")
-	if v, err := exec.CommandContext(t.Context(), uc, "version").Output(); err != nil || !strings.Contains(string(v), src.Version) {
-		t.Errorf("the released uc's version: %v\n%s, want %s", err, v, src.Version)
+	// And it was the released uc that ran, not one make built.
+	ucLog, err := os.ReadFile(filepath.Join(clone, ".testbed", "uc.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if started := "uc started\" version=" + src.Version + " "; !strings.Contains(string(ucLog), started) {
+		t.Errorf("uc run's log does not say %q: not the released uc\n%s", started, ucLog)
 	}
 }
