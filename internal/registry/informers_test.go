@@ -221,23 +221,16 @@ func TestRelatedLetGoOnRegistration(t *testing.T) {
 					t.Fatalf("ListRelated = %d objects and no error from a cache not watched", len(objs))
 				}
 			}
-			if err := r.startInformers(t.Context(), ctl); err != nil {
-				t.Fatal(err)
+			for range []string{"registered", "registered anew: a new generation"} {
+				if err := r.startInformers(t.Context(), ctl); err != nil {
+					t.Fatal(err)
+				}
+				related(false)
+				if err := r.Watch(t.Context(), ctl.Name, secrets); err != nil {
+					t.Fatal(err)
+				}
+				related(true)
 			}
-			related(false)
-			if err := r.Watch(t.Context(), ctl.Name, secrets); err != nil {
-				t.Fatal(err)
-			}
-			related(true)
-			// A new generation of the controller.
-			if err := r.startInformers(t.Context(), ctl); err != nil {
-				t.Fatal(err)
-			}
-			related(false)
-			if err := r.Watch(t.Context(), ctl.Name, secrets); err != nil {
-				t.Fatal(err)
-			}
-			related(true)
 		})
 	}
 }
