@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -110,21 +108,10 @@ func walk(t *testing.T, script string) {
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.CommandContext(t.Context(), "bash", "-euo", "pipefail", "-c", script)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "EDITOR=true") // the walkthrough's edit, done
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// A file, not a pipe: what the walkthrough leaves in the background
-	// (uc worker &) keeps writing to it, and the script's end is bash's.
-	out, err := os.Create(filepath.Join(dir, "walkthrough.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	cmd.Stdout, cmd.Stderr = out, out
-	err = cmd.Run()
-	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }) // uc worker &
-	log, _ := os.ReadFile(out.Name())
+	logFile := filepath.Join(dir, "walkthrough.log")
+	stop, err := walkthrough.Run(t.Context(), dir, script, logFile)
+	t.Cleanup(stop) // uc worker &
+	log, _ := os.ReadFile(logFile)
 	if err != nil {
 		t.Fatalf("the walkthrough: %v\n%s", err, log)
 	}

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -105,21 +104,11 @@ func TestNewcomer(t *testing.T) {
 	for _, p := range problems {
 		t.Error(p)
 	}
-	terminal2 := exec.CommandContext(t.Context(), "bash", "-euo", "pipefail", "-c", script)
-	terminal2.Dir = clone
-	terminal2.Env = append(os.Environ(), "EDITOR=true") // the walkthrough's edit, done
-	terminal2.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// A file, not a pipe: uc worker, left in the background, keeps it open.
-	out, err := os.Create(filepath.Join(t.TempDir(), "terminal-2.log"))
+	terminal2 := filepath.Join(t.TempDir(), "terminal-2.log")
+	stop, err := walkthrough.Run(t.Context(), clone, script, terminal2)
+	t.Cleanup(stop) // uc worker &
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	terminal2.Stdout, terminal2.Stderr = out, out
-	err = terminal2.Run()
-	t.Cleanup(func() { _ = syscall.Kill(-terminal2.Process.Pid, syscall.SIGKILL) }) // uc worker &
-	if err != nil {
-		log, _ := os.ReadFile(out.Name())
+		log, _ := os.ReadFile(terminal2)
 		t.Fatalf("the README's terminal 2: %v\n%s", err, log)
 	}
 	stage("the README's terminal 2 (uc init … kubectl apply)")

@@ -6,8 +6,12 @@
 package walkthrough
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 )
 
 // The markers, each on the line before a block's opening fence.
@@ -67,4 +71,29 @@ func Script(name string, page []byte, unmarked func(i int) bool) (string, []erro
 		problems = append(problems, fmt.Errorf("%s: no block marked to run", name))
 	}
 	return strings.Join(script, "\n"), problems
+}
+
+// Run runs script with bash (-euo pipefail), as one terminal would, in
+// dir, with env added to the process's environment and EDITOR=true (a
+// walkthrough's edit, done). Its output goes to the file log, not a pipe:
+// what it leaves in the background (uc worker &) keeps writing to it, and
+// the script's end is bash's. stop kills what it left in the background.
+func Run(ctx context.Context, dir, script, log string, env ...string) (stop func(), err error) {
+	out, err := os.Create(log)
+	if err != nil {
+		return func() {}, err
+	}
+	defer out.Close()
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), "EDITOR=true"), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Stdout, cmd.Stderr = out, out
+	err = cmd.Run()
+	stop = func() {
+		if cmd.Process != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+	}
+	return stop, err
 }
