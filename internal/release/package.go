@@ -1,15 +1,20 @@
 package release
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -20,7 +25,8 @@ import (
 // PackageChart packages the chart in dir, as helm package does, into the
 // archive path, with src's version as the chart's version and appVersion
 // (the image tag it defaults to). The chart must say version.Release: a
-// snapshot's chart is the release's, versioned as the snapshot.
+// snapshot's chart is the release's, versioned as the snapshot. The
+// archive is reproducible: its times are src's (see restamp).
 func PackageChart(dir string, src Source, path string) error {
 	ch, err := loader.Load(dir)
 	if err != nil {
@@ -42,10 +48,60 @@ func PackageChart(dir string, src Source, path string) error {
 	if err != nil {
 		return fmt.Errorf("package the chart: %w", err)
 	}
-	if err := os.Rename(saved, path); err != nil {
+	b, err := os.ReadFile(saved)
+	if err != nil {
+		return fmt.Errorf("package the chart: %w", err)
+	}
+	if b, err = restamp(b, src.Time); err != nil {
+		return fmt.Errorf("package the chart: %s: %w", filepath.Base(saved), err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
 		return fmt.Errorf("package the chart: %w", err)
 	}
 	return nil
+}
+
+// restamp writes the gzipped tar archive again, as chartutil.Save wrote
+// it but for the packaging time it stamps in every entry: each entry, in
+// its order, a regular file of mode 644 owned by 0:0 with no owner names,
+// its time t; the gzip header Helm's (its comment and extra field), with
+// no name and the time t.
+func restamp(archive []byte, t time.Time) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(archive))
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	zw := gzip.NewWriter(&out)
+	zw.Header = zr.Header
+	zw.Name, zw.ModTime = "", t
+	tw := tar.NewWriter(zw)
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if h.Typeflag != tar.TypeReg {
+			return nil, fmt.Errorf("entry %s: type %q, want a regular file", h.Name, h.Typeflag)
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: h.Name, Size: h.Size, Mode: 0o644, ModTime: t}); err != nil {
+			return nil, fmt.Errorf("entry %s: %w", h.Name, err)
+		}
+		if _, err := io.Copy(tw, tr); err != nil {
+			return nil, fmt.Errorf("entry %s: %w", h.Name, err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
 }
 
 // packJSSDK packs the JavaScript SDK in dir with npm pack into out, as

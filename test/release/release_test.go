@@ -109,6 +109,15 @@ func TestRelease(t *testing.T) {
 		}
 	})
 	t.Run("chart", func(t *testing.T) { checkChart(t, filepath.Join(dir, n.Chart()), src) })
+	t.Run("chart reproducible", func(t *testing.T) {
+		again := filepath.Join(t.TempDir(), n.Chart())
+		if err := ucrelease.PackageChart(filepath.Join(repoRoot, "deploy", "helm", "uc"), src, again); err != nil {
+			t.Fatal(err)
+		}
+		if a, b := sha256Of(t, again), sha256Of(t, filepath.Join(dir, n.Chart())); a != b {
+			t.Errorf("the chart packaged again differs: sha256 %s, the release's %s", a, b)
+		}
+	})
 	t.Run("JavaScript SDK", func(t *testing.T) { checkJSSDK(t, filepath.Join(dir, n.JSSDK()), src) })
 }
 
@@ -332,13 +341,32 @@ func checkLayer(t *testing.T, img v1.Image, p ucrelease.Platform, binary string,
 }
 
 // checkChart: the packaged chart is src's version, defaults to its image,
-// passes helm lint --strict (values against values.schema.json), and the
-// test bed's API server accepts what it renders (a server-side dry run).
+// has the commit's time in every entry and its gzip header (it is
+// reproducible), passes helm lint --strict (values against
+// values.schema.json), and the test bed's API server accepts what it
+// renders (a server-side dry run).
 func checkChart(t *testing.T, path string, src ucrelease.Source) {
 	ch, err := loader.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !zr.ModTime.Equal(src.Time) || zr.Name != "" {
+		t.Errorf("chart: gzip header time %s, name %q; want the commit's time %s, no name", zr.ModTime, zr.Name, src.Time)
+	}
+	eachEntry(t, zr, func(h *tar.Header, _ io.Reader) {
+		if !h.ModTime.Equal(src.Time) || h.Mode != 0o644 || h.Uid != 0 || h.Gid != 0 || h.Uname != "" || h.Gname != "" {
+			t.Errorf("chart: entry %s: time %s, mode %o, owner %d:%d (%q:%q); want the commit's time %s, 644, 0:0, no names", h.Name, h.ModTime, h.Mode, h.Uid, h.Gid, h.Uname, h.Gname, src.Time)
+		}
+	})
 	if ch.Metadata.Version != src.Version || ch.Metadata.AppVersion != src.Version || ch.Schema == nil {
 		t.Errorf("chart: version %s, appVersion %s, schema %t; want %s, %s, a schema", ch.Metadata.Version, ch.Metadata.AppVersion, ch.Schema != nil, src.Version, src.Version)
 	}
