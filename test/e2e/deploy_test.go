@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -509,7 +510,7 @@ func deployRoleProcesses(t *testing.T, m manifests.Set) {
 			t.Fatal(err)
 		}
 		for i := range *d.Spec.Replicas {
-			procs = append(procs, deployStartRole(t, objs, d, i, flags, dir, map[string]string{
+			procs = append(procs, deployStartRole(t, env.uc.bin, objs, d, i, flags, dir, map[string]string{
 				"UC_NATS_URL":   natsURL,
 				"UC_KUBECONFIG": kubeconfig,
 			}, scraper))
@@ -570,33 +571,13 @@ func deployRoleProcesses(t *testing.T, m manifests.Set) {
 		TLSCA: natsCA, InboxPrefix: bus.HookInbox(deployGadgetUC)}
 	js := jetStreamAs(t, hookUser, "gadget-worker")
 	var finalized sync.Map
-	wctx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
-	var workers sync.WaitGroup
-	t.Cleanup(func() { stopWorkers(); workers.Wait() })
-	for _, h := range []hook.Handler{
+	runHookWorker(t, js, deployGadgetUC,
 		hook.Sync(foo.Sync),
 		hook.Finalize(func(_ context.Context, req *hook.SyncRequest) (*hook.SyncResponse, error) {
 			finalized.Store(req.Parent.GetName(), true)
 			return &hook.SyncResponse{Finalized: true}, nil
 		}),
-	} {
-		workers.Add(1)
-		go func() { // restarted on error, as a worker's Deployment would be
-			defer workers.Done()
-			for {
-				err := hook.Serve(wctx, js, deployGadgetUC, h)
-				if wctx.Err() != nil {
-					return
-				}
-				t.Logf("%s worker: %v; serving again", h.Hook(), err)
-				select {
-				case <-wctx.Done():
-					return
-				case <-time.After(time.Second):
-				}
-			}
-		}()
-	}
+	)
 	t.Cleanup(func() {
 		_ = env.dyn.Resource(v1alpha1.Resource).Delete(context.Background(), deployGadgetUC, metav1.DeleteOptions{})
 	})
@@ -747,13 +728,40 @@ func childRules(children []v1alpha1.ChildResource) []v1alpha1.ResourceRule {
 	return out
 }
 
-// deployStartRole starts replica i of a uc Deployment as the kubelet
-// would (testbed.StartContainer): the container's args, its volumes, and
-// its environment with the variables of set replaced and the health and
+// runHookWorker serves the hooks of controller on js until the test ends, each
+// served again a second after it fails, as a hook worker's Deployment
+// would restart it.
+func runHookWorker(t *testing.T, js jetstream.JetStream, controller string, handlers ...hook.Handler) {
+	ctx, stop := context.WithCancel(context.WithoutCancel(t.Context()))
+	var workers sync.WaitGroup
+	t.Cleanup(func() { stop(); workers.Wait() })
+	for _, h := range handlers {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for {
+				err := hook.Serve(ctx, js, controller, h)
+				if ctx.Err() != nil {
+					return
+				}
+				t.Logf("%s %s worker: %v; serving again", controller, h.Hook(), err)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Second):
+				}
+			}
+		}()
+	}
+}
+
+// deployStartRole starts replica i of a uc Deployment, uc being bin, as
+// the kubelet would (testbed.StartContainer): the container's args, its
+// volumes, and its environment with the variables of set replaced and the health and
 // metrics addresses moved to free loopback ports; its probes, and its
 // /metrics if uc serves them, are asked there (secure metrics with
 // scrapeToken, as Prometheus scrapes them).
-func deployStartRole(t *testing.T, objs manifests.Objects, d *appsv1.Deployment, i int32, flags map[string]bool, dir string, set map[string]string, scrapeToken string) *testbed.Container {
+func deployStartRole(t *testing.T, bin string, objs manifests.Objects, d *appsv1.Deployment, i int32, flags map[string]bool, dir string, set map[string]string, scrapeToken string) *testbed.Container {
 	t.Helper()
 	pod := testbed.Pod{Namespace: d.Namespace, Name: fmt.Sprintf("%s-%d", d.Name, i), Spec: d.Spec.Template.Spec}
 	c := pod.Spec.Containers[0]
@@ -793,7 +801,7 @@ func deployStartRole(t *testing.T, objs manifests.Objects, d *appsv1.Deployment,
 	default:
 		probes = append(probes, "http://"+vars["UC_METRICS_ADDR"]+"/metrics")
 	}
-	return testbed.RunContainer(t, testbed.ContainerConfig{Name: pod.Name, Dir: dir, Bin: env.uc.bin,
+	return testbed.RunContainer(t, testbed.ContainerConfig{Name: pod.Name, Dir: dir, Bin: bin,
 		Args: testbed.ExpandVars(c.Args, vars), Env: vars, Probes: probes, Scrapes: scrapes, ScrapeToken: scrapeToken, Logf: t.Logf})
 }
 
