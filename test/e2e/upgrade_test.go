@@ -56,16 +56,16 @@ const (
 // (the documented steps: the users' NATS configuration made again by the
 // new `uc nats-config`), then every role's Deployment rolled to this
 // commit's uc one replica at a time, a new Pod ready before an old one
-// stops, while the Gadgets keep changing. Every change made before,
+// stops, and the NATS servers one at a time, while the Gadgets keep
+// changing. Every change made before,
 // during and after the roll reaches its child, no child is re-created
 // (the same UIDs throughout), the Secrets the chart made (NATS passwords,
 // route password, certificate) are kept, and the new watchers lead.
 //
 // As on the test bed everywhere, the Pods are local processes
-// (deployStartRole), the NATS servers keep running through the upgrade
-// (their restarts are TestNATSRestart's), and the CRDs are this commit's
-// throughout: Helm never upgrades a chart's crds/, and the e2e suite
-// installs them first.
+// (deployStartRole, manifests.StartNATSServers), and the CRDs are this
+// commit's throughout: Helm never upgrades a chart's crds/, and the e2e
+// suite installs them first.
 func TestUpgrade(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
@@ -119,8 +119,9 @@ func TestUpgrade(t *testing.T) {
 	// in place of the chart's (the Pods run there).
 	sts := manifests.Typed[appsv1.StatefulSet](t, installed, "StatefulSet", upgradeRelease+"-nats")
 	objs := manifests.WithNATSTLS(t, installed, sts)
+	servers := manifests.StartNATSServers(t, objs, sts, filepath.Join(dir, "nats"))
 	var urls []string
-	for _, s := range manifests.StartNATSServers(t, objs, sts, filepath.Join(dir, "nats")) {
+	for _, s := range servers {
 		urls = append(urls, s.URL())
 	}
 	natsURL := strings.Join(urls, ",")
@@ -134,7 +135,7 @@ func TestUpgrade(t *testing.T) {
 	password := upgradeHookPassword(t, installed, user)
 	js := jetStreamAs(t, bus.Connection{URL: natsURL, User: user, Password: password,
 		TLSCA: filepath.Join(dir, "nats", upgradeRelease+"-nats-0", "tls", "ca.crt"), InboxPrefix: bus.HookInbox(upgradeUC)}, "gadget-worker")
-	runHookWorker(t, js, upgradeUC, hook.Sync(foo.Sync))
+	runHookWorker(t, js, upgradeUC, hook.Sync(upgradeSync))
 	t.Cleanup(func() {
 		_ = env.dyn.Resource(v1alpha1.Resource).Delete(context.Background(), upgradeUC, metav1.DeleteOptions{})
 	})
@@ -181,19 +182,26 @@ func TestUpgrade(t *testing.T) {
 		}
 	})
 
-	// The roll, every Deployment at once as the Deployment controller
-	// does it, each one replica at a time (maxSurge 1, maxUnavailable 0).
+	// The roll, of every Deployment and the NATS StatefulSet at once as
+	// their controllers do it: each Deployment one replica at a time, a
+	// new Pod ready before an old one stops (maxSurge 1, maxUnavailable
+	// 0); the NATS servers from the last to the first, each ready (its
+	// streams caught up) before the next stops.
 	newObjs := manifests.Objects{Set: upgraded, Secrets: objs.Secrets, TLS: objs.TLS}
 	current := map[string][]*testbed.Container{}
 	var mu sync.Mutex
 	var roll sync.WaitGroup
+	roll.Go(func() {
+		sts := manifests.Typed[appsv1.StatefulSet](t, newObjs.Set, "StatefulSet", upgradeRelease+"-nats")
+		for i, s := range slices.Backward(servers) {
+			s.Roll(t, newObjs, sts, i, gracePeriod(sts.Spec.Template.Spec))
+			t.Logf("rolled NATS server %s", s.Pod.Name)
+		}
+	})
 	for _, role := range manifests.Roles {
 		roll.Go(func() {
 			d := manifests.Typed[appsv1.Deployment](t, newObjs.Set, "Deployment", upgradeRelease+"-"+role)
-			grace := 30 * time.Second // the API server's default
-			if s := d.Spec.Template.Spec.TerminationGracePeriodSeconds; s != nil {
-				grace = time.Duration(*s) * time.Second
-			}
+			grace := gracePeriod(d.Spec.Template.Spec)
 			for i, p := range old[role] {
 				c := upgradeStartRole(t, env.uc.bin, newObjs, d, int32(i), filepath.Join(dir, "pods"), natsURL, scraper, "-next")
 				if err := poll(ctx, time.Minute, func() error {
@@ -224,8 +232,10 @@ func TestUpgrade(t *testing.T) {
 		gadgets.changeEach(t) // once more each, all old Pods gone
 		eventually(t, 2*time.Minute, func() error { return gadgets.converged(ctx, current) })
 		after := gadgets.childUIDs(t)
-		if !maps.Equal(children, after) {
-			t.Errorf("the children's UIDs changed: before %v, after %v", children, after)
+		for name, uid := range children {
+			if after[name] != uid {
+				t.Errorf("%s was re-created: UID %s before the upgrade, %s after", name, uid, after[name])
+			}
 		}
 		t.Logf("%d changes made through the upgrade, every one applied", gadgets.changes)
 	})
@@ -239,6 +249,14 @@ func TestUpgrade(t *testing.T) {
 			return fmt.Errorf("none of the new watchers leads")
 		})
 	})
+}
+
+// gracePeriod is how long the kubelet waits for a Pod of spec to stop.
+func gracePeriod(spec corev1.PodSpec) time.Duration {
+	if s := spec.TerminationGracePeriodSeconds; s != nil {
+		return time.Duration(*s) * time.Second
+	}
+	return 30 * time.Second // the API server's default
 }
 
 // ucRelease is a release of uc built from its source: its binary and its
@@ -475,8 +493,8 @@ func (g *gadgetWriter) changeEach(t *testing.T) {
 }
 
 // converged returns nil when every Gadget's Deployment, controlled by the
-// Gadget, has the replicas last given to the Gadget, while every process
-// of procs runs.
+// Gadget, has the replicas last given to the Gadget, and its Service
+// exists, while every process of procs runs.
 func (g *gadgetWriter) converged(ctx context.Context, procs map[string][]*testbed.Container) error {
 	for _, p := range slices.Concat(slices.Collect(maps.Values(procs))...) {
 		if err := p.Check(); err != nil {
@@ -499,23 +517,57 @@ func (g *gadgetWriter) converged(ctx context.Context, procs map[string][]*testbe
 		if d.Spec.Replicas == nil || *d.Spec.Replicas != int32(replicas) {
 			return fmt.Errorf("deployment %s has %v replicas, gadget %s wants %d", d.Name, d.Spec.Replicas, name, replicas)
 		}
+		if _, err := env.kube.CoreV1().Services(g.ns).Get(ctx, name+"-web", metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("gadget %s's service: %w", name, err)
+		}
 	}
 	return nil
 }
 
-// childUIDs are the UIDs of the Gadgets' Deployments, by name.
+// childUIDs are the UIDs of the Gadgets' Deployments and Services, by
+// kind and name.
 func (g *gadgetWriter) childUIDs(t *testing.T) map[string]types.UID {
 	t.Helper()
-	list, err := env.kube.AppsV1().Deployments(g.ns).List(t.Context(), metav1.ListOptions{})
+	deployments, err := env.kube.AppsV1().Deployments(g.ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	services, err := env.kube.CoreV1().Services(g.ns).List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	uids := map[string]types.UID{}
-	for _, d := range list.Items {
-		uids[d.Name] = d.UID
+	for _, d := range deployments.Items {
+		uids["Deployment "+d.Name] = d.UID
 	}
-	if len(uids) != upgradeGadgets {
-		t.Fatalf("%d Deployments in %s, want one per Gadget (%d)", len(uids), g.ns, upgradeGadgets)
+	for _, s := range services.Items {
+		uids["Service "+s.Name] = s.UID
+	}
+	if len(uids) != 2*upgradeGadgets {
+		t.Fatalf("%d Deployments and Services in %s, want one of each per Gadget (%d)", len(uids), g.ns, upgradeGadgets)
 	}
 	return uids
+}
+
+// upgradeSync is the Gadgets' sync hook: the Foo example's (a Deployment
+// of the Gadget's replicas), and a Service in front of its Pods, which
+// never changes.
+func upgradeSync(ctx context.Context, req *hook.SyncRequest) (*hook.SyncResponse, error) {
+	resp, err := foo.Sync(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	name := req.Parent.GetName()
+	// A map, not a corev1.Service: that encodes targetPort 0, which the
+	// API server sets to the port, so that the Service would differ from
+	// its desired state as soon as it is created and be re-created forever.
+	resp.Children = append(resp.Children, map[string]any{
+		"apiVersion": "v1", "kind": "Service",
+		"metadata": map[string]any{"name": name + "-web"},
+		"spec": map[string]any{
+			"selector": map[string]any{"app": "nginx", "controller": name},
+			"ports":    []any{map[string]any{"port": 80}},
+		},
+	})
+	return resp, nil
 }

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,6 +35,13 @@ type NATSServer struct {
 	ClientPort, ClusterPort, HTTPPort int
 	// RouteUser is the user and password of its routes.
 	RouteUser *url.Userinfo
+	// routes are the route URLs of every server of the StatefulSet.
+	routes []string
+}
+
+// routeURL is the URL of its route port, with its route credentials.
+func (s *NATSServer) routeURL() string {
+	return (&url.URL{Scheme: "nats", User: s.RouteUser, Host: fmt.Sprintf("127.0.0.1:%d", s.ClusterPort)}).String()
 }
 
 // URL is its client URL.
@@ -93,24 +101,11 @@ func StartNATSServers(t testing.TB, objs testbed.PodObjects, sts *appsv1.Statefu
 	}
 	var routes []string
 	for _, s := range servers {
-		routes = append(routes, (&url.URL{Scheme: "nats", User: s.RouteUser, Host: fmt.Sprintf("127.0.0.1:%d", s.ClusterPort)}).String())
+		routes = append(routes, s.routeURL())
 	}
 	for _, s := range servers {
-		c := sts.Spec.Template.Spec.Containers[0]
-		args := append(s.Pod.Args,
-			"--addr=127.0.0.1",
-			fmt.Sprintf("--port=%d", s.ClientPort),
-			fmt.Sprintf("--http_port=%d", s.HTTPPort),
-			// With its credentials: a --cluster without them clears
-			// the cluster authorization of nats.conf.
-			"--cluster="+(&url.URL{Scheme: "nats", User: s.RouteUser, Host: fmt.Sprintf("127.0.0.1:%d", s.ClusterPort)}).String(),
-			"--routes="+strings.Join(routes, ","))
-		var probes []string
-		for _, path := range testbed.ProbePaths(c) {
-			probes = append(probes, fmt.Sprintf("http://127.0.0.1:%d%s", s.HTTPPort, path))
-		}
-		s.Container = testbed.RunContainer(t, testbed.ContainerConfig{Name: s.Pod.Name, Dir: dir,
-			Bin: testbed.CachedBin("nats-server"), Args: args, Env: s.Pod.Env, Probes: probes})
+		s.routes = routes
+		s.start(t, sts, dir)
 	}
 	err = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		for _, s := range servers {
@@ -130,6 +125,54 @@ func StartNATSServers(t testing.TB, objs testbed.PodObjects, sts *appsv1.Statefu
 		t.Fatalf("the %d servers of %s did not all start and route to each other: %v", n, sts.Name, err)
 	}
 	return servers
+}
+
+// start runs the server's Pod's nats-server on its ports, routing to
+// every server of the StatefulSet, its log in dir.
+func (s *NATSServer) start(t testing.TB, sts *appsv1.StatefulSet, dir string) {
+	t.Helper()
+	c := sts.Spec.Template.Spec.Containers[0]
+	args := append(slices.Clip(s.Pod.Args),
+		"--addr=127.0.0.1",
+		fmt.Sprintf("--port=%d", s.ClientPort),
+		fmt.Sprintf("--http_port=%d", s.HTTPPort),
+		// With its credentials: a --cluster without them clears
+		// the cluster authorization of nats.conf.
+		"--cluster="+s.routeURL(),
+		"--routes="+strings.Join(s.routes, ","))
+	var probes []string
+	for _, path := range testbed.ProbePaths(c) {
+		probes = append(probes, fmt.Sprintf("http://127.0.0.1:%d%s", s.HTTPPort, path))
+	}
+	s.Container = testbed.RunContainer(t, testbed.ContainerConfig{Name: s.Pod.Name, Dir: dir,
+		Bin: testbed.CachedBin("nats-server"), Args: args, Env: s.Pod.Env, Probes: probes})
+}
+
+// Roll replaces the server as a StatefulSet's rolling update replaces its
+// Pod, by the Pod template of sts (a new revision) and objs: it stops the
+// server (grace, the Pod's termination grace), mounts the new Pod's
+// volumes over the old ones in its directory (its JetStream store kept, as
+// its PersistentVolumeClaim is), starts it on the same ports and routes,
+// and waits until every probe answers (the startup probe's /healthz: its
+// streams caught up) and it routes to its peers again.
+func (s *NATSServer) Roll(t testing.TB, objs testbed.PodObjects, sts *appsv1.StatefulSet, i int, grace time.Duration) {
+	t.Helper()
+	s.Container.Stop(grace)
+	s.Pod = MountNATSPod(t, objs, sts, i, s.Dir)
+	s.start(t, sts, filepath.Dir(s.Dir))
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := s.Container.Check(); err != nil {
+			return false, err
+		}
+		if s.Container.Ready(ctx) != nil {
+			return false, nil
+		}
+		peers, err := s.Peers(ctx)
+		return err == nil && len(peers) == len(s.routes)-1, nil
+	})
+	if err != nil {
+		t.Fatalf("%s, rolled, did not get ready and route to its peers: %v", s.Pod.Name, err)
+	}
 }
 
 // routeUser is the user and password of a Pod's server's route to the
