@@ -97,9 +97,12 @@ const retryDelay = 2 * time.Second
 // The consumer is created within attempt; the replies are handled within
 // ctx, tracked by unsettled meanwhile (the ack wait is the bus's short one,
 // so that a reply a dead watcher had not settled comes back within seconds).
-// onLost hears that the consumer may be gone.
+// onLost hears that the consumer may be gone. The consumers of the other
+// kind of watcher, which overlap c on the work-queue stream, are deleted
+// when they are in the way (see role).
 func (w *Watcher) consumeCustomizeReplies(ctx, attempt context.Context, c topology.Consumer, unsettled *bus.Unsettled, onLost func()) (*topology.KeptConsumer, error) {
-	return topology.KeepConsuming(attempt, w.js, c, func(msg jetstream.Msg) {
+	displacing := topology.Displacing{Consumers: w.role().Deletes, Log: w.log}
+	return topology.KeepDisplacing(attempt, w.js, c, displacing, func(msg jetstream.Msg) {
 		msg = unsettled.Track(msg)
 		if err := w.customizeReplyWithin(ctx, msg); err != nil {
 			w.log.Error("customize reply", "subject", msg.Subject(), "err", err)
