@@ -2,7 +2,9 @@ package watcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/internal/tracing"
+	"universalcontroller.dev/uc/internal/verdict"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -105,13 +108,24 @@ func (w *Watcher) consumeCustomizeReplies(ctx, attempt context.Context, c topolo
 	return topology.KeepDisplacing(attempt, w.js, c, displacing, func(msg jetstream.Msg) {
 		msg = unsettled.Track(msg)
 		if err := w.customizeReplyWithin(ctx, msg); err != nil {
-			w.log.Error("customize reply", "subject", msg.Subject(), "err", err)
+			level := slog.LevelError
+			if verdict.Of(err) == verdict.Wait {
+				level = slog.LevelDebug
+			}
+			w.log.Log(ctx, level, "customize reply", "subject", msg.Subject(), "err", err)
 			_ = msg.NakWithDelay(retryDelay)
 			return
 		}
 		_ = msg.Ack()
 	}, onLost)
 }
+
+// errNotRegisteredYet is a customize reply of a controller the watcher's
+// registry has not registered yet. It waits (verdict.Wait), no failure: a
+// new watcher (a process started, a shard's new term, one watcher after
+// shards) takes the replies that waited in the stream before its registry
+// has listed the controllers.
+var errNotRegisteredYet = verdict.Wait.Mark(errors.New("not registered here yet"))
 
 // customizeReplyWithin handles a customize reply within itemTimeout. A
 // panic fails it, and the reply is retried like any failed one.
@@ -138,6 +152,9 @@ func (w *Watcher) onCustomizeReply(ctx context.Context, msg jetstream.Msg) error
 		return nil
 	}
 	ctl, ok := w.reg.Get(meta.Controller)
+	if !ok && w.reg.MayExist(meta.Controller) {
+		return fmt.Errorf("controller %s: %w", meta.Controller, errNotRegisteredYet)
+	}
 	if !ok {
 		return nil
 	}

@@ -108,9 +108,11 @@ type Watcher struct {
 // Registry is what the watcher needs of the registered controllers and
 // the shared informers (internal/registry's Registry).
 type Registry interface {
-	// Get returns a registered controller; Subscribe tells of every one
-	// registered, changed or removed.
+	// Get returns a registered controller; MayExist tells one that the
+	// registry may register soon (it has not listed them all yet);
+	// Subscribe tells of every one registered, changed or removed.
 	Get(name string) (*core.Controller, bool)
+	MayExist(name string) bool
 	Subscribe(l registry.Listener) (unsubscribe func())
 	// Resolve resolves a resource a customize reply names, and Watch makes
 	// the shared informers follow it for the controller.
