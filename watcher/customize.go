@@ -2,7 +2,9 @@ package watcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"universalcontroller.dev/uc/internal/recovery"
 	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/internal/tracing"
+	"universalcontroller.dev/uc/internal/verdict"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -97,18 +100,32 @@ const retryDelay = 2 * time.Second
 // The consumer is created within attempt; the replies are handled within
 // ctx, tracked by unsettled meanwhile (the ack wait is the bus's short one,
 // so that a reply a dead watcher had not settled comes back within seconds).
-// onLost hears that the consumer may be gone.
+// onLost hears that the consumer may be gone. The consumers of the other
+// kind of watcher, which overlap c on the work-queue stream, are deleted
+// when they are in the way (see role).
 func (w *Watcher) consumeCustomizeReplies(ctx, attempt context.Context, c topology.Consumer, unsettled *bus.Unsettled, onLost func()) (*topology.KeptConsumer, error) {
-	return topology.KeepConsuming(attempt, w.js, c, func(msg jetstream.Msg) {
+	displacing := topology.Displacing{Consumers: w.role().Deletes, Log: w.log}
+	return topology.KeepDisplacing(attempt, w.js, c, displacing, func(msg jetstream.Msg) {
 		msg = unsettled.Track(msg)
 		if err := w.customizeReplyWithin(ctx, msg); err != nil {
-			w.log.Error("customize reply", "subject", msg.Subject(), "err", err)
+			level := slog.LevelError
+			if verdict.Of(err) == verdict.Wait {
+				level = slog.LevelDebug
+			}
+			w.log.Log(ctx, level, "customize reply", "subject", msg.Subject(), "err", err)
 			_ = msg.NakWithDelay(retryDelay)
 			return
 		}
 		_ = msg.Ack()
 	}, onLost)
 }
+
+// errNotRegisteredYet is a customize reply of a controller the watcher's
+// registry has not registered yet. It waits (verdict.Wait), no failure: a
+// new watcher (a process started, a shard's new term, one watcher after
+// shards) takes the replies that waited in the stream before its registry
+// has listed the controllers.
+var errNotRegisteredYet = verdict.Wait.Mark(errors.New("not registered here yet"))
 
 // customizeReplyWithin handles a customize reply within itemTimeout. A
 // panic fails it, and the reply is retried like any failed one.
@@ -135,6 +152,9 @@ func (w *Watcher) onCustomizeReply(ctx context.Context, msg jetstream.Msg) error
 		return nil
 	}
 	ctl, ok := w.reg.Get(meta.Controller)
+	if !ok && w.reg.MayExist(meta.Controller) {
+		return fmt.Errorf("controller %s: %w", meta.Controller, errNotRegisteredYet)
+	}
 	if !ok {
 		return nil
 	}

@@ -72,15 +72,10 @@ func (m replyMsg) Subject() string      { return m.nats.Subject }
 func (m replyMsg) Headers() nats.Header { return m.nats.Header }
 func (m replyMsg) Data() []byte         { return m.nats.Data }
 
-// TestCustomizeReplyPanicIsAnError: a customize reply whose handling
-// panics fails (and is retried by the consumer) instead of ending the
-// process, and the panic is counted.
-func TestCustomizeReplyPanicIsAnError(t *testing.T) {
-	var logs bytes.Buffer
-	w := brokenWatcher(&logs)
-	defer w.queue.ShutDown()
-	meta := bus.Meta{Address: bus.Address{Controller: "c", Hook: hooks.Customize, Partition: 1, ParentUID: "uid-p"},
-		Namespace: "ns", Name: "p", Generation: 1, Observation: 1}
+// customizeReply is a customize reply of meta's parent, relating nothing,
+// as the bus delivers it.
+func customizeReply(t *testing.T, meta bus.Meta) replyMsg {
+	t.Helper()
 	e := event.New()
 	e.SetID("r1")
 	e.SetType(bus.ResponseType(hooks.Customize))
@@ -93,8 +88,20 @@ func TestCustomizeReplyPanicIsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return replyMsg{nats: msg}
+}
+
+// TestCustomizeReplyPanicIsAnError: a customize reply whose handling
+// panics fails (and is retried by the consumer) instead of ending the
+// process, and the panic is counted.
+func TestCustomizeReplyPanicIsAnError(t *testing.T) {
+	var logs bytes.Buffer
+	w := brokenWatcher(&logs)
+	defer w.queue.ShutDown()
+	meta := bus.Meta{Address: bus.Address{Controller: "c", Hook: hooks.Customize, Partition: 1, ParentUID: "uid-p"},
+		Namespace: "ns", Name: "p", Generation: 1, Observation: 1}
 	before := panics()
-	err = w.customizeReplyWithin(t.Context(), replyMsg{nats: msg})
+	err := w.customizeReplyWithin(t.Context(), customizeReply(t, meta))
 	if err == nil || !strings.Contains(err.Error(), "panic") {
 		t.Fatalf("err = %v, want the panic", err)
 	}

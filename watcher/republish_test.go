@@ -259,6 +259,24 @@ func TestRetryFollowsItsRequest(t *testing.T) {
 // TestRepublishAsWatcherUser: the watcher's least-privilege NATS user may
 // look for a request along the whole pipeline.
 func TestRepublishAsWatcherUser(t *testing.T) {
+	as := busWithUsers(t)
+	ctx := t.Context()
+	if _, err := as(natsauth.Applier).CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bus.FenceBucket}); err != nil {
+		t.Fatal(err)
+	}
+	r := newRepublisher(as(natsauth.Watcher), slog.Default(), nil)
+	meta := bus.Meta{Address: bus.Address{Controller: "c", Hook: "sync", ParentUID: "u"}, Name: "p"}
+	where, err := r.find(ctx, &lastRequest{uid: meta.ParentUID, id: "x", request: meta.RequestSubject(), reply: meta.ReplySubject()})
+	if err != nil || where != "" {
+		t.Fatalf("find = %q, %v; want a lost request", where, err)
+	}
+}
+
+// busWithUsers runs a NATS server with uc's users (natsauth.Users, of
+// bus.DefaultPartitions), every password "pw", and uc's streams, created
+// by the dispatcher's user; as connects as a role's user.
+func busWithUsers(t *testing.T) (as func(role string) jetstream.JetStream) {
+	t.Helper()
 	users, err := natsauth.Users(bus.DefaultPartitions)
 	if err != nil {
 		t.Fatal(err)
@@ -278,20 +296,11 @@ func TestRepublishAsWatcherUser(t *testing.T) {
 	}
 	opts.Host, opts.Port, opts.JetStream, opts.StoreDir, opts.NoLog, opts.NoSigs = "127.0.0.1", -1, true, t.TempDir(), true, true
 	ns := bustest.Start(t, opts)
-	ctx := t.Context()
-	as := func(role string) jetstream.JetStream {
+	as = func(role string) jetstream.JetStream {
 		return bustest.Connect(t, ns.ClientURL(), nats.UserInfo(natsauth.RoleUser(role), "pw"), nats.CustomInboxPrefix(natsauth.RoleInbox(role)))
 	}
-	if err := topology.EnsureStreams(ctx, as(natsauth.Dispatcher), topology.Streams, topology.Options{}); err != nil {
+	if err := topology.EnsureStreams(t.Context(), as(natsauth.Dispatcher), topology.Streams, topology.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := as(natsauth.Applier).CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bus.FenceBucket}); err != nil {
-		t.Fatal(err)
-	}
-	r := newRepublisher(as(natsauth.Watcher), slog.Default(), nil)
-	meta := bus.Meta{Address: bus.Address{Controller: "c", Hook: "sync", ParentUID: "u"}, Name: "p"}
-	where, err := r.find(ctx, &lastRequest{uid: meta.ParentUID, id: "x", request: meta.RequestSubject(), reply: meta.ReplySubject()})
-	if err != nil || where != "" {
-		t.Fatalf("find = %q, %v; want a lost request", where, err)
-	}
+	return as
 }

@@ -108,9 +108,11 @@ type Watcher struct {
 // Registry is what the watcher needs of the registered controllers and
 // the shared informers (internal/registry's Registry).
 type Registry interface {
-	// Get returns a registered controller; Subscribe tells of every one
-	// registered, changed or removed.
+	// Get returns a registered controller; MayExist tells one that the
+	// registry may register soon (it has not listed them all yet);
+	// Subscribe tells of every one registered, changed or removed.
 	Get(name string) (*core.Controller, bool)
+	MayExist(name string) bool
 	Subscribe(l registry.Listener) (unsubscribe func())
 	// Resolve resolves a resource a customize reply names, and Watch makes
 	// the shared informers follow it for the controller.
@@ -216,15 +218,6 @@ func (w *Watcher) Run(ctx context.Context) error {
 	// attempt bounded.
 	unsettled := bus.NewUnsettled()
 	go unsettled.Run(ctx, bus.ProgressEvery)
-	if w.opts.Held != nil {
-		// The one watcher's consumer, left by the installation before its
-		// watchers were sharded, overlaps the shards' on the work-queue
-		// stream: its replies stay in the stream, for theirs.
-		err := w.js.DeleteConsumer(ctx, topology.WatcherConsumer.Stream, topology.WatcherConsumer.Name())
-		if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			w.log.Warn("delete the unsharded watcher's consumer", "consumer", topology.WatcherConsumer.Name(), "err", err)
-		}
-	}
 	var customize []*topology.KeptConsumer
 	for _, c := range w.consumers() {
 		var kept *topology.KeptConsumer
@@ -268,6 +261,27 @@ func (w *Watcher) Consumers() []topology.Consumer {
 		return nil
 	}
 	return w.consumers()
+}
+
+// role is what the watcher does on the bus: the one watcher's, or a
+// shard's. Its Deletes are the consumers of the other kind, which overlap
+// its own on the work-queue stream: turning sharding on or off leaves
+// them, and the watcher deletes them when the server refuses its own
+// because of them (topology.Displacing).
+//
+// While a process of the other kind still runs (a rolling change of
+// flags), it creates its consumers again as soon as they are deleted, and
+// may be quicker than this watcher's: Run then tries again every second,
+// deleting them each time, and fails after two minutes as when the bus
+// cannot be reached; once running, the two take the replies in turn, each
+// deleting the other's consumers at most every bus.CheckEvery. No reply is
+// lost meanwhile: the stream keeps each until a consumer acknowledges it,
+// and the last process standing takes them all.
+func (w *Watcher) role() topology.Role {
+	if w.opts.Held == nil {
+		return topology.Watcher(w.opts.Partitions)
+	}
+	return topology.ShardedWatcher(w.opts.Partitions)
 }
 
 func (w *Watcher) consumers() []topology.Consumer {

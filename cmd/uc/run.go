@@ -171,12 +171,12 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 			}
 			runners = append(runners, shardedWatcher(js, cfg, id, term, log))
 		case cfg.leaderElect:
-			onBus.add(topology.Watcher(), active.Consumers)
+			onBus.add(topology.Watcher(cfg.partitions), active.Consumers)
 			runners = append(runners, leaderElected(kube, cfg.leaseNamespace, cfg.leaseName, log, func(ctx context.Context, lease func() error) error {
 				return watch(ctx, reg, nil, lease)
 			}))
 		default:
-			onBus.add(topology.Watcher(), active.Consumers)
+			onBus.add(topology.Watcher(cfg.partitions), active.Consumers)
 			runners = append(runners, func(ctx context.Context) error { return watch(ctx, reg, nil, nil) })
 		}
 	}

@@ -1,10 +1,12 @@
 package topology
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -141,6 +143,46 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, c Consumer) (je
 		return nil, fmt.Errorf("replace consumer %s (%s): %w", c.Name(), apiErr.Description, err)
 	}
 	return js.CreateOrUpdateConsumer(ctx, c.Stream, c.Config)
+}
+
+// errCodeNotUnique is the server's refusal of a consumer whose filter
+// overlaps another consumer's on a work-queue stream
+// (JSConsumerWQConsumerNotUniqueErr).
+const errCodeNotUnique jetstream.ErrorCode = 10100
+
+// overlaps tells whether err is the server's refusal of a consumer that
+// overlaps another on a work-queue stream.
+func overlaps(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeNotUnique
+}
+
+// deleteConsumers deletes those of cs that exist, and names them. It
+// deletes them all at once: a process that creates one of them again as
+// soon as it is deleted (a watcher of the other kind, still running) has
+// less time to before the caller creates its own.
+func deleteConsumers(ctx context.Context, js jetstream.JetStream, cs []Consumer) ([]string, error) {
+	errs := make([]error, len(cs))
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		wg.Go(func() { errs[i] = js.DeleteConsumer(ctx, c.Stream, c.Name()) })
+	}
+	wg.Wait()
+	var deleted, failed []string
+	var first error
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			deleted = append(deleted, cs[i].Name())
+		case !errors.Is(err, jetstream.ErrConsumerNotFound):
+			failed = append(failed, cs[i].Name())
+			first = cmp.Or(first, err)
+		}
+	}
+	if first != nil {
+		return deleted, fmt.Errorf("delete consumers %v: %w", failed, first)
+	}
+	return deleted, nil
 }
 
 // fixedAtCreationDiffers tells whether the configuration of an existing

@@ -26,23 +26,51 @@ const pullExpiry = bus.AckWait
 // itself, and creates again when it is lost: Keep does, or call Check every
 // bus.CheckEvery and whenever the onLost callback fires.
 type KeptConsumer struct {
-	js      jetstream.JetStream
-	c       Consumer
-	handler jetstream.MessageHandler
-	onLost  func()
-	lost    chan struct{} // the consumption reported the consumer lost
+	js         jetstream.JetStream
+	c          Consumer
+	handler    jetstream.MessageHandler
+	onLost     func()
+	displacing Displacing
+	lost       chan struct{} // the consumption reported the consumer lost
 
 	mu      sync.Mutex
 	cc      jetstream.ConsumeContext
 	stopped bool
 }
 
+// Displacing are the consumers a kept consumer takes the place of: those
+// of its work-queue stream whose filters overlap its own, left by another
+// configuration of its role (its Role's Deletes: the one watcher's
+// consumer and the sharded watchers' of each partition). The server
+// refuses to create a consumer beside them; the kept consumer then deletes
+// them, saying which to Log, and is created again. What they had not
+// acknowledged stays in the stream, a work queue, for it.
+//
+// While processes of both configurations run (a rolling change of flags),
+// each deletes the other's consumers to create its own. KeepDisplacing
+// displaces when it creates the consumer, and Keep at most every
+// bus.CheckEvery, never on the consumption's report that its consumer was
+// deleted: the two take the stream in turn rather than delete each
+// other's at the pace of the network, and once the last process of the
+// other configuration is gone, the next check creates the consumer for
+// good.
+type Displacing struct {
+	Consumers []Consumer
+	Log       *slog.Logger
+}
+
 // KeepConsuming creates the durable consumer c (see EnsureConsumer) and
 // consumes it with handler. onLost, if not nil and which must not block, is
 // called when the consumption reports the consumer may be gone.
 func KeepConsuming(ctx context.Context, js jetstream.JetStream, c Consumer, handler jetstream.MessageHandler, onLost func()) (*KeptConsumer, error) {
-	k := &KeptConsumer{js: js, c: c, handler: handler, onLost: onLost, lost: make(chan struct{}, 1)}
-	if err := k.create(ctx); err != nil {
+	return KeepDisplacing(ctx, js, c, Displacing{}, handler, onLost)
+}
+
+// KeepDisplacing is KeepConsuming for a consumer that takes the place of
+// others (see Displacing).
+func KeepDisplacing(ctx context.Context, js jetstream.JetStream, c Consumer, d Displacing, handler jetstream.MessageHandler, onLost func()) (*KeptConsumer, error) {
+	k := &KeptConsumer{js: js, c: c, handler: handler, onLost: onLost, displacing: d, lost: make(chan struct{}, 1)}
+	if err := k.create(ctx, true); err != nil {
 		return nil, err
 	}
 	return k, nil
@@ -51,9 +79,14 @@ func KeepConsuming(ctx context.Context, js jetstream.JetStream, c Consumer, hand
 // Consumer is the consumer kept.
 func (k *KeptConsumer) Consumer() Consumer { return k.c }
 
-// create creates the consumer, or updates it, and consumes it anew.
-func (k *KeptConsumer) create(ctx context.Context) error {
+// create creates the consumer, or updates it, and consumes it anew. If
+// displace, a creation refused because of the consumers it takes the place
+// of deletes them and tries again.
+func (k *KeptConsumer) create(ctx context.Context, displace bool) error {
 	cons, err := EnsureConsumer(ctx, k.js, k.c)
+	if displace && overlaps(err) && len(k.displacing.Consumers) > 0 {
+		cons, err = k.displace(ctx, err)
+	}
 	if err != nil {
 		return fmt.Errorf("consumer %s: %w", k.c.Name(), err)
 	}
@@ -86,10 +119,33 @@ func (k *KeptConsumer) create(ctx context.Context) error {
 	return nil
 }
 
+// displace deletes the consumers k's takes the place of, the server having
+// refused k's because of one of them, and creates it again.
+func (k *KeptConsumer) displace(ctx context.Context, refused error) (jetstream.Consumer, error) {
+	deleted, err := deleteConsumers(ctx, k.js, k.displacing.Consumers)
+	if len(deleted) > 0 {
+		k.displacing.Log.Info("deleted consumers that overlap this one on the work-queue stream",
+			"stream", k.c.Stream, "consumer", k.c.Name(), "deleted", deleted)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w; deleting the consumers it takes the place of: %w", refused, err)
+	}
+	cons, err := EnsureConsumer(ctx, k.js, k.c)
+	if overlaps(err) {
+		return nil, fmt.Errorf("%w, after deleting the consumers it takes the place of: another consumer of %s overlaps it, or one of those was created again meanwhile", err, k.c.Stream)
+	}
+	return cons, err
+}
+
 // Check makes sure the consumer exists and is consumed: a consumer that is
-// gone is created again, a consumption the server ended is started again.
-// It tells whether it had to.
+// gone is created again, a consumption the server ended is started again,
+// displacing the consumers it takes the place of (Displacing). It tells
+// whether it had to.
 func (k *KeptConsumer) Check(ctx context.Context) (bool, error) {
+	return k.check(ctx, true)
+}
+
+func (k *KeptConsumer) check(ctx context.Context, displace bool) (bool, error) {
 	_, err := k.js.Consumer(ctx, k.c.Stream, k.c.Name())
 	switch {
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
@@ -98,22 +154,25 @@ func (k *KeptConsumer) Check(ctx context.Context) (bool, error) {
 	case !k.ended():
 		return false, nil
 	}
-	return true, k.create(ctx)
+	return true, k.create(ctx, displace)
 }
 
 // Keep checks the consumer every bus.CheckEvery, and at once when the
-// consumption reports it lost, until ctx ends.
+// consumption reports it lost, until ctx ends. Only the periodic checks
+// displace (see Displacing).
 func (k *KeptConsumer) Keep(ctx context.Context, log *slog.Logger) {
 	tick := time.NewTicker(bus.CheckEvery)
 	defer tick.Stop()
 	for {
+		displace := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+			displace = true
 		case <-k.lost:
 		}
-		recreated, err := k.Check(ctx)
+		recreated, err := k.check(ctx, displace)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			log.Warn("check consumer", "consumer", k.c.Name(), "err", err)

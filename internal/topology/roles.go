@@ -50,9 +50,10 @@ type Resources struct {
 	Buckets   []Bucket
 }
 
-// Watcher is the active watcher: it publishes hook requests, and takes the
-// customize replies itself.
-func Watcher() Role {
+// Watcher is the active watcher, in an installation of partitions
+// partitions: it publishes hook requests, and takes the customize replies
+// itself.
+func Watcher(partitions int) Role {
 	return Role{
 		Name:     "watcher",
 		About:    "uc watcher: publishes hook requests, reads customize replies, resync requests, apply notices, dead letters and fences",
@@ -62,6 +63,14 @@ func Watcher() Role {
 		// was lost.
 		Reads:    Resources{Buckets: []Bucket{Fence}},
 		Consumes: []Consumer{WatcherConsumer},
+		// The consumers of the partitions (WatcherConsumerOf) overlap its
+		// own on the work-queue stream: it deletes them, left by the
+		// installation's watchers when they were sharded (see
+		// KeptConsumer's displacing). Those of partitions past the
+		// installation's are not its to delete: a NATS permission names
+		// each consumer, and a wildcard would give it every consumer of
+		// the stream.
+		Deletes: partitionConsumers(partitions, WatcherConsumerOf),
 		Publishes: []string{
 			Requests.Subjects(),
 			// Failures it finds itself (a bad customize reply, a parent
@@ -84,7 +93,7 @@ func Watcher() Role {
 // replies with the consumer of each partition it holds (WatcherConsumerOf)
 // instead of WatcherConsumer.
 func ShardedWatcher(partitions int) Role {
-	r := Watcher()
+	r := Watcher(partitions)
 	buckets := []Bucket{Watchers, WatcherPartitions}
 	consumers := partitionConsumers(partitions, WatcherConsumerOf)
 	r.About = fmt.Sprintf("uc watcher: publishes the hook requests of the partitions it holds of 0-%d, reads their customize replies, resync requests, apply notices, dead letters and fences, keeps its buckets", partitions-1)
@@ -94,7 +103,7 @@ func ShardedWatcher(partitions int) Role {
 	r.Writes = buckets
 	// The one watcher's consumer of every partition overlaps theirs on the
 	// work-queue stream: a shard deletes it, left by the installation
-	// before its watchers were sharded.
+	// before its watchers were sharded (see KeptConsumer's displacing).
 	r.Deletes = []Consumer{WatcherConsumer}
 	return r
 }
@@ -104,11 +113,12 @@ func ShardedWatcher(partitions int) Role {
 // (ShardedWatcher), so that one configuration serves both, and the move
 // from one to the other.
 func EitherWatcher(partitions int) Role {
-	one, shard := Watcher(), ShardedWatcher(partitions)
+	one, shard := Watcher(partitions), ShardedWatcher(partitions)
 	shard.About = "uc watcher: the one watcher of the installation, or one of its shards (--shard-watchers)"
 	shard.Creates = Union(one.Creates, shard.Creates)
 	shard.Reads = Union(one.Reads, shard.Reads)
 	shard.Consumes = append(slices.Clip(one.Consumes), shard.Consumes...)
+	shard.Deletes = append(slices.Clip(one.Deletes), shard.Deletes...)
 	return shard
 }
 

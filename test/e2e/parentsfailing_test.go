@@ -3,14 +3,11 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -19,7 +16,6 @@ import (
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 	"universalcontroller.dev/uc/sdk/go/hook"
-	"universalcontroller.dev/uc/test/testbed"
 )
 
 var gadgetGVR = schema.GroupVersionResource{Group: "e2e.universalcontroller.dev", Version: "v1", Resource: "gadgets"}
@@ -53,28 +49,12 @@ func gadgetSync(_ context.Context, req *hooks.SyncRequest) (*hooks.SyncResponse,
 // parents are then fixed or deleted, the count goes back to 0.
 func TestParentsFailingSplitRoles(t *testing.T) {
 	ctx := t.Context()
-	srv, err := testbed.StartNATS(ctx, filepath.Join(t.TempDir(), "nats"), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
 	const controller, install = "gadget-controller", "split-failing"
-	b := &rolesOnBus{t: t, ns: namespace(t), dir: t.TempDir(), args: []string{
-		"--kubeconfig", env.bed.Kubeconfig(), "--nats-url", srv.URL(), "--log-level", "debug",
-		"--partitions", "8", "--controller-selector", installLabel + "=" + install}}
+	b := rolesOfInstall(t, install, "--partitions", "8")
 	ns := b.ns
 
 	// The hook, on the bus.
-	nc, err := nats.Connect(srv.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = hook.Serve(ctx, js, controller, hook.Func(hooks.Sync, gadgetSync)) }()
+	go func() { _ = hook.Serve(ctx, b.js, controller, hook.Func(hooks.Sync, gadgetSync)) }()
 
 	// The controller, served by these roles alone: the suite's uc serves
 	// the controllers without installLabel.

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"universalcontroller.dev/uc/internal/bustest"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/sdk/go/hook"
 	"universalcontroller.dev/uc/test/testbed"
@@ -148,6 +149,21 @@ func newRolesOnBus(t *testing.T, natsURL string, flags ...string) *rolesOnBus {
 	b.startWorker()
 	installCRD(t, "test/e2e/testdata/widget-crd.yaml", widgetGVR)
 	return b
+}
+
+// rolesOfInstall starts a NATS server for the test, and a rolesOnBus on
+// it whose roles serve only the controllers labelled installLabel=install
+// (the suite's uc serves the others), each with flags. No hook runs yet.
+func rolesOfInstall(t *testing.T, install string, flags ...string) *rolesOnBus {
+	t.Helper()
+	srv, err := testbed.StartNATS(t.Context(), filepath.Join(t.TempDir(), "nats"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	return &rolesOnBus{t: t, ns: namespace(t), dir: t.TempDir(), js: bustest.Connect(t, srv.URL()), args: append([]string{
+		"--kubeconfig", env.bed.Kubeconfig(), "--nats-url", srv.URL(), "--log-level", "debug",
+		"--controller-selector", installLabel + "=" + install}, flags...)}
 }
 
 // startWorker serves the Widget controller's sync hook in the test process,
