@@ -76,13 +76,17 @@ if [ ${#pids[@]} -gt 0 ]; then
 	# Each says it is done as it ends.
 	declare -A name
 	for i in "${!pids[@]}"; do name[${pids[i]}]=${names[i]}; done
-	failed=()
-	for _ in "${pids[@]}"; do
-		if wait -n -p done "${pids[@]}"; then
+	failed=() left=("${pids[@]}")
+	while [ ${#left[@]} -gt 0 ]; do
+		if wait -n -p done "${left[@]}"; then
 			log "built ${name[$done]}"
 		else
 			failed+=("${name[$done]}")
 		fi
+		# Waiting again for a job already reaped is an error ("no such job").
+		rest=()
+		for p in "${left[@]}"; do [ "$p" = "$done" ] || rest+=("$p"); done
+		left=("${rest[@]}")
 	done
 	if [ ${#failed[@]} -gt 0 ]; then
 		log "failed to build: ${failed[*]}"
