@@ -350,15 +350,7 @@ func checkChart(t *testing.T, path string, src ucrelease.Source) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	zr := gunzip(t, path)
 	if !zr.ModTime.Equal(src.Time) || zr.Name != "" {
 		t.Errorf("chart: gzip header time %s, name %q; want the commit's time %s, no name", zr.ModTime, zr.Name, src.Time)
 	}
@@ -429,16 +421,7 @@ func checkChart(t *testing.T, path string, src ucrelease.Source) {
 // src's version, with its entry point.
 func checkJSSDK(t *testing.T, path string, src ucrelease.Source) {
 	files := map[string][]byte{}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eachEntry(t, zr, func(h *tar.Header, r io.Reader) { files[h.Name] = readAll(t, r) })
+	eachEntry(t, gunzip(t, path), func(h *tar.Header, r io.Reader) { files[h.Name] = readAll(t, r) })
 	var pkg struct{ Name, Version, Main string }
 	if err := json.Unmarshal(files["package/package.json"], &pkg); err != nil {
 		t.Fatalf("package/package.json: %v", err)
@@ -522,6 +505,21 @@ func untarLayout(t *testing.T, path string) layout.Path {
 		t.Fatal(err)
 	}
 	return l
+}
+
+// gunzip reads the gzip file path, until the test ends.
+func gunzip(t *testing.T, path string) *gzip.Reader {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return zr
 }
 
 // eachEntry calls fn with each entry of the tar archive r, and a reader of
