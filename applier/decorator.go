@@ -90,6 +90,8 @@ func (rc *reconciler) applyDecoration(ctx context.Context, parents *knownParents
 		reason, problem := core.InvalidReply(m.Hook, err)
 		return rc.rejectDecorated(log, ctl, m, obj, reason, problem)
 	}
+	actions, held := parents.holdRecreateLoops(key, actions, rc.reg)
+	rc.reportRecreateLoops(ctl, obj, held, log) // uc adds no condition to a decorated object
 	if _, err := rc.writer.execute(ctx, ctl, obj, actions); err != nil {
 		if reason, problem := classify(m.Hook, err); problem != nil {
 			return rc.rejectDecorated(log, ctl, m, obj, reason, problem)

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/types"
 
+	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/schemas/bus"
 )
@@ -116,10 +117,14 @@ type knownParents struct {
 	// rolling holds the progress of the partition's parents whose
 	// children are not all on their latest revision.
 	rolling map[types.UID]rolloutProgress
+	// recreated counts, per parent, the re-creations in a row of its
+	// children for one desired state (recreateloop.go).
+	recreated map[types.UID]map[core.ChildID]recreation
 }
 
 func newKnownParents() *knownParents {
-	return &knownParents{fenced: map[types.UID]fenceEntry{}, deferred: map[types.UID]bool{}, rolling: map[types.UID]rolloutProgress{}}
+	return &knownParents{fenced: map[types.UID]fenceEntry{}, deferred: map[types.UID]bool{}, rolling: map[types.UID]rolloutProgress{},
+		recreated: map[types.UID]map[core.ChildID]recreation{}}
 }
 
 // lastApplied is the fence of the parent: what the partition's parents
@@ -173,4 +178,5 @@ func (k *knownParents) forget(uid types.UID) {
 	delete(k.fenced, uid)
 	delete(k.deferred, uid)
 	delete(k.rolling, uid)
+	delete(k.recreated, uid)
 }

@@ -10,6 +10,7 @@ import (
 	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
+	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
 // A sink is where the decisions on a parent's replies go: the cluster, or,
@@ -60,7 +61,11 @@ func (s clusterSink) apply(ctx context.Context, parents *knownParents, ctl *core
 		}
 		parents.rolled(m.ApplyKey(), ctl, p.ro)
 	}
-	changed, err := s.writer.execute(ctx, ctl, parent, p.writes)
+	writes, held := parents.holdRecreateLoops(m.ApplyKey(), p.writes, s.reg)
+	if loop := s.reportRecreateLoops(ctl, parent, held, log); loop != "" {
+		p.conditions = withSynced(p.conditions, core.FailedCondition(m.Generation, v1alpha1.ReasonRecreateLoop, loop))
+	}
+	changed, err := s.writer.execute(ctx, ctl, parent, writes)
 	if err != nil {
 		if reason, problem := classify(m.Hook, err); problem != nil {
 			return s.reconciler.reject(ctx, log, ctl, parent, m, reason, problem)

@@ -48,6 +48,15 @@ type Write struct {
 	LiveVersion string
 	// Event is the reason of the Normal Event recorded on the parent.
 	Event string
+	// Drift is set on the delete of a re-creation (Event "Recreating") of a
+	// child whose desired state did not change since uc made it — the live
+	// child's applied hash is the desired one's — yet which no longer holds
+	// it: the first field that differs, as Difference names it. Someone
+	// changed the child, and re-creating it heals that; unless the
+	// apiserver (a default, a mutating admission webhook) or another writer
+	// puts the difference back on every new child, which the applier tells
+	// by re-creations that follow one another for the same desired state.
+	Drift string
 }
 
 func (a Write) String() string {
@@ -280,7 +289,11 @@ func update(child *Child, cur, want *unstructured.Unstructured) (Write, bool) {
 		if cur.GetDeletionTimestamp() != nil {
 			return Write{}, false
 		}
-		return Write{Verb: VerbDelete, Child: child, Object: cur, Event: "Recreating"}, true
+		w := Write{Verb: VerbDelete, Child: child, Object: cur, Event: "Recreating"}
+		if applied && hash == want.GetAnnotations()[v1alpha1.AnnotationAppliedHash] {
+			w.Drift = Difference(cur.Object, comparable(want).Object)
+		}
+		return w, true
 	}
 	// InPlace and RollingInPlace.
 	return Write{Verb: VerbApply, Child: child, Object: want, Event: EventUpdated, LiveVersion: cur.GetResourceVersion()}, true
@@ -434,6 +447,69 @@ func Contains(live, want any) bool {
 		return ok && (wf == lf || math.Abs(wf-lf) < 1e-9)
 	}
 	return reflect.DeepEqual(live, want)
+}
+
+// Difference names the first field, in the order of their paths, that want
+// sets and live does not hold as Contains judges it: its path and both
+// values ("spec.ports[0].targetPort: desired 0, live 80"), or "" when live
+// contains want. A list of objects whose length differs is named whole.
+func Difference(live, want any) string {
+	path, l, w, differs := difference("", live, want)
+	if !differs {
+		return ""
+	}
+	if path == "" {
+		path = "the object"
+	}
+	return fmt.Sprintf("%s: desired %s, live %s", path, brief(w), brief(l))
+}
+
+func difference(path string, live, want any) (string, any, any, bool) {
+	if Contains(live, want) {
+		return "", nil, nil, false
+	}
+	switch w := want.(type) {
+	case map[string]any:
+		if l, ok := live.(map[string]any); ok {
+			for _, k := range slices.Sorted(maps.Keys(w)) {
+				if p, lv, wv, differs := difference(fieldPath(path, k), l[k], w[k]); differs {
+					return p, lv, wv, true
+				}
+			}
+		}
+	case []any:
+		if l, ok := live.([]any); ok && len(l) == len(w) {
+			for i := range w {
+				if p, lv, wv, differs := difference(fmt.Sprintf("%s[%d]", path, i), l[i], w[i]); differs {
+					return p, lv, wv, true
+				}
+			}
+		}
+	}
+	return path, live, want, true
+}
+
+func fieldPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// brief is a value of Difference's, as JSON, cut short.
+func brief(v any) string {
+	if v == nil {
+		return "unset"
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	const most = 80
+	if len(b) > most {
+		return string(b[:most]) + "…"
+	}
+	return string(b)
 }
 
 func number(v any) (float64, bool) {

@@ -30,6 +30,11 @@ const (
 	ReasonInvalidSelector = "InvalidSelector"
 	// ReasonApplyFailed: the apiserver refused a write of the reply.
 	ReasonApplyFailed = "ApplyFailed"
+	// ReasonRecreateLoop: a child updated by Recreate was re-created for
+	// the same desired state again and again, and still differs from it
+	// (the apiserver sets a field back); uc leaves it as it is until the
+	// desired state changes. The other children are applied.
+	ReasonRecreateLoop = "RecreateLoop"
 	// ReasonSyncError is the reason of the Warning Events of controllers
 	// served from Metacontroller's objects, as Metacontroller's own; their
 	// message starts with uc's reason.
