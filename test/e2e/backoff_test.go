@@ -58,7 +58,9 @@ func TestFailingHookBacksOff(t *testing.T) {
 	registerEchoController(t, controller, webhook)
 	// The customize hook fails: the sync hook is never asked.
 	registerEchoControllerHooks(t, customizeController, v1alpha1.Hooks{Sync: v1alpha1.SyncHook{Hook: webhook}, Customize: &webhook})
-	registerEchoController(t, execController, v1alpha1.Hook{Delivery: fastDelivery(2 * time.Second)})
+	// Ten seconds: Python's start on a loaded machine has taken more than
+	// two, which timed the call out instead of letting it exit 1.
+	registerEchoController(t, execController, v1alpha1.Hook{Delivery: fastDelivery(10 * time.Second)})
 	// The exec hook writes the time of each of its calls to a file.
 	execCalls := filepath.Join(t.TempDir(), "calls")
 	script := filepath.Join(env.root, "test/e2e/testdata/bad-exec-hook.py")
