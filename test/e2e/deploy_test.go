@@ -501,19 +501,8 @@ func deployRoleProcesses(t *testing.T, m manifests.Set) {
 	var procs []*testbed.Container
 	for _, role := range manifests.Roles {
 		d := manifests.Typed[appsv1.Deployment](t, m.In(manifests.Namespace), "Deployment", "uc-"+role)
-		kubeconfig := filepath.Join(dir, d.Name+".kubeconfig")
-		if err := env.bed.ServiceAccountKubeconfig(ctx, d.Namespace, d.Spec.Template.Spec.ServiceAccountName, kubeconfig); err != nil {
-			t.Fatal(err)
-		}
-		flags, err := manifests.RoleFlags(ctx, env.uc.bin, role)
-		if err != nil {
-			t.Fatal(err)
-		}
 		for i := range *d.Spec.Replicas {
-			procs = append(procs, deployStartRole(t, env.uc.bin, objs, d, i, flags, dir, map[string]string{
-				"UC_NATS_URL":   natsURL,
-				"UC_KUBECONFIG": kubeconfig,
-			}, scraper))
+			procs = append(procs, deployStartRolePod(t, env.uc.bin, objs, d, role, i, dir, natsURL, scraper))
 		}
 	}
 	running := func() error {
@@ -753,6 +742,25 @@ func runHookWorker(t *testing.T, js jetstream.JetStream, controller string, hand
 			}
 		}()
 	}
+}
+
+// deployStartRolePod starts replica i of role's Deployment d with uc bin
+// (deployStartRole), on the NATS servers of natsURL and with a kubeconfig
+// of the Deployment's ServiceAccount.
+func deployStartRolePod(t *testing.T, bin string, objs manifests.Objects, d *appsv1.Deployment, role string, i int32, dir, natsURL, scraper string) *testbed.Container {
+	t.Helper()
+	kubeconfig := filepath.Join(dir, d.Name+".kubeconfig")
+	if err := env.bed.ServiceAccountKubeconfig(t.Context(), d.Namespace, d.Spec.Template.Spec.ServiceAccountName, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	flags, err := manifests.RoleFlags(t.Context(), bin, role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return deployStartRole(t, bin, objs, d, i, flags, dir, map[string]string{
+		"UC_NATS_URL":   natsURL,
+		"UC_KUBECONFIG": kubeconfig,
+	}, scraper)
 }
 
 // deployStartRole starts replica i of a uc Deployment, uc being bin, as

@@ -203,7 +203,7 @@ func TestUpgrade(t *testing.T) {
 			d := manifests.Typed[appsv1.Deployment](t, newObjs.Set, "Deployment", upgradeRelease+"-"+role)
 			grace := gracePeriod(d.Spec.Template.Spec)
 			for i, p := range old[role] {
-				c := upgradeStartRole(t, env.uc.bin, newObjs, d, int32(i), filepath.Join(dir, "pods"), natsURL, scraper, "-next")
+				c := upgradeStartRole(t, env.uc.bin, newObjs, d, role, int32(i), filepath.Join(dir, "pods"), natsURL, scraper, "-next")
 				if err := poll(ctx, time.Minute, func() error {
 					if err := c.Check(); err != nil {
 						return backoffStop{err}
@@ -372,31 +372,19 @@ func upgradeStartRoles(t *testing.T, bin string, objs manifests.Objects, dir, na
 	for _, role := range manifests.Roles {
 		d := manifests.Typed[appsv1.Deployment](t, objs.Set, "Deployment", upgradeRelease+"-"+role)
 		for i := range *d.Spec.Replicas {
-			procs[role] = append(procs[role], upgradeStartRole(t, bin, objs, d, i, dir, natsURL, scraper, suffix))
+			procs[role] = append(procs[role], upgradeStartRole(t, bin, objs, d, role, i, dir, natsURL, scraper, suffix))
 		}
 	}
 	return procs
 }
 
-// upgradeStartRole starts replica i of a role's Deployment with uc bin, its
+// upgradeStartRole starts replica i of role's Deployment with uc bin, its
 // Pod's name suffixed (a new ReplicaSet's Pods have new names).
-func upgradeStartRole(t *testing.T, bin string, objs manifests.Objects, d *appsv1.Deployment, i int32, dir, natsURL, scraper, suffix string) *testbed.Container {
+func upgradeStartRole(t *testing.T, bin string, objs manifests.Objects, d *appsv1.Deployment, role string, i int32, dir, natsURL, scraper, suffix string) *testbed.Container {
 	t.Helper()
-	kubeconfig := filepath.Join(dir, d.Name+".kubeconfig")
-	if err := env.bed.ServiceAccountKubeconfig(t.Context(), d.Namespace, d.Spec.Template.Spec.ServiceAccountName, kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	role := strings.TrimPrefix(d.Name, upgradeRelease+"-")
-	flags, err := manifests.RoleFlags(t.Context(), bin, role)
-	if err != nil {
-		t.Fatal(err)
-	}
 	pod := d.DeepCopy()
 	pod.Name += suffix
-	return deployStartRole(t, bin, objs, pod, i, flags, dir, map[string]string{
-		"UC_NATS_URL":   natsURL,
-		"UC_KUBECONFIG": kubeconfig,
-	}, scraper)
+	return deployStartRolePod(t, bin, objs, pod, role, i, dir, natsURL, scraper)
 }
 
 // upgradeAwaitReady waits until every process runs and answers its probes.
