@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -29,9 +30,24 @@ type informerSet struct {
 	// onNew, when set, is called with each informer as it is made, before
 	// it starts.
 	onNew func(schema.GroupVersionResource, cache.SharedIndexInformer)
+	// indexers, when set, are indexes each informer has from when it is
+	// made (besides the namespace index).
+	indexers cache.Indexers
 
 	mu    sync.Mutex
 	byGVR map[schema.GroupVersionResource]*sharedInformer
+	// handlers follow the informers of their resource: those running and
+	// those made later (addHandler).
+	handlers map[handlerID]ownedHandler
+}
+
+// handlerID names an event handler added to the informers of a resource
+// in one or more sets (Registry.OnOwned).
+type handlerID uint64
+
+type ownedHandler struct {
+	gvr schema.GroupVersionResource
+	h   cache.ResourceEventHandler
 }
 
 type sharedInformer struct {
@@ -40,13 +56,15 @@ type sharedInformer struct {
 	informer cache.SharedIndexInformer
 	users    map[string]bool
 	stop     chan struct{} // nil until started
+	// handlers are the registrations of the set's handlers on informer.
+	handlers map[handlerID]cache.ResourceEventHandlerRegistration
 
 	mu        sync.Mutex
 	forbidden error // set while the API server refuses to list or watch the resource
 }
 
 func newInformerSet(dyn dynamic.Interface) *informerSet {
-	return &informerSet{dyn: dyn, byGVR: map[schema.GroupVersionResource]*sharedInformer{}}
+	return &informerSet{dyn: dyn, byGVR: map[schema.GroupVersionResource]*sharedInformer{}, handlers: map[handlerID]ownedHandler{}}
 }
 
 // get returns the informer of a resource, making it (not started) if needed.
@@ -63,10 +81,12 @@ func (s *informerSet) entry(gvr schema.GroupVersionResource) *sharedInformer {
 		if sel := s.selector; sel != "" {
 			tweak = func(o *metav1.ListOptions) { o.LabelSelector = sel }
 		}
+		indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+		maps.Copy(indexers, s.indexers)
 		e = &sharedInformer{
-			informer: dynamicinformer.NewFilteredDynamicInformer(s.dyn, gvr, metav1.NamespaceAll, 0,
-				cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, tweak).Informer(),
-			users: map[string]bool{},
+			informer: dynamicinformer.NewFilteredDynamicInformer(s.dyn, gvr, metav1.NamespaceAll, 0, indexers, tweak).Informer(),
+			users:    map[string]bool{},
+			handlers: map[handlerID]cache.ResourceEventHandlerRegistration{},
 		}
 		// Not started yet, so setting the handlers cannot fail.
 		_ = e.informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
@@ -77,9 +97,80 @@ func (s *informerSet) entry(gvr schema.GroupVersionResource) *sharedInformer {
 		if s.onNew != nil {
 			s.onNew(gvr, e.informer)
 		}
+		for id, h := range s.handlers {
+			if h.gvr == gvr {
+				e.register(id, h.h)
+			}
+		}
 		s.byGVR[gvr] = e
 	}
 	return e
+}
+
+// register adds the set's handler id to the informer.
+func (e *sharedInformer) register(id handlerID, h cache.ResourceEventHandler) {
+	// The informer is not stopped (a stopped one leaves the set), so
+	// adding a handler cannot fail.
+	if reg, err := e.informer.AddEventHandler(h); err == nil {
+		e.handlers[id] = reg
+	}
+}
+
+// addHandler adds h to the informer of gvr, running or not, and to the
+// informers of gvr made later, until removeHandler(id).
+func (s *informerSet) addHandler(id handlerID, gvr schema.GroupVersionResource, h cache.ResourceEventHandler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handlers[id] = ownedHandler{gvr: gvr, h: h}
+	if e := s.byGVR[gvr]; e != nil {
+		e.register(id, h)
+	}
+}
+
+// removeHandler removes the handler id from the set's informers.
+func (s *informerSet) removeHandler(id handlerID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.handlers, id)
+	for _, e := range s.byGVR {
+		if reg, ok := e.handlers[id]; ok {
+			_ = e.informer.RemoveEventHandler(reg)
+			delete(e.handlers, id)
+		}
+	}
+}
+
+// caches are the caches of gvr's informers: the set's one, made if
+// needed.
+func (s *informerSet) caches(gvr schema.GroupVersionResource) []cache.Indexer {
+	return []cache.Indexer{s.get(gvr).GetIndexer()}
+}
+
+// index adds the indexers the informer of gvr lacks; it must not have
+// started.
+func (s *informerSet) index(gvr schema.GroupVersionResource, indexers cache.Indexers) error {
+	inf := s.get(gvr)
+	missing := cache.Indexers{}
+	for name, fn := range indexers {
+		if _, ok := inf.GetIndexer().GetIndexers()[name]; !ok {
+			missing[name] = fn
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return inf.AddIndexers(missing)
+}
+
+// running is the cache of gvr's informer if the set runs one.
+func (s *informerSet) running(gvr schema.GroupVersionResource) (cache.Indexer, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.byGVR[gvr]
+	if e == nil || e.stop == nil {
+		return nil, false
+	}
+	return e.informer.GetIndexer(), true
 }
 
 // synced returns the cache of a resource whose informer runs and has
@@ -252,7 +343,7 @@ func (r *Registry) Unsynced() []string {
 		return []string{"UniversalControllers: cache not filled yet"}
 	}
 	out := r.owned.unsynced()
-	if r.related != r.owned {
+	if !r.oneSet() {
 		out = append(out, r.related.unsynced()...)
 		slices.Sort(out)
 		out = slices.Compact(out) // a resource may be both a parent and related

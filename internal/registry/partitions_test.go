@@ -61,7 +61,10 @@ func TestPartitionedInformers(t *testing.T) {
 	foos := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "foos"}
 	secrets := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 	namespacesGVR := schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
-	const partitioned = "universalcontroller.dev/partition in (1,3)"
+	const (
+		partitioned = "universalcontroller.dev/partition in (1,3)"
+		unlabelled  = "universalcontroller.dev/partition notin (0,1,2,3)"
+	)
 	ctl := &core.Controller{
 		Name:     "c",
 		Parent:   core.Resource{GVR: foos},
@@ -77,6 +80,8 @@ func TestPartitionedInformers(t *testing.T) {
 		owned     map[schema.GroupVersionResource]int
 		related   map[schema.GroupVersionResource]int
 		oneSet    bool
+		// hold are the partitions an applier replica's registry holds.
+		hold []int
 	}{
 		{
 			name: "shard of partitions 1 and 3",
@@ -86,6 +91,19 @@ func TestPartitionedInformers(t *testing.T) {
 				secrets: {""}, namespacesGVR: {""},
 			},
 			owned:   map[schema.GroupVersionResource]int{foos: 2, configMaps: 2, v1alpha1.RevisionResource: 2},
+			related: map[schema.GroupVersionResource]int{secrets: 4, namespacesGVR: 1},
+		},
+		{
+			name: "applier replica of partitions 1 and 3 of 4",
+			opts: []Option{WithHeldPartitions(4)},
+			hold: []int{1, 3},
+			selectors: map[schema.GroupVersionResource][]string{
+				foos: {unlabelled, "universalcontroller.dev/partition in (1)", "universalcontroller.dev/partition in (3)"},
+				configMaps: {unlabelled, "universalcontroller.dev/partition in (1)", "universalcontroller.dev/partition in (3)"},
+				v1alpha1.RevisionResource: {unlabelled, "universalcontroller.dev/partition in (1)", "universalcontroller.dev/partition in (3)"},
+				secrets: {""}, namespacesGVR: {""},
+			},
+			owned:   map[schema.GroupVersionResource]int{foos: 3, configMaps: 3, v1alpha1.RevisionResource: 3},
 			related: map[schema.GroupVersionResource]int{secrets: 4, namespacesGVR: 1},
 		},
 		{
@@ -158,6 +176,12 @@ func TestPartitionedInformers(t *testing.T) {
 				}
 			}
 			defer r.only(ctl.Name)
+			for _, n := range tc.hold {
+				r.Hold(n)
+				if err := r.WaitHeld(t.Context(), n); err != nil {
+					t.Fatal(err)
+				}
+			}
 
 			mu.Lock()
 			for gvr, sels := range tc.selectors {
@@ -180,8 +204,25 @@ func TestPartitionedInformers(t *testing.T) {
 			if got, err := r.ListRelated(secrets, "ns", labels.Everything()); err != nil || len(got) != 4 {
 				t.Errorf("ListRelated(secrets) = %d objects (%v), want 4", len(got), err)
 			}
-			if got, err := r.List(foos, "ns", labels.Everything()); err != nil || len(got) != tc.owned[foos] {
-				t.Errorf("List(foos) = %d objects (%v), want %d", len(got), err, tc.owned[foos])
+			if tc.hold == nil {
+				if got, err := r.List(foos, "ns", labels.Everything()); err != nil || len(got) != tc.owned[foos] {
+					t.Errorf("List(foos) = %d objects (%v), want %d", len(got), err, tc.owned[foos])
+				}
+			}
+			// Objects are read from every cache, each once.
+			for _, name := range []string{"p1", "p3", "p"}[:min(tc.owned[foos], 3)] {
+				if _, err := r.Object(foos, "ns", name); err != nil {
+					t.Errorf("Object(foos, %s): %v", name, err)
+				}
+			}
+			if got, err := r.Orphans(configMaps, "ns", labels.Everything()); err != nil || len(got) != tc.owned[configMaps] {
+				t.Errorf("Orphans(configmaps) = %d objects (%v), want %d", len(got), err, tc.owned[configMaps])
+			}
+			for _, n := range tc.hold {
+				r.Release(n)
+			}
+			if _, err := r.Object(foos, "ns", "p1"); tc.hold != nil && err == nil {
+				t.Error("partition 1 released, its objects are still read")
 			}
 			if _, ok, _ := r.RelatedInformer(namespacesGVR).GetIndexer().GetByKey("ns"); !ok {
 				t.Error("RelatedInformer(namespaces) does not hold ns")

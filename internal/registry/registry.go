@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -60,7 +61,11 @@ type Registry struct {
 	// (RelatedInformer). They are one set (the same pointer) but in a
 	// watcher shard's registry, whose owned informers select its
 	// partitions' objects (WithPartitions).
-	owned, related *informerSet
+	// In an applier replica's registry (WithHeldPartitions), owned is a
+	// set per partition held.
+	owned          ownedInformers
+	related        *informerSet
+	handlers       atomic.Uint64 // the last OnOwned handler's id
 	disco          discovery.CachedDiscoveryInterface
 	mapper         *restmapper.DeferredDiscoveryRESTMapper
 	ucs            cache.SharedIndexInformer
@@ -100,6 +105,9 @@ type resolver func(u *unstructured.Unstructured, name string) (*core.Controller,
 func (r *Registry) addSource(gvr schema.GroupVersionResource, name func(string) string, resolve resolver) {
 	r.sources = append(r.sources, source{gvr: gvr, name: name, resolve: resolve})
 }
+
+// oneSet tells whether the owned and related informers are one set.
+func (r *Registry) oneSet() bool { return r.owned == ownedInformers(r.related) }
 
 // Option configures a Registry.
 type Option func(*Registry)
@@ -144,8 +152,9 @@ func WithStatusSchemas() Option {
 func WithPartitions(held []int) Option {
 	sel := partitionSelector(held)
 	return func(r *Registry) {
-		r.owned = newInformerSet(r.related.dyn)
-		r.owned.selector = sel
+		owned := newInformerSet(r.related.dyn)
+		owned.selector = sel
+		r.owned = owned
 	}
 }
 
@@ -203,8 +212,11 @@ func New(dyn dynamic.Interface, disco discovery.DiscoveryInterface, log *slog.Lo
 		opt(r)
 	}
 	// The parents' failures are tallied from the owned informers (with one
-	// set, every informer, the sources' too).
-	r.owned.onNew = r.watchFailures
+	// set, every informer, the sources' too; an applier replica's sets
+	// have it already).
+	if owned, ok := r.owned.(*informerSet); ok {
+		owned.onNew = r.watchFailures
+	}
 	for i := range r.sources {
 		r.sources[i].inf = r.related.get(r.sources[i].gvr)
 	}
@@ -298,9 +310,39 @@ func (r *Registry) selects(obj any) bool {
 
 // Informer returns the shared informer of a resource of controllers'
 // parents, children or revisions (in a watcher shard's registry, it holds
-// the shard's partitions' objects only).
+// the shard's partitions' objects only). An applier replica's registry
+// (WithHeldPartitions) has several: Informer panics; follow them with
+// OnOwned.
 func (r *Registry) Informer(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
-	return r.owned.get(gvr)
+	owned, ok := r.owned.(*informerSet)
+	if !ok {
+		panic("registry: an applier replica's registry (WithHeldPartitions) has an informer of " + gvr.Resource + " per partition held; use OnOwned")
+	}
+	return owned.get(gvr)
+}
+
+// OnOwned adds handler to the informers of a resource of controllers'
+// parents, children or revisions: in an applier replica's registry, to
+// those of every partition it holds and of the objects in none, and to
+// those of the partitions it takes later (whose objects it hears of as
+// added). It returns what removes it.
+func (r *Registry) OnOwned(gvr schema.GroupVersionResource, handler cache.ResourceEventHandler) (remove func()) {
+	id := handlerID(r.handlers.Add(1))
+	r.owned.addHandler(id, gvr, handler)
+	return func() { r.owned.removeHandler(id) }
+}
+
+// EachOwned calls fn with the metadata of every cached object of a
+// resource of controllers' parents, children or revisions. fn must not
+// change it.
+func (r *Registry) EachOwned(gvr schema.GroupVersionResource, fn func(metav1.Object)) {
+	for _, c := range r.owned.caches(gvr) {
+		for _, obj := range c.List() {
+			if m, ok := compact.Meta(obj); ok {
+				fn(m)
+			}
+		}
+	}
 }
 
 // RelatedInformer returns the shared informer of a resource customize
@@ -589,7 +631,7 @@ func (r *Registry) Orphans(gvr schema.GroupVersionResource, namespace string, se
 	if key == "" {
 		key = allNamespaces
 	}
-	objs, err := r.Informer(gvr).GetIndexer().ByIndex(orphanIndex, key)
+	objs, err := r.byIndex(gvr, orphanIndex, key)
 	if err != nil {
 		return nil, fmt.Errorf("list orphan %s: %w", gvr.Resource, err)
 	}
@@ -607,11 +649,36 @@ func (r *Registry) Orphans(gvr schema.GroupVersionResource, namespace string, se
 // not act on it: whoever could write it there would steer uc's writes into
 // a namespace the parent has no say in.
 func (r *Registry) Owned(gvr schema.GroupVersionResource, namespace string, owner types.UID) ([]*unstructured.Unstructured, error) {
-	objs, err := r.Informer(gvr).GetIndexer().ByIndex(ownerIndex, string(owner))
+	objs, err := r.byIndex(gvr, ownerIndex, string(owner))
 	if err != nil {
 		return nil, fmt.Errorf("list %s owned by %s: %w", gvr.Resource, owner, err)
 	}
 	return inNamespace(objs, namespace)
+}
+
+// byIndex lists the cached objects of gvr that an index files under key,
+// from every cache of the resource; an object that two caches hold (it is
+// moving from one partition to another) once.
+func (r *Registry) byIndex(gvr schema.GroupVersionResource, index, key string) ([]any, error) {
+	caches := r.owned.caches(gvr)
+	if len(caches) == 1 {
+		return caches[0].ByIndex(index, key)
+	}
+	var out []any
+	seen := map[string]bool{}
+	for _, c := range caches {
+		objs, err := c.ByIndex(index, key)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			if k, err := cache.MetaNamespaceKeyFunc(o); err == nil && !seen[k] {
+				seen[k] = true
+				out = append(out, o)
+			}
+		}
+	}
+	return out, nil
 }
 
 // inNamespace are the objects in namespace, or all of them when namespace
@@ -638,17 +705,8 @@ func (r *Registry) startInformers(ctx context.Context, c *core.Controller) error
 		owned = append(owned, v1alpha1.RevisionResource)
 	}
 	for _, gvr := range owned {
-		inf := r.Informer(gvr)
-		missing := cache.Indexers{}
-		for name, fn := range map[string]cache.IndexFunc{ownerIndex: indexByController, orphanIndex: indexOrphans} {
-			if _, ok := inf.GetIndexer().GetIndexers()[name]; !ok {
-				missing[name] = fn
-			}
-		}
-		if len(missing) > 0 {
-			if err := inf.AddIndexers(missing); err != nil {
-				return fmt.Errorf("index %s: %w", gvr.Resource, err)
-			}
+		if err := r.owned.index(gvr, cache.Indexers{ownerIndex: indexByController, orphanIndex: indexOrphans}); err != nil {
+			return fmt.Errorf("index %s: %w", gvr.Resource, err)
 		}
 	}
 	gvrs := append(c.ParentResources(), owned...)
@@ -668,7 +726,7 @@ func (r *Registry) startInformers(ctx context.Context, c *core.Controller) error
 // likewise.
 func (r *Registry) only(controller string, owned ...schema.GroupVersionResource) {
 	r.owned.only(controller, owned...)
-	if r.related != r.owned {
+	if !r.oneSet() {
 		r.related.only(controller)
 	}
 }
@@ -706,12 +764,14 @@ func (r *Registry) cached(gvr schema.GroupVersionResource, namespace, name strin
 	if namespace != "" {
 		key = namespace + "/" + name
 	}
-	obj, exists, err := r.Informer(gvr).GetIndexer().GetByKey(key)
-	if err != nil {
-		return nil, err
+	for _, c := range r.owned.caches(gvr) {
+		obj, exists, err := c.GetByKey(key)
+		if err != nil {
+			return nil, err
+		}
+		if exists {
+			return obj, nil
+		}
 	}
-	if !exists {
-		return nil, apierrors.NewNotFound(gvr.GroupResource(), name)
-	}
-	return obj, nil
+	return nil, apierrors.NewNotFound(gvr.GroupResource(), name)
 }
