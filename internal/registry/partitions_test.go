@@ -98,10 +98,10 @@ func TestPartitionedInformers(t *testing.T) {
 			opts: []Option{WithHeldPartitions(4)},
 			hold: []int{1, 3},
 			selectors: map[schema.GroupVersionResource][]string{
-				foos: {unlabelled, "universalcontroller.dev/partition in (1)", "universalcontroller.dev/partition in (3)"},
-				configMaps: {unlabelled, "universalcontroller.dev/partition in (1)", "universalcontroller.dev/partition in (3)"},
+				foos:                      {unlabelled, "universalcontroller.dev/partition in (1)", "universalcontroller.dev/partition in (3)"},
+				configMaps:                {unlabelled, "universalcontroller.dev/partition in (1)", "universalcontroller.dev/partition in (3)"},
 				v1alpha1.RevisionResource: {unlabelled, "universalcontroller.dev/partition in (1)", "universalcontroller.dev/partition in (3)"},
-				secrets: {""}, namespacesGVR: {""},
+				secrets:                   {""}, namespacesGVR: {""},
 			},
 			owned:   map[schema.GroupVersionResource]int{foos: 3, configMaps: 3, v1alpha1.RevisionResource: 3},
 			related: map[schema.GroupVersionResource]int{secrets: 4, namespacesGVR: 1},

@@ -63,19 +63,19 @@ type Registry struct {
 	// partitions' objects (WithPartitions).
 	// In an applier replica's registry (WithHeldPartitions), owned is a
 	// set per partition held.
-	owned          ownedInformers
-	related        *informerSet
-	handlers       atomic.Uint64 // the last OnOwned handler's id
-	disco          discovery.CachedDiscoveryInterface
-	mapper         *restmapper.DeferredDiscoveryRESTMapper
-	ucs            cache.SharedIndexInformer
-	sources        []source // UniversalControllers first
-	queue          workqueue.TypedRateLimitingInterface[string]
-	log            *slog.Logger
-	status         *statusWriter // nil: this process does not report on UniversalControllers
-	schemas        *statusSchemas
-	failures       *failures
-	selector       labels.Selector // the controller objects this registry serves
+	owned    ownedInformers
+	related  *informerSet
+	handlers atomic.Uint64 // the last OnOwned handler's id
+	disco    discovery.CachedDiscoveryInterface
+	mapper   *restmapper.DeferredDiscoveryRESTMapper
+	ucs      cache.SharedIndexInformer
+	sources  []source // UniversalControllers first
+	queue    workqueue.TypedRateLimitingInterface[string]
+	log      *slog.Logger
+	status   *statusWriter // nil: this process does not report on UniversalControllers
+	schemas  *statusSchemas
+	failures *failures
+	selector labels.Selector // the controller objects this registry serves
 	// partitions the watchers are sharded over (WithShardedWatchers); 0 when
 	// they are not.
 	partitions int
