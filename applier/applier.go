@@ -55,6 +55,11 @@ type Options struct {
 	// Shadows hears how the replies of sync hooks' shadows compare with
 	// the sync hooks' (default: nobody).
 	Shadows ShadowObserver
+	// Caches, when set, fill the caches of the partitions this replica
+	// holds, which hold only their objects (the registry's, made with
+	// registry.WithHeldPartitions). nil: the registry caches every
+	// partition.
+	Caches PartitionCaches
 }
 
 // DefaultMaxChildren is the default of Options.MaxChildren.
@@ -91,10 +96,11 @@ type Registry interface {
 	ParentFailed(controller string, parent *unstructured.Unstructured, reason, message string)
 	ParentApplied(controller string, parent *unstructured.Unstructured) (wasFailing bool)
 	// Subscribe tells of every controller registered, changed or removed;
-	// Informer is the shared informer of a resource and Meta a cached
-	// object's metadata (the labeller's).
+	// OnOwned follows the cached objects of a resource, EachOwned lists
+	// them, and Meta is a cached object's metadata (the labeller's).
 	Subscribe(l registry.Listener) (unsubscribe func())
-	Informer(gvr schema.GroupVersionResource) cache.SharedIndexInformer
+	OnOwned(gvr schema.GroupVersionResource, handler cache.ResourceEventHandler) (remove func())
+	EachOwned(gvr schema.GroupVersionResource, fn func(metav1.Object))
 	Meta(gvr schema.GroupVersionResource, namespace, name string) (metav1.Object, error)
 }
 
@@ -129,7 +135,7 @@ func New(reg Registry, dyn dynamic.Interface, js jetstream.JetStream, events rec
 	in := newIntake(rec, opts.Observer, log)
 	rec.failures = in.failures
 	return &Applier{js: js, opts: opts, log: log, in: in, rec: rec,
-		labels: newLabeller(reg, dyn, events, opts.Partitions, func(n int) bool { return in.partition(n) != nil }, log)}
+		labels: newLabeller(reg, dyn, events, opts.Partitions, func(n int) bool { return in.partition(n) != nil }, opts.Caches != nil, log)}
 }
 
 // Run consumes and applies the replies of the partitions this replica holds

@@ -2,6 +2,7 @@ package applier
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -184,6 +185,9 @@ func (in *intake) applyNext(ctx context.Context, uid types.UID) error {
 	}()
 	ctx, cancel := part.hold.WhileHeld(ctx)
 	defer cancel()
+	if err := part.cached(ctx); err != nil {
+		return fmt.Errorf("caches of partition %d: %w", part.n, err)
+	}
 	ctx = withGate(ctx, part.hold.Check)
 	if err := in.rec.apply(ctx, part.parents, b); err != nil {
 		return err

@@ -117,7 +117,7 @@ func testIntake(t *testing.T) (*intake, *fakeReconciler) {
 	rec := &fakeReconciler{}
 	in := newIntake(rec, nobody{}, slog.New(slog.DiscardHandler))
 	t.Cleanup(in.shutDown)
-	in.hold(newPartition(0, nil, shares.NewHold(time.Now())))
+	in.hold(newPartition(0, nil, shares.NewHold(time.Now()), allCached{}))
 	return in, rec
 }
 
@@ -245,7 +245,7 @@ func TestIntakePutsFailedRepliesBack(t *testing.T) {
 		lapsed := shares.NewHold(time.Now().Add(-topology.LeaseTTL))
 		<-lapsed.Context().Done()
 		in.drop(0)
-		in.hold(newPartition(0, nil, lapsed))
+		in.hold(newPartition(0, nil, lapsed, allCached{}))
 		msg := replyMsg(t, observation(1), 1)
 		in.receive(msg)
 		next(t, in)
@@ -306,7 +306,7 @@ func TestIntakeReadsTheVerdict(t *testing.T) {
 			observer := &failures{}
 			in := newIntake(rec, observer, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 			t.Cleanup(in.shutDown)
-			in.hold(newPartition(0, nil, shares.NewHold(time.Now())))
+			in.hold(newPartition(0, nil, shares.NewHold(time.Now()), allCached{}))
 			msg := replyMsg(t, observation(1), 1)
 			in.receive(msg)
 			next(t, in)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -43,22 +44,50 @@ import (
 // The applier replica that applies a parent's replies labels its objects:
 // the one holding the parent's partition (core.Controller.Partition). It
 // looks over every object again when it takes partitions.
+//
+// When the replica caches only the partitions it holds and the objects in
+// none (partitioned: registry.WithHeldPartitions), an object labelled with
+// a partition it holds whose parent is in none of its caches was moved by
+// hand — the object, or its parent — and this replica, the only one that
+// sees it, labels it with its parent's partition, read from the API server.
+// It looks for such objects when a parent leaves its caches (labelled
+// with a partition it does not hold, or deleted) and when it sees one
+// added.
 type labeller struct {
-	reg        Registry
-	dyn        dynamic.Interface
-	events     record.EventRecorder
-	log        *slog.Logger
-	partitions int
-	holds      func(n int) bool
-	queue      workqueue.TypedRateLimitingInterface[labelKey]
-	rescans    chan struct{}
+	reg         Registry
+	dyn         dynamic.Interface
+	events      record.EventRecorder
+	log         *slog.Logger
+	partitions  int
+	holds       func(n int) bool
+	partitioned bool
+	queue       workqueue.TypedRateLimitingInterface[labelKey]
+	rescans     chan struct{}
 	// removed are the parents whose label someone removed, with the label
 	// they had: their new label is reported as set back.
-	removed sync.Map // labelKey → string
+	removed sync.Map // labelKey → removedLabel
 
 	mu       sync.Mutex
-	handlers map[string][]labelHandler // by controller name
+	handlers map[string][]func() // by controller name: what removes them
 }
+
+// removedLabel is the label someone removed from a parent.
+type removedLabel struct {
+	label string
+	uid   types.UID
+}
+
+const (
+	// unknownParentDelay is how long an object labelled with a partition
+	// held waits for its parent to be cached before the parent is read
+	// from the API server: the caches of a partition just taken fill one
+	// resource after another.
+	unknownParentDelay = 5 * time.Second
+	// goneDelay is how long after a parent left this replica's caches its
+	// children still cached are looked at: a deleted parent's are deleted
+	// by the garbage collector meanwhile, and need no look.
+	goneDelay = 10 * time.Second
+)
 
 // labelKey is an object the labeller checks: a parent or one of a parent's
 // objects, of a controller.
@@ -70,21 +99,20 @@ type labelKey struct {
 	// decorated resource's key (core.Resource.Key).
 	parent    bool
 	decorated string
+	// gone is set for a parent, of that uid, that left this replica's
+	// caches: its children still cached are checked.
+	gone bool
+	uid  types.UID
 }
 
-type labelHandler struct {
-	informer cache.SharedIndexInformer
-	reg      cache.ResourceEventHandlerRegistration
-}
-
-func newLabeller(reg Registry, dyn dynamic.Interface, events record.EventRecorder, partitions int, holds func(int) bool, log *slog.Logger) *labeller {
+func newLabeller(reg Registry, dyn dynamic.Interface, events record.EventRecorder, partitions int, holds func(int) bool, partitioned bool, log *slog.Logger) *labeller {
 	return &labeller{
-		reg: reg, dyn: dyn, events: events, partitions: partitions, holds: holds,
+		reg: reg, dyn: dyn, events: events, partitions: partitions, holds: holds, partitioned: partitioned,
 		log: log.With("component", "labeller"),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[labelKey](),
 			workqueue.TypedRateLimitingQueueConfig[labelKey]{Name: "partition-labels"}),
 		rescans:  make(chan struct{}, 1),
-		handlers: map[string][]labelHandler{},
+		handlers: map[string][]func(){},
 	}
 }
 
@@ -127,8 +155,8 @@ func (l *labeller) onController(old, cur *core.Controller) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if old != nil {
-		for _, h := range l.handlers[old.Name] {
-			_ = h.informer.RemoveEventHandler(h.reg)
+		for _, remove := range l.handlers[old.Name] {
+			remove()
 		}
 		delete(l.handlers, old.Name)
 	}
@@ -136,36 +164,67 @@ func (l *labeller) onController(old, cur *core.Controller) {
 		return
 	}
 	for _, k := range l.resources(cur) {
-		inf := l.reg.Informer(k.gvr)
-		enqueue := func(obj any) {
-			if m, ok := compact.Meta(obj); ok {
-				l.check(k, m)
-			}
-		}
-		reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc: enqueue,
-			UpdateFunc: func(oldObj, newObj any) {
-				o, ok1 := compact.Meta(oldObj)
-				n, ok2 := compact.Meta(newObj)
-				if k.parent && ok1 && ok2 {
-					was, had := o.GetLabels()[v1alpha1.LabelPartition]
-					is, has := n.GetLabels()[v1alpha1.LabelPartition]
-					if had && !has {
-						l.removed.Store(labelKey{controller: k.controller, gvr: k.gvr, namespace: n.GetNamespace(), name: n.GetName(), parent: true, decorated: k.decorated}, was)
-					}
-					if was != is {
-						l.children(cur, n) // moved: its children follow
-					}
-				}
-				enqueue(newObj)
-			},
-		})
-		if err != nil {
-			l.log.Error("follow", "controller", cur.Name, "resource", k.gvr.String(), "err", err)
-			continue
-		}
-		l.handlers[cur.Name] = append(l.handlers[cur.Name], labelHandler{informer: inf, reg: reg})
+		l.handlers[cur.Name] = append(l.handlers[cur.Name], l.reg.OnOwned(k.gvr, l.handler(cur, k)))
 	}
+}
+
+// handler checks the objects of the resource of k as they are cached.
+func (l *labeller) handler(cur *core.Controller, k labelKey) cache.ResourceEventHandler {
+	enqueue := func(obj any) {
+		if m, ok := compact.Meta(obj); ok {
+			l.check(k, m)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue,
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := compact.Meta(oldObj)
+			n, ok2 := compact.Meta(newObj)
+			if k.parent && ok1 && ok2 {
+				was, had := o.GetLabels()[v1alpha1.LabelPartition]
+				is, has := n.GetLabels()[v1alpha1.LabelPartition]
+				if had && !has {
+					l.removed.Store(objectKey(k, n), removedLabel{was, n.GetUID()})
+				}
+				if was != is {
+					l.children(cur, n) // moved: its children follow
+				}
+			}
+			enqueue(newObj)
+		},
+		DeleteFunc: func(obj any) {
+			if k.parent && l.partitioned {
+				l.left(cur, k, obj)
+			}
+		},
+	}
+}
+
+// objectKey is k for obj.
+func objectKey(k labelKey, obj metav1.Object) labelKey {
+	k.namespace, k.name = obj.GetNamespace(), obj.GetName()
+	return k
+}
+
+// left hears that a parent left this replica's partitioned caches: it was
+// deleted, or labelled with a partition of another cache (by uc, or by
+// hand) — the API server tells both alike. Its children still cached are
+// checked soon. A label removed is remembered, to be reported when the
+// parent, in the cache of the objects in no partition, gets it back.
+func (l *labeller) left(ctl *core.Controller, k labelKey, obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	m, ok := compact.Meta(obj)
+	if !ok || !l.isParent(ctl, k, m) {
+		return
+	}
+	k = objectKey(k, m)
+	if label := m.GetLabels()[v1alpha1.LabelPartition]; ctl.ValidPartition(label) {
+		l.removed.Store(k, removedLabel{label, m.GetUID()})
+	}
+	k.gone, k.uid = true, m.GetUID()
+	l.queue.AddAfter(k, goneDelay)
 }
 
 // resources are the resources of a controller's objects that carry the
@@ -202,11 +261,7 @@ func (l *labeller) scan() {
 			continue
 		}
 		for _, k := range l.resources(ctl) {
-			for _, obj := range l.reg.Informer(k.gvr).GetStore().List() {
-				if m, ok := compact.Meta(obj); ok {
-					l.check(k, m)
-				}
-			}
+			l.reg.EachOwned(k.gvr, func(m metav1.Object) { l.check(k, m) })
 		}
 	}
 }
@@ -229,17 +284,41 @@ func (l *labeller) children(ctl *core.Controller, parent metav1.Object) {
 }
 
 // check queues obj, an object of the resource of k, when this replica
-// labels it and its label is not the one it should carry.
+// labels it and its label is not the one it should carry; or, when its
+// parent is in none of this replica's caches, soon, to read its parent
+// then.
 func (l *labeller) check(k labelKey, obj metav1.Object) {
-	k.namespace, k.name = obj.GetNamespace(), obj.GetName()
+	k = objectKey(k, obj)
 	ctl, ok := l.reg.Get(k.controller)
 	if !ok {
 		return
 	}
-	if want, partition, ok := l.want(ctl, k, obj); ok && l.holds(partition) &&
-		obj.GetLabels()[v1alpha1.LabelPartition] != want {
-		l.queue.Add(k)
+	want, partition, ok := l.want(ctl, k, obj)
+	switch {
+	case ok:
+		if l.holds(partition) && obj.GetLabels()[v1alpha1.LabelPartition] != want {
+			l.queue.Add(k)
+		}
+	case l.uncachedParent(ctl, k, obj):
+		l.queue.AddAfter(k, unknownParentDelay)
 	}
+}
+
+// uncachedParent tells an object whose parent is in none of the
+// partitioned caches, and which this replica labels: one labelled with a
+// partition it holds. (An object in no partition is its parent's
+// partition's holder's, which caches both.)
+func (l *labeller) uncachedParent(ctl *core.Controller, k labelKey, obj metav1.Object) bool {
+	if !l.partitioned || k.parent {
+		return false
+	}
+	label := obj.GetLabels()[v1alpha1.LabelPartition]
+	if !ctl.ValidPartition(label) {
+		return false
+	}
+	n, _ := strconv.Atoi(label)
+	_, _, ok := l.parentRef(ctl, obj)
+	return ok && l.holds(n)
 }
 
 // want is the label obj should carry, and the partition of its parent,
@@ -273,14 +352,28 @@ func (l *labeller) isParent(ctl *core.Controller, k labelKey, obj metav1.Object)
 // parentOf is the cached parent that controls obj, a child, an attachment
 // or a revision.
 func (l *labeller) parentOf(ctl *core.Controller, obj metav1.Object) (metav1.Object, bool) {
+	res, ref, ok := l.parentRef(ctl, obj)
+	if !ok {
+		return nil, false
+	}
+	parent, err := l.reg.Meta(res.GVR, parentNamespace(res, obj), ref.Name)
+	if err == nil && parent.GetUID() == ref.UID {
+		return parent, true
+	}
+	return nil, false
+}
+
+// parentRef is the reference of obj, a child, an attachment or a
+// revision, to the parent that controls it, and the parent's resource.
+func (l *labeller) parentRef(ctl *core.Controller, obj metav1.Object) (core.Resource, *metav1.OwnerReference, bool) {
 	ref := metav1.GetControllerOfNoCopy(obj)
 	if ref == nil {
-		return nil, false
+		return core.Resource{}, nil, false
 	}
 	resources := []core.Resource{ctl.Parent}
 	if ctl.Decorator != nil {
 		if !ctl.IsAttachment(obj) {
-			return nil, false
+			return core.Resource{}, nil, false
 		}
 		resources = resources[:0]
 		for _, d := range ctl.Decorator.Resources {
@@ -288,19 +381,41 @@ func (l *labeller) parentOf(ctl *core.Controller, obj metav1.Object) (metav1.Obj
 		}
 	}
 	for _, res := range resources {
-		if ref.APIVersion != res.APIVersion() || ref.Kind != res.GVK.Kind {
-			continue
-		}
-		ns := ""
-		if res.Namespaced {
-			ns = obj.GetNamespace()
-		}
-		parent, err := l.reg.Meta(res.GVR, ns, ref.Name)
-		if err == nil && parent.GetUID() == ref.UID {
-			return parent, true
+		if ref.APIVersion == res.APIVersion() && ref.Kind == res.GVK.Kind {
+			return res, ref, true
 		}
 	}
-	return nil, false
+	return core.Resource{}, nil, false
+}
+
+// parentNamespace is the namespace of obj's parent of resource res: obj's,
+// or none for a cluster-scoped parent.
+func parentNamespace(res core.Resource, obj metav1.Object) string {
+	if res.Namespaced {
+		return obj.GetNamespace()
+	}
+	return ""
+}
+
+// readParent is the label obj, labelled with a partition this replica
+// holds whose parent is in none of its caches (uncachedParent), should
+// carry: its parent's, read from the API server. false when the parent is
+// gone (its children follow it).
+func (l *labeller) readParent(ctx context.Context, ctl *core.Controller, obj metav1.Object) (string, int, bool, error) {
+	res, ref, _ := l.parentRef(ctl, obj)
+	ns := parentNamespace(res, obj)
+	parent, err := l.dyn.Resource(res.GVR).Namespace(ns).Get(ctx, ref.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", 0, false, nil
+	case err != nil:
+		return "", 0, false, fmt.Errorf("read the parent %s: %w", cache.NewObjectName(ns, ref.Name), err)
+	case parent.GetUID() != ref.UID:
+		return "", 0, false, nil
+	}
+	want, ok := ctl.PartitionOf(parent)
+	n, _ := strconv.Atoi(obj.GetLabels()[v1alpha1.LabelPartition])
+	return want, n, ok, nil
 }
 
 // sync labels one object as its cached state says it should be, with a
@@ -308,6 +423,10 @@ func (l *labeller) parentOf(ctl *core.Controller, obj metav1.Object) (metav1.Obj
 func (l *labeller) sync(ctx context.Context, k labelKey) error {
 	ctl, ok := l.reg.Get(k.controller)
 	if !ok {
+		return nil
+	}
+	if k.gone {
+		l.gone(ctl, k)
 		return nil
 	}
 	obj, err := l.reg.Meta(k.gvr, k.namespace, k.name)
@@ -318,6 +437,11 @@ func (l *labeller) sync(ctx context.Context, k labelKey) error {
 		return err
 	}
 	want, partition, ok := l.want(ctl, k, obj)
+	if !ok && l.uncachedParent(ctl, k, obj) {
+		if want, partition, ok, err = l.readParent(ctx, ctl, obj); err != nil {
+			return err
+		}
+	}
 	had, labelled := obj.GetLabels()[v1alpha1.LabelPartition]
 	if !ok || !l.holds(partition) || had == want {
 		return nil
@@ -337,8 +461,8 @@ func (l *labeller) sync(ctx context.Context, k labelKey) error {
 	case err != nil:
 		return fmt.Errorf("label %s %s with partition %s: %w", k.gvr.Resource, cache.NewObjectName(k.namespace, k.name), want, err)
 	}
-	if was, ok := l.removed.LoadAndDelete(k); ok && !labelled {
-		l.report(ctl, k, obj, fmt.Sprintf("removed (it was %q)", was), want)
+	if was, ok := l.removed.LoadAndDelete(k); ok && !labelled && was.(removedLabel).uid == obj.GetUID() {
+		l.report(ctl, k, obj, fmt.Sprintf("removed (it was %q)", was.(removedLabel).label), want)
 		return nil
 	}
 	if labelled {
@@ -348,6 +472,38 @@ func (l *labeller) sync(ctx context.Context, k labelKey) error {
 	// A new parent's, or a child's made before sharding.
 	l.log.Debug("labelled with its partition", "controller", ctl.Name, "resource", k.gvr.Resource, "object", cache.MetaObjectToName(obj).String(), "partition", want)
 	return nil
+}
+
+// gone checks the children still cached of a parent that left this
+// replica's caches: with the parent back in another of them, as usual;
+// otherwise each reads its parent (sync), and follows it to its partition
+// or, deleted, is left to the garbage collector.
+func (l *labeller) gone(ctl *core.Controller, k labelKey) {
+	uid := k.uid
+	k.gone, k.uid = false, ""
+	if was, ok := l.removed.Load(k); ok && was.(removedLabel).uid == uid {
+		// Deleted, or labelled by now: nothing left to report.
+		l.removed.CompareAndDelete(k, was)
+	}
+	if parent, err := l.reg.Meta(k.gvr, k.namespace, k.name); err == nil && parent.GetUID() == uid {
+		l.children(ctl, parent)
+		return
+	}
+	for _, r := range l.resources(ctl) {
+		if r.parent {
+			continue
+		}
+		objs, err := l.reg.Owned(r.gvr, k.namespace, uid)
+		if err != nil {
+			l.log.Warn("list a parent's objects", "controller", ctl.Name, "parent", cache.NewObjectName(k.namespace, k.name).String(), "err", err)
+			continue
+		}
+		for _, obj := range objs {
+			if l.uncachedParent(ctl, r, obj) {
+				l.queue.Add(objectKey(r, obj))
+			}
+		}
+	}
 }
 
 // report tells of a label someone changed by hand, set back: a log line,

@@ -71,6 +71,7 @@ func TestLabeller(t *testing.T) {
 	}
 	parent := obj("Parent", "p", "uid-p", map[string]string{"app": "x"}, nil)
 	moved := obj("Parent", "moved", "uid-moved", map[string]string{"app": "x", v1alpha1.LabelPartition: "5"}, nil)
+	elsewhere := obj("Parent", "elsewhere", "uid-elsewhere", map[string]string{"app": "x", v1alpha1.LabelPartition: "6"}, nil)
 	tests := []struct {
 		name   string
 		key    labelKey
@@ -80,6 +81,10 @@ func TestLabeller(t *testing.T) {
 		events int
 		// removed is the label the handler saw someone remove.
 		removed string
+		// partitioned: the caches hold the partitions held only; server
+		// is a parent in none of them, only on the API server.
+		partitioned bool
+		server      *unstructured.Unstructured
 	}{
 		{name: "a new parent gets its UID's partition", key: labelKey{parent: true, gvr: parentGVR},
 			obj: parent, holds: true, want: partitionOf("uid-p")},
@@ -102,17 +107,33 @@ func TestLabeller(t *testing.T) {
 			obj: obj("ConfigMap", "c3", "uid-c3", map[string]string{v1alpha1.LabelPartition: "x"}, parent), holds: true, want: partitionOf("uid-p")},
 		{name: "an object no parent controls is left alone", key: labelKey{gvr: cmGVR},
 			obj: obj("ConfigMap", "c4", "uid-c4", nil, nil), holds: true},
+		{name: "partitioned: a child labelled with a partition held follows its parent, in no cache, read from the API server", key: labelKey{gvr: cmGVR},
+			obj: obj("ConfigMap", "c5", "uid-c5", map[string]string{v1alpha1.LabelPartition: "3"}, elsewhere), holds: true,
+			partitioned: true, server: elsewhere, want: "6"},
+		{name: "partitioned: a child of a parent gone is left to the garbage collector", key: labelKey{gvr: cmGVR},
+			obj: obj("ConfigMap", "c6", "uid-c6", map[string]string{v1alpha1.LabelPartition: "3"}, elsewhere), holds: true,
+			partitioned: true},
+		{name: "partitioned: a child in no partition whose parent is in no cache is left to the parent's holder", key: labelKey{gvr: cmGVR},
+			obj: obj("ConfigMap", "c7", "uid-c7", nil, elsewhere), holds: true,
+			partitioned: true, server: elsewhere},
+		{name: "unpartitioned: a child whose parent is not cached is left alone", key: labelKey{gvr: cmGVR},
+			obj: obj("ConfigMap", "c8", "uid-c8", map[string]string{v1alpha1.LabelPartition: "3"}, elsewhere), holds: true,
+			server: elsewhere},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			objs := []runtime.Object{tt.obj.DeepCopy()}
+			if tt.server != nil {
+				objs = append(objs, tt.server.DeepCopy())
+			}
 			dyn := fakedynamic.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-				map[schema.GroupVersionResource]string{parentGVR: "ParentList", cmGVR: "ConfigMapList"}, tt.obj.DeepCopy())
+				map[schema.GroupVersionResource]string{parentGVR: "ParentList", cmGVR: "ConfigMapList"}, objs...)
 			events := record.NewFakeRecorder(10)
 			reg := labelRegistry{ctl: ctl, objs: []*unstructured.Unstructured{parent, moved, tt.obj}}
-			l := newLabeller(reg, dyn, events, partitions, func(int) bool { return tt.holds }, slog.New(slog.DiscardHandler))
+			l := newLabeller(reg, dyn, events, partitions, func(int) bool { return tt.holds }, tt.partitioned, slog.New(slog.DiscardHandler))
 			tt.key.controller, tt.key.namespace, tt.key.name = "c", "ns", tt.obj.GetName()
 			if tt.removed != "" {
-				l.removed.Store(tt.key, tt.removed)
+				l.removed.Store(tt.key, removedLabel{tt.removed, tt.obj.GetUID()})
 			}
 			if err := l.sync(context.Background(), tt.key); err != nil {
 				t.Fatal(err)

@@ -21,6 +21,25 @@ import (
 // waits for its applies in flight before the newcomer takes it; so a
 // parent is applied by one replica at a time, even while ownership moves.
 
+// PartitionCaches fill the caches of the partitions this replica holds:
+// an applier replica's registry in a sharded installation
+// (registry.WithHeldPartitions) caches only their parents, children and
+// revisions. A partition is taken (Hold) before its replies are consumed,
+// and applied once its caches are filled (WaitHeld); it is given back
+// (Release) once its applies in flight have ended.
+type PartitionCaches interface {
+	Hold(n int)
+	WaitHeld(ctx context.Context, n int) error
+	Release(n int)
+}
+
+// allCached are the caches of a replica that caches every partition.
+type allCached struct{}
+
+func (allCached) Hold(int)                            {}
+func (allCached) WaitHeld(context.Context, int) error { return nil }
+func (allCached) Release(int)                         {}
+
 // partition is one partition this replica holds: its consumer, and the
 // hold on it. The holder creates it and hands it to intake, which begins
 // its applies while the hold lasts.
@@ -37,11 +56,15 @@ type partition struct {
 	// parents is what the reconciler knows of the partition's parents
 	// while this replica holds it.
 	parents *knownParents
+	// cached waits until the partition's caches are filled.
+	cached func(ctx context.Context) error
 }
 
-// newPartition is partition n, consumed by consumer, held while hold lasts.
-func newPartition(n int, consumer *topology.KeptConsumer, hold *shares.Hold) *partition {
-	return &partition{n: n, consumer: consumer, hold: hold, parents: newKnownParents()}
+// newPartition is partition n, consumed by consumer, held while hold
+// lasts, its objects in caches.
+func newPartition(n int, consumer *topology.KeptConsumer, hold *shares.Hold, caches PartitionCaches) *partition {
+	return &partition{n: n, consumer: consumer, hold: hold, parents: newKnownParents(),
+		cached: func(ctx context.Context) error { return caches.WaitHeld(ctx, n) }}
 }
 
 // holder is the applier's shares.Holder: it consumes each partition
@@ -60,12 +83,18 @@ type holder struct {
 	// taken hears that a partition was taken: the labeller looks over
 	// its objects.
 	taken func()
+	// caches hold the objects of the partitions held.
+	caches PartitionCaches
 }
 
 // newShares is the applier's shares of the partitions, handed to its
 // intake by a holder.
 func newShares(ctx context.Context, js jetstream.JetStream, in *intake, opts Options, log *slog.Logger) (*shares.Shares, *holder, error) {
-	h := &holder{in: in, js: js, log: log, unsettled: bus.NewUnsettled(), taken: func() {}}
+	caches := opts.Caches
+	if caches == nil {
+		caches = allCached{}
+	}
+	h := &holder{in: in, js: js, log: log, unsettled: bus.NewUnsettled(), taken: func() {}, caches: caches}
 	s, err := shares.New(ctx, js, h, shares.Options{
 		Partitions: opts.Partitions, Replicas: opts.Replicas, ReplicaID: opts.ReplicaID,
 		Members: topology.Appliers, Keys: topology.Partitions,
@@ -80,14 +109,17 @@ func newShares(ctx context.Context, js jetstream.JetStream, in *intake, opts Opt
 	return s, h, nil
 }
 
-// Take starts consuming partition n.
+// Take starts filling partition n's caches and consuming it; its applies
+// wait for the caches (applyNext).
 func (h *holder) Take(ctx context.Context, n int, hold *shares.Hold) error {
+	h.caches.Hold(n)
 	consumer, err := topology.KeepConsuming(ctx, h.js, topology.ApplierConsumer(n),
 		func(msg jetstream.Msg) { h.in.receive(h.unsettled.Track(msg)) }, h.lost)
 	if err != nil {
+		h.caches.Release(n)
 		return fmt.Errorf("consume partition: %w", err)
 	}
-	h.in.hold(newPartition(n, consumer, hold))
+	h.in.hold(newPartition(n, consumer, hold, h.caches))
 	h.taken()
 	return nil
 }
@@ -105,10 +137,12 @@ func (h *holder) Renewed(ctx context.Context, n int) {
 }
 
 // Give stops consuming partition n: no apply of it begins any more, its
-// waiting replies go back to the bus, and its applies in flight end.
+// waiting replies go back to the bus, and its applies in flight end; then
+// its caches go.
 func (h *holder) Give(n int) {
 	p := h.in.drop(n)
 	p.consumer.Drain()
 	h.in.giveBack(n)
 	p.active.Wait()
+	h.caches.Release(n)
 }

@@ -28,7 +28,7 @@ func queuedApplier(t *testing.T, reg *registry.Registry, logs *bytes.Buffer, par
 	t.Helper()
 	a := New(reg, nil, bustest.JetStream(t), nil, Options{}, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	t.Cleanup(a.in.shutDown)
-	a.in.hold(newPartition(0, nil, shares.NewHold(time.Now())))
+	a.in.hold(newPartition(0, nil, shares.NewHold(time.Now()), allCached{}))
 	var msgs []*busMsg
 	for _, name := range parents {
 		uid := types.UID("uid-" + name)

@@ -97,6 +97,13 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	if cfg.roles.applier { // the applier writes parents' status against their schemas
 		regOpts = append(regOpts, registry.WithStatusSchemas())
 	}
+	// An applier replica of a sharded installation caches only the
+	// partitions it holds; a process with other roles (uc run) needs
+	// every parent.
+	heldOnly := cfg.shardWatchers && cfg.roles == roleSet{applier: true}
+	if heldOnly {
+		regOpts = append(regOpts, registry.WithHeldPartitions(cfg.partitions))
+	}
 	// What every registry of the process serves: the one of its roles, and
 	// each term's of a watcher shard.
 	var served []registry.Option
@@ -199,9 +206,13 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		// the budget of uc's own Events on the parent.
 		hookEvents, stopHookEvents := recordEvents(ctx, kube, v1alpha1.HookEventSource, record.WithCorrelatorOptions(applier.HookEventCorrelation))
 		defer stopHookEvents()
-		a := applier.New(reg, dyn, js, recorder, applier.Options{Workers: cfg.applierWorkers, Replicas: cfg.replicas, Partitions: cfg.partitions, ReplicaID: id,
+		opts := applier.Options{Workers: cfg.applierWorkers, Replicas: cfg.replicas, Partitions: cfg.partitions, ReplicaID: id,
 			MaxChildren: cfg.maxChildren, Preflight: checks, HookEvents: hookEvents, Observer: m.applies, Shadows: m.shadows,
-			TracerProvider: tp}, log)
+			TracerProvider: tp}
+		if heldOnly {
+			opts.Caches = reg
+		}
+		a := applier.New(reg, dyn, js, recorder, opts, log)
 		m.reg.MustRegister(applierCollector{a})
 		runners = append(runners, checks.Run, a.Run)
 		onBus.add(topology.Applier(cfg.partitions), a.Consumers)
