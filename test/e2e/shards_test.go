@@ -27,13 +27,15 @@ import (
 const shardPartitions = 8
 
 // TestWatcherShards runs the watcher as shards (uc watcher
-// --shard-watchers) on one bus, with a sharded applier: two shards take a
-// burst of new parents, which users create without the partition label;
-// then, while every parent keeps changing, a third shard is added and one
-// of the first two is killed (SIGKILL). Every parent converges to its last
+// --shard-watchers) on one bus, with two sharded appliers: two shards take
+// a burst of new parents, which users create without the partition label;
+// then, while every parent keeps changing, a third shard and a third
+// applier are added and one of the first two shards and of the first two
+// appliers are killed (SIGKILL). Every parent converges to its last
 // change, no child is created twice, no two shards ever watch one
-// partition at once, and each shard's caches hold exactly the parents and
-// children of the partitions it holds — as its uc_cached_objects says,
+// partition at once, and each shard's and each applier's caches hold
+// exactly the parents and children of the partitions it holds (an
+// applier's, also those in no partition) — as its uc_cached_objects says,
 // against the labels on the API server. Then labels edited by hand, a
 // decorator over the shards, and the installation's partitions halved.
 func TestWatcherShards(t *testing.T) {
@@ -46,7 +48,10 @@ func TestWatcherShards(t *testing.T) {
 	b := newRolesOnBus(t, srv.URL(), "--partitions", strconv.Itoa(shardPartitions))
 	ns := b.ns
 	b.start("dispatcher", "dispatcher")
-	applier := b.start("applier", "applier", "--shard-watchers")
+	startApplier := func(name string) *roleProcess {
+		return b.start(name, "applier", "--shard-watchers", "--replica-id", name)
+	}
+	appliers := []*roleProcess{startApplier("applier-1"), startApplier("applier-2")}
 	startShard := func(name string, args ...string) *roleProcess {
 		return b.start(name, "watcher", append([]string{"--shard-watchers", "--replica-id", name}, args...)...)
 	}
@@ -74,8 +79,9 @@ func TestWatcherShards(t *testing.T) {
 	}) {
 		return
 	}
-	if !t.Run("each shard caches exactly its partitions' objects", func(t *testing.T) {
+	if !t.Run("each shard and each applier caches exactly its partitions' objects", func(t *testing.T) {
 		eventually(t, time.Minute, func() error { return cachesMatchPartitions(t, shards, widgetGVR, configMapsGVR) })
+		eventually(t, time.Minute, func() error { return appliersCacheTheirPartitions(t, appliers, widgetGVR, configMapsGVR) })
 	}) {
 		return
 	}
@@ -117,17 +123,21 @@ func TestWatcherShards(t *testing.T) {
 			return nil
 		}
 	}
-	if !t.Run("a third shard added mid-wave takes its share", func(t *testing.T) {
+	if !t.Run("a third shard and a third applier added mid-wave take their share", func(t *testing.T) {
 		shards = append(shards, startShard("watcher-3"))
+		appliers = append(appliers, startApplier("applier-3"))
 		eventually(t, time.Minute, watchAll(shards))
+		eventually(t, time.Minute, holdSome(t, appliers))
 	}) {
 		return
 	}
 	var killedAt int64
-	if !t.Run("a shard killed mid-wave: the others take its partitions", func(t *testing.T) {
+	if !t.Run("a shard and an applier killed mid-wave: the others take their partitions", func(t *testing.T) {
 		shards[0].proc.Kill()
 		killedAt = time.Now().UnixNano()
+		appliers[0].proc.Kill()
 		eventually(t, time.Minute, watchAll(shards[1:]))
+		eventually(t, time.Minute, holdSome(t, appliers[1:]))
 	}) {
 		return
 	}
@@ -145,6 +155,7 @@ func TestWatcherShards(t *testing.T) {
 			}
 		}
 		eventually(t, time.Minute, func() error { return cachesMatchPartitions(t, shards[1:], widgetGVR, configMapsGVR) })
+		eventually(t, time.Minute, func() error { return appliersCacheTheirPartitions(t, appliers[1:], widgetGVR, configMapsGVR) })
 	}) {
 		return
 	}
@@ -173,11 +184,15 @@ func TestWatcherShards(t *testing.T) {
 	})
 	if !t.Run("a partition label edited by hand", func(t *testing.T) {
 		shardLabelEdits(t, b, names)
+		eventually(t, time.Minute, func() error { return appliersCacheTheirPartitions(t, appliers[1:], widgetGVR, configMapsGVR) })
 	}) {
 		return
 	}
 	if !t.Run("a decorator across shards", func(t *testing.T) {
 		shardDecorator(t, b, shards[1:])
+		eventually(t, time.Minute, func() error {
+			return appliersCacheTheirPartitions(t, appliers[1:], widgetGVR, configMapsGVR, decorateeGVR)
+		})
 	}) {
 		return
 	}
@@ -186,7 +201,9 @@ func TestWatcherShards(t *testing.T) {
 		// labelled anew, their children follow, and every parent still
 		// converges, over two new shards.
 		const fewer = shardPartitions / 2
-		applier.proc.Stop(5 * time.Second)
+		for _, a := range appliers[1:] {
+			a.proc.Stop(5 * time.Second)
+		}
 		for _, s := range shards[1:] {
 			s.proc.Stop(5 * time.Second)
 		}
@@ -372,25 +389,57 @@ func labelledAlike(t *testing.T, ns string, names []string) error {
 // as many objects as the API server has labelled with the partitions it
 // watches, in every namespace: some, and with several shards not all.
 func cachesMatchPartitions(t *testing.T, shards []*roleProcess, resources ...schema.GroupVersionResource) error {
+	return cachesMatch(t, shards, func(s *roleProcess) ([]int, error) {
+		partitions, open := lastTerm(t, s)
+		if !open {
+			return nil, fmt.Errorf("%s watches nothing", s.name)
+		}
+		return partitions, nil
+	}, false, resources...)
+}
+
+// appliersCacheTheirPartitions checks that each applier caches, of each
+// resource, as many objects as the API server has labelled with the
+// partitions it holds, or with none of the installation's partitions, in
+// every namespace: some, and with several appliers not all.
+func appliersCacheTheirPartitions(t *testing.T, appliers []*roleProcess, resources ...schema.GroupVersionResource) error {
+	return cachesMatch(t, appliers, func(a *roleProcess) ([]int, error) {
+		held := heldPartitions(t, a)
+		if len(held) == 0 {
+			return nil, fmt.Errorf("%s holds no partition", a.name)
+		}
+		return held, nil
+	}, true, resources...)
+}
+
+// cachesMatch checks that each process caches, of each resource, as many
+// objects as the API server has labelled with the partitions it holds
+// (held), and, inNone, with none of the installation's partitions.
+func cachesMatch(t *testing.T, procs []*roleProcess, held func(*roleProcess) ([]int, error), inNone bool, resources ...schema.GroupVersionResource) error {
 	ctx := t.Context()
+	const none = "none"
 	byPartition := map[schema.GroupVersionResource]map[string]int{}
 	total := map[schema.GroupVersionResource]int{}
 	for _, gvr := range resources {
-		list, err := env.dyn.Resource(gvr).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelPartition})
+		list, err := env.dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
 		}
 		byPartition[gvr], total[gvr] = map[string]int{}, len(list.Items)
 		for _, o := range list.Items {
-			byPartition[gvr][o.GetLabels()[v1alpha1.LabelPartition]]++
+			p := o.GetLabels()[v1alpha1.LabelPartition]
+			if n, err := strconv.Atoi(p); err != nil || n < 0 || n >= shardPartitions || strconv.Itoa(n) != p {
+				p = none
+			}
+			byPartition[gvr][p]++
 		}
 	}
-	for _, s := range shards {
-		partitions, open := lastTerm(t, s)
-		if !open {
-			return fmt.Errorf("%s watches nothing", s.name)
+	for _, proc := range procs {
+		partitions, err := held(proc)
+		if err != nil {
+			return err
 		}
-		families, err := scrapeMetrics(ctx, metricsURL(t, s))
+		families, err := scrapeMetrics(ctx, metricsURL(t, proc))
 		if err != nil {
 			return err
 		}
@@ -399,17 +448,60 @@ func cachesMatchPartitions(t *testing.T, shards []*roleProcess, resources ...sch
 			for _, n := range partitions {
 				want += counts[strconv.Itoa(n)]
 			}
+			if inNone {
+				want += counts[none]
+			}
 			resource := gvr.GroupResource().String()
 			got, _ := value(families["uc_cached_objects"], map[string]string{"resource": resource})
 			if int(got) != want {
-				return fmt.Errorf("%s caches %v %s, the API server has %d labelled with its partitions %v", s.name, got, resource, want, partitions)
+				return fmt.Errorf("%s caches %v %s, the API server has %d labelled with its partitions %v (in none of them too: %v)", proc.name, got, resource, want, partitions, inNone)
 			}
-			if want == 0 || want == total[gvr] && len(shards) > 1 {
-				return fmt.Errorf("%s holds %d of %d %s: not a share", s.name, want, total[gvr], resource)
+			if want == 0 || want == total[gvr] && len(procs) > 1 {
+				return fmt.Errorf("%s holds %d of %d %s: not a share", proc.name, want, total[gvr], resource)
 			}
 		}
 	}
 	return nil
+}
+
+var heldLine = regexp.MustCompile(`msg="partition (acquired|released|lost)" (?:.* )?partition=(\d+)`)
+
+// heldPartitions are the partitions an applier's log says it holds.
+func heldPartitions(t *testing.T, a *roleProcess) []int {
+	held := map[int]bool{}
+	a.eachMatch(t, heldLine, func(m []string) {
+		n, _ := strconv.Atoi(m[2])
+		held[n] = m[1] == "acquired"
+	})
+	var out []int
+	for n, h := range held {
+		if h {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// holdSome checks each live applier holds some partitions, and all of
+// them between them.
+func holdSome(t *testing.T, live []*roleProcess) func() error {
+	return func() error {
+		all := map[int]bool{}
+		for _, a := range live {
+			held := heldPartitions(t, a)
+			if len(held) == 0 {
+				return fmt.Errorf("%s holds no partition", a.name)
+			}
+			for _, n := range held {
+				all[n] = true
+			}
+		}
+		if len(all) != shardPartitions {
+			return fmt.Errorf("the live appliers hold %d of the %d partitions", len(all), shardPartitions)
+		}
+		return nil
+	}
 }
 
 var configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
