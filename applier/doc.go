@@ -16,8 +16,11 @@
 //     time, each apply within a deadline, a panic recovered) and puts a
 //     failed batch back for the retry. The replicas share the partitions
 //     with internal/shares, whose Holder here (holder) consumes each
-//     partition held and hands it to intake. Intake alone takes its lock;
-//     it hands each batch to the reconciler through parentApplier.
+//     partition held and hands it to intake; in a sharded installation
+//     (Options.Caches) it also starts the partition's caches, which the
+//     partition's applies wait for, and stops them when it gives the
+//     partition back. Intake alone takes its lock; it hands each batch to
+//     the reconciler through parentApplier.
 //   - reconciler applies one parent: the registry's controller, the fence,
 //     the decoded replies, a rollout's step and its revisions, the plan,
 //     the status, the finalizer, the hook's Events; a rejected or failing

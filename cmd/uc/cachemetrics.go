@@ -7,7 +7,7 @@ import (
 )
 
 var cachedObjectsDesc = prometheus.NewDesc("uc_cached_objects",
-	"Objects in the process's informer caches of controllers' parents, children and revisions, by resource (resource.group): a watcher shard (--shard-watchers) holds only those of its partitions.",
+	"Objects in the process's informer caches of controllers' parents, children and revisions, by resource (resource.group): a watcher shard (--shard-watchers) holds only those of its partitions, an applier of a sharded installation those of the partitions it holds and those in no partition.",
 	[]string{"resource"}, nil)
 
 // cacheCollector reports, on every scrape, what the process's registries

@@ -9,7 +9,11 @@
 // those of the controllers' parents, children and revisions, which list and
 // watch only the shard's partitions' objects, and those of the objects
 // customize hooks relate, of namespaces and of the controller objects,
-// which list and watch all of them. Otherwise both are one set.
+// which list and watch all of them. Otherwise both are one set. An applier
+// replica's registry in a sharded installation (WithHeldPartitions) has
+// one set of the former per partition the replica holds, started and
+// stopped as it takes and gives partitions (Hold, Release), and one of
+// the objects in no partition; it reads objects from all of them.
 package registry
 
 import (
