@@ -104,30 +104,14 @@ func TestWatcherShards(t *testing.T) {
 		}
 	})
 	// watchAll checks the live shards watch every partition between them,
-	// each some.
-	watchAll := func(live []*roleProcess) func() error {
-		return func() error {
-			held := map[int]bool{}
-			for _, s := range live {
-				p, open := lastTerm(t, s)
-				if !open {
-					return fmt.Errorf("%s watches nothing", s.name)
-				}
-				for _, n := range p {
-					held[n] = true
-				}
-			}
-			if len(held) != shardPartitions {
-				return fmt.Errorf("the live shards watch %d of the %d partitions", len(held), shardPartitions)
-			}
-			return nil
-		}
-	}
+	// each some; holdSome, the live appliers.
+	watchAll := func(live []*roleProcess) func() error { return holdAll(live, watching(t)) }
+	holdSome := func(live []*roleProcess) func() error { return holdAll(live, holding(t)) }
 	if !t.Run("a third shard and a third applier added mid-wave take their share", func(t *testing.T) {
 		shards = append(shards, startShard("watcher-3"))
 		appliers = append(appliers, startApplier("applier-3"))
 		eventually(t, time.Minute, watchAll(shards))
-		eventually(t, time.Minute, holdSome(t, appliers))
+		eventually(t, time.Minute, holdSome(appliers))
 	}) {
 		return
 	}
@@ -137,7 +121,7 @@ func TestWatcherShards(t *testing.T) {
 		killedAt = time.Now().UnixNano()
 		appliers[0].proc.Kill()
 		eventually(t, time.Minute, watchAll(shards[1:]))
-		eventually(t, time.Minute, holdSome(t, appliers[1:]))
+		eventually(t, time.Minute, holdSome(appliers[1:]))
 	}) {
 		return
 	}
@@ -389,13 +373,29 @@ func labelledAlike(t *testing.T, ns string, names []string) error {
 // as many objects as the API server has labelled with the partitions it
 // watches, in every namespace: some, and with several shards not all.
 func cachesMatchPartitions(t *testing.T, shards []*roleProcess, resources ...schema.GroupVersionResource) error {
-	return cachesMatch(t, shards, func(s *roleProcess) ([]int, error) {
+	return cachesMatch(t, shards, watching(t), false, resources...)
+}
+
+// watching is the partitions a shard watches: its last term's.
+func watching(t *testing.T) func(*roleProcess) ([]int, error) {
+	return func(s *roleProcess) ([]int, error) {
 		partitions, open := lastTerm(t, s)
 		if !open {
 			return nil, fmt.Errorf("%s watches nothing", s.name)
 		}
 		return partitions, nil
-	}, false, resources...)
+	}
+}
+
+// holding is the partitions an applier holds, as its log says.
+func holding(t *testing.T) func(*roleProcess) ([]int, error) {
+	return func(a *roleProcess) ([]int, error) {
+		held := heldPartitions(t, a)
+		if len(held) == 0 {
+			return nil, fmt.Errorf("%s holds no partition", a.name)
+		}
+		return held, nil
+	}
 }
 
 // appliersCacheTheirPartitions checks that each applier caches, of each
@@ -403,13 +403,7 @@ func cachesMatchPartitions(t *testing.T, shards []*roleProcess, resources ...sch
 // partitions it holds, or with none of the installation's partitions, in
 // every namespace: some, and with several appliers not all.
 func appliersCacheTheirPartitions(t *testing.T, appliers []*roleProcess, resources ...schema.GroupVersionResource) error {
-	return cachesMatch(t, appliers, func(a *roleProcess) ([]int, error) {
-		held := heldPartitions(t, a)
-		if len(held) == 0 {
-			return nil, fmt.Errorf("%s holds no partition", a.name)
-		}
-		return held, nil
-	}, true, resources...)
+	return cachesMatch(t, appliers, holding(t), true, resources...)
 }
 
 // cachesMatch checks that each process caches, of each resource, as many
@@ -483,22 +477,22 @@ func heldPartitions(t *testing.T, a *roleProcess) []int {
 	return out
 }
 
-// holdSome checks each live applier holds some partitions, and all of
-// them between them.
-func holdSome(t *testing.T, live []*roleProcess) func() error {
+// holdAll checks each live process holds some partitions (held), and all
+// of them between them.
+func holdAll(live []*roleProcess, held func(*roleProcess) ([]int, error)) func() error {
 	return func() error {
 		all := map[int]bool{}
-		for _, a := range live {
-			held := heldPartitions(t, a)
-			if len(held) == 0 {
-				return fmt.Errorf("%s holds no partition", a.name)
+		for _, r := range live {
+			partitions, err := held(r)
+			if err != nil {
+				return err
 			}
-			for _, n := range held {
+			for _, n := range partitions {
 				all[n] = true
 			}
 		}
 		if len(all) != shardPartitions {
-			return fmt.Errorf("the live appliers hold %d of the %d partitions", len(all), shardPartitions)
+			return fmt.Errorf("%d of the %d partitions are held", len(all), shardPartitions)
 		}
 		return nil
 	}
