@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -119,9 +120,24 @@ func (h *holder) Take(ctx context.Context, n int, hold *shares.Hold) error {
 		h.caches.Release(n)
 		return fmt.Errorf("consume partition: %w", err)
 	}
-	h.in.hold(newPartition(n, consumer, hold, h.caches))
+	p := newPartition(n, consumer, hold, h.caches)
+	h.in.hold(p)
 	h.taken()
+	if _, all := h.caches.(allCached); !all {
+		go h.logCached(p)
+	}
 	return nil
+}
+
+// logCached says when the caches of a partition just taken are filled: its
+// applies waited until then.
+func (h *holder) logCached(p *partition) {
+	start := time.Now()
+	if err := p.cached(p.hold.Context()); err != nil {
+		h.log.Warn("the partition's caches were not filled while it was held", "partition", p.n, "err", err)
+		return
+	}
+	h.log.Info("partition cached", "partition", p.n, "after", time.Since(start).Round(time.Millisecond))
 }
 
 // Renewed makes sure the consumer of partition n exists and is consumed.
