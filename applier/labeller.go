@@ -84,8 +84,9 @@ const (
 	// resource after another.
 	unknownParentDelay = 5 * time.Second
 	// goneDelay is how long after a parent left this replica's caches its
-	// children still cached are looked at: a deleted parent's are deleted
-	// by the garbage collector meanwhile, and need no look.
+	// children still cached are looked at: a deleted parent's are mostly
+	// deleted by the garbage collector meanwhile; those left cost one read
+	// of the parent.
 	goneDelay = 10 * time.Second
 )
 
@@ -426,8 +427,7 @@ func (l *labeller) sync(ctx context.Context, k labelKey) error {
 		return nil
 	}
 	if k.gone {
-		l.gone(ctl, k)
-		return nil
+		return l.gone(ctx, ctl, k)
 	}
 	obj, err := l.reg.Meta(k.gvr, k.namespace, k.name)
 	if apierrors.IsNotFound(err) {
@@ -476,9 +476,10 @@ func (l *labeller) sync(ctx context.Context, k labelKey) error {
 
 // gone checks the children still cached of a parent that left this
 // replica's caches: with the parent back in another of them, as usual;
-// otherwise each reads its parent (sync), and follows it to its partition
-// or, deleted, is left to the garbage collector.
-func (l *labeller) gone(ctl *core.Controller, k labelKey) {
+// otherwise, if the parent still exists (read once from the API server),
+// each reads it (sync) and follows it to its partition. A deleted
+// parent's are left to the garbage collector.
+func (l *labeller) gone(ctx context.Context, ctl *core.Controller, k labelKey) error {
 	uid := k.uid
 	k.gone, k.uid = false, ""
 	if was, ok := l.removed.Load(k); ok && was.(removedLabel).uid == uid {
@@ -487,23 +488,39 @@ func (l *labeller) gone(ctl *core.Controller, k labelKey) {
 	}
 	if parent, err := l.reg.Meta(k.gvr, k.namespace, k.name); err == nil && parent.GetUID() == uid {
 		l.children(ctl, parent)
-		return
+		return nil
 	}
+	var children []labelKey
 	for _, r := range l.resources(ctl) {
 		if r.parent {
 			continue
 		}
 		objs, err := l.reg.Owned(r.gvr, k.namespace, uid)
 		if err != nil {
-			l.log.Warn("list a parent's objects", "controller", ctl.Name, "parent", cache.NewObjectName(k.namespace, k.name).String(), "err", err)
-			continue
+			return fmt.Errorf("list the objects of %s: %w", cache.NewObjectName(k.namespace, k.name), err)
 		}
 		for _, obj := range objs {
 			if l.uncachedParent(ctl, r, obj) {
-				l.queue.Add(objectKey(r, obj))
+				children = append(children, objectKey(r, obj))
 			}
 		}
 	}
+	if len(children) == 0 {
+		return nil
+	}
+	parent, err := l.dyn.Resource(k.gvr).Namespace(k.namespace).Get(ctx, k.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("read the parent %s: %w", cache.NewObjectName(k.namespace, k.name), err)
+	case parent.GetUID() != uid:
+		return nil
+	}
+	for _, c := range children {
+		l.queue.Add(c)
+	}
+	return nil
 }
 
 // report tells of a label someone changed by hand, set back: a log line,

@@ -41,6 +41,68 @@ func (r labelRegistry) Meta(gvr schema.GroupVersionResource, namespace, name str
 	return nil, apierrors.NewNotFound(gvr.GroupResource(), name)
 }
 
+func (r labelRegistry) Owned(gvr schema.GroupVersionResource, namespace string, owner types.UID) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, o := range r.objs {
+		if ref := metav1.GetControllerOf(o); ref != nil && ref.UID == owner && strings.EqualFold(o.GetKind()+"s", gvr.Resource) && o.GetNamespace() == namespace {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// TestLabellerParentGone: when a parent leaves a replica's partitioned
+// caches, its children still cached there, labelled with a partition the
+// replica holds, are checked again if the parent still exists (moved to
+// another partition), and left to the garbage collector if it is gone.
+func TestLabellerParentGone(t *testing.T) {
+	parentGVR := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "parents"}
+	cmGVR := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	ctl := &core.Controller{
+		Name: "c", Partitions: 8, ParentSelector: labels.Everything(),
+		Parent:   core.Resource{GVR: parentGVR, GVK: schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Parent"}, Namespaced: true},
+		Children: []core.Child{{Resource: core.Resource{GVR: cmGVR, GVK: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Namespaced: true}}},
+	}
+	parent := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Parent"}}
+	parent.SetNamespace("ns")
+	parent.SetName("p")
+	parent.SetUID("uid-p")
+	parent.SetLabels(map[string]string{v1alpha1.LabelPartition: "6"})
+	child := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
+	child.SetNamespace("ns")
+	child.SetName("c")
+	child.SetLabels(map[string]string{v1alpha1.LabelPartition: "3"})
+	yes := true
+	child.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "Parent", Name: "p", UID: "uid-p", Controller: &yes}})
+	for _, tc := range []struct {
+		name   string
+		exists bool
+		queued int
+	}{
+		{"moved to another partition: its child is checked", true, 1},
+		{"deleted: its child is left to the garbage collector", false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var objs []runtime.Object
+			if tc.exists {
+				objs = append(objs, parent.DeepCopy())
+			}
+			dyn := fakedynamic.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+				map[schema.GroupVersionResource]string{parentGVR: "ParentList", cmGVR: "ConfigMapList"}, objs...)
+			reg := labelRegistry{ctl: ctl, objs: []*unstructured.Unstructured{child}}
+			l := newLabeller(reg, dyn, record.NewFakeRecorder(10), 8, func(n int) bool { return n == 3 }, true, slog.New(slog.DiscardHandler))
+			defer l.queue.ShutDown()
+			k := labelKey{controller: "c", gvr: parentGVR, namespace: "ns", name: "p", parent: true, gone: true, uid: "uid-p"}
+			if err := l.sync(context.Background(), k); err != nil {
+				t.Fatal(err)
+			}
+			if got := l.queue.Len(); got != tc.queued {
+				t.Errorf("%d objects queued, want %d", got, tc.queued)
+			}
+		})
+	}
+}
+
 // TestLabeller: which objects the labeller labels, with what, and what it
 // tells.
 func TestLabeller(t *testing.T) {
