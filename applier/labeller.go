@@ -224,6 +224,9 @@ func (l *labeller) left(ctl *core.Controller, k labelKey, obj any) {
 	if label := m.GetLabels()[v1alpha1.LabelPartition]; ctl.ValidPartition(label) {
 		l.removed.Store(k, removedLabel{label, m.GetUID()})
 	}
+	// Checked again now: the cache it entered may have shown it first,
+	// while this one still held its old labels.
+	l.queue.Add(k)
 	k.gone, k.uid = true, m.GetUID()
 	l.queue.AddAfter(k, goneDelay)
 }
@@ -487,6 +490,7 @@ func (l *labeller) gone(ctx context.Context, ctl *core.Controller, k labelKey) e
 		l.removed.CompareAndDelete(k, was)
 	}
 	if parent, err := l.reg.Meta(k.gvr, k.namespace, k.name); err == nil && parent.GetUID() == uid {
+		l.check(k, parent)
 		l.children(ctl, parent)
 		return nil
 	}

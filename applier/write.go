@@ -172,7 +172,7 @@ func (w *writer) write(ctx context.Context, ctl *core.Controller, act core.Write
 		var out *unstructured.Unstructured
 		out, err = res.Create(ctx, act.Object, metav1.CreateOptions{FieldManager: v1alpha1.FieldManager(ctl.Name), DryRun: dry})
 		if apierrors.IsAlreadyExists(err) {
-			err = w.inTheWay(ctx, res, act)
+			err = w.inTheWay(ctx, res, ctl, act)
 		}
 		if err == nil && !dryRun {
 			noteWritten(ctx, act.Child.GVR, out)
@@ -224,8 +224,12 @@ func (w *writer) write(ctx context.Context, ctl *core.Controller, act core.Write
 // inTheWay explains an object found where a create was to make a new child:
 // the cache had not seen it. uc never takes it over by a create; if the
 // parent may adopt it, the retry plans an adoption once the cache has it,
-// otherwise the reply is refused.
-func (w *writer) inTheWay(ctx context.Context, res dynamic.ResourceInterface, act core.Write) error {
+// otherwise the reply is refused. In a sharded installation a
+// child of the parent labelled with another partition — by hand, or its
+// parent moved by hand — is in no cache of this replica's, which holds
+// only its partitions: it gets its parent's partition label here, with a
+// patch conditioned on the object as read, and the retry finds it cached.
+func (w *writer) inTheWay(ctx context.Context, res dynamic.ResourceInterface, ctl *core.Controller, act core.Write) error {
 	cur, err := res.Get(ctx, act.Object.GetName(), metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("read the object in the way: %w", err)
@@ -234,7 +238,27 @@ func (w *writer) inTheWay(ctx context.Context, res dynamic.ResourceInterface, ac
 	if err := core.MayManage(cur, owner, act.Selector); err != nil {
 		return verdict.Permanent.Mark(&refusedError{err})
 	}
-	return errors.New("it exists already, not yet seen by the cache: will adopt it")
+	want, sharded := act.Object.GetLabels()[v1alpha1.LabelPartition]
+	ref := metav1.GetControllerOfNoCopy(cur)
+	if !sharded || ref == nil || ref.UID != owner || cur.GetLabels()[v1alpha1.LabelPartition] == want {
+		return errors.New("it exists already, not yet seen by the cache: will adopt it")
+	}
+	if err := mayWrite(ctx); err != nil {
+		return err
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": cur.GetResourceVersion(),
+		"labels":          map[string]string{v1alpha1.LabelPartition: want},
+	}})
+	if err != nil {
+		return err
+	}
+	if _, err := res.Patch(ctx, cur.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.FieldManager(ctl.Name) + "/partition"}); err != nil {
+		return fmt.Errorf("it exists already, labelled with partition %q: label it with its parent's, %s: %w", cur.GetLabels()[v1alpha1.LabelPartition], want, err)
+	}
+	w.log.Warn("partition label set back", "controller", ctl.Name, "resource", act.Child.GVR.Resource, "object", types.NamespacedName{Namespace: cur.GetNamespace(), Name: cur.GetName()}.String(),
+		"partition", want, "was", cur.GetLabels()[v1alpha1.LabelPartition])
+	return verdict.Wait.Mark(fmt.Errorf("it exists already, labelled with partition %q: labelled with its parent's, %s; will adopt it once cached", cur.GetLabels()[v1alpha1.LabelPartition], want))
 }
 
 // upgradeOwnership moves the fields uc owns through a create — an Update
