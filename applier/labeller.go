@@ -449,15 +449,7 @@ func (l *labeller) sync(ctx context.Context, k labelKey) error {
 	if !ok || !l.holds(partition) || had == want {
 		return nil
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"resourceVersion": obj.GetResourceVersion(),
-		"labels":          map[string]string{v1alpha1.LabelPartition: want},
-	}})
-	if err != nil {
-		return err
-	}
-	_, err = l.dyn.Resource(k.gvr).Namespace(k.namespace).Patch(ctx, k.name, types.MergePatchType, patch,
-		metav1.PatchOptions{FieldManager: v1alpha1.FieldManager(ctl.Name) + "/partition"})
+	err = relabel(ctx, l.dyn.Resource(k.gvr).Namespace(k.namespace), ctl, obj, want)
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil
@@ -525,6 +517,20 @@ func (l *labeller) gone(ctx context.Context, ctl *core.Controller, k labelKey) e
 		l.queue.Add(c)
 	}
 	return nil
+}
+
+// relabel labels obj, as read at its resourceVersion, with partition want,
+// as uc's partition field manager of ctl.
+func relabel(ctx context.Context, res dynamic.ResourceInterface, ctl *core.Controller, obj metav1.Object, want string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": obj.GetResourceVersion(),
+		"labels":          map[string]string{v1alpha1.LabelPartition: want},
+	}})
+	if err != nil {
+		return err
+	}
+	_, err = res.Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.FieldManager(ctl.Name) + "/partition"})
+	return err
 }
 
 // report tells of a label someone changed by hand, set back: a log line,

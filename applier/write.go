@@ -246,14 +246,7 @@ func (w *writer) inTheWay(ctx context.Context, res dynamic.ResourceInterface, ct
 	if err := mayWrite(ctx); err != nil {
 		return err
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"resourceVersion": cur.GetResourceVersion(),
-		"labels":          map[string]string{v1alpha1.LabelPartition: want},
-	}})
-	if err != nil {
-		return err
-	}
-	if _, err := res.Patch(ctx, cur.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.FieldManager(ctl.Name) + "/partition"}); err != nil {
+	if err := relabel(ctx, res, ctl, cur, want); err != nil {
 		return fmt.Errorf("it exists already, labelled with partition %q: label it with its parent's, %s: %w", cur.GetLabels()[v1alpha1.LabelPartition], want, err)
 	}
 	w.log.Warn("partition label set back", "controller", ctl.Name, "resource", act.Child.GVR.Resource, "object", types.NamespacedName{Namespace: cur.GetNamespace(), Name: cur.GetName()}.String(),
