@@ -31,6 +31,7 @@ import (
 	"universalcontroller.dev/uc/applier"
 	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/dispatcher"
+	"universalcontroller.dev/uc/internal/metawrites"
 	"universalcontroller.dev/uc/internal/natsauth"
 	"universalcontroller.dev/uc/internal/preflight"
 	"universalcontroller.dev/uc/internal/registry"
@@ -62,7 +63,9 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	tracers := newTracers(cfg.tracing, log)
 	defer tracers.shutdown(ctx)
 
-	dyn, err := dynamic.NewForConfig(restCfg)
+	// uc's writes answer with the written object's metadata only: it reads
+	// nothing else of them.
+	dyn, err := writesClient(restCfg)
 	if err != nil {
 		return err
 	}
@@ -456,4 +459,18 @@ func recordEvents(ctx context.Context, kube kubernetes.Interface, component stri
 	b := record.NewBroadcaster(append([]record.BroadcasterOption{record.WithContext(ctx)}, opts...)...)
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component}), b.Shutdown
+}
+
+// writesClient is the dynamic client of uc's writes: reads as client-go's,
+// writes answered with metadata only (internal/metawrites).
+func writesClient(cfg *rest.Config) (dynamic.Interface, error) {
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	return metawrites.New(cfg, httpClient, dyn)
 }
