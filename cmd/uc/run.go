@@ -31,6 +31,7 @@ import (
 	"universalcontroller.dev/uc/applier"
 	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/dispatcher"
+	"universalcontroller.dev/uc/internal/compact"
 	"universalcontroller.dev/uc/internal/metawrites"
 	"universalcontroller.dev/uc/internal/natsauth"
 	"universalcontroller.dev/uc/internal/preflight"
@@ -71,7 +72,18 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	// The informers' watches (the registry's, the dispatcher's Knative
 	// resolver's) last longer than any request timeout.
-	watchDyn, err := dynamic.NewForConfig(watchConfig(restCfg))
+	watchCfg := watchConfig(restCfg)
+	watchHTTP, err := rest.HTTPClientFor(watchCfg)
+	if err != nil {
+		return err
+	}
+	watchDyn, err := dynamic.NewForConfigAndClient(watchCfg, watchHTTP)
+	if err != nil {
+		return err
+	}
+	// The registries' informers decode objects straight into their
+	// caches' compact form.
+	objects, err := compact.NewSource(watchCfg, watchHTTP)
 	if err != nil {
 		return err
 	}
@@ -102,7 +114,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	// What every registry of the process serves: the one of its roles, and
 	// each term's of a watcher shard.
-	var served []registry.Option
+	served := []registry.Option{registry.WithSource(objects)}
 	if cfg.metacontrollerAPI {
 		served = append(served, registry.WithMetacontrollerAPI())
 	}

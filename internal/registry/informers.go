@@ -23,6 +23,10 @@ import (
 // types in use, not the number of controllers.
 type informerSet struct {
 	dyn dynamic.Interface
+	// source, when set, makes the informers (WithSource): they decode the
+	// apiserver's JSON straight into compact objects. Otherwise they are
+	// dynamic informers of dyn, whose objects Transform makes compact.
+	source *compact.Source
 	// selector, when set, is the label selector its informers list and
 	// watch with: the API server sends only the objects it selects.
 	selector string
@@ -63,10 +67,12 @@ func (s *informerSet) entry(gvr schema.GroupVersionResource) *sharedInformer {
 		if sel := s.selector; sel != "" {
 			tweak = func(o *metav1.ListOptions) { o.LabelSelector = sel }
 		}
-		e = &sharedInformer{
-			informer: dynamicinformer.NewFilteredDynamicInformer(s.dyn, gvr, metav1.NamespaceAll, 0,
-				cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, tweak).Informer(),
-			users: map[string]bool{},
+		indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+		e = &sharedInformer{users: map[string]bool{}}
+		if s.source != nil {
+			e.informer = s.source.Informer(gvr, tweak, indexers)
+		} else {
+			e.informer = dynamicinformer.NewFilteredDynamicInformer(s.dyn, gvr, metav1.NamespaceAll, 0, indexers, tweak).Informer()
 		}
 		// Not started yet, so setting the handlers cannot fail.
 		_ = e.informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {

@@ -61,16 +61,18 @@ type Registry struct {
 	// watcher shard's registry, whose owned informers select its
 	// partitions' objects (WithPartitions).
 	owned, related *informerSet
-	disco          discovery.CachedDiscoveryInterface
-	mapper         *restmapper.DeferredDiscoveryRESTMapper
-	ucs            cache.SharedIndexInformer
-	sources        []source // UniversalControllers first
-	queue          workqueue.TypedRateLimitingInterface[string]
-	log            *slog.Logger
-	status         *statusWriter // nil: this process does not report on UniversalControllers
-	schemas        *statusSchemas
-	failures       *failures
-	selector       labels.Selector // the controller objects this registry serves
+	// compactSource makes their informers, if set (WithSource).
+	compactSource *compact.Source
+	disco         discovery.CachedDiscoveryInterface
+	mapper        *restmapper.DeferredDiscoveryRESTMapper
+	ucs           cache.SharedIndexInformer
+	sources       []source // UniversalControllers first
+	queue         workqueue.TypedRateLimitingInterface[string]
+	log           *slog.Logger
+	status        *statusWriter // nil: this process does not report on UniversalControllers
+	schemas       *statusSchemas
+	failures      *failures
+	selector      labels.Selector // the controller objects this registry serves
 	// partitions the watchers are sharded over (WithShardedWatchers); 0 when
 	// they are not.
 	partitions int
@@ -118,6 +120,13 @@ func WithStatus(dyn dynamic.Interface, events record.EventRecorder) Option {
 // controllers. An object that stops matching is let go as if deleted.
 func WithSelector(sel labels.Selector) Option {
 	return func(r *Registry) { r.selector = sel }
+}
+
+// WithSource makes the registry's informers of the API server of source,
+// which decode objects straight into compact ones (internal/compact),
+// rather than dynamic informers of the registry's dynamic client.
+func WithSource(source *compact.Source) Option {
+	return func(r *Registry) { r.compactSource = source }
 }
 
 // WithStatusSchemas makes the registry watch CustomResourceDefinitions for
@@ -202,6 +211,7 @@ func New(dyn dynamic.Interface, disco discovery.DiscoveryInterface, log *slog.Lo
 	for _, opt := range opts {
 		opt(r)
 	}
+	r.related.source, r.owned.source = r.compactSource, r.compactSource
 	// The parents' failures are tallied from the owned informers (with one
 	// set, every informer, the sources' too).
 	r.owned.onNew = r.watchFailures
