@@ -113,7 +113,12 @@ func topLevel(data []byte) (map[string]json.RawMessage, error) {
 
 func fromFields(fields map[string]json.RawMessage) (*Object, error) {
 	o := &Object{}
-	if err := unmarshalFields(fields, &o.APIVersion, &o.Kind, &o.ObjectMeta); err != nil {
+	// The managedFields, which an Object drops, are skipped, not decoded.
+	meta := struct {
+		*metav1.ObjectMeta
+		ManagedFields skipped `json:"managedFields"`
+	}{ObjectMeta: &o.ObjectMeta}
+	if err := unmarshalFields(fields, &o.APIVersion, &o.Kind, &meta); err != nil {
 		return nil, err
 	}
 	delete(fields, "apiVersion")
@@ -139,6 +144,11 @@ func fromFields(fields map[string]json.RawMessage) (*Object, error) {
 	o.rest = rest.Bytes()
 	return o, nil
 }
+
+// skipped is a JSON value left undecoded.
+type skipped struct{}
+
+func (*skipped) UnmarshalJSON([]byte) error { return nil }
 
 // unmarshalFields decodes the type and metadata of an object or a list.
 func unmarshalFields(fields map[string]json.RawMessage, apiVersion, kind *string, meta any) error {
