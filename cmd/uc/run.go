@@ -31,6 +31,8 @@ import (
 	"universalcontroller.dev/uc/applier"
 	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/dispatcher"
+	"universalcontroller.dev/uc/internal/compact"
+	"universalcontroller.dev/uc/internal/metawrites"
 	"universalcontroller.dev/uc/internal/natsauth"
 	"universalcontroller.dev/uc/internal/preflight"
 	"universalcontroller.dev/uc/internal/registry"
@@ -62,13 +64,26 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	tracers := newTracers(cfg.tracing, log)
 	defer tracers.shutdown(ctx)
 
-	dyn, err := dynamic.NewForConfig(restCfg)
+	// uc's writes answer with the written object's metadata only: it reads
+	// nothing else of them.
+	dyn, err := writesClient(restCfg)
 	if err != nil {
 		return err
 	}
 	// The informers' watches (the registry's, the dispatcher's Knative
 	// resolver's) last longer than any request timeout.
-	watchDyn, err := dynamic.NewForConfig(watchConfig(restCfg))
+	watchCfg := watchConfig(restCfg)
+	watchHTTP, err := rest.HTTPClientFor(watchCfg)
+	if err != nil {
+		return err
+	}
+	watchDyn, err := dynamic.NewForConfigAndClient(watchCfg, watchHTTP)
+	if err != nil {
+		return err
+	}
+	// The registries' informers decode objects straight into their
+	// caches' compact form.
+	objects, err := compact.NewSource(watchCfg, watchHTTP)
 	if err != nil {
 		return err
 	}
@@ -106,7 +121,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	// What every registry of the process serves: the one of its roles, and
 	// each term's of a watcher shard.
-	var served []registry.Option
+	served := []registry.Option{registry.WithSource(objects)}
 	if cfg.metacontrollerAPI {
 		served = append(served, registry.WithMetacontrollerAPI())
 	}
@@ -467,4 +482,18 @@ func recordEvents(ctx context.Context, kube kubernetes.Interface, component stri
 	b := record.NewBroadcaster(append([]record.BroadcasterOption{record.WithContext(ctx)}, opts...)...)
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component}), b.Shutdown
+}
+
+// writesClient is the dynamic client of uc's writes: reads as client-go's,
+// writes answered with metadata only (internal/metawrites).
+func writesClient(cfg *rest.Config) (dynamic.Interface, error) {
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	return metawrites.New(cfg, httpClient, dyn)
 }

@@ -7,8 +7,9 @@
 // object as its JSON, decoded only when a request or a plan needs the whole
 // object.
 //
-// Transform, set on an informer, makes its cache hold Objects; Unstructured
-// gives the object back as client-go's and uc's core read it.
+// A Source's informers decode the apiserver's JSON straight into Objects;
+// Transform, set on a dynamic informer, makes its cache hold Objects too;
+// Unstructured gives the object back as client-go's and uc's core read it.
 package compact
 
 import (
@@ -49,16 +50,13 @@ var _ interface {
 
 // New makes a compact Object of u, which it does not change.
 func New(u *unstructured.Unstructured) (*Object, error) {
-	o := &Object{TypeMeta: metav1.TypeMeta{APIVersion: intern(u.GetAPIVersion()), Kind: intern(u.GetKind())}}
+	o := &Object{TypeMeta: metav1.TypeMeta{APIVersion: u.GetAPIVersion(), Kind: u.GetKind()}}
 	if m, ok := u.Object["metadata"].(map[string]any); ok {
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &o.ObjectMeta); err != nil {
 			return nil, fmt.Errorf("metadata of %s %s: %w", u.GetKind(), key(u), err)
 		}
 	}
-	o.ManagedFields = nil
-	internMeta(&o.ObjectMeta)
-	o.SetLabels(o.ObjectMeta.Labels)
-	o.SetAnnotations(o.ObjectMeta.Annotations)
+	o.compact()
 	rest := make(map[string]any, len(u.Object))
 	for k, v := range u.Object {
 		if k != "apiVersion" && k != "kind" && k != "metadata" {
@@ -73,6 +71,16 @@ func New(u *unstructured.Unstructured) (*Object, error) {
 		o.rest = b
 	}
 	return o, nil
+}
+
+// compact drops the managedFields, interns the strings many objects share
+// and keeps the labels and annotations as pairs.
+func (o *Object) compact() {
+	o.APIVersion, o.Kind = intern(o.APIVersion), intern(o.Kind)
+	o.ManagedFields = nil
+	internMeta(&o.ObjectMeta)
+	o.SetLabels(o.ObjectMeta.Labels)
+	o.SetAnnotations(o.ObjectMeta.Annotations)
 }
 
 // Unstructured returns the whole object, decoded anew: the caller may

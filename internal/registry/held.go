@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 
+	"universalcontroller.dev/uc/internal/compact"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
 
@@ -67,7 +68,9 @@ func WithHeldPartitions(partitions int) Option {
 // objects in no partition. A controller uses its resources in every set;
 // a handler follows its resource in every set.
 type heldSets struct {
-	newSet func(selector string) *informerSet
+	dyn    dynamic.Interface
+	onNew  func(schema.GroupVersionResource, cache.SharedIndexInformer)
+	source *compact.Source // makes the informers, if set (WithSource)
 
 	mu          sync.Mutex
 	unlabelled  *informerSet
@@ -77,19 +80,30 @@ type heldSets struct {
 }
 
 func newHeldSets(dyn dynamic.Interface, partitions int, onNew func(schema.GroupVersionResource, cache.SharedIndexInformer)) *heldSets {
-	newSet := func(selector string) *informerSet {
-		s := newInformerSet(dyn)
-		s.selector, s.onNew = selector, onNew
-		s.indexers = cache.Indexers{ownerIndex: indexByController, orphanIndex: indexOrphans}
-		return s
-	}
-	return &heldSets{
-		newSet:      newSet,
-		unlabelled:  newSet(unlabelledSelector(partitions)),
+	h := &heldSets{
+		dyn:         dyn,
+		onNew:       onNew,
 		byPartition: map[int]*informerSet{},
 		uses:        map[string][]schema.GroupVersionResource{},
 		handlers:    map[handlerID]ownedHandler{},
 	}
+	h.unlabelled = h.newSet(unlabelledSelector(partitions))
+	return h
+}
+
+// newSet is a set of informers selecting objects with selector, each with
+// the owner and orphan indexes.
+func (h *heldSets) newSet(selector string) *informerSet {
+	s := newInformerSet(h.dyn)
+	s.selector, s.onNew, s.source = selector, h.onNew, h.source
+	s.indexers = cache.Indexers{ownerIndex: indexByController, orphanIndex: indexOrphans}
+	return s
+}
+
+// useSource makes the sets' informers of source (WithSource), before any
+// is made.
+func (h *heldSets) useSource(source *compact.Source) {
+	h.source, h.unlabelled.source = source, source
 }
 
 // unlabelledSelector selects the objects whose partition label names none

@@ -24,6 +24,10 @@ import (
 // types in use, not the number of controllers.
 type informerSet struct {
 	dyn dynamic.Interface
+	// source, when set, makes the informers (WithSource): they decode the
+	// apiserver's JSON straight into compact objects. Otherwise they are
+	// dynamic informers of dyn, whose objects Transform makes compact.
+	source *compact.Source
 	// selector, when set, is the label selector its informers list and
 	// watch with: the API server sends only the objects it selects.
 	selector string
@@ -83,10 +87,11 @@ func (s *informerSet) entry(gvr schema.GroupVersionResource) *sharedInformer {
 		}
 		indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
 		maps.Copy(indexers, s.indexers)
-		e = &sharedInformer{
-			informer: dynamicinformer.NewFilteredDynamicInformer(s.dyn, gvr, metav1.NamespaceAll, 0, indexers, tweak).Informer(),
-			users:    map[string]bool{},
-			handlers: map[handlerID]cache.ResourceEventHandlerRegistration{},
+		e = &sharedInformer{users: map[string]bool{}, handlers: map[handlerID]cache.ResourceEventHandlerRegistration{}}
+		if s.source != nil {
+			e.informer = s.source.Informer(gvr, tweak, indexers)
+		} else {
+			e.informer = dynamicinformer.NewFilteredDynamicInformer(s.dyn, gvr, metav1.NamespaceAll, 0, indexers, tweak).Informer()
 		}
 		// Not started yet, so setting the handlers cannot fail.
 		_ = e.informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {

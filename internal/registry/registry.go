@@ -67,19 +67,21 @@ type Registry struct {
 	// partitions' objects (WithPartitions).
 	// In an applier replica's registry (WithHeldPartitions), owned is a
 	// set per partition held.
-	owned    ownedInformers
-	related  *informerSet
-	handlers atomic.Uint64 // the last OnOwned handler's id
-	disco    discovery.CachedDiscoveryInterface
-	mapper   *restmapper.DeferredDiscoveryRESTMapper
-	ucs      cache.SharedIndexInformer
-	sources  []source // UniversalControllers first
-	queue    workqueue.TypedRateLimitingInterface[string]
-	log      *slog.Logger
-	status   *statusWriter // nil: this process does not report on UniversalControllers
-	schemas  *statusSchemas
-	failures *failures
-	selector labels.Selector // the controller objects this registry serves
+	owned   ownedInformers
+	related *informerSet
+	// compactSource makes their informers, if set (WithSource).
+	compactSource *compact.Source
+	handlers      atomic.Uint64 // the last OnOwned handler's id
+	disco         discovery.CachedDiscoveryInterface
+	mapper        *restmapper.DeferredDiscoveryRESTMapper
+	ucs           cache.SharedIndexInformer
+	sources       []source // UniversalControllers first
+	queue         workqueue.TypedRateLimitingInterface[string]
+	log           *slog.Logger
+	status        *statusWriter // nil: this process does not report on UniversalControllers
+	schemas       *statusSchemas
+	failures      *failures
+	selector      labels.Selector // the controller objects this registry serves
 	// partitions the watchers are sharded over (WithShardedWatchers); 0 when
 	// they are not.
 	partitions int
@@ -130,6 +132,13 @@ func WithStatus(dyn dynamic.Interface, events record.EventRecorder) Option {
 // controllers. An object that stops matching is let go as if deleted.
 func WithSelector(sel labels.Selector) Option {
 	return func(r *Registry) { r.selector = sel }
+}
+
+// WithSource makes the registry's informers of the API server of source,
+// which decode objects straight into compact ones (internal/compact),
+// rather than dynamic informers of the registry's dynamic client.
+func WithSource(source *compact.Source) Option {
+	return func(r *Registry) { r.compactSource = source }
 }
 
 // WithStatusSchemas makes the registry watch CustomResourceDefinitions for
@@ -215,11 +224,16 @@ func New(dyn dynamic.Interface, disco discovery.DiscoveryInterface, log *slog.Lo
 	for _, opt := range opts {
 		opt(r)
 	}
-	// The parents' failures are tallied from the owned informers (with one
-	// set, every informer, the sources' too; an applier replica's sets
-	// have it already).
-	if owned, ok := r.owned.(*informerSet); ok {
+	r.related.source = r.compactSource
+	switch owned := r.owned.(type) {
+	case *informerSet:
+		owned.source = r.compactSource
+		// The parents' failures are tallied from the owned informers
+		// (with one set, every informer, the sources' too; an applier
+		// replica's sets have it already).
 		owned.onNew = r.watchFailures
+	case *heldSets:
+		owned.useSource(r.compactSource)
 	}
 	for i := range r.sources {
 		r.sources[i].inf = r.related.get(r.sources[i].gvr)

@@ -85,6 +85,9 @@ type config struct {
 	// apiserverProfiles is the directory of the apiserver's CPU profiles
 	// of each window ("": none).
 	apiserverProfiles string
+	// ucProfiles is the directory of uc's processes' CPU profiles of
+	// each window ("": none).
+	ucProfiles string
 }
 
 // scenario is a named workload.
@@ -135,6 +138,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&cfg.hookDelay, "hook-delay", 100*time.Millisecond, "how long the hook of the hook scaling waits per call")
 	fs.IntVar(&cfg.hookConcurrency, "hook-concurrency", 4, "calls each worker process of the hook scaling serves at once")
 	fs.StringVar(&cfg.apiserverProfiles, "apiserver-profiles", "", "directory of CPU profiles of the apiserver, "+fmt.Sprint(profileSlice)+" s slices of each phase named <phase>-<n>.pprof (merge a phase's: go tool pprof -top DIR/floor-create-*.pprof)")
+	fs.StringVar(&cfg.ucProfiles, "uc-profiles", "", "directory of CPU profiles of uc's processes, "+fmt.Sprint(profileSlice)+" s slices of each phase named <phase>-<role>-<n>.pprof (go tool pprof -top DIR/create-run-0*.pprof), and of their allocations, <phase>-<role>-allocs-<n>.pprof")
 	fs.BoolVar(&cfg.ignoreStatus, "ignore-status-changes", false, "set parentResource.ignoreStatusChanges on the Fanout controllers")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err

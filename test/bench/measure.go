@@ -19,7 +19,7 @@ type window struct {
 	perParent map[string]int64
 	cpu       cpuSeconds
 	ucCPU     cpuSeconds // by uc's process
-	profiler  *apiserverProfiler
+	profiler  *profiler
 }
 
 // measurement is what happened in a window.
@@ -75,8 +75,8 @@ func (m measurement) apiserverRates(seconds float64) (requests, cores float64) {
 	return float64(m.Requests.total()-m.Requests["WATCH"]) / seconds, m.CPUSeconds[apiserver] / seconds
 }
 
-// open starts a window, named label in the apiserver's profiles (see
-// -apiserver-profiles); uc may be nil.
+// open starts a window, named label in the CPU profiles (see
+// -apiserver-profiles and -uc-profiles); uc may be nil.
 func (e *env) open(ctx context.Context, label string, uc *ucProcess) (*window, error) {
 	w := &window{e: e, uc: uc, driver: e.driverRequests.snapshot(), calls: e.hook.calls.Load(), perParent: e.hook.perParent()}
 	if uc != nil {
@@ -92,7 +92,7 @@ func (e *env) open(ctx context.Context, label string, uc *ucProcess) (*window, e
 		return nil, err
 	}
 	w.start = time.Now()
-	w.profiler = profileAPIServer(ctx, e.api.kube.CoreV1().RESTClient(), e.cfg.apiserverProfiles, label)
+	w.profiler = startProfiling(ctx, e.api.kube.CoreV1().RESTClient(), e.cfg.apiserverProfiles, uc, e.cfg.ucProfiles, label)
 	return w, nil
 }
 

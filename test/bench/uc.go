@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -434,27 +432,14 @@ func (u *ucProcess) liveHeaps(ctx context.Context) (int64, map[string]int64, err
 // heapAfterGC reads HeapAlloc from a Go process's heap profile, taken
 // after a garbage collection.
 func heapAfterGC(ctx context.Context, debug string) (int64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, debug+"/debug/pprof/heap?gc=1&debug=1", nil)
+	profile, err := httpProfile(ctx, debug+"/debug/pprof/heap?gc=1&debug=1")
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("heap profile (is --profiling overridden by -uc-flag?): %w", err)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("heap profile: %s (is --profiling overridden by -uc-flag?)", resp.Status)
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "# HeapAlloc = "); ok {
+	for line := range strings.Lines(string(profile)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "# HeapAlloc = "); ok {
 			return strconv.ParseInt(v, 10, 64)
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return 0, err
 	}
 	return 0, errors.New("heap profile: no HeapAlloc")
 }
