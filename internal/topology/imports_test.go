@@ -34,7 +34,7 @@ var layers = []struct {
 	}},
 	{"hooks", 2, []string{"examples/..."}}, // hooks as their authors write them, on the SDK
 	{"core", 2, []string{"core/..."}},
-	{"cluster", 3, []string{"internal/registry", "internal/preflight"}}, // caches and checks of the cluster
+	{"cluster", 3, []string{"internal/registry", "internal/preflight", "internal/metawrites"}}, // caches, checks and writes of the cluster
 	{"roles", 4, roles},
 	{"tools", 4, []string{"internal/render", "internal/inspect", "internal/scaffold", "internal/rbac", "internal/release"}}, // they decide with the core, never a role
 	{"commands", 5, []string{"cmd/...", "hack/release", "deploy"}},
