@@ -105,7 +105,8 @@ fuzz: FUZZTIME = 5m
 fuzz: fuzz-smoke
 
 # Benchmarks: the hot paths' micro-benchmarks, then the test bed's
-# (BENCH=full for 1000x5, BENCH=xl for 10,000x5, BENCH=hooks for the hook
+# (BENCH=full for 1000x5, BENCH=xl for 10,000x5, BENCH=xxl for 50,000x5
+# without delete and resync, BENCH=hooks for the hook
 # scaling; BENCHFLAGS are more flags of the bench: go run ./test/bench -h).
 bench: bench-go testbed-bins
 	$(GO) run ./test/bench $(if $(BENCH),-scenario $(BENCH)) $(BENCHFLAGS)

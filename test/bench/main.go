@@ -11,6 +11,13 @@
 //	go run ./test/bench                  200×5
 //	go run ./test/bench -scenario full   1000×5
 //	go run ./test/bench -scenario xl     10,000×5
+//	go run ./test/bench -scenario xxl    50,000×5, without delete and resync
+//
+// -skip leaves out phases of uc (not create or update, which the others
+// need): at 50,000 parents uc's delete is the garbage collector's pace (~30
+// parents per second, half an hour) and a resync every 10 s cannot go round
+// 50,000 parents, so xxl skips both, and the sharing rounds. The floor still runs
+// its four steps: its delete is what leaves the apiserver empty for uc.
 //
 // Every scenario reports uc's live heap after each phase and its memory
 // per 1,000 parents: the most any phase reached, of the resident set and of
@@ -50,6 +57,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -77,6 +85,8 @@ type config struct {
 	// phases is whether the phases and the sharing rounds run: all
 	// scenarios but hooks.
 	phases bool
+	// skip are the names of uc's phases left out (-skip).
+	skip []string
 	// hookWorkers are the worker process counts of the hook scaling rounds
 	// (none: no hook scaling).
 	hookWorkers     []int
@@ -88,6 +98,9 @@ type config struct {
 	// ucProfiles is the directory of uc's processes' CPU profiles of
 	// each window ("": none).
 	ucProfiles string
+	// ucHeapProfiles is the directory of uc's processes' heap profiles
+	// after each phase ("": none).
+	ucHeapProfiles string
 }
 
 // scenario is a named workload.
@@ -95,15 +108,21 @@ type scenario struct {
 	parents, children int
 	// hooks is whether it is the hook scaling instead of the phases.
 	hooks bool
+	// skip is the default of -skip; sharing the default of -sharing.
+	skip, sharing string
 }
 
 // scenarios are the named workloads.
 var scenarios = map[string]scenario{
-	"quick": {parents: 200, children: 5},
-	"full":  {parents: 1000, children: 5},
-	"xl":    {parents: 10000, children: 5},
-	"hooks": {parents: 1000, children: 5, hooks: true},
+	"quick": {parents: 200, children: 5, sharing: defaultSharing},
+	"full":  {parents: 1000, children: 5, sharing: defaultSharing},
+	"xl":    {parents: 10000, children: 5, sharing: defaultSharing},
+	"xxl":   {parents: 50000, children: 5, skip: "delete,resync"},
+	"hooks": {parents: 1000, children: 5, hooks: true, sharing: defaultSharing},
 }
+
+// defaultSharing are the controller counts of the sharing rounds.
+const defaultSharing = "1,5,10"
 
 // defaultHookWorkers are the worker process counts of -scenario hooks.
 const defaultHookWorkers = "1,2,4,8"
@@ -118,14 +137,15 @@ func phaseTimeout(parents int) time.Duration {
 
 func parseFlags(args []string) (config, error) {
 	var cfg config
-	var sharing, hookWorkers string
+	var sharing, hookWorkers, skip string
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.StringVar(&cfg.scenario, "scenario", "quick", "quick (200×5), full (1000×5), xl (10,000×5), or hooks (the hook scaling, 1000×5)")
+	fs.StringVar(&cfg.scenario, "scenario", "quick", "quick (200×5), full (1000×5), xl (10,000×5), xxl (50,000×5), or hooks (the hook scaling, 1000×5)")
 	fs.IntVar(&cfg.parents, "parents", 0, "parents N (overrides the scenario)")
 	fs.IntVar(&cfg.children, "children", 0, "children per parent M (overrides the scenario)")
 	fs.IntVar(&cfg.concurrency, "concurrency", 16, "parents written at once, by the driver, the floor and uc's applier (--applier-workers)")
 	fs.DurationVar(&cfg.phaseTimeout, "phase-timeout", 0, "deadline of each phase (default 10m, or 180ms per parent when that is more)")
-	fs.StringVar(&sharing, "sharing", "1,5,10", "controller counts of the sharing measurement (empty: skip it)")
+	fs.StringVar(&sharing, "sharing", "", "controller counts of the sharing measurement (default "+defaultSharing+", none with -scenario xxl; \"\": skip it)")
+	fs.StringVar(&skip, "skip", "", "uc's phases to leave out, of heal, paced, resync, delete (default delete,resync with -scenario xxl, else none)")
 	fs.IntVar(&cfg.sharingParents, "sharing-parents", 100, "parents shared out among the controllers of the sharing measurement")
 	fs.StringVar(&cfg.out, "out", "bench-results", "directory of the JSON results")
 	fs.Var(&cfg.ucFlags, "uc-flag", "extra flag for uc (each of its processes), e.g. -uc-flag=--kube-api-qps=1000 (repeatable; the bench sets --metrics-addr and --profiling itself, and logs each process's address)")
@@ -139,13 +159,14 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.hookConcurrency, "hook-concurrency", 4, "calls each worker process of the hook scaling serves at once")
 	fs.StringVar(&cfg.apiserverProfiles, "apiserver-profiles", "", "directory of CPU profiles of the apiserver, "+fmt.Sprint(profileSlice)+" s slices of each phase named <phase>-<n>.pprof (merge a phase's: go tool pprof -top DIR/floor-create-*.pprof)")
 	fs.StringVar(&cfg.ucProfiles, "uc-profiles", "", "directory of CPU profiles of uc's processes, "+fmt.Sprint(profileSlice)+" s slices of each phase named <phase>-<role>-<n>.pprof (go tool pprof -top DIR/create-run-0*.pprof), and of their allocations, <phase>-<role>-allocs-<n>.pprof")
+	fs.StringVar(&cfg.ucHeapProfiles, "uc-heap-profiles", "", "directory of heap profiles of uc's processes once each phase is over, <phase>-<role>-heap.pprof (go tool pprof -sample_index=inuse_space -top DIR/update-run-heap.pprof)")
 	fs.BoolVar(&cfg.ignoreStatus, "ignore-status-changes", false, "set parentResource.ignoreStatusChanges on the Fanout controllers")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
 	sc, ok := scenarios[cfg.scenario]
 	if !ok {
-		return cfg, fmt.Errorf("unknown scenario %q (quick, full, xl or hooks)", cfg.scenario)
+		return cfg, fmt.Errorf("unknown scenario %q (quick, full, xl, xxl or hooks)", cfg.scenario)
 	}
 	cfg.parents = cmp.Or(cfg.parents, sc.parents)
 	cfg.children = cmp.Or(cfg.children, sc.children)
@@ -153,6 +174,21 @@ func parseFlags(args []string) (config, error) {
 	cfg.phases = !sc.hooks
 	if sc.hooks && !isSet(fs, "hook-workers") {
 		hookWorkers = defaultHookWorkers
+	}
+	if !isSet(fs, "sharing") {
+		sharing = sc.sharing
+	}
+	if !isSet(fs, "skip") {
+		skip = sc.skip
+	}
+	for f := range strings.SplitSeq(skip, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		if !slices.Contains(skippable, f) {
+			return cfg, fmt.Errorf("-skip: %q is not one of %s", f, strings.Join(skippable, ", "))
+		}
+		cfg.skip = append(cfg.skip, f)
 	}
 	var err error
 	if cfg.sharing, err = counts("-sharing", sharing, shards); err != nil {

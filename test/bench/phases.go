@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -138,9 +139,15 @@ func (s *session) stop() {
 	}
 }
 
-// phases are create, update, heal, paced, resync and delete, in that order.
+// skippable are the phases -skip may leave out: create and update make
+// the state every later phase starts from (heal expects the update's payload).
+var skippable = []string{"heal", "paced", "resync", "delete"}
+
+// phases are create, update, heal, paced, resync and delete, in that
+// order, less those -skip leaves out.
 func (s *session) phases() []phase {
-	return []phase{s.create(), s.update(), s.heal(), s.paced(), s.resync(), s.delete()}
+	all := []phase{s.create(), s.update(), s.heal(), s.paced(), s.resync(), s.delete()}
+	return slices.DeleteFunc(all, func(p phase) bool { return slices.Contains(s.e.cfg.skip, p.name) })
 }
 
 // fanouts is the driver's client of the parents.
@@ -329,6 +336,9 @@ func (s *session) run(ctx context.Context, p phase) (phaseResult, error) {
 	r.measurement = m
 	heap, heaps, heapErr := s.uc.liveHeaps(ctx)
 	r.LiveHeapMiB = mib(heap)
+	if dir := s.e.cfg.ucHeapProfiles; dir != "" && heapErr == nil {
+		heapErr = s.uc.saveHeaps(ctx, dir, p.name)
+	}
 	if len(heaps) > 1 {
 		r.LiveHeapMiBByRole = map[string]float64{}
 		for role, n := range heaps {

@@ -429,6 +429,28 @@ func (u *ucProcess) liveHeaps(ctx context.Context) (int64, map[string]int64, err
 	return total, byRole, nil
 }
 
+// saveHeaps writes each process's heap profile, as of its last garbage
+// collection, to dir/<label>-<role>-heap.pprof (go tool pprof
+// -sample_index=inuse_space): what the live heap is made of.
+func (u *ucProcess) saveHeaps(ctx context.Context, dir, label string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, p := range u.procs {
+		if p.debug == "" {
+			continue
+		}
+		profile, err := httpProfile(ctx, p.debug+"/debug/pprof/heap")
+		if err != nil {
+			return fmt.Errorf("uc %s: heap profile: %w", p.role, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, label+"-"+p.role+"-heap.pprof"), profile, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // heapAfterGC reads HeapAlloc from a Go process's heap profile, taken
 // after a garbage collection.
 func heapAfterGC(ctx context.Context, debug string) (int64, error) {
