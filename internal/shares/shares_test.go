@@ -296,3 +296,52 @@ func TestReplicaReclaims(t *testing.T) {
 		t.Errorf("the restarted replica holds %v, its holder %v; want every partition", held, f.holding())
 	}
 }
+
+// slowKeys is a partition-keys bucket whose renewals (Update) each wait
+// until want of them are in flight at once, or fail after a while: a bus
+// slow enough that renewing one key after another lets the last ones
+// expire.
+type slowKeys struct {
+	jetstream.KeyValue
+	want    int
+	mu      sync.Mutex
+	waiting int
+	all     chan struct{} // closed once want renewals are in flight
+}
+
+func (k *slowKeys) Update(ctx context.Context, key string, value []byte, last uint64) (uint64, error) {
+	k.mu.Lock()
+	if k.waiting++; k.waiting == k.want {
+		close(k.all)
+	}
+	k.mu.Unlock()
+	select {
+	case <-k.all:
+		return k.KeyValue.Update(ctx, key, value, last)
+	case <-time.After(2 * time.Second):
+		return 0, errors.New("renewed one at a time: the bus took too long")
+	}
+}
+
+// TestRenewalsAtOnce: a replica renews the keys of all its partitions at
+// once, not one round trip after another, so that on a slow bus the last
+// key does not expire before its turn.
+func TestRenewalsAtOnce(t *testing.T) {
+	ctx := t.Context()
+	const partitions = 8
+	s, f := replica(t, bustest.JetStream(t), "", partitions)
+	s.balance(ctx)
+	if held := s.Held(); len(held) != partitions {
+		t.Fatalf("held %v, want all %d partitions", held, partitions)
+	}
+	s.keys = &slowKeys{KeyValue: s.keys, want: partitions, all: make(chan struct{})}
+	s.balance(ctx)
+	if held := s.Held(); len(held) != partitions || len(f.given) > 0 {
+		t.Fatalf("after a round of renewals on a slow bus: held %v, given back %v; want all %d still held", held, f.given, partitions)
+	}
+	for n := range partitions {
+		if f.renewals[n] != 1 {
+			t.Errorf("partition %d renewed %d times, want once", n, f.renewals[n])
+		}
+	}
+}
