@@ -40,3 +40,21 @@ func TestParseFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestFloorFrom: -floor-from reuses the floor of a results file of the
+// same workload, and refuses another workload's.
+func TestFloorFrom(t *testing.T) {
+	earlier := newResults(config{scenario: "xxl", parents: 50000, children: 5})
+	earlier.Floor = []floorResult{{Name: "create", Seconds: 548}}
+	path, err := earlier.writeJSON(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	floor, err := floorFrom(config{parents: 50000, children: 5, floorFrom: path})
+	if err != nil || len(floor) != 1 || floor[0].Seconds != 548 {
+		t.Errorf("floor %+v, %v; want the earlier run's", floor, err)
+	}
+	if _, err := floorFrom(config{parents: 1000, children: 5, floorFrom: path}); err == nil {
+		t.Error("the floor of 50,000 parents reused for 1,000")
+	}
+}

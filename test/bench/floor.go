@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -109,6 +111,25 @@ func runFloor(ctx context.Context, e *env) ([]floorResult, error) {
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// floorFrom is the floor of an earlier run's results (-floor-from), of
+// the same parents and children.
+func floorFrom(cfg config) ([]floorResult, error) {
+	data, err := os.ReadFile(cfg.floorFrom)
+	if err != nil {
+		return nil, err
+	}
+	var earlier results
+	if err := json.Unmarshal(data, &earlier); err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.floorFrom, err)
+	}
+	if earlier.Parents != cfg.parents || earlier.Children != cfg.children || len(earlier.Floor) == 0 {
+		return nil, fmt.Errorf("%s: a floor of %d parents × %d (%d steps), want %d × %d", cfg.floorFrom,
+			earlier.Parents, earlier.Children, len(earlier.Floor), cfg.parents, cfg.children)
+	}
+	logf("floor of %s, %s", earlier.Date.Format(time.RFC3339), cfg.floorFrom)
+	return earlier.Floor, nil
 }
 
 // writeFanout creates a parent as uc would leave it once converged: the

@@ -98,6 +98,9 @@ type config struct {
 	// ucProfiles is the directory of uc's processes' CPU profiles of
 	// each window ("": none).
 	ucProfiles string
+	// floorFrom is a results file whose floor this run reuses instead
+	// of writing its own (-floor-from; "": write it).
+	floorFrom string
 	// ucHeapProfiles is the directory of uc's processes' heap profiles
 	// after each phase ("": none).
 	ucHeapProfiles string
@@ -159,6 +162,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.hookConcurrency, "hook-concurrency", 4, "calls each worker process of the hook scaling serves at once")
 	fs.StringVar(&cfg.apiserverProfiles, "apiserver-profiles", "", "directory of CPU profiles of the apiserver, "+fmt.Sprint(profileSlice)+" s slices of each phase named <phase>-<n>.pprof (merge a phase's: go tool pprof -top DIR/floor-create-*.pprof)")
 	fs.StringVar(&cfg.ucProfiles, "uc-profiles", "", "directory of CPU profiles of uc's processes, "+fmt.Sprint(profileSlice)+" s slices of each phase named <phase>-<role>-<n>.pprof (go tool pprof -top DIR/create-run-0*.pprof), and of their allocations, <phase>-<role>-allocs-<n>.pprof")
+	fs.StringVar(&cfg.floorFrom, "floor-from", "", "a results file of the same parents and children whose floor this run reuses instead of writing its own (at 50,000×5 the floor takes half an hour)")
 	fs.StringVar(&cfg.ucHeapProfiles, "uc-heap-profiles", "", "directory of heap profiles of uc's processes once each phase is over, <phase>-<role>-heap.pprof (go tool pprof -sample_index=inuse_space -top DIR/update-run-heap.pprof)")
 	fs.BoolVar(&cfg.ignoreStatus, "ignore-status-changes", false, "set parentResource.ignoreStatusChanges on the Fanout controllers")
 	if err := fs.Parse(args); err != nil {
@@ -269,7 +273,12 @@ func measureAll(ctx context.Context, cfg config, res *results) error {
 		return err
 	}
 	defer e.stop()
-	if res.Floor, err = runFloor(ctx, e); err != nil {
+	if cfg.floorFrom != "" {
+		res.Floor, err = floorFrom(cfg)
+	} else {
+		res.Floor, err = runFloor(ctx, e)
+	}
+	if err != nil {
 		return fmt.Errorf("floor: %w", err)
 	}
 	var errs []error
