@@ -16,8 +16,8 @@
 // -skip leaves out phases of uc (not create or update, which the others
 // need): at 50,000 parents uc's delete is the garbage collector's pace (~30
 // parents per second, half an hour) and a resync every 10 s cannot go round
-// 50,000 parents, so xxl skips both, and the sharing rounds. The floor still runs
-// its four steps: its delete is what leaves the apiserver empty for uc.
+// 50,000 parents, so xxl skips both, and the sharing rounds. The floor
+// still runs its four steps: its delete leaves the apiserver empty for uc.
 //
 // Every scenario reports uc's live heap after each phase and its memory
 // per 1,000 parents: the most any phase reached, of the resident set and of
