@@ -132,7 +132,7 @@ func New(reg Registry, dyn dynamic.Interface, js jetstream.JetStream, events rec
 		writer:  &writer{dyn: dyn, live: reg, events: events, tracer: tracer, log: log, preflight: opts.Preflight},
 		shadows: newShadows(),
 	}
-	in := newIntake(rec, opts.Observer, log)
+	in := newIntake(rec, opts.Observer, opts.Workers, log)
 	rec.failures = in.failures
 	return &Applier{js: js, opts: opts, log: log, in: in, rec: rec,
 		labels: newLabeller(reg, dyn, events, opts.Partitions, func(n int) bool { return in.partition(n) != nil }, opts.Caches != nil, log)}

@@ -28,18 +28,40 @@ import (
 // every reply of its newest observation, runs the worker loop over that
 // queue, and puts a batch whose apply failed back for the retry. It keeps
 // the partitions this replica holds (held); the holder (partitions.go) adds
-// and removes them through its methods. Its lock guards pending and held,
-// and only its methods take it.
+// and removes them through its methods. Its lock guards pending, held and
+// room, and only its methods take it.
+//
+// It takes in only as many parents as its workers will soon apply
+// (waitForRoom): in a burst, the replies past those wait in the stream,
+// where they cost nothing, rather than in this process, which would have
+// to keep each from being delivered again, an in-progress ack every
+// bus.ProgressEvery, until its turn — a cost that grows with the square
+// of the burst (BENCHMARKS.md, 50,000 × 5).
 type intake struct {
-	log      *slog.Logger
-	observer Observer
-	rec      parentApplier
-	queue    workqueue.TypedRateLimitingInterface[types.UID]
+	log       *slog.Logger
+	observer  Observer
+	rec       parentApplier
+	queue     workqueue.TypedRateLimitingInterface[types.UID]
+	maxQueued int // parents queued for the workers past which a new parent's reply waits
 
 	mu      sync.Mutex
 	pending map[types.UID]*batch // newest replies per parent (bus.Address.ApplyKey), not yet being applied
 	held    map[int]*partition   // the partitions this replica holds
+	room    chan struct{}        // closed, and made anew, when the workers take a parent (makeRoom)
+	waiting int                  // replies waiting for room
 }
+
+// queuedPerWorker is how many parents per worker the intake queues at most
+// before it waits for room: enough that a worker finds the next parent
+// queued when it is done with one, while the next replies come off the
+// bus.
+const queuedPerWorker = 8
+
+// pullAhead is how many replies a partition's consumption pulls ahead of
+// the intake (topology.PullAhead): one, so that while the intake waits
+// for room, a partition's next reply does not wait unacknowledged for
+// long enough to be delivered again.
+const pullAhead = 1
 
 // parentApplier is what intake hands the replies it takes to: the
 // reconciler (reconcile.go).
@@ -54,16 +76,18 @@ type parentApplier interface {
 	receiveShadow(r *reply)
 }
 
-func newIntake(rec parentApplier, observer Observer, log *slog.Logger) *intake {
+func newIntake(rec parentApplier, observer Observer, workers int, log *slog.Logger) *intake {
 	limiter := workqueue.NewTypedMaxOfRateLimiter(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](100*time.Millisecond, 30*time.Second),
 		&workqueue.TypedBucketRateLimiter[types.UID]{Limiter: rate.NewLimiter(rate.Limit(50), 300)},
 	)
 	return &intake{
 		log: log, observer: observer, rec: rec,
-		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "replies"}),
-		pending: map[types.UID]*batch{},
-		held:    map[int]*partition{},
+		queue:     workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "replies"}),
+		maxQueued: queuedPerWorker * workers,
+		pending:   map[types.UID]*batch{},
+		held:      map[int]*partition{},
+		room:      make(chan struct{}),
 	}
 }
 
@@ -73,7 +97,10 @@ func (in *intake) work(ctx context.Context, workers int) {
 }
 
 // shutDown stops the workers once their applies end.
-func (in *intake) shutDown() { in.queue.ShutDown() }
+func (in *intake) shutDown() {
+	in.queue.ShutDown()
+	in.makeRoom()
+}
 
 // failures counts the applies of the parent with that apply key that
 // failed in a row.
@@ -99,8 +126,9 @@ func (in *intake) receive(msg jetstream.Msg) {
 		in.rec.receiveShadow(r)
 		return
 	}
-	in.mu.Lock()
 	key := meta.ApplyKey()
+	in.waitForRoom(key, meta.Partition)
+	in.mu.Lock()
 	b := in.pending[key]
 	if b != nil && b.meta.Observation > meta.Observation {
 		in.mu.Unlock()
@@ -124,6 +152,43 @@ func (in *intake) receive(msg jetstream.Msg) {
 	if complete {
 		in.queue.Add(key)
 	}
+}
+
+// waitForRoom waits, before a reply of a parent with none waiting goes
+// in, while maxQueued parents or more are queued for the workers. A reply
+// of a parent already waiting goes in at once: it completes or supersedes
+// its batch, and adds no parent. The wait ends with the hold on the
+// reply's partition (drop) or with the intake (shutDown).
+func (in *intake) waitForRoom(key types.UID, partition int) {
+	for {
+		in.mu.Lock()
+		_, waiting := in.pending[key]
+		p := in.held[partition]
+		if waiting || p == nil || p.releasing || in.queue.ShuttingDown() || in.queue.Len() < in.maxQueued {
+			in.mu.Unlock()
+			return
+		}
+		room := in.room
+		in.waiting++
+		in.mu.Unlock()
+		<-room
+		in.mu.Lock()
+		in.waiting--
+		in.mu.Unlock()
+	}
+}
+
+// makeRoom wakes the replies waiting for room (waitForRoom) to look again.
+func (in *intake) makeRoom() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.wake()
+}
+
+// wake is makeRoom with the lock held.
+func (in *intake) wake() {
+	close(in.room)
+	in.room = make(chan struct{})
 }
 
 // applyTimeout bounds one apply: a hung apiserver call must not hold a
@@ -167,6 +232,7 @@ func (in *intake) pendingMeta(uid types.UID) bus.Meta {
 // stops before its next write. Replies that were not applied — an error, a
 // panic — are put back for the retry.
 func (in *intake) applyNext(ctx context.Context, uid types.UID) error {
+	in.makeRoom() // the workers took uid off the queue
 	b := in.take(uid)
 	if b == nil {
 		return nil
@@ -263,6 +329,7 @@ func (in *intake) drop(n int) *partition {
 	p := in.held[n]
 	p.releasing = true
 	delete(in.held, n)
+	in.wake() // its replies waiting for room go in, to be given back
 	return p
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"universalcontroller.dev/uc/internal/shares"
@@ -115,7 +116,7 @@ func (f *fakeReconciler) receiveShadow(*reply) { f.shadows++ }
 func testIntake(t *testing.T) (*intake, *fakeReconciler) {
 	t.Helper()
 	rec := &fakeReconciler{}
-	in := newIntake(rec, nobody{}, slog.New(slog.DiscardHandler))
+	in := newIntake(rec, nobody{}, 16, slog.New(slog.DiscardHandler))
 	t.Cleanup(in.shutDown)
 	in.hold(newPartition(0, nil, shares.NewHold(time.Now()), allCached{}))
 	return in, rec
@@ -304,7 +305,7 @@ func TestIntakeReadsTheVerdict(t *testing.T) {
 			var logs bytes.Buffer
 			rec := &fakeReconciler{fail: true, failWith: tc.err}
 			observer := &failures{}
-			in := newIntake(rec, observer, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+			in := newIntake(rec, observer, 16, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 			t.Cleanup(in.shutDown)
 			in.hold(newPartition(0, nil, shares.NewHold(time.Now()), allCached{}))
 			msg := replyMsg(t, observation(1), 1)
@@ -370,5 +371,70 @@ func TestFailedApply(t *testing.T) {
 				t.Errorf("%v does not say the hold lapsed", err)
 			}
 		})
+	}
+}
+
+// TestIntakeWaitsForRoom: with maxQueued parents queued for the workers,
+// a reply of another parent waits in receive (so its partition's
+// consumption pulls nothing more) until a worker takes a parent, or until
+// the partition is given up; a reply of a parent already waiting goes in
+// at once.
+func TestIntakeWaitsForRoom(t *testing.T) {
+	in := newIntake(&fakeReconciler{}, nobody{}, 1, slog.New(slog.DiscardHandler))
+	t.Cleanup(in.shutDown)
+	in.hold(newPartition(0, nil, shares.NewHold(time.Now()), allCached{}))
+	parent := func(i int, obs int64) bus.Meta {
+		m := observation(obs)
+		m.ParentUID = types.UID(fmt.Sprint("uid-", i))
+		return m
+	}
+	seq := uint64(0)
+	msg := func(m bus.Meta) *busMsg { seq++; return replyMsg(t, m, seq) }
+	for i := range in.maxQueued {
+		in.receive(msg(parent(i, 1)))
+	}
+	if in.queue.Len() != in.maxQueued {
+		t.Fatalf("%d parents queued, want %d", in.queue.Len(), in.maxQueued)
+	}
+
+	// receiveAside receives a reply of a new parent, which waits.
+	receiveAside := func(i int) <-chan struct{} {
+		done := make(chan struct{})
+		go func() { in.receive(msg(parent(i, 1))); close(done) }()
+		if err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+			in.mu.Lock()
+			defer in.mu.Unlock()
+			return in.waiting == 1, nil
+		}); err != nil {
+			t.Fatalf("the reply of a new parent did not wait for room: %v", err)
+		}
+		return done
+	}
+	done := receiveAside(100)
+
+	in.receive(msg(parent(0, 2))) // a parent waiting: no wait
+	if got := in.pendingMeta(types.UID("uid-0")).Observation; got != 2 {
+		t.Errorf("parent waiting: observation %d pending, want 2", got)
+	}
+	if in.pendingMeta("uid-100").Name != "" {
+		t.Fatal("the reply of a new parent went in with the queue full")
+	}
+
+	next(t, in) // a worker takes a parent: room for one
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting reply did not go in once a worker took a parent")
+	}
+	if in.pendingMeta("uid-100").Name == "" {
+		t.Error("the reply that waited is not pending")
+	}
+
+	done = receiveAside(101)
+	in.drop(0)
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting reply did not go in once its partition was given up")
 	}
 }

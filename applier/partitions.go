@@ -115,7 +115,7 @@ func newShares(ctx context.Context, js jetstream.JetStream, in *intake, opts Opt
 func (h *holder) Take(ctx context.Context, n int, hold *shares.Hold) error {
 	h.caches.Hold(n)
 	consumer, err := topology.KeepConsuming(ctx, h.js, topology.ApplierConsumer(n),
-		func(msg jetstream.Msg) { h.in.receive(h.unsettled.Track(msg)) }, h.lost)
+		func(msg jetstream.Msg) { h.in.receive(h.unsettled.Track(msg)) }, h.lost, topology.PullAhead(pullAhead))
 	if err != nil {
 		h.caches.Release(n)
 		return fmt.Errorf("consume partition: %w", err)

@@ -31,12 +31,24 @@ type KeptConsumer struct {
 	handler    jetstream.MessageHandler
 	onLost     func()
 	displacing Displacing
+	ahead      int           // messages pulled ahead of the handler; 0: nats.go's default
 	lost       chan struct{} // the consumption reported the consumer lost
 
 	mu      sync.Mutex
-	cc      jetstream.ConsumeContext
+	cc      *consumption
 	stopped bool
 }
+
+// KeepOption configures KeepConsuming.
+type KeepOption func(*KeptConsumer)
+
+// PullAhead bounds the messages the consumption pulls ahead of its
+// handler to n: a handler that blocks — an intake waiting for room —
+// then holds back the consumer's delivery, leaving the messages in the
+// stream rather than in the process. Those pulled ahead wait unacknowledged
+// while it blocks (the server delivers them again after their ack wait),
+// so n is small.
+func PullAhead(n int) KeepOption { return func(k *KeptConsumer) { k.ahead = n } }
 
 // Displacing are the consumers a kept consumer takes the place of: those
 // of its work-queue stream whose filters overlap its own, left by another
@@ -60,16 +72,20 @@ type Displacing struct {
 }
 
 // KeepConsuming creates the durable consumer c (see EnsureConsumer) and
-// consumes it with handler. onLost, if not nil and which must not block, is
-// called when the consumption reports the consumer may be gone.
-func KeepConsuming(ctx context.Context, js jetstream.JetStream, c Consumer, handler jetstream.MessageHandler, onLost func()) (*KeptConsumer, error) {
-	return KeepDisplacing(ctx, js, c, Displacing{}, handler, onLost)
+// consumes it with handler, one message at a time. onLost, if not nil and
+// which must not block, is called when the consumption reports the
+// consumer may be gone.
+func KeepConsuming(ctx context.Context, js jetstream.JetStream, c Consumer, handler jetstream.MessageHandler, onLost func(), opts ...KeepOption) (*KeptConsumer, error) {
+	return KeepDisplacing(ctx, js, c, Displacing{}, handler, onLost, opts...)
 }
 
 // KeepDisplacing is KeepConsuming for a consumer that takes the place of
 // others (see Displacing).
-func KeepDisplacing(ctx context.Context, js jetstream.JetStream, c Consumer, d Displacing, handler jetstream.MessageHandler, onLost func()) (*KeptConsumer, error) {
+func KeepDisplacing(ctx context.Context, js jetstream.JetStream, c Consumer, d Displacing, handler jetstream.MessageHandler, onLost func(), opts ...KeepOption) (*KeptConsumer, error) {
 	k := &KeptConsumer{js: js, c: c, handler: handler, onLost: onLost, displacing: d, lost: make(chan struct{}, 1)}
+	for _, opt := range opts {
+		opt(k)
+	}
 	if err := k.create(ctx, true); err != nil {
 		return nil, err
 	}
@@ -90,18 +106,7 @@ func (k *KeptConsumer) create(ctx context.Context, displace bool) error {
 	if err != nil {
 		return fmt.Errorf("consumer %s: %w", k.c.Name(), err)
 	}
-	cc, err := cons.Consume(k.handler, jetstream.PullExpiry(pullExpiry), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		if !bus.ConsumerLost(err) {
-			return
-		}
-		select {
-		case k.lost <- struct{}{}:
-		default:
-		}
-		if k.onLost != nil {
-			k.onLost()
-		}
-	}))
+	cc, err := k.consume(cons)
 	if err != nil {
 		return fmt.Errorf("consume %s: %w", k.c.Name(), err)
 	}
@@ -114,9 +119,58 @@ func (k *KeptConsumer) create(ctx context.Context, displace bool) error {
 	}
 	k.mu.Unlock()
 	if old != nil {
-		old.Stop()
+		old.msgs.Stop()
 	}
 	return nil
+}
+
+// consumption is one consumption of a kept consumer: a goroutine hands
+// the messages an iterator pulls to the handler, one after the other.
+type consumption struct {
+	msgs jetstream.MessagesContext
+	done chan struct{} // closed once the goroutine returned
+}
+
+// consume starts consuming cons.
+func (k *KeptConsumer) consume(cons jetstream.Consumer) (*consumption, error) {
+	opts := []jetstream.PullMessagesOpt{jetstream.PullExpiry(pullExpiry), jetstream.WithMessagesErrOnMissingHeartbeat(true)}
+	if k.ahead > 0 {
+		opts = append(opts, jetstream.PullMaxMessages(k.ahead))
+	}
+	msgs, err := cons.Messages(opts...)
+	if err != nil {
+		return nil, err
+	}
+	c := &consumption{msgs: msgs, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		for {
+			msg, err := msgs.Next()
+			switch {
+			case errors.Is(err, jetstream.ErrMsgIteratorClosed):
+				return // stopped, drained, or ended by the server (its consumer deleted)
+			case err != nil:
+				if bus.ConsumerLost(err) {
+					k.reportLost()
+				}
+			default:
+				k.handler(msg)
+			}
+		}
+	}()
+	return c, nil
+}
+
+// reportLost tells Keep, and onLost, that the consumption reported its
+// consumer may be gone.
+func (k *KeptConsumer) reportLost() {
+	select {
+	case k.lost <- struct{}{}:
+	default:
+	}
+	if k.onLost != nil {
+		k.onLost()
+	}
 }
 
 // displace deletes the consumers k's takes the place of, the server having
@@ -191,7 +245,7 @@ func (k *KeptConsumer) ended() bool {
 		return false
 	}
 	select {
-	case <-k.cc.Closed():
+	case <-k.cc.done:
 		return true
 	default:
 		return false
@@ -204,7 +258,7 @@ func (k *KeptConsumer) Stop() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.stopped = true
-	k.cc.Stop()
+	k.cc.msgs.Stop()
 }
 
 // Drain stops consuming once the messages delivered are handled, and waits
@@ -214,6 +268,6 @@ func (k *KeptConsumer) Drain() {
 	k.stopped = true
 	cc := k.cc
 	k.mu.Unlock()
-	cc.Drain()
-	<-cc.Closed()
+	cc.msgs.Drain()
+	<-cc.done
 }
