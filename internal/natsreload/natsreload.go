@@ -246,7 +246,15 @@ func (c Config) Run(ctx context.Context, log *slog.Logger) error {
 	// A volume's update is several events: act once they settle.
 	settle := time.NewTimer(time.Hour)
 	settle.Stop()
-	pending := false // a change the server has not been signalled
+	// pending: a change the server has not been signalled. A server that
+	// runs already started from files older than these, perhaps: changed
+	// before this reloader watched them (while it started, or restarted),
+	// which no event will tell. It reloads once.
+	_, err = os.Stat(c.PidFile)
+	pending := err == nil
+	if pending {
+		settle.Reset(0)
+	}
 	for {
 		select {
 		case <-ctx.Done():

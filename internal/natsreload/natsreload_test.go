@@ -1,12 +1,19 @@
 package natsreload
 
 import (
+	"context"
+	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	natsconf "github.com/nats-io/nats-server/v2/conf"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // TestRender: the rendered users, parsed as nats-server parses them, have
@@ -78,4 +85,85 @@ users: [
 			}
 		})
 	}
+}
+
+// TestRunReloads: Run signals the server of the pid file (this test's
+// process) once when it starts, for a change made before it watched the
+// files, and once a password changes; a server not running yet is not
+// signalled.
+func TestRunReloads(t *testing.T) {
+	dir := t.TempDir()
+	c := Config{AuthConf: filepath.Join(dir, "auth.conf"), PasswordsDir: filepath.Join(dir, "passwords"),
+		Out: filepath.Join(dir, "out", "auth.conf"), PidFile: filepath.Join(dir, "nats.pid")}
+	for _, d := range []string{c.PasswordsDir, filepath.Dir(c.Out)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(path, data string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(c.AuthConf, "users: [{user: a, password: $UC_NATS_PASSWORD_A}]\n")
+	password := filepath.Join(c.PasswordsDir, "UC_NATS_PASSWORD_A")
+	write(password, "first")
+	hups := make(chan os.Signal, 8)
+	signal.Notify(hups, syscall.SIGHUP)
+	t.Cleanup(func() { signal.Stop(hups) })
+	run := func(t *testing.T) (stop func()) {
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- c.Run(ctx, slog.New(slog.DiscardHandler)) }()
+		return func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		}
+	}
+	signalled := func(t *testing.T) {
+		t.Helper()
+		select {
+		case <-hups:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the server was not signalled to reload")
+		}
+	}
+	rendered := func(t *testing.T, want string) {
+		t.Helper()
+		b, err := os.ReadFile(c.Out)
+		if err != nil || !strings.Contains(string(b), want) {
+			t.Errorf("rendered %q (%v), want the password %q", b, err, want)
+		}
+	}
+
+	t.Run("no server yet", func(t *testing.T) {
+		stop := run(t)
+		write(password, "second")
+		if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			b, _ := os.ReadFile(c.Out)
+			return strings.Contains(string(b), `"second"`), nil
+		}); err != nil {
+			t.Fatalf("the change was not rendered: %v", err)
+		}
+		stop()
+		select {
+		case <-hups:
+			t.Fatal("signalled a server that has no pid file")
+		default:
+		}
+	})
+	write(c.PidFile, strconv.Itoa(os.Getpid()))
+	t.Run("changed before it watched", func(t *testing.T) {
+		write(password, "third") // the server started from "second"
+		stop := run(t)
+		defer stop()
+		signalled(t)
+		rendered(t, `"third"`)
+		write(password, "fourth")
+		signalled(t)
+		rendered(t, `"fourth"`)
+	})
 }
