@@ -91,6 +91,8 @@ type lastRequest struct {
 	changedAt time.Time
 	// resyncDeferred: a resync came while the parent waited for its retry.
 	resyncDeferred bool
+	// onItsWay counts the looks that found the request on its way, in a row.
+	onItsWay int
 }
 
 // nextRetries is the count of retries of the request published after rec,
@@ -157,6 +159,25 @@ func (r *republisher) due(rec *lastRequest) time.Time {
 		return rec.at.Add(r.grace)
 	}
 	return rec.at.Add(failureBackoff(rec.first, rec.retries+1, 0))
+}
+
+// maxOnItsWayWait bounds the wait before a request found on its way is
+// looked for again (onItsWayBackoff).
+const maxOnItsWayWait = 8 * time.Minute
+
+// onItsWayBackoff is how long a request found on its way the n-th time in
+// a row (n ≥ 1) waits before it is looked for again: first doubled n-1
+// times, up to maxOnItsWayWait. Looked for every grace period instead, the
+// requests of a burst that waits in the appliers (50,000 parents, a
+// quarter of an hour) would be looked for each minute, two stream infos
+// each: a cost growing with the square of the burst. A request lost after
+// it was found on its way is found lost within maxOnItsWayWait.
+func onItsWayBackoff(first time.Duration, n int) time.Duration {
+	d := first
+	for i := 1; i < n && d < maxOnItsWayWait; i++ {
+		d *= 2
+	}
+	return min(d, maxOnItsWayWait)
 }
 
 // keyOf is the key of the parent an event is about.
@@ -306,7 +327,8 @@ func (r *republisher) check(ctx context.Context, key parentKey) {
 		// first delivery failed, and it is tried again).
 		r.mu.Lock()
 		rec.failed, rec.sure, rec.retryAt = false, false, time.Time{}
-		again := r.due(rec).Sub(rec.at)
+		rec.onItsWay++
+		again := onItsWayBackoff(r.due(rec).Sub(rec.at), rec.onItsWay)
 		r.mu.Unlock()
 		r.checks.AddAfter(key, again)
 		return

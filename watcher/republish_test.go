@@ -304,3 +304,25 @@ func busWithUsers(t *testing.T) (as func(role string) jetstream.JetStream) {
 	}
 	return as
 }
+
+// TestOnItsWayBackoff: a request found on its way again and again is
+// looked for at doubling intervals, up to maxOnItsWayWait.
+func TestOnItsWayBackoff(t *testing.T) {
+	for _, tt := range []struct {
+		first time.Duration
+		n     int
+		want  time.Duration
+	}{
+		{time.Minute, 1, time.Minute},
+		{time.Minute, 2, 2 * time.Minute},
+		{time.Minute, 4, 8 * time.Minute},
+		{time.Minute, 5, 8 * time.Minute},
+		{time.Minute, 1000, 8 * time.Minute},
+		{20 * time.Minute, 1, 8 * time.Minute},
+		{time.Second, 3, 4 * time.Second},
+	} {
+		if got := onItsWayBackoff(tt.first, tt.n); got != tt.want {
+			t.Errorf("onItsWayBackoff(%v, %d) = %v, want %v", tt.first, tt.n, got, tt.want)
+		}
+	}
+}
