@@ -21,6 +21,8 @@ func TestParseFlags(t *testing.T) {
 		{args: []string{"-scenario", "xxl", "-skip", "", "-sharing", "1"}, parents: 50000, sharing: []int{1}},
 		{args: []string{"-scenario", "full", "-skip", "delete, paced"}, parents: 1000, skip: []string{"delete", "paced"}, sharing: []int{1, 5, 10}},
 		{args: []string{"-skip", "update"}, err: true},
+		{args: []string{"-skip", "update,heal,paced"}, err: true},
+		{args: []string{"-scenario", "xxl", "-skip", "update,heal,paced,resync,delete"}, parents: 50000, skip: []string{"update", "heal", "paced", "resync", "delete"}},
 		{args: []string{"-skip", "create"}, err: true},
 		{args: []string{"-skip", "nap"}, err: true},
 	} {

@@ -13,8 +13,8 @@
 //	go run ./test/bench -scenario xl     10,000×5
 //	go run ./test/bench -scenario xxl    50,000×5, without delete and resync
 //
-// -skip leaves out phases of uc (not create or update, which the others
-// need): at 50,000 parents uc's delete is the garbage collector's pace (~30
+// -skip leaves out phases of uc (not create, which the others need, nor
+// update without heal, paced and resync, which start from it): at 50,000 parents uc's delete is the garbage collector's pace (~30
 // parents per second, half an hour) and a resync every 10 s cannot go round
 // 50,000 parents, so xxl skips both, and the sharing rounds. The floor
 // still runs its four steps: its delete leaves the apiserver empty for uc.
@@ -148,7 +148,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.concurrency, "concurrency", 16, "parents written at once, by the driver, the floor and uc's applier (--applier-workers)")
 	fs.DurationVar(&cfg.phaseTimeout, "phase-timeout", 0, "deadline of each phase (default 10m, or 180ms per parent when that is more)")
 	fs.StringVar(&sharing, "sharing", "", "controller counts of the sharing measurement (default "+defaultSharing+", none with -scenario xxl; \"\": skip it)")
-	fs.StringVar(&skip, "skip", "", "uc's phases to leave out, of heal, paced, resync, delete (default delete,resync with -scenario xxl, else none)")
+	fs.StringVar(&skip, "skip", "", "uc's phases to leave out, of update (with heal, paced and resync), heal, paced, resync, delete (default delete,resync with -scenario xxl, else none)")
 	fs.IntVar(&cfg.sharingParents, "sharing-parents", 100, "parents shared out among the controllers of the sharing measurement")
 	fs.StringVar(&cfg.out, "out", "bench-results", "directory of the JSON results")
 	fs.Var(&cfg.ucFlags, "uc-flag", "extra flag for uc (each of its processes), e.g. -uc-flag=--kube-api-qps=1000 (repeatable; the bench sets --metrics-addr and --profiling itself, and logs each process's address)")
@@ -193,6 +193,13 @@ func parseFlags(args []string) (config, error) {
 			return cfg, fmt.Errorf("-skip: %q is not one of %s", f, strings.Join(skippable, ", "))
 		}
 		cfg.skip = append(cfg.skip, f)
+	}
+	if slices.Contains(cfg.skip, "update") {
+		for _, p := range afterUpdate {
+			if !slices.Contains(cfg.skip, p) {
+				return cfg, fmt.Errorf("-skip: %s starts from update's state: leave it out with update", p)
+			}
+		}
 	}
 	var err error
 	if cfg.sharing, err = counts("-sharing", sharing, shards); err != nil {

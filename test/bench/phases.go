@@ -139,9 +139,13 @@ func (s *session) stop() {
 	}
 }
 
-// skippable are the phases -skip may leave out: create and update make
-// the state every later phase starts from (heal expects the update's payload).
-var skippable = []string{"heal", "paced", "resync", "delete"}
+// skippable are the phases -skip may leave out: create makes the state
+// every later phase starts from, and update the state of heal, paced and
+// resync (heal expects the update's payload), which must go with it.
+var skippable = []string{"update", "heal", "paced", "resync", "delete"}
+
+// afterUpdate are the phases that start from update's state.
+var afterUpdate = []string{"heal", "paced", "resync"}
 
 // phases are create, update, heal, paced, resync and delete, in that
 // order, less those -skip leaves out.
