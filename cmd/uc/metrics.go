@@ -143,11 +143,28 @@ type observedConsumer struct {
 	m *metrics
 }
 
-func (c observedConsumer) Consume(handler jetstream.MessageHandler, opts ...jetstream.PullConsumeOpt) (jetstream.ConsumeContext, error) {
-	return c.Consumer.Consume(func(msg jetstream.Msg) {
-		c.m.replyReceived(msg)
-		handler(&observedMsg{Msg: msg, m: c.m, delivered: time.Now()})
-	}, opts...)
+// Messages is the consumer's iterator (topology.KeptConsumer reads
+// replies with it), each message it hands out observed.
+func (c observedConsumer) Messages(opts ...jetstream.PullMessagesOpt) (jetstream.MessagesContext, error) {
+	msgs, err := c.Consumer.Messages(opts...)
+	if err != nil {
+		return nil, err
+	}
+	return observedMessages{msgs, c.m}, nil
+}
+
+type observedMessages struct {
+	jetstream.MessagesContext
+	m *metrics
+}
+
+func (o observedMessages) Next(opts ...jetstream.NextOpt) (jetstream.Msg, error) {
+	msg, err := o.MessagesContext.Next(opts...)
+	if err != nil {
+		return msg, err
+	}
+	o.m.replyReceived(msg)
+	return &observedMsg{Msg: msg, m: o.m, delivered: time.Now()}, nil
 }
 
 // replyReceived counts a hook's reply, or the report of its failure, at

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"universalcontroller.dev/uc/internal/bustest"
+	"universalcontroller.dev/uc/internal/topology"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 )
@@ -67,16 +68,13 @@ func TestMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, bus.ReplyStream, jetstream.ConsumerConfig{Durable: "applier_3", AckPolicy: jetstream.AckExplicitPolicy})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Consumed as the applier consumes its partitions.
 	acked := make(chan error, len(replies))
-	cc, err := cons.Consume(func(msg jetstream.Msg) { acked <- msg.Ack() })
+	kept, err := topology.KeepConsuming(ctx, js, topology.ApplierConsumer(3), func(msg jetstream.Msg) { acked <- msg.Ack() }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cc.Stop()
+	defer kept.Stop()
 	for range replies {
 		select {
 		case err := <-acked:
