@@ -185,8 +185,12 @@ func (in *intake) makeRoom() {
 	in.wake()
 }
 
-// wake is makeRoom with the lock held.
+// wake is makeRoom with the lock held. With no reply waiting, no one
+// holds the channel, and it stays: most applies come with none waiting.
 func (in *intake) wake() {
+	if in.waiting == 0 {
+		return
+	}
 	close(in.room)
 	in.room = make(chan struct{})
 }
