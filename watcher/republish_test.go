@@ -326,3 +326,69 @@ func TestOnItsWayBackoff(t *testing.T) {
 		}
 	}
 }
+
+// TestRepublishLooksInSnapshots: the looks due together share one snapshot
+// of each stream's subjects instead of a stream info each; a snapshot
+// taken before a request was published does not answer for it.
+func TestRepublishLooksInSnapshots(t *testing.T) {
+	js := bustest.JetStream(t)
+	ctx := t.Context()
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bus.FenceBucket, Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatal(err)
+	}
+	infos, err := js.Conn().SubscribeSync("$JS.API.STREAM.INFO.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resynced []parentKey
+	r := newRepublisher(js, slog.Default(), func(k parentKey) { resynced = append(resynced, k) })
+	r.grace = 0
+	const parents = 20
+	metaOf := func(i int) bus.Meta {
+		return bus.Meta{Address: bus.Address{Controller: "c", Hook: "sync", Partition: i % 4, ParentUID: types.UID(fmt.Sprint("uid-", i))}, Namespace: "ns", Name: fmt.Sprint("p-", i)}
+	}
+	for i := range parents { // half wait for a hook, half for an applier
+		subject := metaOf(i).RequestSubject()
+		if i%2 == 1 {
+			subject = metaOf(i).ReplySubject()
+		}
+		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+		r.published(metaOf(i), fmt.Sprint("id-", i))
+	}
+	if _, err := r.open(ctx); err != nil { // its stream lookups are not looks
+		t.Fatal(err)
+	}
+	if err := js.Conn().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	before, _, _ := infos.Pending()
+	for i := range parents {
+		r.check(ctx, keyOf(metaOf(i)))
+	}
+	if len(resynced) != 0 {
+		t.Fatalf("parents on their way were published again: %v", resynced)
+	}
+	if err := js.Conn().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := infos.Pending(); got-before > 2 {
+		t.Errorf("%d looks asked for %d stream infos, want one snapshot of each stream", parents, got-before)
+	}
+
+	// Parent 0's request is taken and a new one, lost, is published: the
+	// snapshot that held the first must not answer for the second.
+	requests, err := js.Stream(ctx, bus.RequestStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := requests.Purge(ctx, jetstream.WithPurgeSubject(metaOf(0).RequestSubject())); err != nil {
+		t.Fatal(err)
+	}
+	r.published(metaOf(0), "id-0-again")
+	r.check(ctx, keyOf(metaOf(0)))
+	if len(resynced) != 1 || resynced[0] != keyOf(metaOf(0)) {
+		t.Fatalf("resynced %v, want the lost request's parent %v published again", resynced, keyOf(metaOf(0)))
+	}
+}
