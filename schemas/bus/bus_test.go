@@ -1,12 +1,15 @@
 package bus
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"reflect"
 	"testing"
+	"unsafe"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 )
 
@@ -174,5 +177,57 @@ func TestParseFence(t *testing.T) {
 	f := Fence{98770, "abc", 3, "98765"}
 	if got, err := ParseFence(f.Value()); got != f || err != nil {
 		t.Errorf("ParseFence(%q) = %+v, %v; want %+v", f.Value(), got, err, f)
+	}
+}
+
+// TestMetaOfCopiesStrings: a Meta read from a message off the wire holds
+// none of the message's header block, which nats.go keeps as one string
+// whose substrings are the header values: a parent's UID kept as a map key
+// would keep the whole block.
+func TestMetaOfCopiesStrings(t *testing.T) {
+	m := Meta{Address: Address{Controller: "c", Hook: "sync", Partition: 3, ParentUID: "u-1", Revision: "bbbb"}, Namespace: "ns", Name: "p",
+		Resource: "fanouts", ResourceVersion: "99", RequestID: "req-1", Revisions: []string{"aaaa", "bbbb"}}
+	e := event.New()
+	e.SetID("id-1")
+	e.SetType(ResponseType("sync"))
+	e.SetSource("/test")
+	m.SetOn(&e)
+	sent, err := ToMsg(context.Background(), m.ReplySubject(), &e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var block bytes.Buffer // the header block as it comes off the wire
+	block.WriteString("NATS/1.0\r\n")
+	for k, vs := range sent.Header {
+		for _, v := range vs {
+			fmt.Fprintf(&block, "%s: %s\r\n", k, v)
+		}
+	}
+	block.WriteString("\r\n")
+	header, err := nats.DecodeHeadersMsg(block.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	received, err := FromMsg(context.Background(), sent.Subject, header, sent.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := MetaOf(received)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inBlock []string // the header values' memory
+	for _, vs := range header {
+		inBlock = append(inBlock, vs...)
+	}
+	for name, s := range map[string]string{"Controller": got.Controller, "Hook": got.Hook, "ParentUID": string(got.ParentUID),
+		"Namespace": got.Namespace, "Name": got.Name, "Resource": got.Resource, "ResourceVersion": got.ResourceVersion,
+		"RequestID": got.RequestID, "Revisions[0]": got.Revisions[0], "Revision": got.Revision} {
+		for _, v := range inBlock {
+			p, start := uintptr(unsafe.Pointer(unsafe.StringData(s))), uintptr(unsafe.Pointer(unsafe.StringData(v)))
+			if p >= start && p < start+uintptr(len(v)) {
+				t.Errorf("Meta.%s %q is in the header value %q", name, s, v)
+			}
+		}
 	}
 }

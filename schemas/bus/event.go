@@ -173,16 +173,23 @@ func (m Meta) SetOn(e *event.Event) {
 }
 
 // MetaOf reads the parent's Meta from an event's extensions.
+//
+// Its strings are copies: an event read from a NATS message holds its
+// attributes as substrings of the message's whole header block (nats.go
+// copies the block once), so a Meta's UID kept as a map key, as the
+// appliers keep their parents' fences, would keep the block alive — a
+// kilobyte per parent.
 func MetaOf(e *event.Event) (Meta, error) {
 	ext := e.Extensions()
 	str := func(name string) string { s, _ := ext[name].(string); return s }
+	keep := func(name string) string { return strings.Clone(str(name)) }
 	var m Meta
 	var err error
-	m.Controller, m.Hook = str(ExtController), str(ExtHook)
-	m.ParentUID = types.UID(str(ExtParentUID))
-	m.Namespace, m.Name = str(ExtNamespace), str(ExtName)
-	m.ResourceVersion, m.RequestID = str(ExtResourceVersion), str(ExtRequestID)
-	m.Resource = str(ExtResource)
+	m.Controller, m.Hook = keep(ExtController), keep(ExtHook)
+	m.ParentUID = types.UID(keep(ExtParentUID))
+	m.Namespace, m.Name = keep(ExtNamespace), keep(ExtName)
+	m.ResourceVersion, m.RequestID = keep(ExtResourceVersion), keep(ExtRequestID)
+	m.Resource = keep(ExtResource)
 	if m.Controller == "" || m.Hook == "" || m.ParentUID == "" || m.Name == "" {
 		return m, fmt.Errorf("event %s lacks %s, %s, %s or %s", e.ID(), ExtController, ExtHook, ExtParentUID, ExtName)
 	}
@@ -202,9 +209,9 @@ func MetaOf(e *event.Event) (Meta, error) {
 			return m, fmt.Errorf("event %s: %s: %w", e.ID(), ExtFailures, err)
 		}
 	}
-	if revs := str(ExtRevisions); revs != "" {
+	if revs := keep(ExtRevisions); revs != "" {
 		m.Revisions = strings.Split(revs, ",")
-		if rev := str(ExtRevision); rev != m.Revisions[0] {
+		if rev := keep(ExtRevision); rev != m.Revisions[0] {
 			m.Revision = rev
 		}
 	}
