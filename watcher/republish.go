@@ -85,6 +85,9 @@ type lastRequest struct {
 	// that is tried again).
 	failed, sure bool
 	retryAt      time.Time
+	// failedAt is when the failure was heard: a look that saw the request
+	// on its way before then does not tell that it is tried again.
+	failedAt time.Time
 	// changedAt is when the parent, its children or its related objects
 	// last changed (by anyone but uc): a failure of a request published
 	// before is old news.
@@ -228,7 +231,7 @@ func (r *republisher) failed(key parentKey, id string, at time.Time) {
 		r.mu.Unlock()
 		return
 	}
-	rec.failed, rec.sure = true, id != ""
+	rec.failed, rec.sure, rec.failedAt = true, id != "", at
 	rec.retryAt = at.Add(failureBackoff(rec.first, rec.retries+1, rand.Float64()))
 	retryAt, k := rec.retryAt, rec.retries+1
 	r.mu.Unlock()
@@ -244,7 +247,7 @@ func (r *republisher) changed(key parentKey, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if rec := r.last[key]; rec != nil {
-		rec.changedAt, rec.retries, rec.failed, rec.sure, rec.retryAt, rec.resyncDeferred = at, 0, false, false, time.Time{}, false
+		rec.changedAt, rec.retries, rec.failed, rec.sure, rec.retryAt, rec.failedAt, rec.resyncDeferred = at, 0, false, false, time.Time{}, time.Time{}, false
 	}
 }
 
@@ -293,8 +296,12 @@ func (r *republisher) check(ctx context.Context, key parentKey) {
 	r.mu.Lock()
 	rec := r.last[key]
 	var due time.Duration
+	var since time.Time // what the look must see: after the request and any failure heard
 	if rec != nil {
-		due = time.Until(r.due(rec))
+		due, since = time.Until(r.due(rec)), rec.at
+		if rec.failed {
+			since = later(since, rec.failedAt)
+		}
 	}
 	r.mu.Unlock()
 	switch {
@@ -305,7 +312,7 @@ func (r *republisher) check(ctx context.Context, key parentKey) {
 		return
 	}
 	log := r.log.With("controller", key.Controller, "parent", key.String(), "uid", rec.uid, "request", rec.id)
-	where, err := r.find(ctx, rec)
+	where, seen, err := r.find(ctx, rec, since)
 	switch {
 	case err != nil:
 		log.Warn("look for the last request of a parent; will retry", "err", err)
@@ -323,10 +330,15 @@ func (r *republisher) check(ctx context.Context, key parentKey) {
 		}
 		return
 	case where != "":
-		// Still on its way: a failure heard was not its last word (its
-		// first delivery failed, and it is tried again).
+		// Still on its way: a failure heard before was not its last word
+		// (its first delivery failed, and it is tried again). A failure
+		// heard since the look saw it has its retry queued.
 		r.mu.Lock()
-		rec.failed, rec.sure, rec.retryAt = false, false, time.Time{}
+		if rec.failed && rec.failedAt.After(seen) {
+			r.mu.Unlock()
+			return
+		}
+		rec.failed, rec.sure, rec.retryAt, rec.failedAt = false, false, time.Time{}, time.Time{}
 		rec.onItsWay++
 		again := onItsWayBackoff(r.due(rec).Sub(rec.at), rec.onItsWay)
 		r.mu.Unlock()
@@ -343,7 +355,8 @@ func (r *republisher) check(ctx context.Context, key parentKey) {
 		return
 	}
 	heard := rec.failed
-	rec.failed, rec.sure, rec.retryAt, rec.resyncDeferred = true, true, time.Now(), false
+	now := time.Now()
+	rec.failed, rec.sure, rec.retryAt, rec.failedAt, rec.resyncDeferred = true, true, now, now, false
 	published, k := time.Since(rec.at).Round(time.Second), rec.retries+1
 	r.mu.Unlock()
 	if heard {
@@ -356,49 +369,60 @@ func (r *republisher) check(ctx context.Context, key parentKey) {
 	r.checks.AddAfter(key, r.grace)
 }
 
+// later is the later of two times.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
 // applied is where find finds a request that was applied.
 const applied = "applied"
 
 // find looks for a request along the pipeline and says where it is, or ""
-// when it is lost. The cheap looks come first, each of which can only find
-// it: in a recent snapshot of the streams' subjects (backlog), then in its
-// parent's fence. A request neither finds is looked for once more, in the
-// order it moves along the pipeline — its request, its reply, the fence —
-// so that it cannot move past the looks meanwhile: lost is said of a
-// request that was nowhere at once.
-func (r *republisher) find(ctx context.Context, rec *lastRequest) (string, error) {
+// when it is lost, and when it was seen there: after since. The cheap
+// looks come first, each of which can only find it: in a snapshot of the
+// streams' subjects taken after since (backlog), then in its parent's
+// fence. A request neither finds is looked for once more, in the order it
+// moves along the pipeline — its request, its reply, the fence — so that
+// it cannot move past the looks meanwhile: lost is said of a request that
+// was nowhere at once.
+func (r *republisher) find(ctx context.Context, rec *lastRequest, since time.Time) (string, time.Time, error) {
 	b, err := r.open(ctx)
 	if err != nil {
-		return "", err
+		return "", time.Time{}, err
 	}
 	for _, at := range b.streams(rec) {
-		held, err := at.backlog.holds(ctx, at.stream, at.subject, rec.at)
+		seen, err := at.backlog.holds(ctx, at.stream, at.subject, since)
 		if err != nil {
-			return "", err
+			return "", time.Time{}, err
 		}
-		if held {
-			return "in " + at.stream.CachedInfo().Config.Name, nil
+		if !seen.IsZero() {
+			return "in " + at.stream.CachedInfo().Config.Name, seen, nil
 		}
 	}
+	now := time.Now()
 	switch ok, err := b.applied(ctx, rec); {
 	case err != nil:
-		return "", err
+		return "", now, err
 	case ok:
-		return applied, nil
+		return applied, now, nil
 	}
+	now = time.Now()
 	for _, at := range b.streams(rec) {
 		info, err := at.stream.Info(ctx, jetstream.WithSubjectFilter(at.subject))
 		if err != nil {
-			return "", fmt.Errorf("stream %s: %w", at.stream.CachedInfo().Config.Name, err)
+			return "", now, fmt.Errorf("stream %s: %w", at.stream.CachedInfo().Config.Name, err)
 		}
 		if info.State.Subjects[at.subject] > 0 {
-			return "in " + info.Config.Name, nil
+			return "in " + info.Config.Name, now, nil
 		}
 	}
 	if ok, err := b.applied(ctx, rec); !ok || err != nil {
-		return "", err
+		return "", now, err
 	}
-	return applied, nil
+	return applied, now, nil
 }
 
 // pipeline is where find looks. It is used by the republisher's one
@@ -448,19 +472,23 @@ type backlog struct {
 	subjects map[string]uint64
 }
 
-// holds tells whether the stream held a message on subject after since,
-// as a snapshot taken after since and at most backlogMaxAge ago says,
-// taking a new one when there is none such. A snapshot older than the
-// request would speak of an older message of the subject.
-func (l *backlog) holds(ctx context.Context, s jetstream.Stream, subject string, since time.Time) (bool, error) {
+// holds tells when the stream was seen holding a message on subject
+// after since (zero: it was not), as a snapshot taken after since and at
+// most backlogMaxAge ago says, taking a new one when there is none such.
+// A snapshot older than the request would speak of an older message of
+// the subject; one older than a failure heard, of a delivery before it.
+func (l *backlog) holds(ctx context.Context, s jetstream.Stream, subject string, since time.Time) (time.Time, error) {
 	if now := time.Now(); !l.at.After(since) || now.Sub(l.at) > backlogMaxAge {
 		info, err := s.Info(ctx, jetstream.WithSubjectFilter(s.CachedInfo().Config.Subjects[0]))
 		if err != nil {
-			return false, fmt.Errorf("stream %s: %w", s.CachedInfo().Config.Name, err)
+			return time.Time{}, fmt.Errorf("stream %s: %w", s.CachedInfo().Config.Name, err)
 		}
 		l.at, l.subjects = now, info.State.Subjects
 	}
-	return l.subjects[subject] > 0, nil
+	if l.subjects[subject] == 0 {
+		return time.Time{}, nil
+	}
+	return l.at, nil
 }
 
 // open opens the pipeline's streams and the fence bucket (the appliers

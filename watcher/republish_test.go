@@ -266,7 +266,7 @@ func TestRepublishAsWatcherUser(t *testing.T) {
 	}
 	r := newRepublisher(as(natsauth.Watcher), slog.Default(), nil)
 	meta := bus.Meta{Address: bus.Address{Controller: "c", Hook: "sync", ParentUID: "u"}, Name: "p"}
-	where, err := r.find(ctx, &lastRequest{uid: meta.ParentUID, id: "x", request: meta.RequestSubject(), reply: meta.ReplySubject()})
+	where, _, err := r.find(ctx, &lastRequest{uid: meta.ParentUID, id: "x", request: meta.RequestSubject(), reply: meta.ReplySubject()}, time.Time{})
 	if err != nil || where != "" {
 		t.Fatalf("find = %q, %v; want a lost request", where, err)
 	}
@@ -390,5 +390,46 @@ func TestRepublishLooksInSnapshots(t *testing.T) {
 	r.check(ctx, keyOf(metaOf(0)))
 	if len(resynced) != 1 || resynced[0] != keyOf(metaOf(0)) {
 		t.Fatalf("resynced %v, want the lost request's parent %v published again", resynced, keyOf(metaOf(0)))
+	}
+}
+
+// TestRepublishSnapshotBeforeFailure: a snapshot that saw a request on its
+// way before its failure was heard does not clear the failure: the retry
+// is published when due.
+func TestRepublishSnapshotBeforeFailure(t *testing.T) {
+	js := bustest.JetStream(t)
+	ctx := t.Context()
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bus.FenceBucket, Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatal(err)
+	}
+	meta := bus.Meta{Address: bus.Address{Controller: "c", Hook: "sync", Partition: 1, ParentUID: "uid-1"}, Namespace: "ns", Name: "p"}
+	key := keyOf(meta)
+	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: meta.RequestSubject(), Data: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	var resynced []parentKey
+	r := newRepublisher(js, slog.Default(), func(k parentKey) { resynced = append(resynced, k) })
+	r.grace = 0
+	r.published(meta, "id-1")
+	r.check(ctx, key) // the snapshot sees it waiting for a hook
+	if len(resynced) != 0 {
+		t.Fatalf("a request on its way was published again: %v", resynced)
+	}
+
+	// Its hook fails it for good: dead-lettered, it leaves UC_REQUESTS.
+	requests, err := js.Stream(ctx, bus.RequestStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := requests.Purge(ctx, jetstream.WithPurgeSubject(meta.RequestSubject())); err != nil {
+		t.Fatal(err)
+	}
+	r.failed(key, "id-1", time.Now())
+	r.mu.Lock()
+	r.last[key].retryAt = time.Now() // its retry is due
+	r.mu.Unlock()
+	r.check(ctx, key)
+	if len(resynced) != 1 || resynced[0] != key {
+		t.Fatalf("resynced %v, want the failed request's parent %v asked again", resynced, key)
 	}
 }
