@@ -473,19 +473,21 @@ type backlog struct {
 }
 
 // holds tells when the stream was seen holding a message on subject
-// after since (zero: it was not), as a snapshot taken after since and at
-// most backlogMaxAge ago says, taking a new one when there is none such.
-// A snapshot older than the request would speak of an older message of
-// the subject; one older than a failure heard, of a delivery before it.
+// after since (zero: it was not, or the snapshot is older than since), as
+// a snapshot at most backlogMaxAge old says. A snapshot older than the
+// request would speak of an older message of the subject; one older than
+// a failure heard, of a delivery before it. A new snapshot is taken only
+// once the last is backlogMaxAge old, so that a burst of failures, each
+// heard after the last snapshot, does not take one each.
 func (l *backlog) holds(ctx context.Context, s jetstream.Stream, subject string, since time.Time) (time.Time, error) {
-	if now := time.Now(); !l.at.After(since) || now.Sub(l.at) > backlogMaxAge {
+	if now := time.Now(); now.Sub(l.at) > backlogMaxAge {
 		info, err := s.Info(ctx, jetstream.WithSubjectFilter(s.CachedInfo().Config.Subjects[0]))
 		if err != nil {
 			return time.Time{}, fmt.Errorf("stream %s: %w", s.CachedInfo().Config.Name, err)
 		}
 		l.at, l.subjects = now, info.State.Subjects
 	}
-	if l.subjects[subject] == 0 {
+	if !l.at.After(since) || l.subjects[subject] == 0 {
 		return time.Time{}, nil
 	}
 	return l.at, nil

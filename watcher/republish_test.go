@@ -1,6 +1,7 @@
 package watcher
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -431,5 +432,65 @@ func TestRepublishSnapshotBeforeFailure(t *testing.T) {
 	r.check(ctx, key)
 	if len(resynced) != 1 || resynced[0] != key {
 		t.Fatalf("resynced %v, want the failed request's parent %v asked again", resynced, key)
+	}
+}
+
+// TestRepublishFailuresShareSnapshots: the retries of a burst of failures,
+// each heard after the last snapshot, do not take a snapshot each.
+func TestRepublishFailuresShareSnapshots(t *testing.T) {
+	js := bustest.JetStream(t)
+	ctx := t.Context()
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bus.FenceBucket, Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatal(err)
+	}
+	infos, err := js.Conn().SubscribeSync("$JS.API.STREAM.INFO.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resynced []parentKey
+	r := newRepublisher(js, slog.Default(), func(k parentKey) { resynced = append(resynced, k) })
+	r.grace = 0
+	const parents = 10
+	metaOf := func(i int) bus.Meta {
+		return bus.Meta{Address: bus.Address{Controller: "c", Hook: "sync", ParentUID: types.UID(fmt.Sprint("uid-", i))}, Namespace: "ns", Name: fmt.Sprint("p-", i)}
+	}
+	for i := range parents {
+		r.published(metaOf(i), fmt.Sprint("id-", i))
+		r.failed(keyOf(metaOf(i)), fmt.Sprint("id-", i), time.Now())
+		r.mu.Lock()
+		r.last[keyOf(metaOf(i))].retryAt = time.Now()
+		r.mu.Unlock()
+		r.check(ctx, keyOf(metaOf(i)))
+	}
+	if len(resynced) != parents {
+		t.Fatalf("%d failed parents asked again, want %d", len(resynced), parents)
+	}
+	if err := js.Conn().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	pending, _, err := infos.Pending()
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapshots := 0
+	for range pending {
+		m, err := infos.NextMsg(time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var req struct {
+			Filter string `json:"subjects_filter"`
+		}
+		if len(m.Data) > 0 { // empty: the stream's lookup
+			if err := json.Unmarshal(m.Data, &req); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if strings.HasSuffix(req.Filter, ">") { // the stream's wildcard: a snapshot
+			snapshots++
+		}
+	}
+	if snapshots > 2 {
+		t.Errorf("%d failed parents took %d snapshots, want one of each stream", parents, snapshots)
 	}
 }
