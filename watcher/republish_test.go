@@ -332,31 +332,18 @@ func TestOnItsWayBackoff(t *testing.T) {
 // of each stream's subjects instead of a stream info each; a snapshot
 // taken before a request was published does not answer for it.
 func TestRepublishLooksInSnapshots(t *testing.T) {
-	js := bustest.JetStream(t)
+	js, r, resynced, infos := republisherOnBus(t)
 	ctx := t.Context()
-	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bus.FenceBucket, Storage: jetstream.MemoryStorage}); err != nil {
-		t.Fatal(err)
-	}
-	infos, err := js.Conn().SubscribeSync("$JS.API.STREAM.INFO.>")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var resynced []parentKey
-	r := newRepublisher(js, slog.Default(), func(k parentKey) { resynced = append(resynced, k) })
-	r.grace = 0
 	const parents = 20
-	metaOf := func(i int) bus.Meta {
-		return bus.Meta{Address: bus.Address{Controller: "c", Hook: "sync", Partition: i % 4, ParentUID: types.UID(fmt.Sprint("uid-", i))}, Namespace: "ns", Name: fmt.Sprint("p-", i)}
-	}
 	for i := range parents { // half wait for a hook, half for an applier
-		subject := metaOf(i).RequestSubject()
+		subject := testParent(i).RequestSubject()
 		if i%2 == 1 {
-			subject = metaOf(i).ReplySubject()
+			subject = testParent(i).ReplySubject()
 		}
 		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: []byte("{}")}); err != nil {
 			t.Fatal(err)
 		}
-		r.published(metaOf(i), fmt.Sprint("id-", i))
+		r.published(testParent(i), fmt.Sprint("id-", i))
 	}
 	if _, err := r.open(ctx); err != nil { // its stream lookups are not looks
 		t.Fatal(err)
@@ -366,10 +353,10 @@ func TestRepublishLooksInSnapshots(t *testing.T) {
 	}
 	before, _, _ := infos.Pending()
 	for i := range parents {
-		r.check(ctx, keyOf(metaOf(i)))
+		r.check(ctx, keyOf(testParent(i)))
 	}
-	if len(resynced) != 0 {
-		t.Fatalf("parents on their way were published again: %v", resynced)
+	if len(*resynced) != 0 {
+		t.Fatalf("parents on their way were published again: %v", *resynced)
 	}
 	if err := js.Conn().Flush(); err != nil {
 		t.Fatal(err)
@@ -384,13 +371,13 @@ func TestRepublishLooksInSnapshots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := requests.Purge(ctx, jetstream.WithPurgeSubject(metaOf(0).RequestSubject())); err != nil {
+	if err := requests.Purge(ctx, jetstream.WithPurgeSubject(testParent(0).RequestSubject())); err != nil {
 		t.Fatal(err)
 	}
-	r.published(metaOf(0), "id-0-again")
-	r.check(ctx, keyOf(metaOf(0)))
-	if len(resynced) != 1 || resynced[0] != keyOf(metaOf(0)) {
-		t.Fatalf("resynced %v, want the lost request's parent %v published again", resynced, keyOf(metaOf(0)))
+	r.published(testParent(0), "id-0-again")
+	r.check(ctx, keyOf(testParent(0)))
+	if len(*resynced) != 1 || (*resynced)[0] != keyOf(testParent(0)) {
+		t.Fatalf("resynced %v, want the lost request's parent %v published again", *resynced, keyOf(testParent(0)))
 	}
 }
 
@@ -398,23 +385,17 @@ func TestRepublishLooksInSnapshots(t *testing.T) {
 // way before its failure was heard does not clear the failure: the retry
 // is published when due.
 func TestRepublishSnapshotBeforeFailure(t *testing.T) {
-	js := bustest.JetStream(t)
+	js, r, resynced, _ := republisherOnBus(t)
 	ctx := t.Context()
-	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bus.FenceBucket, Storage: jetstream.MemoryStorage}); err != nil {
-		t.Fatal(err)
-	}
-	meta := bus.Meta{Address: bus.Address{Controller: "c", Hook: "sync", Partition: 1, ParentUID: "uid-1"}, Namespace: "ns", Name: "p"}
+	meta := testParent(1)
 	key := keyOf(meta)
 	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: meta.RequestSubject(), Data: []byte("{}")}); err != nil {
 		t.Fatal(err)
 	}
-	var resynced []parentKey
-	r := newRepublisher(js, slog.Default(), func(k parentKey) { resynced = append(resynced, k) })
-	r.grace = 0
 	r.published(meta, "id-1")
 	r.check(ctx, key) // the snapshot sees it waiting for a hook
-	if len(resynced) != 0 {
-		t.Fatalf("a request on its way was published again: %v", resynced)
+	if len(*resynced) != 0 {
+		t.Fatalf("a request on its way was published again: %v", *resynced)
 	}
 
 	// Its hook fails it for good: dead-lettered, it leaves UC_REQUESTS.
@@ -430,40 +411,27 @@ func TestRepublishSnapshotBeforeFailure(t *testing.T) {
 	r.last[key].retryAt = time.Now() // its retry is due
 	r.mu.Unlock()
 	r.check(ctx, key)
-	if len(resynced) != 1 || resynced[0] != key {
-		t.Fatalf("resynced %v, want the failed request's parent %v asked again", resynced, key)
+	if len(*resynced) != 1 || (*resynced)[0] != key {
+		t.Fatalf("resynced %v, want the failed request's parent %v asked again", *resynced, key)
 	}
 }
 
 // TestRepublishFailuresShareSnapshots: the retries of a burst of failures,
 // each heard after the last snapshot, do not take a snapshot each.
 func TestRepublishFailuresShareSnapshots(t *testing.T) {
-	js := bustest.JetStream(t)
+	js, r, resynced, infos := republisherOnBus(t)
 	ctx := t.Context()
-	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bus.FenceBucket, Storage: jetstream.MemoryStorage}); err != nil {
-		t.Fatal(err)
-	}
-	infos, err := js.Conn().SubscribeSync("$JS.API.STREAM.INFO.>")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var resynced []parentKey
-	r := newRepublisher(js, slog.Default(), func(k parentKey) { resynced = append(resynced, k) })
-	r.grace = 0
 	const parents = 10
-	metaOf := func(i int) bus.Meta {
-		return bus.Meta{Address: bus.Address{Controller: "c", Hook: "sync", ParentUID: types.UID(fmt.Sprint("uid-", i))}, Namespace: "ns", Name: fmt.Sprint("p-", i)}
-	}
 	for i := range parents {
-		r.published(metaOf(i), fmt.Sprint("id-", i))
-		r.failed(keyOf(metaOf(i)), fmt.Sprint("id-", i), time.Now())
+		r.published(testParent(i), fmt.Sprint("id-", i))
+		r.failed(keyOf(testParent(i)), fmt.Sprint("id-", i), time.Now())
 		r.mu.Lock()
-		r.last[keyOf(metaOf(i))].retryAt = time.Now()
+		r.last[keyOf(testParent(i))].retryAt = time.Now()
 		r.mu.Unlock()
-		r.check(ctx, keyOf(metaOf(i)))
+		r.check(ctx, keyOf(testParent(i)))
 	}
-	if len(resynced) != parents {
-		t.Fatalf("%d failed parents asked again, want %d", len(resynced), parents)
+	if len(*resynced) != parents {
+		t.Fatalf("%d failed parents asked again, want %d", len(*resynced), parents)
 	}
 	if err := js.Conn().Flush(); err != nil {
 		t.Fatal(err)
@@ -493,4 +461,29 @@ func TestRepublishFailuresShareSnapshots(t *testing.T) {
 	if snapshots > 2 {
 		t.Errorf("%d failed parents took %d snapshots, want one of each stream", parents, snapshots)
 	}
+}
+
+// republisherOnBus is a republisher whose checks are due at once, on a bus
+// with uc's streams and the fence bucket; the parents it published again;
+// and a subscription to the stream infos asked on the bus.
+func republisherOnBus(t *testing.T) (jetstream.JetStream, *republisher, *[]parentKey, *nats.Subscription) {
+	t.Helper()
+	js := bustest.JetStream(t)
+	if _, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: bus.FenceBucket, Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatal(err)
+	}
+	infos, err := js.Conn().SubscribeSync("$JS.API.STREAM.INFO.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resynced := &[]parentKey{}
+	r := newRepublisher(js, slog.Default(), func(k parentKey) { *resynced = append(*resynced, k) })
+	r.grace = 0
+	return js, r, resynced, infos
+}
+
+// testParent is the i-th parent of controller c.
+func testParent(i int) bus.Meta {
+	return bus.Meta{Address: bus.Address{Controller: "c", Hook: "sync", Partition: i % 4, ParentUID: types.UID(fmt.Sprint("uid-", i))},
+		Namespace: "ns", Name: fmt.Sprint("p-", i)}
 }
