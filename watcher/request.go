@@ -3,6 +3,7 @@ package watcher
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -289,7 +290,11 @@ func (w *Watcher) publish(ctx context.Context, meta bus.Meta, typ, subject strin
 	e.SetType(typ)
 	e.SetSource("/universalcontroller/" + meta.Controller)
 	e.SetSubject(meta.Key())
-	if err := e.SetData(event.ApplicationJSON, data); err != nil {
+	body, err := encode(data)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", typ, err)
+	}
+	if err := e.SetData(event.ApplicationJSON, body); err != nil {
 		return fmt.Errorf("encode %s: %w", typ, err)
 	}
 	if id == "" {
@@ -326,6 +331,15 @@ func (w *Watcher) publish(ctx context.Context, meta bus.Meta, typ, subject strin
 	w.log.Debug("published", append(meta.LogArgs(), "type", typ, "observation", meta.Observation,
 		"id", id, "duplicate", ack.Duplicate)...) // duplicate: dropped by the bus, which holds or held that request
 	return nil
+}
+
+// encode is the JSON of an event's data: a request's in one pass (see
+// hooks.SyncRequest.Encode), which is most of the watcher's encoding.
+func encode(data any) ([]byte, error) {
+	if req, ok := data.(*hooks.SyncRequest); ok {
+		return req.Encode()
+	}
+	return json.Marshal(data)
 }
 
 // observed identifies what a sync request observed.

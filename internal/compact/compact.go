@@ -93,7 +93,7 @@ func (o *Object) Unstructured() (*unstructured.Unstructured, error) {
 			return nil, fmt.Errorf("decode %s %s: %w", o.Kind, o.key(), err)
 		}
 	}
-	obj["metadata"] = metadata(&o.ObjectMeta, o.labels, o.annotations)
+	obj["metadata"] = metadata(&o.ObjectMeta, o.labels.unstructured(), o.annotations.unstructured())
 	if o.APIVersion != "" {
 		obj["apiVersion"] = o.APIVersion
 	}

@@ -6,22 +6,28 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// Metadata is m as unstructured metadata, as runtime's converter makes it
+// but without managedFields, and without its reflection.
+func Metadata(m *metav1.ObjectMeta) map[string]any {
+	return metadata(m, stringMap(m.Labels), stringMap(m.Annotations))
+}
+
 // metadata is m, with labels and annotations, as unstructured metadata:
 // the map runtime's converter makes of it (TestMetadataAsTheConverter holds them together), without its
 // reflection: every decoding of a cached object converts its metadata, and
 // the converter took more time than the JSON of the rest of the object.
 // managedFields are left out: the caches drop them. So are empty lists
 // and maps, as the converter leaves them out (omitempty).
-func metadata(m *metav1.ObjectMeta, labels, annotations pairs) map[string]any {
+func metadata(m *metav1.ObjectMeta, labels, annotations map[string]any) map[string]any {
 	out := make(map[string]any, 8)
 	//lint:ignore SA1019 no apiserver sets selfLink since 1.20, but an aggregated API may: it is kept as it came
 	selfLink := m.SelfLink
-	for k, v := range map[string]string{
-		"name": m.Name, "generateName": m.GenerateName, "namespace": m.Namespace,
-		"selfLink": selfLink, "uid": string(m.UID), "resourceVersion": m.ResourceVersion,
+	for _, f := range [...]struct{ k, v string }{
+		{"name", m.Name}, {"generateName", m.GenerateName}, {"namespace", m.Namespace},
+		{"selfLink", selfLink}, {"uid", string(m.UID)}, {"resourceVersion", m.ResourceVersion},
 	} {
-		if v != "" {
-			out[k] = v
+		if f.v != "" {
+			out[f.k] = f.v
 		}
 	}
 	if m.Generation != 0 {
@@ -37,10 +43,10 @@ func metadata(m *metav1.ObjectMeta, labels, annotations pairs) map[string]any {
 		out["deletionGracePeriodSeconds"] = *m.DeletionGracePeriodSeconds
 	}
 	if len(labels) > 0 {
-		out["labels"] = labels.unstructured()
+		out["labels"] = labels
 	}
 	if len(annotations) > 0 {
-		out["annotations"] = annotations.unstructured()
+		out["annotations"] = annotations
 	}
 	if len(m.OwnerReferences) > 0 {
 		refs := make([]any, len(m.OwnerReferences))
@@ -62,6 +68,18 @@ func metadata(m *metav1.ObjectMeta, labels, annotations pairs) map[string]any {
 			fs[i] = f
 		}
 		out["finalizers"] = fs
+	}
+	return out
+}
+
+// stringMap is m as an unstructured object's map; nil when m is empty.
+func stringMap(m map[string]string) map[string]any {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
 	}
 	return out
 }

@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/randfill"
 )
 
-// TestMetadataAsTheConverter: metadata makes of any ObjectMeta, every
+// TestMetadataAsTheConverter: metadata, and Metadata, make of any ObjectMeta, every
 // field set or left empty at random, the map runtime's converter makes,
 // managedFields aside. A field ObjectMeta gains fails it until metadata
 // converts it.
@@ -34,9 +34,12 @@ func TestMetadataAsTheConverter(t *testing.T) {
 		if m.CreationTimestamp.IsZero() {
 			delete(want, "creationTimestamp")
 		}
-		got := metadata(&m, newPairs(m.Labels, intern), newPairs(m.Annotations, intern))
+		got := metadata(&m, newPairs(m.Labels, intern).unstructured(), newPairs(m.Annotations, intern).unstructured())
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Fatalf("metadata differs from the converter's (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(want, Metadata(&m)); diff != "" {
+			t.Fatalf("Metadata differs from the converter's (-want +got):\n%s", diff)
 		}
 		for k := range got {
 			fields[k] = true

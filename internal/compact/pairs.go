@@ -38,8 +38,11 @@ func (p pairs) asMap() map[string]string {
 	return m
 }
 
-// unstructured is p as an unstructured object's map.
+// unstructured is p as an unstructured object's map; nil when p is empty.
 func (p pairs) unstructured() map[string]any {
+	if len(p) == 0 {
+		return nil
+	}
 	m := make(map[string]any, len(p)/2)
 	for i := 0; i < len(p); i += 2 {
 		m[p[i]] = p[i+1]

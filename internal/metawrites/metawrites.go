@@ -7,7 +7,8 @@
 // apply asks the apiserver for the object as a PartialObjectMetadata (the
 // metadata client's Accept header, protobuf where the server speaks it),
 // and returns an Unstructured that holds apiVersion, kind and metadata
-// only. Reads, lists, watches and deletes are the dynamic client's.
+// only (a create's without managedFields, which nothing reads from it).
+// Reads, lists, watches and deletes are the dynamic client's.
 //
 // A server that cannot answer as PartialObjectMetadata (an aggregated API
 // that ignores the Accept parameter) answers with the whole object, which
@@ -27,6 +28,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+
+	"universalcontroller.dev/uc/internal/compact"
 )
 
 // accept asks for the object as its metadata, in protobuf or JSON, and
@@ -86,7 +89,7 @@ func (r *resource) Create(ctx context.Context, obj *unstructured.Unstructured, o
 		return nil, err
 	}
 	req := r.rc.Post().SetHeader("Content-Type", runtime.ContentTypeJSON).Body(body)
-	return r.do(ctx, req, &opts, name, obj.GetKind(), subresources)
+	return r.do(ctx, req, &opts, name, obj.GetKind(), subresources, withoutManagedFields)
 }
 
 func (r *resource) Update(ctx context.Context, obj *unstructured.Unstructured, opts metav1.UpdateOptions, subresources ...string) (*unstructured.Unstructured, error) {
@@ -95,7 +98,7 @@ func (r *resource) Update(ctx context.Context, obj *unstructured.Unstructured, o
 		return nil, err
 	}
 	req := r.rc.Put().SetHeader("Content-Type", runtime.ContentTypeJSON).Body(body)
-	return r.do(ctx, req, &opts, obj.GetName(), obj.GetKind(), subresources)
+	return r.do(ctx, req, &opts, obj.GetName(), obj.GetKind(), subresources, withManagedFields)
 }
 
 func (r *resource) UpdateStatus(ctx context.Context, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, error) {
@@ -103,7 +106,7 @@ func (r *resource) UpdateStatus(ctx context.Context, obj *unstructured.Unstructu
 }
 
 func (r *resource) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*unstructured.Unstructured, error) {
-	return r.do(ctx, r.rc.Patch(pt).Body(data), &opts, name, "", subresources)
+	return r.do(ctx, r.rc.Patch(pt).Body(data), &opts, name, "", subresources, withManagedFields)
 }
 
 func (r *resource) Apply(ctx context.Context, name string, obj *unstructured.Unstructured, opts metav1.ApplyOptions, subresources ...string) (*unstructured.Unstructured, error) {
@@ -115,16 +118,26 @@ func (r *resource) Apply(ctx context.Context, name string, obj *unstructured.Uns
 		return nil, err
 	}
 	patch := opts.ToPatchOptions()
-	return r.do(ctx, r.rc.Patch(types.ApplyPatchType).Body(body), &patch, name, obj.GetKind(), subresources)
+	return r.do(ctx, r.rc.Patch(types.ApplyPatchType).Body(body), &patch, name, obj.GetKind(), subresources, withManagedFields)
 }
 
 func (r *resource) ApplyStatus(ctx context.Context, name string, obj *unstructured.Unstructured, opts metav1.ApplyOptions) (*unstructured.Unstructured, error) {
 	return r.Apply(ctx, name, obj, opts, "status")
 }
 
+// managedFields says whether the answer to a write keeps the object's
+// managedFields. A create's leaves them out: nothing reads them from it, and
+// converting them was most of the cost of its answer.
+type managedFields bool
+
+const (
+	withManagedFields    managedFields = true
+	withoutManagedFields managedFields = false
+)
+
 // do sends a write to the object name ("" for a create) and returns the
 // object's metadata, kind being the written object's kind if known.
-func (r *resource) do(ctx context.Context, req *rest.Request, opts runtime.Object, name, kind string, subresources []string) (*unstructured.Unstructured, error) {
+func (r *resource) do(ctx context.Context, req *rest.Request, opts runtime.Object, name, kind string, subresources []string, managed managedFields) (*unstructured.Unstructured, error) {
 	result := req.AbsPath(append(r.path(name), subresources...)...).
 		SetHeader("Accept", accept).
 		SpecificallyVersionedParams(opts, metav1.ParameterCodec, metav1.SchemeGroupVersion).
@@ -152,9 +165,15 @@ func (r *resource) do(ctx context.Context, req *rest.Request, opts runtime.Objec
 	if !ok {
 		return nil, fmt.Errorf("the answer to a write of %s %s is a %T, not its metadata", r.gvr.Resource, name, obj)
 	}
-	meta, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&partial.ObjectMeta)
-	if err != nil {
-		return nil, err
+	meta := compact.Metadata(&partial.ObjectMeta)
+	if managed && len(partial.ManagedFields) > 0 {
+		mf, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&struct {
+			ManagedFields []metav1.ManagedFieldsEntry `json:"managedFields"`
+		}{partial.ManagedFields})
+		if err != nil {
+			return nil, err
+		}
+		meta["managedFields"] = mf["managedFields"]
 	}
 	out := &unstructured.Unstructured{Object: map[string]any{"metadata": meta}}
 	out.SetAPIVersion(r.gvr.GroupVersion().String())

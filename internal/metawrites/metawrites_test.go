@@ -46,7 +46,7 @@ func TestWrites(t *testing.T) {
 		},
 		want:   request{"POST", "/api/v1/namespaces/ns/configmaps", "dryRun=All&fieldManager=uc", "application/json", `"data":{"k":"v"}`},
 		status: http.StatusCreated, answer: metadataAnswer,
-		check: wantMetadata("ConfigMap"),
+		check: wantMetadata("ConfigMap", 0),
 	}, {
 		name: "apply answered with metadata",
 		write: func(r dynamic.ResourceInterface) (*unstructured.Unstructured, error) {
@@ -54,7 +54,7 @@ func TestWrites(t *testing.T) {
 		},
 		want:   request{"PATCH", "/api/v1/namespaces/ns/configmaps/a", "fieldManager=uc&force=true", "application/apply-patch+yaml", `"data":{"k":"v"}`},
 		status: http.StatusOK, answer: metadataAnswer,
-		check: wantMetadata("ConfigMap"),
+		check: wantMetadata("ConfigMap", 1),
 	}, {
 		name: "status apply",
 		write: func(r dynamic.ResourceInterface) (*unstructured.Unstructured, error) {
@@ -62,7 +62,7 @@ func TestWrites(t *testing.T) {
 		},
 		want:   request{"PATCH", "/api/v1/namespaces/ns/configmaps/a/status", "fieldManager=uc&force=true", "application/apply-patch+yaml", `"data":{"k":"v"}`},
 		status: http.StatusOK, answer: metadataAnswer,
-		check: wantMetadata("ConfigMap"),
+		check: wantMetadata("ConfigMap", 1),
 	}, {
 		name: "patch answered with the whole object",
 		write: func(r dynamic.ResourceInterface) (*unstructured.Unstructured, error) {
@@ -128,16 +128,24 @@ func TestWrites(t *testing.T) {
 }
 
 // wantMetadata checks an answer holds the metadata, with the written
-// object's apiVersion and kind, and nothing else.
-func wantMetadata(kind string) func(*testing.T, *unstructured.Unstructured, error) {
+// object's apiVersion and kind, and nothing else; managedFields entries of
+// them (a create's answer leaves them out).
+func wantMetadata(kind string, managedFields int) func(*testing.T, *unstructured.Unstructured, error) {
 	return func(t *testing.T, out *unstructured.Unstructured, err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if out.GetAPIVersion() != "v1" || out.GetKind() != kind || out.GetResourceVersion() != "7" ||
-			len(out.GetManagedFields()) != 1 || len(out.Object) != 3 {
+		if out.GetAPIVersion() != "v1" || out.GetKind() != kind || out.GetName() != "a" || out.GetNamespace() != "ns" ||
+			out.GetResourceVersion() != "7" || len(out.Object) != 3 {
 			t.Errorf("got %v, want the metadata of a %s", out.Object, kind)
+		}
+		mf := out.GetManagedFields()
+		if len(mf) != managedFields {
+			t.Fatalf("managedFields %v, want %d entries", mf, managedFields)
+		}
+		if managedFields > 0 && (mf[0].Manager != "uc" || mf[0].Operation != metav1.ManagedFieldsOperationApply || string(mf[0].FieldsV1.Raw) != `{"f:data":{}}`) {
+			t.Errorf("managedFields %+v, want uc's apply of f:data", mf[0])
 		}
 	}
 }
