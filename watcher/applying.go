@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"encoding/json"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -69,6 +70,7 @@ type writeWaits struct {
 	// sync queues a parent's sync (a resync if resync) after a delay:
 	// the sync a wait deferred, once the wait ends.
 	sync func(key parentKey, resync bool, after time.Duration)
+	log  *slog.Logger
 
 	mu    sync.Mutex
 	byKey map[parentKey]*writeWait
@@ -155,14 +157,24 @@ func (ws *writeWaits) extend(key parentKey, h *writeWait, now time.Time, d time.
 }
 
 // expire ends the wait at its deadline, if it is still the parent's: the
-// apply never said it ended, or the writes never showed.
+// apply never said it ended, or the writes never showed. A sync it
+// deferred then goes ahead without them, and its hook call is likely one
+// more: that is logged.
 func (ws *writeWaits) expire(key parentKey, h *writeWait) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	if ws.byKey[key] == h {
-		ws.drop(key, h)
-		ws.queueDeferred(key, h, 0)
+	if ws.byKey[key] != h {
+		return
 	}
+	ws.drop(key, h)
+	if h.synced && h.ended {
+		ws.log.Info("the caches did not show an apply's writes in time: the parent is synced without them", "controller", key.Controller,
+			"parent", key.String(), "writes", len(h.wrote), "waited", maxWriteLag)
+	} else if h.synced {
+		ws.log.Warn("an apply did not say it ended in time (its applier stopped?): the parent is synced", "controller", key.Controller,
+			"parent", key.String(), "waited", maxApplyWait)
+	}
+	ws.queueDeferred(key, h, 0)
 }
 
 // release ends the wait of an apply that ended once seen says the caches

@@ -1,6 +1,7 @@
 package watcher
 
 import (
+	"log/slog"
 	"reflect"
 	"testing"
 	"time"
@@ -138,7 +139,7 @@ func TestWriteWaits(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	newWaits := func() (*writeWaits, *queued) {
 		q := &queued{}
-		return &writeWaits{sync: q.sync}, q
+		return &writeWaits{sync: q.sync, log: slog.New(slog.DiscardHandler)}, q
 	}
 	want := func(t *testing.T, q *queued, syncs ...queuedSync) {
 		t.Helper()
