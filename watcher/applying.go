@@ -34,8 +34,15 @@ import (
 const maxApplyWait = 10 * time.Second
 
 // maxWriteLag bounds how long a parent's syncs wait, once its apply ended,
-// for the watcher's caches to see the apply's writes.
-const maxWriteLag = 5 * time.Second
+// for the watcher's caches to see the apply's writes: a written object may
+// be changed again, or deleted, or leave the watcher's selection before
+// they do. While an informer has not yet heard of the time of a write (its
+// last resourceVersion is older), the write is still to come, and the wait
+// goes on, up to maxWriteLagBehind: under load the watch events come late.
+const (
+	maxWriteLag       = 5 * time.Second
+	maxWriteLagBehind = 30 * time.Second
+)
 
 // onApplying defers a parent's syncs while an applier applies to it, and
 // syncs it once the apply ended and the caches saw its writes, if a sync
@@ -70,7 +77,10 @@ type writeWaits struct {
 	// sync queues a parent's sync (a resync if resync) after a delay:
 	// the sync a wait deferred, once the wait ends.
 	sync func(key parentKey, resync bool, after time.Duration)
-	log  *slog.Logger
+	// behind tells whether an informer has not yet heard of the time of
+	// one of an apply's writes of the controller's.
+	behind func(controller string, wrote []bus.Written) bool
+	log    *slog.Logger
 
 	mu    sync.Mutex
 	byKey map[parentKey]*writeWait
@@ -82,10 +92,11 @@ type writeWait struct {
 	deadline *time.Timer // ends it at until
 	synced   bool        // a sync was deferred
 	resync   bool        // a resync was deferred
-	// ended is set once the apply ended: the wait is then for the
-	// caches to see wrote.
-	ended bool
-	wrote []bus.Written
+	// ended is set once the apply ended, at endedAt: the wait is then for
+	// the caches to see wrote.
+	ended   bool
+	endedAt time.Time
+	wrote   []bus.Written
 }
 
 // start defers the parent's syncs: an apply to it started. A sync that
@@ -123,7 +134,7 @@ func (ws *writeWaits) end(key parentKey, wrote []bus.Written, now time.Time, see
 		h = &writeWait{}
 		ws.byKey[key] = h
 	}
-	h.ended, h.wrote = true, wrote
+	h.ended, h.endedAt, h.wrote = true, now, wrote
 	ws.extend(key, h, now, maxWriteLag)
 	ws.release(key, h, seen)
 }
@@ -153,23 +164,28 @@ func (ws *writeWaits) extend(key parentKey, h *writeWait, now time.Time, d time.
 		h.deadline.Stop()
 	}
 	h.until = now.Add(d)
-	h.deadline = time.AfterFunc(d, func() { ws.expire(key, h) })
+	h.deadline = time.AfterFunc(d, func() { ws.expire(key, h, time.Now()) })
 }
 
 // expire ends the wait at its deadline, if it is still the parent's: the
-// apply never said it ended, or the writes never showed. A sync it
-// deferred then goes ahead without them, and its hook call is likely one
-// more: that is logged.
-func (ws *writeWaits) expire(key parentKey, h *writeWait) {
+// apply never said it ended, or the writes never showed — unless an
+// informer is behind one of them, when it waits on (see maxWriteLagBehind).
+// A sync it deferred then goes ahead without them, and its hook call is
+// likely one more: that is logged.
+func (ws *writeWaits) expire(key parentKey, h *writeWait, now time.Time) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	if ws.byKey[key] != h {
 		return
 	}
+	if h.ended && now.Before(h.endedAt.Add(maxWriteLagBehind)) && ws.behind(key.Controller, h.wrote) {
+		ws.extend(key, h, now, min(maxWriteLag, h.endedAt.Add(maxWriteLagBehind).Sub(now)))
+		return
+	}
 	ws.drop(key, h)
 	if h.synced && h.ended {
 		ws.log.Info("the caches did not show an apply's writes in time: the parent is synced without them", "controller", key.Controller,
-			"parent", key.String(), "writes", len(h.wrote), "waited", maxWriteLag)
+			"parent", key.String(), "writes", len(h.wrote), "waited", now.Sub(h.endedAt).Round(time.Millisecond))
 	} else if h.synced {
 		ws.log.Warn("an apply did not say it ended in time (its applier stopped?): the parent is synced", "controller", key.Controller,
 			"parent", key.String(), "waited", maxApplyWait)
@@ -207,6 +223,13 @@ func (w *Watcher) seen(controller string, wrote []bus.Written) bool {
 	return !ok || writesSeen(w.reg, wrote, func(gvr schema.GroupVersionResource) bool { return watches(ctl, gvr) })
 }
 
+// behind tells whether an informer of the watcher's has not yet heard of
+// the time of one of an apply's writes of the controller's.
+func (w *Watcher) behind(controller string, wrote []bus.Written) bool {
+	ctl, ok := w.reg.Get(controller)
+	return ok && writesBehind(w.reg, wrote, func(gvr schema.GroupVersionResource) bool { return watches(ctl, gvr) })
+}
+
 // objectCache is what writesSeen reads: the registry's informers.
 type objectCache interface {
 	// Meta is an object's metadata, or a NotFound error.
@@ -237,6 +260,16 @@ func writesSeen(c objectCache, wrote []bus.Written, watched func(schema.GroupVer
 			return !atLeast(c.LastSyncResourceVersion(gvr), wr.ResourceVersion)
 		}
 		return !atLeast(obj.GetResourceVersion(), wr.ResourceVersion)
+	})
+}
+
+// writesBehind tells whether the informer of a written resource has not yet
+// heard of the time of its write: its last resourceVersion is older than
+// the write's. (A delete has no resourceVersion: it is never behind.)
+func writesBehind(c objectCache, wrote []bus.Written, watched func(schema.GroupVersionResource) bool) bool {
+	return slices.ContainsFunc(wrote, func(wr bus.Written) bool {
+		gvr := schema.GroupVersionResource{Group: wr.Group, Version: wr.Version, Resource: wr.Resource}
+		return wr.ResourceVersion != "" && watched(gvr) && !atLeast(c.LastSyncResourceVersion(gvr), wr.ResourceVersion)
 	})
 }
 

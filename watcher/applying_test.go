@@ -86,6 +86,31 @@ func TestWritesSeen(t *testing.T) {
 	}
 }
 
+func TestWritesBehind(t *testing.T) {
+	written := func(name, rv string) bus.Written {
+		return bus.Written{Version: "v1", Resource: "configmaps", Namespace: "ns", Name: name, ResourceVersion: rv}
+	}
+	watched := func(gvr schema.GroupVersionResource) bool { return gvr == configMaps.GVR }
+	for _, tc := range []struct {
+		name     string
+		lastSync string
+		wrote    []bus.Written
+		want     bool
+	}{
+		{"nothing written", "100", nil, false},
+		{"heard of every write", "120", []bus.Written{written("a", "100"), written("b", "120")}, false},
+		{"one write later than the informer", "110", []bus.Written{written("a", "100"), written("b", "111")}, true},
+		{"a delete", "90", []bus.Written{{Version: "v1", Resource: "configmaps", Namespace: "ns", Name: "a", Deleted: "uid-a"}}, false},
+		{"a resource not watched", "90", []bus.Written{{Group: "apps", Version: "v1", Resource: "deployments", Namespace: "ns", Name: "d", ResourceVersion: "999"}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := writesBehind(fakeCache{lastSync: tc.lastSync}, tc.wrote, watched); got != tc.want {
+				t.Errorf("writesBehind = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestWatches(t *testing.T) {
 	ctl := fixtureController(t, "ctl", "v1", deployments, configMaps)
 	deco := fixtureDecorator(t, "v1", deployments, secrets)
@@ -134,12 +159,14 @@ func TestWriteWaits(t *testing.T) {
 	key := parentKey{Controller: "ctl", Namespace: "ns", Name: "p"}
 	plain, resync := queuedSync{key, false}, queuedSync{key, true}
 	wrote := []bus.Written{{Version: "v1", Resource: "configmaps", Namespace: "ns", Name: "c", ResourceVersion: "7"}}
-	var cacheSaw bool
+	var cacheSaw, cacheBehind bool
 	seen := func(controller string, w []bus.Written) bool { return len(w) == 0 || cacheSaw }
+	behind := func(controller string, w []bus.Written) bool { return len(w) > 0 && cacheBehind }
 	t0 := time.Unix(1000, 0)
 	newWaits := func() (*writeWaits, *queued) {
 		q := &queued{}
-		return &writeWaits{sync: q.sync, log: slog.New(slog.DiscardHandler)}, q
+		cacheSaw, cacheBehind = false, false
+		return &writeWaits{sync: q.sync, behind: behind, log: slog.New(slog.DiscardHandler)}, q
 	}
 	want := func(t *testing.T, q *queued, syncs ...queuedSync) {
 		t.Helper()
@@ -211,11 +238,48 @@ func TestWriteWaits(t *testing.T) {
 		if h.until != t0.Add(maxWriteLag) {
 			t.Fatalf("the wait ends at %s, want %s", h.until, t0.Add(maxWriteLag))
 		}
-		ws.expire(key, h)
+		ws.expire(key, h, h.until)
 		want(t, q, plain)
 		if ws.awaiting(key, false, t0.Add(time.Second), seen) {
 			t.Fatal("waits past its deadline")
 		}
+	})
+	t.Run("an informer behind the writes: the wait goes on, up to maxWriteLagBehind", func(t *testing.T) {
+		ws, q := newWaits()
+		cacheBehind = true
+		ws.start(key, t0)
+		ws.end(key, wrote, t0, seen)
+		ws.awaiting(key, false, t0.Add(time.Second), seen)
+		h := ws.byKey[key]
+		for h.until.Before(t0.Add(maxWriteLagBehind)) {
+			at := h.until
+			ws.expire(key, h, at)
+			want(t, q)
+			if !ws.awaiting(key, false, at.Add(time.Millisecond), seen) {
+				t.Fatalf("the wait ended at %s with the informer behind", at.Sub(t0))
+			}
+			if !h.until.After(at) {
+				t.Fatalf("the wait was not extended at %s", at.Sub(t0))
+			}
+		}
+		if h.until != t0.Add(maxWriteLagBehind) {
+			t.Fatalf("the wait ends %s after the apply, want %s", h.until.Sub(t0), maxWriteLagBehind)
+		}
+		ws.expire(key, h, h.until)
+		want(t, q, plain)
+	})
+	t.Run("an informer past the writes: the wait ends at its deadline", func(t *testing.T) {
+		ws, q := newWaits()
+		cacheBehind = true
+		ws.start(key, t0)
+		ws.end(key, wrote, t0, seen)
+		ws.awaiting(key, false, t0.Add(time.Second), seen)
+		h := ws.byKey[key]
+		ws.expire(key, h, h.until)
+		want(t, q)
+		cacheBehind = false
+		ws.expire(key, h, h.until)
+		want(t, q, plain)
 	})
 	t.Run("an apply that never ends: the wait ends at its deadline", func(t *testing.T) {
 		ws, q := newWaits()
@@ -223,7 +287,7 @@ func TestWriteWaits(t *testing.T) {
 		if ws.awaiting(key, false, t0.Add(maxApplyWait+time.Millisecond), seen) {
 			t.Fatal("waits past maxApplyWait")
 		}
-		ws.expire(key, &writeWait{}) // a deadline of a wait no longer the parent's
+		ws.expire(key, &writeWait{}, t0) // a deadline of a wait no longer the parent's
 		want(t, q)
 	})
 	t.Run("an end whose start was not heard waits for its writes", func(t *testing.T) {
