@@ -17,6 +17,7 @@ package metawrites
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 
@@ -84,7 +85,7 @@ func (r *resource) Create(ctx context.Context, obj *unstructured.Unstructured, o
 	if len(subresources) > 0 {
 		name = obj.GetName()
 	}
-	body, err := obj.MarshalJSON()
+	body, err := encode(obj)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +94,7 @@ func (r *resource) Create(ctx context.Context, obj *unstructured.Unstructured, o
 }
 
 func (r *resource) Update(ctx context.Context, obj *unstructured.Unstructured, opts metav1.UpdateOptions, subresources ...string) (*unstructured.Unstructured, error) {
-	body, err := obj.MarshalJSON()
+	body, err := encode(obj)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +114,7 @@ func (r *resource) Apply(ctx context.Context, name string, obj *unstructured.Uns
 	if len(obj.GetManagedFields()) > 0 {
 		return nil, fmt.Errorf("cannot apply %s %s: it has managedFields", obj.GetKind(), name)
 	}
-	body, err := obj.MarshalJSON()
+	body, err := encode(obj)
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +124,13 @@ func (r *resource) Apply(ctx context.Context, name string, obj *unstructured.Uns
 
 func (r *resource) ApplyStatus(ctx context.Context, name string, obj *unstructured.Unstructured, opts metav1.ApplyOptions) (*unstructured.Unstructured, error) {
 	return r.Apply(ctx, name, obj, opts, "status")
+}
+
+// encode is the body of a write of obj: its JSON, as its MarshalJSON
+// writes it but for the final newline, without the buffer that grows
+// under it.
+func encode(obj *unstructured.Unstructured) ([]byte, error) {
+	return json.Marshal(obj.Object)
 }
 
 // managedFields says whether the answer to a write keeps the object's
