@@ -1,10 +1,12 @@
 package core
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"reflect"
@@ -345,21 +347,40 @@ func desiredObject(ctl *Controller, parent *unstructured.Unstructured, child *Ch
 	return obj, nil
 }
 
-// setAppliedHash stamps obj with the hash of its content.
+// setAppliedHash stamps obj with the hash of its content: of its JSON as
+// json.Marshal writes it (maps with sorted keys), encoded straight into
+// the hash.
 func setAppliedHash(obj *unstructured.Unstructured) error {
 	unstructured.RemoveNestedField(obj.Object, "metadata", "annotations", v1alpha1.AnnotationAppliedHash)
-	b, err := json.Marshal(obj.Object) // maps marshal with sorted keys
-	if err != nil {
+	h := sha256.New()
+	if err := json.NewEncoder(withoutNewline{h}).Encode(obj.Object); err != nil {
 		return err
 	}
-	sum := sha256.Sum256(b)
+	hash := hex.EncodeToString(h.Sum(nil)[:12])
+	if annotations, ok, _ := unstructured.NestedFieldNoCopy(obj.Object, "metadata", "annotations"); ok {
+		if m, ok := annotations.(map[string]any); ok {
+			m[v1alpha1.AnnotationAppliedHash] = hash
+			return nil
+		}
+	}
 	annotations := obj.GetAnnotations()
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	annotations[v1alpha1.AnnotationAppliedHash] = hex.EncodeToString(sum[:12])
+	annotations[v1alpha1.AnnotationAppliedHash] = hash
 	obj.SetAnnotations(annotations)
 	return nil
+}
+
+// withoutNewline writes to w what it is given but a final newline: the
+// one an Encoder ends a value with (compact JSON holds no other).
+type withoutNewline struct{ w io.Writer }
+
+func (n withoutNewline) Write(b []byte) (int, error) {
+	if _, err := n.w.Write(bytes.TrimSuffix(b, []byte{'\n'})); err != nil {
+		return 0, err
+	}
+	return len(b), nil
 }
 
 func ownerRef(ctl *Controller, parent *unstructured.Unstructured) metav1.OwnerReference {
