@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
+	"universalcontroller.dev/uc/internal/compact"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
@@ -339,7 +340,9 @@ func desiredObject(ctl *Controller, parent *unstructured.Unstructured, child *Ch
 			refs = append(refs, r)
 		}
 	}
-	obj.SetOwnerReferences(refs)
+	if err := unstructured.SetNestedSlice(obj.Object, compact.OwnerReferences(refs), "metadata", "ownerReferences"); err != nil {
+		return nil, err
+	}
 	if err := setAppliedHash(obj); err != nil {
 		return nil, err
 	}

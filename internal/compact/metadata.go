@@ -49,18 +49,7 @@ func metadata(m *metav1.ObjectMeta, labels, annotations map[string]any) map[stri
 		out["annotations"] = annotations
 	}
 	if len(m.OwnerReferences) > 0 {
-		refs := make([]any, len(m.OwnerReferences))
-		for i, r := range m.OwnerReferences {
-			ref := map[string]any{"apiVersion": r.APIVersion, "kind": r.Kind, "name": r.Name, "uid": string(r.UID)}
-			if r.Controller != nil {
-				ref["controller"] = *r.Controller
-			}
-			if r.BlockOwnerDeletion != nil {
-				ref["blockOwnerDeletion"] = *r.BlockOwnerDeletion
-			}
-			refs[i] = ref
-		}
-		out["ownerReferences"] = refs
+		out["ownerReferences"] = OwnerReferences(m.OwnerReferences)
 	}
 	if len(m.Finalizers) > 0 {
 		fs := make([]any, len(m.Finalizers))
@@ -80,6 +69,24 @@ func stringMap(m map[string]string) map[string]any {
 	out := make(map[string]any, len(m))
 	for k, v := range m {
 		out[k] = v
+	}
+	return out
+}
+
+// OwnerReferences are refs as unstructured metadata's ownerReferences, as
+// runtime's converter makes them (Unstructured.SetOwnerReferences), without
+// its reflection.
+func OwnerReferences(refs []metav1.OwnerReference) []any {
+	out := make([]any, len(refs))
+	for i, r := range refs {
+		ref := map[string]any{"apiVersion": r.APIVersion, "kind": r.Kind, "name": r.Name, "uid": string(r.UID)}
+		if r.Controller != nil {
+			ref["controller"] = *r.Controller
+		}
+		if r.BlockOwnerDeletion != nil {
+			ref["blockOwnerDeletion"] = *r.BlockOwnerDeletion
+		}
+		out[i] = ref
 	}
 	return out
 }
