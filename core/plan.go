@@ -282,9 +282,9 @@ func update(child *Child, cur, want *unstructured.Unstructured) (Write, bool) {
 	}
 	// A child uc never applied (Metacontroller made it, say) has no hash:
 	// it is the same when it holds every desired field.
-	hash, applied := cur.GetAnnotations()[v1alpha1.AnnotationAppliedHash]
-	same := (!applied || hash == want.GetAnnotations()[v1alpha1.AnnotationAppliedHash]) &&
-		Contains(cur.Object, comparable(want).Object)
+	hash, applied := appliedHash(cur)
+	wantHash, _ := appliedHash(want)
+	same := (!applied || hash == wantHash) && Contains(cur.Object, comparable(want).Object)
 	switch {
 	case same, child.Method == v1alpha1.ChildUpdateOnDelete:
 		return Write{}, false
@@ -293,7 +293,7 @@ func update(child *Child, cur, want *unstructured.Unstructured) (Write, bool) {
 			return Write{}, false
 		}
 		w := Write{Verb: VerbDelete, Child: child, Object: cur, Event: "Recreating"}
-		if applied && hash == want.GetAnnotations()[v1alpha1.AnnotationAppliedHash] {
+		if applied && hash == wantHash {
 			w.Drift = Difference(cur.Object, comparable(want).Object)
 		}
 		return w, true
@@ -373,6 +373,13 @@ func setAppliedHash(obj *unstructured.Unstructured) error {
 	annotations[v1alpha1.AnnotationAppliedHash] = hash
 	obj.SetAnnotations(annotations)
 	return nil
+}
+
+// appliedHash is the applied hash o is stamped with, read in place (its
+// GetAnnotations copies every annotation).
+func appliedHash(o *unstructured.Unstructured) (string, bool) {
+	hash, ok, _ := unstructured.NestedString(o.Object, "metadata", "annotations", v1alpha1.AnnotationAppliedHash)
+	return hash, ok
 }
 
 // withoutNewline writes to w what it is given but a final newline: the
