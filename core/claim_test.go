@@ -51,3 +51,28 @@ func TestClaims(t *testing.T) {
 		})
 	}
 }
+
+// TestLabelsOf: a selector matches LabelsOf(obj) as it matches the labels
+// GetLabels copies, labels absent, empty or null among them.
+func TestLabelsOf(t *testing.T) {
+	objs := map[string]map[string]any{
+		"no metadata":  {},
+		"no labels":    {"metadata": map[string]any{"name": "a"}},
+		"labels null":  {"metadata": map[string]any{"labels": nil}},
+		"a=1":          {"metadata": map[string]any{"labels": map[string]any{"a": "1"}}},
+		"a=2, b empty": {"metadata": map[string]any{"labels": map[string]any{"a": "2", "b": ""}}},
+		"b null":       {"metadata": map[string]any{"labels": map[string]any{"b": nil}}},
+	}
+	for _, s := range []string{"", "a=1", "a", "!a", "a!=1", "a in (1,2)", "a notin (2)", "b=", "b", "!b", "a,b"} {
+		sel, err := labels.Parse(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, obj := range objs {
+			u := &unstructured.Unstructured{Object: obj}
+			if got, want := sel.Matches(LabelsOf(u)), sel.Matches(labels.Set(u.GetLabels())); got != want {
+				t.Errorf("selector %q on %s: matches %t, GetLabels's %t", s, name, got, want)
+			}
+		}
+	}
+}

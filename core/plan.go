@@ -142,7 +142,7 @@ func children(sel labels.Selector, parent types.UID) claim {
 		list: "children", declaredIn: "childResources",
 		mark: func(o *unstructured.Unstructured) *unstructured.Unstructured { return o },
 		refuse: func(obj *unstructured.Unstructured) error {
-			if !sel.Matches(labels.Set(obj.GetLabels())) {
+			if !sel.Matches(LabelsOf(obj)) {
 				return fmt.Errorf("labels %v do not match the parent's selector %q", obj.GetLabels(), sel.String())
 			}
 			return nil
@@ -150,7 +150,7 @@ func children(sel labels.Selector, parent types.UID) claim {
 		sel:     sel,
 		mayTake: func(cur *unstructured.Unstructured) error { return MayManage(cur, parent, sel) },
 		letGo: func(o *unstructured.Unstructured) (Verb, string, bool) {
-			if !sel.Matches(labels.Set(o.GetLabels())) {
+			if !sel.Matches(LabelsOf(o)) {
 				return VerbRelease, "Released", true
 			}
 			return VerbDelete, "Deleted", true
@@ -261,7 +261,7 @@ func MayManage(cur *unstructured.Unstructured, parent types.UID, sel labels.Sele
 	switch {
 	case ref != nil && ref.UID != parent:
 		return fmt.Errorf("an object of that name exists and is already controlled by %s %s: uc does not take it over", ref.Kind, ref.Name)
-	case ref == nil && !sel.Matches(labels.Set(cur.GetLabels())):
+	case ref == nil && !sel.Matches(LabelsOf(cur)):
 		return fmt.Errorf("an object of that name exists, is controlled by no one and its labels %v do not match the parent's selector %q: uc does not take it over", cur.GetLabels(), sel.String())
 	}
 	return nil

@@ -16,7 +16,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/internal/revision"
@@ -121,7 +120,7 @@ func (w *Watcher) build(ctx context.Context, ctl *core.Controller, key parentKey
 	if err != nil {
 		return nil, err
 	}
-	if !ctl.ParentSelector.Matches(labels.Set(parent.GetLabels())) {
+	if !ctl.ParentSelector.Matches(core.LabelsOf(parent)) {
 		return nil, nil
 	}
 	hook, ok := core.HookFor(ctl, parent)
