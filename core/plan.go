@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"universalcontroller.dev/uc/internal/compact"
@@ -75,12 +76,12 @@ func ObjectKey(o *unstructured.Unstructured) string {
 
 // ChildID identifies a child across kinds.
 type ChildID struct {
-	gvr             string
+	gvr             schema.GroupVersionResource
 	namespace, name string
 }
 
 func IDOf(c *Child, o *unstructured.Unstructured) ChildID {
-	return ChildID{c.GVR.String(), o.GetNamespace(), o.GetName()}
+	return ChildID{c.GVR, o.GetNamespace(), o.GetName()}
 }
 
 // liveObjects finds a parent's live children.
@@ -163,6 +164,24 @@ func children(sel labels.Selector, parent types.UID) claim {
 // parent's objects of claim c match them (see Plan).
 func planWrites(ctl *Controller, parent *unstructured.Unstructured, objs []*unstructured.Unstructured, c claim, live liveObjects) ([]Write, error) {
 	owner := ownerRef(ctl, parent)
+	// The parent's objects, decoded once: a desired child is most often
+	// one of them.
+	owned := make([][]*unstructured.Unstructured, len(ctl.Children))
+	ownedByID := map[ChildID]*unstructured.Unstructured{}
+	for i := range ctl.Children {
+		child := &ctl.Children[i]
+		// A namespaced parent's children are in its namespace: an object
+		// elsewhere naming it as owner is not one (the garbage collector
+		// deals with it).
+		objs, err := live.owned(child, parent.GetNamespace(), parent.GetUID())
+		if err != nil {
+			return nil, err
+		}
+		owned[i] = objs
+		for _, o := range objs {
+			ownedByID[IDOf(child, o)] = o
+		}
+	}
 	desired := map[ChildID]bool{}
 	var actions []Write
 	for i, d := range objs {
@@ -173,7 +192,10 @@ func planWrites(ctl *Controller, parent *unstructured.Unstructured, objs []*unst
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", listed(c.list, i, d), err)
 		}
-		cur, exists := live.get(child, obj.GetNamespace(), obj.GetName())
+		cur, exists := ownedByID[IDOf(child, obj)]
+		if !exists {
+			cur, exists = live.get(child, obj.GetNamespace(), obj.GetName())
+		}
 		if !exists {
 			actions = append(actions, Write{Verb: VerbCreate, Child: child, Object: obj, Selector: c.sel, Event: "Created"})
 			continue
@@ -187,14 +209,7 @@ func planWrites(ctl *Controller, parent *unstructured.Unstructured, objs []*unst
 	}
 	for i := range ctl.Children {
 		child := &ctl.Children[i]
-		// A namespaced parent's children are in its namespace: an object
-		// elsewhere naming it as owner is not one (the garbage collector
-		// deals with it).
-		owned, err := live.owned(child, parent.GetNamespace(), parent.GetUID())
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range owned {
+		for _, o := range owned[i] {
 			if desired[IDOf(child, o)] || o.GetDeletionTimestamp() != nil {
 				continue
 			}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"universalcontroller.dev/uc/internal/objtest"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
@@ -226,6 +227,35 @@ func TestPlan(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// countingCache counts the objects read one by one from a cache.
+type countingCache struct {
+	fakeLive
+	reads *int
+}
+
+func (c countingCache) Object(gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error) {
+	*c.reads++
+	return c.fakeLive.Object(gvr, namespace, name)
+}
+
+// TestPlanReadsEachChildOnce: a desired child the parent owns is taken
+// from the parent's objects, read (decoded, from uc's caches) once per
+// plan; only one it does not own is read by its name.
+func TestPlanReadsEachChildOnce(t *testing.T) {
+	parent := objtest.Parent()
+	desired := func() []*unstructured.Unstructured {
+		return []*unstructured.Unstructured{object("ConfigMap", "", "a", nil, ""), object("ConfigMap", "", "b", nil, ""), object("ConfigMap", "", "c", nil, "")}
+	}
+	live := fakeLive{object("ConfigMap", "ns", "a", nil, "parent-uid"), object("ConfigMap", "ns", "b", nil, "parent-uid")}
+	reads := 0
+	if _, err := Plan(testController(v1alpha1.ChildUpdateInPlace), parent, &hooks.SyncResponse{Children: desired()}, countingCache{live, &reads}); err != nil {
+		t.Fatal(err)
+	}
+	if reads != 1 {
+		t.Errorf("read %d objects by name, want 1 (c, which the parent does not own)", reads)
 	}
 }
 

@@ -58,7 +58,7 @@ func PlanRollout(ctl *Controller, parent *unstructured.Unstructured, latestPatch
 		return nil, err
 	}
 	ns := parent.GetNamespace()
-	id := func(c *Child, name string) ChildID { return ChildID{c.GVR.String(), ns, name} }
+	id := func(c *Child, name string) ChildID { return ChildID{c.GVR, ns, name} }
 
 	// The latest reply: children of kinds that do not roll, and rolling
 	// children on the latest revision or on none (new ones join the latest),
@@ -212,7 +212,7 @@ func (ro *Rollout) step(ctl *Controller, parent *unstructured.Unstructured, move
 	ns := parent.GetNamespace()
 	for _, ch := range ro.OnRevision(ctl, ro.Latest) {
 		cur, ok := live.get(ch.child, ns, ch.name)
-		if !ok || !updated(ctl, parent, ch.child, cur, wants[ChildID{ch.child.GVR.String(), ns, ch.name}]) || !passes(ch.child, cur) {
+		if !ok || !updated(ctl, parent, ch.child, cur, wants[ChildID{ch.child.GVR, ns, ch.name}]) || !passes(ch.child, cur) {
 			ro.reason = v1alpha1.ReasonRolloutWaiting
 			ro.message = fmt.Sprintf("%d children to update; waiting for %s %s on the latest revision to be updated and pass its status checks", len(moves), ch.child.GVK.Kind, ch.name)
 			return
@@ -222,7 +222,7 @@ func (ro *Rollout) step(ctl *Controller, parent *unstructured.Unstructured, move
 	ro.put(ro.Latest, c.child, c.name) // before take: a crash between the two writes leaves it on the newer one
 	ro.take(c.from, c.child, c.name)
 	// Kept as it was while its revision had no reply: it moves now.
-	delete(ro.keep, ChildID{c.child.GVR.String(), ns, c.name})
+	delete(ro.keep, ChildID{c.child.GVR, ns, c.name})
 	if c.want != nil {
 		ro.Children = append(ro.Children, c.want)
 	} else {
