@@ -168,6 +168,14 @@ func TestWriteWaits(t *testing.T) {
 		cacheSaw, cacheBehind = false, false
 		return &writeWaits{sync: q.sync, behind: behind, log: slog.New(slog.DiscardHandler)}, q
 	}
+	// deferredSync has an apply to the parent end at t0, with wrote, and a
+	// sync deferred 1 s later: the wait it returns is for the writes.
+	deferredSync := func(ws *writeWaits) *writeWait {
+		ws.start(key, t0)
+		ws.end(key, wrote, t0, seen)
+		ws.awaiting(key, false, t0.Add(time.Second), seen)
+		return ws.byKey[key]
+	}
 	want := func(t *testing.T, q *queued, syncs ...queuedSync) {
 		t.Helper()
 		if !reflect.DeepEqual(q.syncs, syncs) {
@@ -231,10 +239,7 @@ func TestWriteWaits(t *testing.T) {
 	t.Run("writes never seen: the wait ends at its deadline, with the sync deferred", func(t *testing.T) {
 		ws, q := newWaits()
 		cacheSaw = false
-		ws.start(key, t0)
-		ws.end(key, wrote, t0, seen)
-		ws.awaiting(key, false, t0.Add(time.Second), seen)
-		h := ws.byKey[key]
+		h := deferredSync(ws)
 		if h.until != t0.Add(maxWriteLag) {
 			t.Fatalf("the wait ends at %s, want %s", h.until, t0.Add(maxWriteLag))
 		}
@@ -247,10 +252,7 @@ func TestWriteWaits(t *testing.T) {
 	t.Run("an informer behind the writes: the wait goes on, up to maxWriteLagBehind", func(t *testing.T) {
 		ws, q := newWaits()
 		cacheBehind = true
-		ws.start(key, t0)
-		ws.end(key, wrote, t0, seen)
-		ws.awaiting(key, false, t0.Add(time.Second), seen)
-		h := ws.byKey[key]
+		h := deferredSync(ws)
 		for h.until.Before(t0.Add(maxWriteLagBehind)) {
 			at := h.until
 			ws.expire(key, h, at)
@@ -271,10 +273,7 @@ func TestWriteWaits(t *testing.T) {
 	t.Run("an informer past the writes: the wait ends at its deadline", func(t *testing.T) {
 		ws, q := newWaits()
 		cacheBehind = true
-		ws.start(key, t0)
-		ws.end(key, wrote, t0, seen)
-		ws.awaiting(key, false, t0.Add(time.Second), seen)
-		h := ws.byKey[key]
+		h := deferredSync(ws)
 		ws.expire(key, h, h.until)
 		want(t, q)
 		cacheBehind = false
