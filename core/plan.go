@@ -375,12 +375,16 @@ func setAppliedHash(obj *unstructured.Unstructured) error {
 		return err
 	}
 	hash := hex.EncodeToString(h.Sum(nil)[:12])
-	if annotations, ok, _ := unstructured.NestedFieldNoCopy(obj.Object, "metadata", "annotations"); ok {
-		if m, ok := annotations.(map[string]any); ok {
-			m[v1alpha1.AnnotationAppliedHash] = hash
-			return nil
+	switch annotations, found, _ := unstructured.NestedFieldNoCopy(obj.Object, "metadata", "annotations"); m := annotations.(type) {
+	case map[string]any:
+		m[v1alpha1.AnnotationAppliedHash] = hash
+		return nil
+	case nil:
+		if !found {
+			return unstructured.SetNestedField(obj.Object, hash, "metadata", "annotations", v1alpha1.AnnotationAppliedHash)
 		}
 	}
+	// null, or not a map: the hash becomes the only annotation.
 	annotations := obj.GetAnnotations()
 	if annotations == nil {
 		annotations = map[string]string{}
