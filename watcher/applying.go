@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -11,8 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"k8s.io/client-go/tools/cache"
 
 	"universalcontroller.dev/uc/core"
+	"universalcontroller.dev/uc/internal/compact"
 	"universalcontroller.dev/uc/schemas/bus"
 )
 
@@ -36,9 +39,10 @@ const maxApplyWait = 10 * time.Second
 // maxWriteLag bounds how long a parent's syncs wait, once its apply ended,
 // for the watcher's caches to see the apply's writes: a written object may
 // be changed again, or deleted, or leave the watcher's selection before
-// they do. While an informer has not yet heard of the time of a write (its
-// last resourceVersion is older), the write is still to come, and the wait
-// goes on, up to maxWriteLagBehind: under load the watch events come late.
+// they do. While a cache is not yet at the time of a write (the latest
+// version its handlers were given is older), the write is still to come,
+// and the wait goes on, up to maxWriteLagBehind: under load the changes
+// come late.
 const (
 	maxWriteLag       = 5 * time.Second
 	maxWriteLagBehind = 30 * time.Second
@@ -220,23 +224,100 @@ func (ws *writeWaits) queueDeferred(key parentKey, h *writeWait, after time.Dura
 // apply of the controller's.
 func (w *Watcher) seen(controller string, wrote []bus.Written) bool {
 	ctl, ok := w.reg.Get(controller)
-	return !ok || writesSeen(w.reg, wrote, func(gvr schema.GroupVersionResource) bool { return watches(ctl, gvr) })
+	return !ok || writesSeen(w.cache(), wrote, func(gvr schema.GroupVersionResource) bool { return watches(ctl, gvr) })
 }
 
 // behind tells whether an informer of the watcher's has not yet heard of
 // the time of one of an apply's writes of the controller's.
 func (w *Watcher) behind(controller string, wrote []bus.Written) bool {
 	ctl, ok := w.reg.Get(controller)
-	return ok && writesBehind(w.reg, wrote, func(gvr schema.GroupVersionResource) bool { return watches(ctl, gvr) })
+	return ok && writesBehind(w.cache(), wrote, func(gvr schema.GroupVersionResource) bool { return watches(ctl, gvr) })
 }
 
-// objectCache is what writesSeen reads: the registry's informers.
+// objectCache is what writesSeen reads: the registry's informers, and
+// how far the watcher's handlers got in each (see handledVersions).
 type objectCache interface {
 	// Meta is an object's metadata, or a NotFound error.
 	Meta(gvr schema.GroupVersionResource, namespace, name string) (metav1.Object, error)
-	// LastSyncResourceVersion is the resourceVersion the resource's
-	// informer last heard.
-	LastSyncResourceVersion(gvr schema.GroupVersionResource) string
+	// HandledVersion is the latest resourceVersion of the resource the
+	// watcher's handlers were given: its informer's cache holds every
+	// change up to it.
+	HandledVersion(gvr schema.GroupVersionResource) string
+}
+
+// cache is the watcher's objectCache.
+func (w *Watcher) cache() objectCache { return watcherCache{w.reg, &w.handled} }
+
+type watcherCache struct {
+	Registry
+	*handledVersions
+}
+
+// handledVersions are, per resource, the latest resourceVersion the
+// watcher's event handlers were given. An informer updates its cache
+// before it hands a change to the handlers, so its cache holds every
+// change up to that version; the informer's last resourceVersion
+// (LastSyncResourceVersion) runs ahead of its cache while changes wait in
+// its queue — as they do when the process is short of CPU.
+type handledVersions struct {
+	mu    sync.Mutex
+	byGVR map[schema.GroupVersionResource]int64
+}
+
+// note records the resourceVersion of an object handed to a handler of
+// gvr's informer.
+func (h *handledVersions) note(gvr schema.GroupVersionResource, obj any) {
+	m, ok := compact.Meta(obj)
+	if !ok {
+		return
+	}
+	rv := parseVersion(m.GetResourceVersion())
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if rv > h.byGVR[gvr] {
+		if h.byGVR == nil {
+			h.byGVR = map[schema.GroupVersionResource]int64{}
+		}
+		h.byGVR[gvr] = rv
+	}
+}
+
+// HandledVersion is the latest resourceVersion handed to a handler of
+// gvr's informer; "" before the first (or if it does not parse as etcd's).
+func (h *handledVersions) HandledVersion(gvr schema.GroupVersionResource) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if rv := h.byGVR[gvr]; rv > 0 {
+		return strconv.FormatInt(rv, 10)
+	}
+	return ""
+}
+
+// noting is an event handler that notes in handled the resourceVersion of
+// every object it is given before handing it to next.
+type noting struct {
+	next    cache.ResourceEventHandler
+	gvr     schema.GroupVersionResource
+	handled *handledVersions
+}
+
+func (n noting) OnAdd(obj any, initial bool) {
+	n.handled.note(n.gvr, obj)
+	n.next.OnAdd(obj, initial)
+}
+
+func (n noting) OnUpdate(oldObj, newObj any) {
+	n.handled.note(n.gvr, newObj)
+	n.next.OnUpdate(oldObj, newObj)
+}
+
+func (n noting) OnDelete(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		n.handled.note(n.gvr, t.Obj)
+	} else {
+		n.handled.note(n.gvr, obj)
+	}
+	n.next.OnDelete(obj)
 }
 
 // writesSeen tells whether a cache has seen every write: a written object
@@ -257,19 +338,20 @@ func writesSeen(c objectCache, wrote []bus.Written, watched func(schema.GroupVer
 			return err == nil && string(obj.GetUID()) == wr.Deleted && obj.GetDeletionTimestamp() == nil
 		case err != nil:
 			// Gone: deleted since, once the cache is past the write.
-			return !atLeast(c.LastSyncResourceVersion(gvr), wr.ResourceVersion)
+			return !atLeast(c.HandledVersion(gvr), wr.ResourceVersion)
 		}
 		return !atLeast(obj.GetResourceVersion(), wr.ResourceVersion)
 	})
 }
 
-// writesBehind tells whether the informer of a written resource has not yet
-// heard of the time of its write: its last resourceVersion is older than
-// the write's. (A delete has no resourceVersion: it is never behind.)
+// writesBehind tells whether the cache of a written resource is not yet at
+// the time of its write: the latest version its handlers were given is
+// older than the write's. (A delete has no resourceVersion: it is never
+// behind.)
 func writesBehind(c objectCache, wrote []bus.Written, watched func(schema.GroupVersionResource) bool) bool {
 	return slices.ContainsFunc(wrote, func(wr bus.Written) bool {
 		gvr := schema.GroupVersionResource{Group: wr.Group, Version: wr.Version, Resource: wr.Resource}
-		return wr.ResourceVersion != "" && watched(gvr) && !atLeast(c.LastSyncResourceVersion(gvr), wr.ResourceVersion)
+		return wr.ResourceVersion != "" && watched(gvr) && !atLeast(c.HandledVersion(gvr), wr.ResourceVersion)
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 
 	"universalcontroller.dev/uc/core"
 	"universalcontroller.dev/uc/schemas/bus"
@@ -19,7 +20,7 @@ import (
 // fakeCache is an objectCache of ConfigMaps.
 type fakeCache struct {
 	objects  map[string]*unstructured.Unstructured // by name
-	lastSync string
+	lastSync string                                // the version the handlers were given
 }
 
 func (c fakeCache) Meta(gvr schema.GroupVersionResource, namespace, name string) (metav1.Object, error) {
@@ -29,7 +30,7 @@ func (c fakeCache) Meta(gvr schema.GroupVersionResource, namespace, name string)
 	return nil, apierrors.NewNotFound(gvr.GroupResource(), name)
 }
 
-func (c fakeCache) LastSyncResourceVersion(schema.GroupVersionResource) string { return c.lastSync }
+func (c fakeCache) HandledVersion(schema.GroupVersionResource) string { return c.lastSync }
 
 func configMap(name, uid, rv string) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
@@ -301,4 +302,37 @@ func TestWriteWaits(t *testing.T) {
 			t.Fatal("an end with writes not yet seen does not wait")
 		}
 	})
+}
+
+// countingHandler counts the events it is given.
+type countingHandler struct{ events *int }
+
+func (h countingHandler) OnAdd(any, bool)   { *h.events++ }
+func (h countingHandler) OnUpdate(any, any) { *h.events++ }
+func (h countingHandler) OnDelete(any)      { *h.events++ }
+
+// TestHandledVersions: the handler of an informer notes the latest
+// resourceVersion it was given, per resource, tombstones included, and
+// hands every event on.
+func TestHandledVersions(t *testing.T) {
+	var handled handledVersions
+	events := 0
+	h := noting{next: countingHandler{&events}, gvr: configMaps.GVR, handled: &handled}
+	if got := handled.HandledVersion(configMaps.GVR); got != "" {
+		t.Fatalf("before any event: %q", got)
+	}
+	h.OnAdd(configMap("a", "uid-a", "5"), true)
+	h.OnUpdate(configMap("a", "uid-a", "5"), configMap("a", "uid-a", "9"))
+	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "ns/b", Obj: configMap("b", "uid-b", "12")})
+	h.OnAdd(configMap("c", "uid-c", "7"), false) // an older version does not go back
+	h.OnAdd(configMap("d", "uid-d", "not-a-number"), false)
+	if got := handled.HandledVersion(configMaps.GVR); got != "12" {
+		t.Errorf("handled version %q, want 12", got)
+	}
+	if got := handled.HandledVersion(secrets.GVR); got != "" {
+		t.Errorf("another resource: %q, want none", got)
+	}
+	if events != 5 {
+		t.Errorf("%d events handed on, want 5", events)
+	}
 }

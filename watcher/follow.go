@@ -45,7 +45,7 @@ func (w *Watcher) onController(old, cur *core.Controller) {
 	}
 	add := func(res core.Resource, h cache.ResourceEventHandler) {
 		inf := w.reg.Informer(res.GVR)
-		reg, err := inf.AddEventHandler(h)
+		reg, err := inf.AddEventHandler(noting{next: h, gvr: res.GVR, handled: &w.handled})
 		if err != nil {
 			w.log.Error("watch", "controller", cur.Name, "resource", res.GVR.String(), "err", err)
 			return

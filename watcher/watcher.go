@@ -95,7 +95,8 @@ type Watcher struct {
 	mu       sync.Mutex
 	handlers map[string][]handler // by controller name
 
-	applying writeWaits // parents being applied, or whose apply's writes are awaited
+	applying writeWaits      // parents being applied, or whose apply's writes are awaited
+	handled  handledVersions // how far the handlers got in each informer
 	// resyncs are the parents whose next sync is a resync; laterResyncs,
 	// those whose resync is not due yet (see resync.go).
 	resyncs      resyncSet
