@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -82,8 +83,10 @@ type writeWaits struct {
 	// the sync a wait deferred, once the wait ends.
 	sync func(key parentKey, resync bool, after time.Duration)
 	// behind tells whether an informer has not yet heard of the time of
-	// one of an apply's writes of the controller's.
+	// one of an apply's writes of the controller's; unseen describes the
+	// first write the caches have not seen, for the log.
 	behind func(controller string, wrote []bus.Written) bool
+	unseen func(controller string, wrote []bus.Written) []any
 	log    *slog.Logger
 
 	mu    sync.Mutex
@@ -188,8 +191,8 @@ func (ws *writeWaits) expire(key parentKey, h *writeWait, now time.Time) {
 	}
 	ws.drop(key, h)
 	if h.synced && h.ended {
-		ws.log.Info("the caches did not show an apply's writes in time: the parent is synced without them", "controller", key.Controller,
-			"parent", key.String(), "writes", len(h.wrote), "waited", now.Sub(h.endedAt).Round(time.Millisecond))
+		ws.log.Info("the caches did not show an apply's writes in time: the parent is synced without them", append([]any{"controller", key.Controller,
+			"parent", key.String(), "writes", len(h.wrote), "waited", now.Sub(h.endedAt).Round(time.Millisecond)}, ws.unseen(key.Controller, h.wrote)...)...)
 	} else if h.synced {
 		ws.log.Warn("an apply did not say it ended in time (its applier stopped?): the parent is synced", "controller", key.Controller,
 			"parent", key.String(), "waited", maxApplyWait)
@@ -325,7 +328,13 @@ func (n noting) OnDelete(obj any) {
 // that version), a deleted one gone, being deleted, or replaced by another
 // object of its name. Writes to a resource that is not watched are not waited for.
 func writesSeen(c objectCache, wrote []bus.Written, watched func(schema.GroupVersionResource) bool) bool {
-	return !slices.ContainsFunc(wrote, func(wr bus.Written) bool {
+	_, unseen := firstUnseen(c, wrote, watched)
+	return !unseen
+}
+
+// firstUnseen is the first write the cache has not seen (see writesSeen).
+func firstUnseen(c objectCache, wrote []bus.Written, watched func(schema.GroupVersionResource) bool) (bus.Written, bool) {
+	i := slices.IndexFunc(wrote, func(wr bus.Written) bool {
 		gvr := schema.GroupVersionResource{Group: wr.Group, Version: wr.Version, Resource: wr.Resource}
 		if !watched(gvr) {
 			return false
@@ -342,6 +351,32 @@ func writesSeen(c objectCache, wrote []bus.Written, watched func(schema.GroupVer
 		}
 		return !atLeast(obj.GetResourceVersion(), wr.ResourceVersion)
 	})
+	if i < 0 {
+		return bus.Written{}, false
+	}
+	return wrote[i], true
+}
+
+// unseen describes, for a log line, the first write of an apply of the
+// controller's that the caches have not seen: the write, the version the
+// cache holds, and the latest its handlers were given.
+func (w *Watcher) unseen(controller string, wrote []bus.Written) []any {
+	ctl, ok := w.reg.Get(controller)
+	if !ok {
+		return nil
+	}
+	c := w.cache()
+	wr, ok := firstUnseen(c, wrote, func(gvr schema.GroupVersionResource) bool { return watches(ctl, gvr) })
+	if !ok {
+		return []any{"unseen", "none"}
+	}
+	gvr := schema.GroupVersionResource{Group: wr.Group, Version: wr.Version, Resource: wr.Resource}
+	cached := "none"
+	if obj, err := c.Meta(gvr, wr.Namespace, wr.Name); err == nil {
+		cached = obj.GetResourceVersion()
+	}
+	return []any{"unseen", fmt.Sprintf("%s %s/%s at %s%s", wr.Resource, wr.Namespace, wr.Name, wr.ResourceVersion, wr.Deleted),
+		"cached", cached, "handled", c.HandledVersion(gvr)}
 }
 
 // writesBehind tells whether the cache of a written resource is not yet at

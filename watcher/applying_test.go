@@ -167,7 +167,7 @@ func TestWriteWaits(t *testing.T) {
 	newWaits := func() (*writeWaits, *queued) {
 		q := &queued{}
 		cacheSaw, cacheBehind = false, false
-		return &writeWaits{sync: q.sync, behind: behind, log: slog.New(slog.DiscardHandler)}, q
+		return &writeWaits{sync: q.sync, behind: behind, unseen: func(string, []bus.Written) []any { return nil }, log: slog.New(slog.DiscardHandler)}, q
 	}
 	// deferredSync has an apply to the parent end at t0, with wrote, and a
 	// sync deferred 1 s later: the wait it returns is for the writes.

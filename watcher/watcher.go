@@ -167,7 +167,7 @@ func New(reg Registry, js jetstream.JetStream, opts Options, log *slog.Logger) *
 		handlers:     map[string][]handler{},
 		customize:    customizeCache{parents: map[types.UID]*customized{}},
 	}
-	w.applying.sync, w.applying.behind, w.applying.log = w.queueSync, w.behind, w.log
+	w.applying.sync, w.applying.behind, w.applying.unseen, w.applying.log = w.queueSync, w.behind, w.unseen, w.log
 	w.republish = newRepublisher(js, w.log, func(key parentKey) { w.resyncAfter(key, 0) })
 	w.republish.firstRetry = w.firstRetry
 	w.chain = newRequestChain(js)
