@@ -191,8 +191,14 @@ func (ws *writeWaits) expire(key parentKey, h *writeWait, now time.Time) {
 	}
 	ws.drop(key, h)
 	if h.synced && h.ended {
-		ws.log.Info("the caches did not show an apply's writes in time: the parent is synced without them", append([]any{"controller", key.Controller,
-			"parent", key.String(), "writes", len(h.wrote), "waited", now.Sub(h.endedAt).Round(time.Millisecond)}, ws.unseen(key.Controller, h.wrote)...)...)
+		args := []any{"controller", key.Controller, "parent", key.String(), "writes", len(h.wrote), "waited", now.Sub(h.endedAt).Round(time.Millisecond)}
+		if unseen := ws.unseen(key.Controller, h.wrote); unseen != nil {
+			ws.log.Info("the caches did not show an apply's writes in time: the parent is synced without them", append(args, unseen...)...)
+		} else {
+			// The last write seen was one that syncs nothing (uc's own
+			// status), so nothing ended the wait before its deadline.
+			ws.log.Debug("an apply's writes were seen, the parent is synced at the wait's deadline", args...)
+		}
 	} else if h.synced {
 		ws.log.Warn("an apply did not say it ended in time (its applier stopped?): the parent is synced", "controller", key.Controller,
 			"parent", key.String(), "waited", maxApplyWait)
@@ -359,7 +365,8 @@ func firstUnseen(c objectCache, wrote []bus.Written, watched func(schema.GroupVe
 
 // unseen describes, for a log line, the first write of an apply of the
 // controller's that the caches have not seen: the write, the version the
-// cache holds, and the latest its handlers were given.
+// cache holds, and the latest its handlers were given; nil when they saw
+// every one.
 func (w *Watcher) unseen(controller string, wrote []bus.Written) []any {
 	ctl, ok := w.reg.Get(controller)
 	if !ok {
@@ -368,7 +375,7 @@ func (w *Watcher) unseen(controller string, wrote []bus.Written) []any {
 	c := w.cache()
 	wr, ok := firstUnseen(c, wrote, func(gvr schema.GroupVersionResource) bool { return watches(ctl, gvr) })
 	if !ok {
-		return []any{"unseen", "none"}
+		return nil
 	}
 	gvr := schema.GroupVersionResource{Group: wr.Group, Version: wr.Version, Resource: wr.Resource}
 	cached := "none"
