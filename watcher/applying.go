@@ -165,6 +165,18 @@ func (ws *writeWaits) awaiting(key parentKey, resync bool, now time.Time, seen f
 	return true
 }
 
+// check ends the wait of an apply that ended if the caches have seen its
+// writes since, and queues the sync it deferred: for a change that syncs
+// nothing, and so does not go through awaiting — uc's own status on the
+// parent, often an apply's last write.
+func (ws *writeWaits) check(key parentKey, seen func(string, []bus.Written) bool) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if h := ws.byKey[key]; h != nil {
+		ws.release(key, h, seen)
+	}
+}
+
 // extend makes the wait end that long from now.
 func (ws *writeWaits) extend(key parentKey, h *writeWait, now time.Time, d time.Duration) {
 	if h.deadline != nil {

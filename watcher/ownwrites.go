@@ -121,8 +121,9 @@ func synced(u *unstructured.Unstructured) map[string]any {
 
 // parentHandler follows a controller's parents: a parent added, deleted,
 // or changed as changed says, is synced at once, and its backoff starts
-// again; an update that is uc's own report of a failure is not synced,
-// and tells the republisher that the parent's last request failed. An
+// again; an update that is uc's own report is not synced — it may end the
+// wait for an apply's writes (see writeWaits), and when it reports a
+// failure, it tells the republisher that the parent's last request failed. An
 // update is decoded (the cache holds parents compact) unless it is an
 // informer's resync.
 func (w *Watcher) parentHandler(controller string, changed func(o, n *unstructured.Unstructured) bool) cache.ResourceEventHandler {
@@ -142,12 +143,17 @@ func (w *Watcher) parentHandler(controller string, changed func(o, n *unstructur
 				sync(newObj)
 				return
 			}
-			switch {
-			case changed(o, n):
+			if changed(o, n) {
 				sync(n)
-			case failureReported(o, n):
-				w.republish.failed(parentKey{Controller: controller, Namespace: n.GetNamespace(), Name: n.GetName()}, "", time.Now())
+				return
 			}
+			key := parentKey{Controller: controller, Namespace: n.GetNamespace(), Name: n.GetName()}
+			if failureReported(o, n) {
+				w.republish.failed(key, "", time.Now())
+			}
+			// uc's own status may be the last write of an apply the
+			// parent's syncs wait for.
+			w.applying.check(key, w.seen)
 		},
 		DeleteFunc: func(obj any) {
 			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {

@@ -1,10 +1,15 @@
 package watcher
 
 import (
+	"log/slog"
+	"reflect"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"universalcontroller.dev/uc/schemas/bus"
 )
 
 // parentAt is an Echo-like parent at a resourceVersion, with that status
@@ -110,6 +115,52 @@ func TestFailureReported(t *testing.T) {
 			if got := failureReported(parentAt("5", tt.o), parentAt("6", tt.n)); got != tt.reported {
 				t.Errorf("failureReported = %v, want %v", got, tt.reported)
 			}
+		})
+	}
+}
+
+// TestOwnStatusEndsWriteWait: uc's own status on a parent, which syncs
+// nothing, ends the wait for an apply's writes when it is the last of
+// them to be seen, and queues the sync the wait deferred — rather than
+// leaving it to the wait's deadline.
+func TestOwnStatusEndsWriteWait(t *testing.T) {
+	key := parentKey{Controller: "ctl", Namespace: "ns", Name: "p"}
+	wrote := []bus.Written{{Group: "e2e", Version: "v1", Resource: "echoes", Namespace: "ns", Name: "p", ResourceVersion: "6"}}
+	for _, tt := range []struct {
+		name       string
+		seen       bool
+		wantQueued []queuedSync
+	}{
+		{"the status was the last write", true, []queuedSync{{key, false}}},
+		{"a write is still unseen", false, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			q := &queued{}
+			w := &Watcher{reg: unregistered{}, log: slog.New(slog.DiscardHandler)}
+			w.applying = writeWaits{sync: q.sync, log: w.log}
+			t0 := time.Now()
+			unseen := func(string, []bus.Written) bool { return false }
+			w.applying.start(key, t0)
+			w.applying.end(key, wrote, t0, unseen)
+			w.applying.awaiting(key, false, t0, unseen) // a child's event, deferred
+			if !tt.seen {
+				w.applying.check(key, unseen)
+			} else {
+				// The registry does not know ctl: every write counts as seen.
+				status := map[string]any{"observedGeneration": int64(2), "conditions": []any{cond("Synced", "True", "Applied", "")}}
+				w.parentHandler("ctl", changedNotByUC).OnUpdate(parentAt("5", nil), parentAt("6", status))
+			}
+			if !reflect.DeepEqual(q.syncs, tt.wantQueued) {
+				t.Fatalf("syncs queued %+v, want %+v", q.syncs, tt.wantQueued)
+			}
+			if _, waiting := w.applying.byKey[key]; waiting == tt.seen {
+				t.Errorf("wait still there: %v, want %v", waiting, !tt.seen)
+			}
+			w.applying.mu.Lock()
+			for _, h := range w.applying.byKey {
+				h.deadline.Stop()
+			}
+			w.applying.mu.Unlock()
 		})
 	}
 }
