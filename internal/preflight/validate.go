@@ -58,10 +58,10 @@ func (s *schemas) couldRefuse(ctx context.Context, w Write) string {
 	case w.Verb == Apply && w.Old == nil:
 		return "the live object it updates is not in the cache"
 	}
-	if path := nullAt(w.New.Object, ""); path != "" {
-		return fmt.Sprintf("%s is null", path)
+	if hasNull(w.New.Object) {
+		return fmt.Sprintf("%s is null", nullAt(w.New.Object, ""))
 	}
-	if b, err := json.Marshal(w.New.Object); err != nil || len(b) > maxObjectBytes {
+	if n, err := encodedSize(w.New.Object); err != nil || n > maxObjectBytes {
 		return fmt.Sprintf("the object is larger than %d bytes", maxObjectBytes)
 	}
 	if w.Resource.GVK.GroupKind() == configMapKind {
@@ -92,6 +92,40 @@ func problems(errs []error) string {
 		msgs[i] = err.Error()
 	}
 	return strings.Join(msgs, "; ")
+}
+
+// hasNull tells whether v holds a null value (see nullAt), without the
+// cost of naming where: every write is checked.
+func hasNull(v any) bool {
+	switch v := v.(type) {
+	case nil:
+		return true
+	case map[string]any:
+		for _, x := range v {
+			if hasNull(x) {
+				return true
+			}
+		}
+	case []any:
+		return slices.ContainsFunc(v, hasNull)
+	}
+	return false
+}
+
+// encodedSize is the size of v's JSON, counted as it is encoded rather
+// than held.
+func encodedSize(v any) (int, error) {
+	var n counter
+	err := json.NewEncoder(&n).Encode(v)
+	return int(n) - 1, err // less Encode's newline
+}
+
+// counter is a writer that counts the bytes written to it.
+type counter int
+
+func (c *counter) Write(p []byte) (int, error) {
+	*c += counter(len(p))
+	return len(p), nil
 }
 
 // nullAt returns the path of a null value in v, or "": the apiserver

@@ -2,6 +2,7 @@ package preflight
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -180,5 +181,28 @@ func TestUnknownKindsAreRefusable(t *testing.T) {
 	}
 	if got := s.couldRefuse(context.Background(), Write{Verb: Delete, Resource: pods, Old: pod}); got != "" {
 		t.Fatalf("a delete is refusable: %s", got)
+	}
+}
+
+// TestNullAndSize: hasNull finds what nullAt names, and encodedSize is the
+// length of json.Marshal's bytes.
+func TestNullAndSize(t *testing.T) {
+	for _, v := range []any{
+		nil,
+		map[string]any{},
+		map[string]any{"a": map[string]any{"b": []any{int64(1), "x<y>&\u2028", nil}}},
+		map[string]any{"a": []any{map[string]any{"b": 1.5e21, "c": true}}, "d": map[string]any{"e": nil}},
+		map[string]any{"a": []any{[]any{"é", int64(-3)}}, "b": map[string]any{"c": map[string]any{}}},
+	} {
+		if got, want := hasNull(v), nullAt(v, "") != "" || v == nil; got != want {
+			t.Errorf("hasNull(%v) = %v, nullAt says %v", v, got, want)
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := encodedSize(v); err != nil || n != len(b) {
+			t.Errorf("encodedSize(%v) = %d, %v; json.Marshal gives %d bytes", v, n, err, len(b))
+		}
 	}
 }
