@@ -294,6 +294,9 @@ func (w *writer) upgradeOwnership(ctx context.Context, res dynamic.ResourceInter
 // through an Update operation (a create, or an update of Metacontroller's)
 // and manager's apply does not: a field the apply cannot remove.
 func leftBehind(out *unstructured.Unstructured, manager string, former sets.Set[string]) (bool, error) {
+	if appliedCovers(out, manager, former) {
+		return false, nil
+	}
 	applied, updated := &fieldpath.Set{}, &fieldpath.Set{}
 	for _, mf := range out.GetManagedFields() {
 		var into **fieldpath.Set
@@ -322,6 +325,52 @@ func leftBehind(out *unstructured.Unstructured, manager string, former sets.Set[
 		}
 	}
 	return !updated.Difference(applied).Empty(), nil
+}
+
+// appliedCovers is leftBehind's answer when it is no, as most often,
+// found without parsing the fields into sets: every field of the former
+// managers' Update entries is in manager's apply, or holds one of its
+// fields (a create's entry keeps the maps themselves, "f:data": {}).
+// Read from the managedFields as the object holds them. False when
+// unsure: a field path spelled two ways is told apart by parsing alone.
+func appliedCovers(out *unstructured.Unstructured, manager string, former sets.Set[string]) bool {
+	list, _, _ := unstructured.NestedFieldNoCopy(out.Object, "metadata", "managedFields")
+	entries, _ := list.([]any)
+	var applied map[string]any
+	var updated []map[string]any
+	for _, e := range entries {
+		m, _ := e.(map[string]any)
+		if sub, _ := m["subresource"].(string); sub != "" {
+			continue
+		}
+		mgr, _ := m["manager"].(string)
+		fields, _ := m["fieldsV1"].(map[string]any)
+		switch op, _ := m["operation"].(string); {
+		case mgr == manager && op == string(metav1.ManagedFieldsOperationApply):
+			applied = fields
+		case former.Has(mgr) && op == string(metav1.ManagedFieldsOperationUpdate):
+			updated = append(updated, fields)
+		}
+	}
+	return !slices.ContainsFunc(updated, func(u map[string]any) bool { return !covers(applied, u) })
+}
+
+// covers tells whether every field of the fieldsV1 tree u is in a, or is
+// above one of a's fields.
+func covers(a, u map[string]any) bool {
+	for k, sub := range u {
+		if k == "." { // the map itself, which a holds a field of
+			continue
+		}
+		ak, ok := a[k].(map[string]any)
+		if !ok {
+			return false
+		}
+		if us, _ := sub.(map[string]any); !covers(ak, us) {
+			return false
+		}
+	}
+	return true
 }
 
 // refusedError is a write uc refuses to make (verdict.Permanent).

@@ -148,43 +148,48 @@ func TestLeftBehind(t *testing.T) {
 		entries []metav1.ManagedFieldsEntry
 		former  []string
 		want    bool
+		covered bool // told without parsing (appliedCovers)
 	}{
 		{"created, then applied with a value changed", []metav1.ManagedFieldsEntry{
 			entry(manager, metav1.ManagedFieldsOperationApply, applied, ""),
 			entry(manager, metav1.ManagedFieldsOperationUpdate, createdThenApplied, ""),
-		}, nil, false},
+		}, nil, false, true},
 		{"created, then applied without its labels", []metav1.ManagedFieldsEntry{
 			entry(manager, metav1.ManagedFieldsOperationApply, appliedNoLabels, ""),
 			entry(manager, metav1.ManagedFieldsOperationUpdate, createdThenApplied, ""),
-		}, nil, true},
-		{"applied from the start", []metav1.ManagedFieldsEntry{entry(manager, metav1.ManagedFieldsOperationApply, keep, "")}, nil, false},
+		}, nil, true, false},
+		{"applied from the start", []metav1.ManagedFieldsEntry{entry(manager, metav1.ManagedFieldsOperationApply, keep, "")}, nil, false, true},
 		{"created, every field still applied", []metav1.ManagedFieldsEntry{
 			entry(manager, metav1.ManagedFieldsOperationUpdate, keepDrop, ""),
 			entry(manager, metav1.ManagedFieldsOperationApply, keepDrop, ""),
-		}, nil, false},
+		}, nil, false, true},
 		{"created, a field no longer applied", []metav1.ManagedFieldsEntry{
 			entry(manager, metav1.ManagedFieldsOperationUpdate, keepDrop, ""),
 			entry(manager, metav1.ManagedFieldsOperationApply, keep, ""),
-		}, nil, true},
+		}, nil, true, false},
 		{"another manager's update is not uc's to remove", []metav1.ManagedFieldsEntry{
 			entry("kubectl-edit", metav1.ManagedFieldsOperationUpdate, keepDrop, ""),
 			entry(manager, metav1.ManagedFieldsOperationApply, keep, ""),
-		}, nil, false},
+		}, nil, false, true},
 		{"Metacontroller's update, taken over", []metav1.ManagedFieldsEntry{
 			entry(core.MetacontrollerFieldManager, metav1.ManagedFieldsOperationUpdate, keepDrop, ""),
 			entry(manager, metav1.ManagedFieldsOperationApply, keep, ""),
-		}, []string{core.MetacontrollerFieldManager}, true},
+		}, []string{core.MetacontrollerFieldManager}, true, false},
 		{"a status update is not the object's", []metav1.ManagedFieldsEntry{
 			entry(manager, metav1.ManagedFieldsOperationUpdate, `{"f:status":{"f:x":{}}}`, "status"),
 			entry(manager, metav1.ManagedFieldsOperationApply, keep, ""),
-		}, nil, false},
+		}, nil, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := &unstructured.Unstructured{Object: map[string]any{}}
 			out.SetManagedFields(tc.entries)
-			got, err := leftBehind(out, manager, sets.New(append(tc.former, manager)...))
+			former := sets.New(append(tc.former, manager)...)
+			got, err := leftBehind(out, manager, former)
 			if err != nil || got != tc.want {
 				t.Errorf("leftBehind = %v, %v; want %v", got, err, tc.want)
+			}
+			if covered := appliedCovers(out, manager, former); covered != tc.covered {
+				t.Errorf("appliedCovers = %v, want %v", covered, tc.covered)
 			}
 		})
 	}

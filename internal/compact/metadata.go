@@ -1,9 +1,11 @@
 package compact
 
 import (
+	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
 // Metadata is m as unstructured metadata, as runtime's converter makes it
@@ -89,4 +91,36 @@ func OwnerReferences(refs []metav1.OwnerReference) []any {
 		out[i] = ref
 	}
 	return out
+}
+
+// ManagedFields are entries as unstructured metadata's managedFields, as
+// runtime's converter makes them (Unstructured.SetManagedFields), without
+// its reflection: a fieldsV1 is decoded from its JSON, once.
+func ManagedFields(entries []metav1.ManagedFieldsEntry) ([]any, error) {
+	out := make([]any, len(entries))
+	for i, e := range entries {
+		m := make(map[string]any, 7)
+		for _, f := range [...]struct{ k, v string }{
+			{"manager", e.Manager}, {"operation", string(e.Operation)}, {"apiVersion", e.APIVersion},
+			{"fieldsType", e.FieldsType}, {"subresource", e.Subresource},
+		} {
+			if f.v != "" {
+				m[f.k] = f.v
+			}
+		}
+		if e.Time != nil {
+			m["time"] = e.Time.UTC().Format(time.RFC3339)
+		}
+		if e.FieldsV1 != nil {
+			var fields any
+			if len(e.FieldsV1.Raw) > 0 {
+				if err := utiljson.Unmarshal(e.FieldsV1.Raw, &fields); err != nil {
+					return nil, fmt.Errorf("fieldsV1 of %s: %w", e.Manager, err)
+				}
+			}
+			m["fieldsV1"] = fields
+		}
+		out[i] = m
+	}
+	return out, nil
 }

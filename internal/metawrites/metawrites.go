@@ -175,13 +175,11 @@ func (r *resource) do(ctx context.Context, req *rest.Request, opts runtime.Objec
 	}
 	meta := compact.Metadata(&partial.ObjectMeta)
 	if managed && len(partial.ManagedFields) > 0 {
-		mf, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&struct {
-			ManagedFields []metav1.ManagedFieldsEntry `json:"managedFields"`
-		}{partial.ManagedFields})
+		mf, err := compact.ManagedFields(partial.ManagedFields)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("the answer to a write of %s %s: %w", r.gvr.Resource, name, err)
 		}
-		meta["managedFields"] = mf["managedFields"]
+		meta["managedFields"] = mf
 	}
 	out := &unstructured.Unstructured{Object: map[string]any{"metadata": meta}}
 	out.SetAPIVersion(r.gvr.GroupVersion().String())
