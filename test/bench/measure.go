@@ -19,6 +19,7 @@ type window struct {
 	perParent map[string]int64
 	cpu       cpuSeconds
 	ucCPU     cpuSeconds // by uc's process
+	allocated int64      // by uc's processes since they started
 	profiler  *profiler
 }
 
@@ -47,6 +48,9 @@ type measurement struct {
 	// watcher, applier-1, ….
 	UCCPUSeconds cpuSeconds         `json:"ucCPUSecondsByRole,omitempty"`
 	UCPeakRSSMiB map[string]float64 `json:"ucPeakRSSMiBByRole,omitempty"`
+	// UCAllocatedMB is the megabytes uc's processes allocated (see
+	// ucProcess.allocated).
+	UCAllocatedMB float64 `json:"ucAllocatedMB,omitempty"`
 }
 
 // workloadResources are the resources of the Fanout workload. The driver
@@ -79,12 +83,15 @@ func (m measurement) apiserverRates(seconds float64) (requests, cores float64) {
 // -apiserver-profiles and -uc-profiles); uc may be nil.
 func (e *env) open(ctx context.Context, label string, uc *ucProcess) (*window, error) {
 	w := &window{e: e, uc: uc, driver: e.driverRequests.snapshot(), calls: e.hook.calls.Load(), perParent: e.hook.perParent()}
+	var err error
 	if uc != nil {
 		if err := uc.resetPeaks(); err != nil {
 			return nil, err
 		}
+		if w.allocated, err = uc.allocated(ctx); err != nil {
+			return nil, err
+		}
 	}
-	var err error
 	if w.metrics, err = scrapeMetrics(ctx, e.api.kube.CoreV1().RESTClient()); err != nil {
 		return nil, err
 	}
@@ -133,6 +140,11 @@ func (w *window) close(ctx context.Context) (measurement, error) {
 	if err != nil {
 		return m, err
 	}
+	allocated, err := w.uc.allocated(ctx)
+	if err != nil {
+		return m, err
+	}
+	m.UCAllocatedMB = float64(allocated-w.allocated) / 1e6
 	m.PeakRSSMiB, m.RSSMiB = mib(mem.Peak), mib(mem.RSS)
 	if len(byRole) > 1 {
 		m.UCCPUSeconds = ucCPU.minus(w.ucCPU)

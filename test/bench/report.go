@@ -213,6 +213,7 @@ func (r *results) print(out io.Writer) {
 	}
 	r.printPhases(out)
 	r.printMemory(out)
+	r.printPerParent(out)
 	r.printRequests(out)
 	r.printCPU(out)
 	r.printRoles(out)
@@ -260,6 +261,25 @@ func (r *results) printMemory(out io.Writer) {
 	if r.Parents < 1000 {
 		fmt.Fprintln(out, "(below 1,000 parents, the per-1,000 figures are mostly allocation churn, not the objects held)")
 	}
+}
+
+// printPerParent shows uc's own cost per parent a phase changed: its CPU
+// time and the bytes it allocated over the phase's window.
+func (r *results) printPerParent(out io.Writer) {
+	if len(r.Phases) == 0 || r.Phases[0].UCAllocatedMB == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(out, "\nuc's own cost per parent changed, over each phase's window (all its processes; with -appliers, the nats-server's CPU but not its allocations)")
+	fmt.Fprintln(tw, "phase\tCPU\tallocated\t")
+	for _, p := range r.Phases {
+		if p.Parents == 0 {
+			continue
+		}
+		n := float64(p.Parents)
+		fmt.Fprintf(tw, "%s\t%.1f ms\t%.0f KB\t\n", p.Name, 1000*p.CPUSeconds["uc"]/n, 1000*p.UCAllocatedMB/n)
+	}
+	tw.Flush()
 }
 
 // namedWindow is a measurement window of the run, named, with its length.

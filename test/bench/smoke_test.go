@@ -27,6 +27,9 @@ func TestBenchSmoke(t *testing.T) {
 		if !p.Converged || !p.Idle {
 			t.Errorf("phase %s: converged %t, idle %t", p.Name, p.Converged, p.Idle)
 		}
+		if p.Parents > 0 && p.UCAllocatedMB <= 0 {
+			t.Errorf("phase %s: uc allocated %.3f MB", p.Name, p.UCAllocatedMB)
+		}
 		if p.Name == "resync" && p.WorkloadWrites != 0 {
 			t.Errorf("a resync of unchanged parents made %d writes: %v", p.WorkloadWrites, p.Requests)
 		}

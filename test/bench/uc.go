@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -451,17 +450,42 @@ func (u *ucProcess) saveHeaps(ctx context.Context, dir, label string) error {
 	return nil
 }
 
+// allocated is the bytes uc's processes allocated since they started
+// (runtime.MemStats.TotalAlloc, summed; the NATS server of separate roles
+// not counted): over a window, the churn the garbage collector pays for,
+// steadier from run to run than CPU time on a shared machine.
+func (u *ucProcess) allocated(ctx context.Context) (int64, error) {
+	var total int64
+	for _, p := range u.procs {
+		if p.debug == "" {
+			continue
+		}
+		n, err := memStat(ctx, p.debug, "", "TotalAlloc")
+		if err != nil {
+			return 0, fmt.Errorf("uc %s: %w", p.role, err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
 // heapAfterGC reads HeapAlloc from a Go process's heap profile, taken
 // after a garbage collection.
 func heapAfterGC(ctx context.Context, debug string) (int64, error) {
-	profile, err := httpProfile(ctx, debug+"/debug/pprof/heap?gc=1&debug=1")
+	return memStat(ctx, debug, "gc=1&", "HeapAlloc")
+}
+
+// memStat reads one of runtime.MemStats from a Go process's heap profile
+// (query: more of the profile's parameters).
+func memStat(ctx context.Context, debug, query, name string) (int64, error) {
+	profile, err := httpProfile(ctx, debug+"/debug/pprof/heap?"+query+"debug=1")
 	if err != nil {
 		return 0, fmt.Errorf("heap profile (is --profiling overridden by -uc-flag?): %w", err)
 	}
 	for line := range strings.Lines(string(profile)) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "# HeapAlloc = "); ok {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "# "+name+" = "); ok {
 			return strconv.ParseInt(v, 10, 64)
 		}
 	}
-	return 0, errors.New("heap profile: no HeapAlloc")
+	return 0, fmt.Errorf("heap profile: no %s", name)
 }
