@@ -38,7 +38,7 @@ func TestWatcherFailover(t *testing.T) {
 		}
 		return fmt.Errorf("no watcher leads")
 	})
-	eventually(t, 30*time.Second, b.hookSawLatest("before"))
+	eventually(t, 30*time.Second, b.settled("before"))
 	before := b.callsOf("before")
 	leader.proc.Kill()
 	killed := time.Now()

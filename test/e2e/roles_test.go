@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"universalcontroller.dev/uc/internal/bustest"
+	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/sdk/go/hook"
 	"universalcontroller.dev/uc/test/testbed"
@@ -109,17 +110,38 @@ type rolesOnBus struct {
 	workerEnded chan struct{}       // closed when it stopped
 }
 
-// hookSawLatest fails until the hook was called with the Widget as it is now.
-func (b *rolesOnBus) hookSawLatest(name string) func() error {
+// settled fails until the hook was called with the Widget as it is now,
+// and that request was applied: the fence names a request that observed
+// the Widget at its resourceVersion. (The hook sees the latest Widget
+// before its reply is applied; an apply that writes the Widget's status
+// makes a new state, and one more request.)
+func (b *rolesOnBus) settled(name string) func() error {
 	return func() error {
-		w, err := env.dyn.Resource(widgetGVR).Namespace(b.ns).Get(b.t.Context(), name, metav1.GetOptions{})
+		ctx := b.t.Context()
+		w, err := env.dyn.Resource(widgetGVR).Namespace(b.ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		b.mu.Lock()
-		defer b.mu.Unlock()
-		if b.lastRV[name] != w.GetResourceVersion() {
-			return fmt.Errorf("the hook last saw %s at resourceVersion %q, it is at %q", name, b.lastRV[name], w.GetResourceVersion())
+		saw := b.lastRV[name]
+		b.mu.Unlock()
+		if saw != w.GetResourceVersion() {
+			return fmt.Errorf("the hook last saw %s at resourceVersion %q, it is at %q", name, saw, w.GetResourceVersion())
+		}
+		kv, err := b.js.KeyValue(ctx, bus.FenceBucket)
+		if err != nil {
+			return err
+		}
+		e, err := kv.Get(ctx, string(w.GetUID()))
+		if err != nil {
+			return fmt.Errorf("the fence of %s: %w", name, err)
+		}
+		f, err := bus.ParseFence(e.Value())
+		if err != nil {
+			return err
+		}
+		if f.ResourceVersion != w.GetResourceVersion() {
+			return fmt.Errorf("the request last applied for %s observed it at resourceVersion %q, it is at %q", name, f.ResourceVersion, w.GetResourceVersion())
 		}
 		return nil
 	}
