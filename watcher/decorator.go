@@ -99,7 +99,7 @@ func (w *Watcher) syncDecorated(ctx context.Context, ctl *core.Controller, key p
 		return err // without a customize reply yet, the sync follows it
 	}
 	_, span := w.tracer.Start(ctx, "claim")
-	attached, err := core.Attachments(w.reg, view, obj)
+	attached, err := core.Attachments(w.reg.ForRequests(), view, obj)
 	tracing.End(span, err)
 	if err != nil {
 		return err

@@ -135,7 +135,7 @@ func (w *Watcher) build(ctx context.Context, ctl *core.Controller, key parentKey
 		return b, nil
 	}
 	_, span := w.tracer.Start(ctx, "claim")
-	b.claimed, err = core.Claim(w.reg, ctl, parent, sel)
+	b.claimed, err = core.Claim(w.reg.ForRequests(), ctl, parent, sel)
 	tracing.End(span, err)
 	if err != nil {
 		return nil, err

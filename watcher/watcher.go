@@ -119,8 +119,11 @@ type Registry interface {
 	// the shared informers follow it for the controller.
 	Resolve(rule v1alpha1.ResourceRule) (core.Resource, error)
 	Watch(ctx context.Context, controller string, gvr schema.GroupVersionResource) error
-	// Cache holds the parents and children the core reads.
+	// Cache holds the parents and children the core reads; ForRequests
+	// is the same, its objects held to be encoded in a request (only their
+	// metadata may be read: see compact.Object.Encoded).
 	core.Cache
+	ForRequests() core.Cache
 	// Informer is the shared informer of a resource of parents, children
 	// or revisions (its cache holds compact objects, see internal/compact;
 	// a watcher shard's, only its partitions' objects); List lists its

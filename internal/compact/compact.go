@@ -152,10 +152,7 @@ var _ cache.TransformFunc = Transform
 // Decode returns the whole object an informer handed out (an Object, a
 // tombstone of one, or an unstructured object), decoded anew.
 func Decode(obj any) (*unstructured.Unstructured, error) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	switch o := obj.(type) {
+	switch o := unwrap(obj).(type) {
 	case *Object:
 		return o.Unstructured()
 	case *unstructured.Unstructured:
@@ -168,11 +165,16 @@ func Decode(obj any) (*unstructured.Unstructured, error) {
 // Object, a tombstone of one, or any object with metadata); false when it
 // has none.
 func Meta(obj any) (metav1.Object, bool) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	m, ok := obj.(metav1.Object)
+	m, ok := unwrap(obj).(metav1.Object)
 	return m, ok
+}
+
+// unwrap returns the object a tombstone holds, or obj.
+func unwrap(obj any) any {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return t.Obj
+	}
+	return obj
 }
 
 // internMeta makes the strings many cached objects repeat — the namespace,

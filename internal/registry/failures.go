@@ -436,7 +436,7 @@ func (r *Registry) mayBeFailing(parents cache.Indexer, controller string, sel la
 	if err != nil {
 		return nil, err
 	}
-	return decodeAll(objs)
+	return decodeAll(objs, compact.Decode)
 }
 
 // saw tells whether this process's appliers saw the parent fail under the

@@ -1,6 +1,8 @@
 package registry
 
 import (
+	"bytes"
+	"encoding/json"
 	"log/slog"
 	"slices"
 	"testing"
@@ -123,17 +125,19 @@ func TestOwnedStaysInTheOwnersNamespace(t *testing.T) {
 		{"team-a", []string{"team-a/mine"}},
 		{"", []string{"team-a/mine", "team-b/planted"}},
 	} {
-		owned, err := r.Owned(configMaps, tc.namespace, "parent-uid")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, u := range owned {
-			got = append(got, u.GetNamespace()+"/"+u.GetName())
-		}
-		slices.Sort(got)
-		if !slices.Equal(got, tc.want) {
-			t.Errorf("owned in %q: %v, want %v", tc.namespace, got, tc.want)
+		for name, c := range map[string]core.Cache{"Owned": r, "ForRequests().Owned": r.ForRequests()} {
+			owned, err := c.Owned(configMaps, tc.namespace, "parent-uid")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, u := range owned {
+				got = append(got, u.GetNamespace()+"/"+u.GetName())
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("%s in %q: %v, want %v", name, tc.namespace, got, tc.want)
+			}
 		}
 	}
 }
@@ -168,6 +172,18 @@ func TestOrphansSelected(t *testing.T) {
 	}
 	if len(got) != 1 || got[0].GetName() != "adoptable" || got[0].Object["data"].(map[string]any)["k"] != "adoptable" {
 		t.Fatalf("orphans %v, want team-a/adoptable decoded whole", got)
+	}
+	// For a request, the same object, encoded as the whole one is.
+	enc, err := r.ForRequests().Orphans(configMaps, "team-a", labels.SelectorFromSet(labels.Set{"app": "web"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(enc) != 1 || enc[0].GetName() != "adoptable" {
+		t.Fatalf("orphans for requests %v, want team-a/adoptable", enc)
+	}
+	want, _ := json.Marshal(got[0].Object)
+	if data, err := json.Marshal(enc[0].Object); err != nil || !bytes.Equal(data, want) {
+		t.Errorf("an orphan for requests encodes as %s (%v), want %s", data, err, want)
 	}
 }
 

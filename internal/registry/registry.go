@@ -419,14 +419,15 @@ func list(c cache.Indexer, namespace string, sel labels.Selector) ([]*unstructur
 	if err != nil {
 		return nil, err
 	}
-	return decodeAll(objs)
+	return decodeAll(objs, compact.Decode)
 }
 
-// decodeAll decodes objects of a shared cache.
-func decodeAll[T any](objs []T) ([]*unstructured.Unstructured, error) {
+// decodeAll decodes objects of a shared cache with decode (compact.Decode,
+// or compact.DecodeEncoded for objects to be encoded).
+func decodeAll[T any](objs []T, decode func(any) (*unstructured.Unstructured, error)) ([]*unstructured.Unstructured, error) {
 	out := make([]*unstructured.Unstructured, 0, len(objs))
 	for _, o := range objs {
-		u, err := compact.Decode(o)
+		u, err := decode(o)
 		if err != nil {
 			return nil, err
 		}
@@ -645,6 +646,10 @@ func indexOrphans(obj any) ([]string, error) {
 // "". Only those are decoded: a namespace's orphans are mostly no
 // parent's (its kube-root-ca.crt ConfigMap, say), and every sync looks.
 func (r *Registry) Orphans(gvr schema.GroupVersionResource, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
+	return r.orphans(gvr, namespace, sel, compact.Decode)
+}
+
+func (r *Registry) orphans(gvr schema.GroupVersionResource, namespace string, sel labels.Selector, decode func(any) (*unstructured.Unstructured, error)) ([]*unstructured.Unstructured, error) {
 	key := namespace
 	if key == "" {
 		key = allNamespaces
@@ -657,7 +662,7 @@ func (r *Registry) Orphans(gvr schema.GroupVersionResource, namespace string, se
 		m, ok := compact.Meta(o)
 		return !ok || !sel.Matches(labels.Set(m.GetLabels()))
 	})
-	return inNamespace(objs, namespace)
+	return inNamespace(objs, namespace, decode)
 }
 
 // Owned lists the objects of a child resource whose controller is owner, in
@@ -667,11 +672,39 @@ func (r *Registry) Orphans(gvr schema.GroupVersionResource, namespace string, se
 // not act on it: whoever could write it there would steer uc's writes into
 // a namespace the parent has no say in.
 func (r *Registry) Owned(gvr schema.GroupVersionResource, namespace string, owner types.UID) ([]*unstructured.Unstructured, error) {
+	return r.ownedBy(gvr, namespace, owner, compact.Decode)
+}
+
+func (r *Registry) ownedBy(gvr schema.GroupVersionResource, namespace string, owner types.UID, decode func(any) (*unstructured.Unstructured, error)) ([]*unstructured.Unstructured, error) {
 	objs, err := r.byIndex(gvr, ownerIndex, string(owner))
 	if err != nil {
 		return nil, fmt.Errorf("list %s owned by %s: %w", gvr.Resource, owner, err)
 	}
-	return inNamespace(objs, namespace)
+	return inNamespace(objs, namespace, decode)
+}
+
+// ForRequests is the Cache a hook request's children and attachments are
+// read from: the registry's, its objects to be encoded
+// (compact.Object.Encoded) — their metadata readable, the rest of each its
+// cached JSON, not decoded — which is all a request needs of them.
+func (r *Registry) ForRequests() core.Cache { return forRequests{r} }
+
+type forRequests struct{ r *Registry }
+
+func (v forRequests) Owned(gvr schema.GroupVersionResource, namespace string, owner types.UID) ([]*unstructured.Unstructured, error) {
+	return v.r.ownedBy(gvr, namespace, owner, compact.DecodeEncoded)
+}
+
+func (v forRequests) Orphans(gvr schema.GroupVersionResource, namespace string, sel labels.Selector) ([]*unstructured.Unstructured, error) {
+	return v.r.orphans(gvr, namespace, sel, compact.DecodeEncoded)
+}
+
+func (v forRequests) Object(gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error) {
+	obj, err := v.r.cached(gvr, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	return compact.DecodeEncoded(obj)
 }
 
 // byIndex lists the cached objects of gvr that an index files under key,
@@ -701,14 +734,14 @@ func (r *Registry) byIndex(gvr schema.GroupVersionResource, index, key string) (
 
 // inNamespace are the objects in namespace, or all of them when namespace
 // is "", decoded.
-func inNamespace(objs []any, namespace string) ([]*unstructured.Unstructured, error) {
+func inNamespace(objs []any, namespace string, decode func(any) (*unstructured.Unstructured, error)) ([]*unstructured.Unstructured, error) {
 	if namespace != "" {
 		objs = slices.DeleteFunc(objs, func(o any) bool {
 			m, ok := compact.Meta(o)
 			return !ok || m.GetNamespace() != namespace
 		})
 	}
-	return decodeAll(objs)
+	return decodeAll(objs, decode)
 }
 
 // startInformers starts the informers a controller needs and waits until
