@@ -1,12 +1,10 @@
 package core
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"math"
 	"reflect"
@@ -19,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"universalcontroller.dev/uc/internal/compact"
+	"universalcontroller.dev/uc/internal/ujson"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 )
@@ -366,12 +365,11 @@ func desiredObject(ctl *Controller, parent *unstructured.Unstructured, child *Ch
 }
 
 // setAppliedHash stamps obj with the hash of its content: of its JSON as
-// json.Marshal writes it (maps with sorted keys), encoded straight into
-// the hash.
+// json.Marshal writes it (maps with sorted keys).
 func setAppliedHash(obj *unstructured.Unstructured) error {
 	unstructured.RemoveNestedField(obj.Object, "metadata", "annotations", v1alpha1.AnnotationAppliedHash)
 	h := sha256.New()
-	if err := json.NewEncoder(withoutNewline{h}).Encode(obj.Object); err != nil {
+	if err := ujson.Write(h, obj.Object); err != nil {
 		return err
 	}
 	hash := hex.EncodeToString(h.Sum(nil)[:12])
@@ -399,17 +397,6 @@ func setAppliedHash(obj *unstructured.Unstructured) error {
 func appliedHash(o *unstructured.Unstructured) (string, bool) {
 	hash, ok, _ := unstructured.NestedString(o.Object, "metadata", "annotations", v1alpha1.AnnotationAppliedHash)
 	return hash, ok
-}
-
-// withoutNewline writes to w what it is given but a final newline: the
-// one an Encoder ends a value with (compact JSON holds no other).
-type withoutNewline struct{ w io.Writer }
-
-func (n withoutNewline) Write(b []byte) (int, error) {
-	if _, err := n.w.Write(bytes.TrimSuffix(b, []byte{'\n'})); err != nil {
-		return 0, err
-	}
-	return len(b), nil
 }
 
 func ownerRef(ctl *Controller, parent *unstructured.Unstructured) metav1.OwnerReference {

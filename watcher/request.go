@@ -3,7 +3,6 @@ package watcher
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -330,15 +329,6 @@ func (w *Watcher) publish(ctx context.Context, meta bus.Meta, typ, subject strin
 	w.log.Debug("published", append(meta.LogArgs(), "type", typ, "observation", meta.Observation,
 		"id", id, "duplicate", ack.Duplicate)...) // duplicate: dropped by the bus, which holds or held that request
 	return nil
-}
-
-// encode is the JSON of an event's data: a request's in one pass (see
-// hooks.SyncRequest.Encode), which is most of the watcher's encoding.
-func encode(data any) ([]byte, error) {
-	if req, ok := data.(*hooks.SyncRequest); ok {
-		return req.Encode()
-	}
-	return json.Marshal(data)
 }
 
 // observed identifies what a sync request observed.

@@ -17,7 +17,6 @@ package metawrites
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 
@@ -31,6 +30,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"universalcontroller.dev/uc/internal/compact"
+	"universalcontroller.dev/uc/internal/ujson"
 )
 
 // accept asks for the object as its metadata, in protobuf or JSON, and
@@ -127,10 +127,9 @@ func (r *resource) ApplyStatus(ctx context.Context, name string, obj *unstructur
 }
 
 // encode is the body of a write of obj: its JSON, as its MarshalJSON
-// writes it but for the final newline, without the buffer that grows
-// under it.
+// writes it but for the final newline.
 func encode(obj *unstructured.Unstructured) ([]byte, error) {
-	return json.Marshal(obj.Object)
+	return ujson.Marshal(obj.Object)
 }
 
 // managedFields says whether the answer to a write keeps the object's

@@ -2,7 +2,6 @@ package preflight
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -26,6 +25,7 @@ import (
 	"k8s.io/kube-openapi/pkg/validation/strfmt"
 	"k8s.io/kube-openapi/pkg/validation/validate"
 	"universalcontroller.dev/uc/core"
+	"universalcontroller.dev/uc/internal/ujson"
 )
 
 // maxObjectBytes bounds the objects validated on the client: etcd refuses
@@ -61,7 +61,7 @@ func (s *schemas) couldRefuse(ctx context.Context, w Write) string {
 	if hasNull(w.New.Object) {
 		return fmt.Sprintf("%s is null", nullAt(w.New.Object, ""))
 	}
-	if n, err := encodedSize(w.New.Object); err != nil || n > maxObjectBytes {
+	if n, err := ujson.Size(w.New.Object); err != nil || n > maxObjectBytes {
 		return fmt.Sprintf("the object is larger than %d bytes", maxObjectBytes)
 	}
 	if w.Resource.GVK.GroupKind() == configMapKind {
@@ -110,22 +110,6 @@ func hasNull(v any) bool {
 		return slices.ContainsFunc(v, hasNull)
 	}
 	return false
-}
-
-// encodedSize is the size of v's JSON, counted as it is encoded rather
-// than held.
-func encodedSize(v any) (int, error) {
-	var n counter
-	err := json.NewEncoder(&n).Encode(v)
-	return int(n) - 1, err // less Encode's newline
-}
-
-// counter is a writer that counts the bytes written to it.
-type counter int
-
-func (c *counter) Write(p []byte) (int, error) {
-	*c += counter(len(p))
-	return len(p), nil
 }
 
 // nullAt returns the path of a null value in v, or "": the apiserver

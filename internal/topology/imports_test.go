@@ -30,7 +30,7 @@ var layers = []struct {
 		"sdk/...", "internal/recovery", "internal/verdict", "internal/workloop", "internal/tracing/...",
 		"internal/topology", "internal/natsauth", "internal/shares", "internal/revision", "internal/schemacheck",
 		"internal/golden", "internal/bustest", "internal/objtest", "internal/compact", "internal/exechook", "internal/webhook/...",
-		"internal/natstls", "internal/natsreload", "internal/version",
+		"internal/natstls", "internal/natsreload", "internal/version", "internal/ujson",
 	}},
 	{"hooks", 2, []string{"examples/..."}}, // hooks as their authors write them, on the SDK
 	{"core", 2, []string{"core/..."}},

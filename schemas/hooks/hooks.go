@@ -5,7 +5,6 @@
 package hooks
 
 import (
-	"encoding/json"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,48 +66,6 @@ type SyncRequest struct {
 	Related  GroupedObjects `json:"related"`
 	// Finalizing is true when the finalize hook is called.
 	Finalizing bool `json:"finalizing"`
-}
-
-// Encode is the request's JSON, byte for byte json.Marshal's, made in one
-// pass. json.Marshal encodes each Unstructured by its MarshalJSON, which
-// encodes the object into a buffer of its own that the encoder then scans
-// and copies; Encode encodes the objects' maps in place.
-func (r *SyncRequest) Encode() ([]byte, error) {
-	return json.Marshal(struct {
-		Controller map[string]any                       `json:"controller"`
-		Parent     map[string]any                       `json:"parent"`
-		Children   map[string]map[string]map[string]any `json:"children"`
-		Related    map[string]map[string]map[string]any `json:"related"`
-		Finalizing bool                                 `json:"finalizing"`
-	}{content(r.Controller), content(r.Parent), r.Children.content(), r.Related.content(), r.Finalizing})
-}
-
-// content is the map of u: nil, encoded null, as a nil u.
-func content(u *unstructured.Unstructured) map[string]any {
-	if u == nil {
-		return nil
-	}
-	return u.Object
-}
-
-// content is g with each object's map in place of the object.
-func (g GroupedObjects) content() map[string]map[string]map[string]any {
-	if g == nil {
-		return nil
-	}
-	out := make(map[string]map[string]map[string]any, len(g))
-	for kind, objs := range g {
-		if objs == nil {
-			out[kind] = nil
-			continue
-		}
-		m := make(map[string]map[string]any, len(objs))
-		for key, u := range objs {
-			m[key] = content(u)
-		}
-		out[kind] = m
-	}
-	return out
 }
 
 // SyncResponse is the reply of the sync and finalize hooks.
