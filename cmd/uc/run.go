@@ -103,6 +103,10 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		// Synced conditions in its caches, whichever applier wrote them.
 		regOpts = append(regOpts, registry.WithStatus(dyn, recorder))
 	}
+	if cfg.roles == (roleSet{dispatcher: true}) {
+		// Nothing else in the process reads children or revisions.
+		regOpts = append(regOpts, registry.WithParentsOnly())
+	}
 	if cfg.roles.applier && cfg.embedded && cfg.nats.URL == "" {
 		// uc run on its embedded NATS server makes every apply itself: the
 		// failures its applier saw are all there are, so the failing

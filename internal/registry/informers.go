@@ -261,9 +261,15 @@ func (e *sharedInformer) setForbidden(gvr schema.GroupVersionResource, err error
 	defer e.mu.Unlock()
 	e.forbidden = nil
 	if apierrors.IsForbidden(err) {
-		gr := gvr.GroupResource().String()
-		e.forbidden = fmt.Errorf("cannot list %s in the cluster: forbidden (uc's ServiceAccount needs list and watch on %s): %w", gr, gr, err)
+		e.forbidden = forbidden(gvr, err)
 	}
+}
+
+// forbidden is the error of the API server's refusal err to list gvr,
+// naming the permission uc lacks.
+func forbidden(gvr schema.GroupVersionResource, err error) error {
+	gr := gvr.GroupResource().String()
+	return fmt.Errorf("cannot list %s in the cluster: forbidden (uc's ServiceAccount needs list and watch on %s): %w", gr, gr, err)
 }
 
 func (e *sharedInformer) refusal() error {

@@ -1,11 +1,15 @@
 package registry
 
 import (
+	"errors"
 	"log/slog"
 	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -234,5 +238,70 @@ func TestPartitionedInformers(t *testing.T) {
 				t.Errorf("with the controller gone, caches %v and %v still run", got, rel)
 			}
 		})
+	}
+}
+
+// TestParentsOnly: a dispatcher's registry caches the parents and no child
+// or revision, lists them without watching to learn that it may, and fails
+// the controller, naming the permission, when the API server refuses.
+func TestParentsOnly(t *testing.T) {
+	foos := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "foos"}
+	ctl := &core.Controller{
+		Name:     "c",
+		Parent:   core.Resource{GVR: foos},
+		Children: []core.Child{{Resource: core.Resource{GVR: configMaps}, Method: v1alpha1.ChildUpdateRollingRecreate}},
+	}
+	for _, refused := range []bool{false, true} {
+		var objs []runtime.Object
+		for _, kind := range []struct{ apiVersion, kind string }{{"example.com/v1", "Foo"}, {"v1", "ConfigMap"}} {
+			for _, name := range []string{"a", "b"} {
+				u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": kind.apiVersion, "kind": kind.kind}}
+				u.SetNamespace("ns")
+				u.SetName(name)
+				objs = append(objs, u)
+			}
+		}
+		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+			foos: "FooList", configMaps: "ConfigMapList", v1alpha1.RevisionResource: "ControllerRevisionList",
+		}, objs...)
+		var mu sync.Mutex
+		var asked []string
+		dyn.PrependReactor("list", "*", func(a ktesting.Action) (bool, runtime.Object, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			asked = append(asked, "list "+a.GetResource().Resource)
+			if refused && a.GetResource() == v1alpha1.RevisionResource {
+				return true, nil, apierrors.NewForbidden(v1alpha1.RevisionResource.GroupResource(), "", errors.New("no"))
+			}
+			return false, nil, nil
+		})
+		dyn.PrependWatchReactor("*", func(a ktesting.Action) (bool, watch.Interface, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			asked = append(asked, "watch "+a.GetResource().Resource)
+			return false, nil, nil
+		})
+		r := New(dyn, &fakediscovery.FakeDiscovery{Fake: &ktesting.Fake{}}, slog.New(slog.DiscardHandler), WithParentsOnly())
+		err := r.startInformers(t.Context(), ctl)
+		if refused {
+			const want = "controller c: cannot list controllerrevisions.universalcontroller.dev in the cluster: forbidden (uc's ServiceAccount needs list and watch on controllerrevisions.universalcontroller.dev)"
+			if err == nil || !strings.HasPrefix(err.Error(), want) {
+				t.Errorf("with revisions refused: %v, want %q", err, want)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := r.Cached(), map[schema.GroupVersionResource]int{foos: 2}; !maps.Equal(got, want) {
+			t.Errorf("Cached() = %v, want %v", got, want)
+		}
+		mu.Lock()
+		slices.Sort(asked)
+		if want := []string{"list configmaps", "list controllerrevisions", "list foos", "watch foos"}; !slices.Equal(asked, want) {
+			t.Errorf("asked the API server %q, want %q", asked, want)
+		}
+		mu.Unlock()
+		r.only(ctl.Name)
 	}
 }
