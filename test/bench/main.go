@@ -195,10 +195,15 @@ func parseFlags(args []string) (config, error) {
 		cfg.skip = append(cfg.skip, f)
 	}
 	if slices.Contains(cfg.skip, "update") {
+		var kept []string
 		for _, p := range afterUpdate {
 			if !slices.Contains(cfg.skip, p) {
-				return cfg, fmt.Errorf("-skip: %s starts from update's state: leave it out with update", p)
+				kept = append(kept, p)
 			}
+		}
+		if len(kept) > 0 {
+			return cfg, fmt.Errorf("-skip: %s start from update's state: leave them out with it (-skip %s)",
+				strings.Join(kept, ", "), strings.Join(append(slices.Clone(cfg.skip), kept...), ","))
 		}
 	}
 	var err error
