@@ -84,13 +84,19 @@ func Needs(ctl *core.Controller, opts Options) ([]Grant, error) {
 	for _, gvr := range ctl.ParentResources() {
 		parentGRs = append(parentGRs, gvr.GroupResource())
 	}
-	// Every role caches the parents and children of the controllers it
-	// runs (internal/registry): informers list and watch.
+	// Every role caches the parents of the controllers it runs
+	// (internal/registry): informers list and watch. The watcher and the
+	// applier cache their children too; the dispatcher lists them once,
+	// to report a refused list on the controller (registry.WithParentsOnly).
 	for _, role := range Roles {
 		for _, gr := range parentGRs {
 			add(role, gr, parents+": cached (list, watch)", "list", "watch")
 		}
 		for _, c := range ctl.Children {
+			if role == Dispatcher {
+				add(role, c.GVR.GroupResource(), children+": listed once as the controller registers, to report a refused list (list)", "list")
+				continue
+			}
 			add(role, c.GVR.GroupResource(), children+": cached (list, watch)", "list", "watch")
 		}
 	}
@@ -293,7 +299,7 @@ func Objects(ctl *core.Controller, grants []Grant, dispatcher types.NamespacedNa
 // roleDoes says what each role does with a controller's kinds.
 var roleDoes = map[Role]string{
 	Watcher:    "watches the controller's kinds, and writes nothing.",
-	Dispatcher: "caches the controller's kinds, to report on the controller, and reads what its hooks that are not on the bus need.",
+	Dispatcher: "caches the controller's parents, to report on the controller, and reads what its hooks that are not on the bus need.",
 	Applier:    "writes what the controller's hooks reply, and nothing else.",
 }
 

@@ -713,11 +713,7 @@ func (v forRequests) Orphans(gvr schema.GroupVersionResource, namespace string, 
 }
 
 func (v forRequests) Object(gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error) {
-	obj, err := v.r.cached(gvr, namespace, name)
-	if err != nil {
-		return nil, err
-	}
-	return compact.DecodeEncoded(obj)
+	return v.r.object(gvr, namespace, name, compact.DecodeEncoded)
 }
 
 // byIndex lists the cached objects of gvr that an index files under key,
@@ -819,11 +815,15 @@ func (r *Registry) only(controller string, owned ...schema.GroupVersionResource)
 // anew (the caller may change it); namespace is "" for a cluster-scoped
 // object.
 func (r *Registry) Object(gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error) {
+	return r.object(gvr, namespace, name, compact.Decode)
+}
+
+func (r *Registry) object(gvr schema.GroupVersionResource, namespace, name string, decode func(any) (*unstructured.Unstructured, error)) (*unstructured.Unstructured, error) {
 	obj, err := r.cached(gvr, namespace, name)
 	if err != nil {
 		return nil, err
 	}
-	return compact.Decode(obj)
+	return decode(obj)
 }
 
 // Meta returns the metadata of an object in the shared cache of its
