@@ -93,6 +93,12 @@ func (o *Object) Unstructured() (*unstructured.Unstructured, error) {
 			return nil, fmt.Errorf("decode %s %s: %w", o.Kind, o.key(), err)
 		}
 	}
+	return o.withType(obj), nil
+}
+
+// withType is obj, the object's fields but its type and metadata, with
+// them added.
+func (o *Object) withType(obj map[string]any) *unstructured.Unstructured {
 	obj["metadata"] = metadata(&o.ObjectMeta, o.labels.unstructured(), o.annotations.unstructured())
 	if o.APIVersion != "" {
 		obj["apiVersion"] = o.APIVersion
@@ -100,7 +106,7 @@ func (o *Object) Unstructured() (*unstructured.Unstructured, error) {
 	if o.Kind != "" {
 		obj["kind"] = o.Kind
 	}
-	return &unstructured.Unstructured{Object: obj}, nil
+	return &unstructured.Unstructured{Object: obj}
 }
 
 // Contains tells whether the object's JSON, but for its type and metadata,

@@ -31,14 +31,7 @@ func (o *Object) Encoded() (*unstructured.Unstructured, error) {
 			obj[f.name] = json.RawMessage(f.value)
 		}
 	}
-	obj["metadata"] = metadata(&o.ObjectMeta, o.labels.unstructured(), o.annotations.unstructured())
-	if o.APIVersion != "" {
-		obj["apiVersion"] = o.APIVersion
-	}
-	if o.Kind != "" {
-		obj["kind"] = o.Kind
-	}
-	return &unstructured.Unstructured{Object: obj}, nil
+	return o.withType(obj), nil
 }
 
 // DecodeEncoded is Decode for objects to be encoded (see Object.Encoded):
