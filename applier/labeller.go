@@ -194,7 +194,7 @@ func (l *labeller) handler(cur *core.Controller, k labelKey) cache.ResourceEvent
 			enqueue(newObj)
 		},
 		DeleteFunc: func(obj any) {
-			if k.parent && l.partitioned {
+			if l.partitioned {
 				l.left(cur, k, obj)
 			}
 		},
@@ -207,25 +207,35 @@ func objectKey(k labelKey, obj metav1.Object) labelKey {
 	return k
 }
 
-// left hears that a parent left this replica's partitioned caches: it was
-// deleted, or labelled with a partition of another cache (by uc, or by
-// hand) — the API server tells both alike. Its children still cached are
-// checked soon. A label removed is remembered, to be reported when the
-// parent, in the cache of the objects in no partition, gets it back.
+// left hears that an object left one of this replica's partitioned
+// caches: it was deleted, or labelled with a partition of another cache
+// (by uc, or by hand) — the API server tells both alike. It is checked
+// again now: the cache it entered may have shown it first, while this one
+// still held it with its old label, and the registry reads the first
+// cache that holds it.
+//
+// A parent's children still cached are checked soon too. A parent's label
+// removed is remembered, to be reported when the parent, in the cache of
+// the objects in no partition, gets it back.
 func (l *labeller) left(ctl *core.Controller, k labelKey, obj any) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
 	m, ok := compact.Meta(obj)
-	if !ok || !l.isParent(ctl, k, m) {
+	if !ok {
+		return
+	}
+	if !k.parent {
+		l.queue.Add(objectKey(k, m))
+		return
+	}
+	if !l.isParent(ctl, k, m) {
 		return
 	}
 	k = objectKey(k, m)
 	if label := m.GetLabels()[v1alpha1.LabelPartition]; ctl.ValidPartition(label) {
 		l.removed.Store(k, removedLabel{label, m.GetUID()})
 	}
-	// Checked again now: the cache it entered may have shown it first,
-	// while this one still held its old labels.
 	l.queue.Add(k)
 	k.gone, k.uid = true, m.GetUID()
 	l.queue.AddAfter(k, goneDelay)

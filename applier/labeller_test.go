@@ -217,3 +217,69 @@ func TestLabeller(t *testing.T) {
 		})
 	}
 }
+
+// TestLabellerChildMovedWithinReplica: a child whose label someone changed
+// from one partition a replica holds to another is, for a moment, in two
+// of its caches, and the registry reads the first, stale copy: nothing to
+// do yet. When the old cache drops it, it is checked again and labelled
+// back.
+func TestLabellerChildMovedWithinReplica(t *testing.T) {
+	parentGVR := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "parents"}
+	cmGVR := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	ctl := &core.Controller{
+		Name: "c", Partitions: 8, ParentSelector: labels.Everything(),
+		Parent:   core.Resource{GVR: parentGVR, GVK: schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Parent"}, Namespaced: true},
+		Children: []core.Child{{Resource: core.Resource{GVR: cmGVR, GVK: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Namespaced: true}}},
+	}
+	parent := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Parent"}}
+	parent.SetNamespace("ns")
+	parent.SetName("p")
+	parent.SetUID("uid-p")
+	parent.SetLabels(map[string]string{v1alpha1.LabelPartition: "1"})
+	stale := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
+	stale.SetNamespace("ns")
+	stale.SetName("c")
+	stale.SetResourceVersion("7")
+	stale.SetLabels(map[string]string{v1alpha1.LabelPartition: "1"})
+	yes := true
+	stale.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "Parent", Name: "p", UID: "uid-p", Controller: &yes}})
+	edited := stale.DeepCopy()
+	edited.SetResourceVersion("8")
+	edited.SetLabels(map[string]string{v1alpha1.LabelPartition: "2"})
+
+	dyn := fakedynamic.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{parentGVR: "ParentList", cmGVR: "ConfigMapList"}, parent.DeepCopy(), edited.DeepCopy())
+	reg := &labelRegistry{ctl: ctl, objs: []*unstructured.Unstructured{parent, stale}}
+	l := newLabeller(reg, dyn, record.NewFakeRecorder(10), 8, func(int) bool { return true }, true, slog.New(slog.DiscardHandler))
+	defer l.queue.ShutDown()
+	ctx := context.Background()
+	drain := func() {
+		for l.queue.Len() > 0 {
+			k, _ := l.queue.Get()
+			if err := l.sync(ctx, k); err != nil {
+				t.Fatal(err)
+			}
+			l.queue.Done(k)
+		}
+	}
+	label := func() string {
+		got, err := dyn.Resource(cmGVR).Namespace("ns").Get(ctx, "c", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.GetLabels()[v1alpha1.LabelPartition]
+	}
+	h := l.handler(ctl, labelKey{controller: "c", gvr: cmGVR})
+
+	h.OnAdd(edited, false) // partition 2's cache shows it first
+	drain()
+	if got := label(); got != "2" {
+		t.Fatalf("labelled %q from the stale copy; the test reads nothing it means to", got)
+	}
+	reg.objs = []*unstructured.Unstructured{parent, edited}
+	h.OnDelete(stale) // partition 1's cache drops it
+	drain()
+	if got := label(); got != "1" {
+		t.Errorf("label %q, want %q: the child was not labelled back with its parent's partition", got, "1")
+	}
+}
