@@ -36,7 +36,8 @@ const shardPartitions = 8
 // partition at once, and each shard's and each applier's caches hold
 // exactly the parents and children of the partitions it holds (an
 // applier's, also those in no partition) — as its uc_cached_objects says,
-// against the labels on the API server. Then labels edited by hand, a
+// against the labels on the API server; the dispatcher, every parent and
+// no child. Then labels edited by hand, a
 // decorator over the shards, and the installation's partitions halved.
 func TestWatcherShards(t *testing.T) {
 	ctx := t.Context()
@@ -47,7 +48,7 @@ func TestWatcherShards(t *testing.T) {
 	t.Cleanup(srv.Stop)
 	b := newRolesOnBus(t, srv.URL(), "--partitions", strconv.Itoa(shardPartitions))
 	ns := b.ns
-	b.start("dispatcher", "dispatcher")
+	dispatcher := b.start("dispatcher", "dispatcher")
 	startApplier := func(name string) *roleProcess {
 		return b.start(name, "applier", "--shard-watchers", "--replica-id", name)
 	}
@@ -82,6 +83,7 @@ func TestWatcherShards(t *testing.T) {
 	if !t.Run("each shard and each applier caches exactly its partitions' objects", func(t *testing.T) {
 		eventually(t, time.Minute, func() error { return cachesMatchPartitions(t, shards, widgetGVR, configMapsGVR) })
 		eventually(t, time.Minute, func() error { return appliersCacheTheirPartitions(t, appliers, widgetGVR, configMapsGVR) })
+		eventually(t, time.Minute, func() error { return cachesParentsOnly(t, dispatcher, widgetGVR, configMapsGVR) })
 	}) {
 		return
 	}
@@ -404,6 +406,29 @@ func holding(t *testing.T) func(*roleProcess) ([]int, error) {
 // every namespace: some, and with several appliers not all.
 func appliersCacheTheirPartitions(t *testing.T, appliers []*roleProcess, resources ...schema.GroupVersionResource) error {
 	return cachesMatch(t, appliers, holding(t), true, resources...)
+}
+
+// cachesParentsOnly checks that a dispatcher-only process caches every
+// parent of its resource, as many as the API server has, and nothing of
+// the child resource.
+func cachesParentsOnly(t *testing.T, dispatcher *roleProcess, parents, children schema.GroupVersionResource) error {
+	ctx := t.Context()
+	list, err := env.dyn.Resource(parents).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	families, err := scrapeMetrics(ctx, metricsURL(t, dispatcher))
+	if err != nil {
+		return err
+	}
+	cached := families["uc_cached_objects"]
+	if got, _ := value(cached, map[string]string{"resource": parents.GroupResource().String()}); int(got) != len(list.Items) {
+		return fmt.Errorf("the dispatcher caches %v %s, the API server has %d", got, parents.Resource, len(list.Items))
+	}
+	if got, ok := value(cached, map[string]string{"resource": children.GroupResource().String()}); ok && got != 0 {
+		return fmt.Errorf("the dispatcher caches %v %s: it reads no child", got, children.Resource)
+	}
+	return nil
 }
 
 // cachesMatch checks that each process caches, of each resource, as many
