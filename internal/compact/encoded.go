@@ -22,12 +22,12 @@ func (o *Object) Encoded() (*unstructured.Unstructured, error) {
 	if o.rest == nil {
 		obj = make(map[string]any, 3)
 	} else {
-		fields, err := splitObject(o.rest)
+		fs, err := splitObject(o.rest)
 		if err != nil {
 			return nil, fmt.Errorf("split %s %s: %w", o.Kind, o.key(), err)
 		}
-		obj = make(map[string]any, len(fields)+3)
-		for _, f := range fields {
+		obj = make(map[string]any, len(fs)+3)
+		for _, f := range fs {
 			obj[f.name] = json.RawMessage(f.value)
 		}
 	}
@@ -53,15 +53,15 @@ type field struct {
 var errSyntax = errors.New("not a JSON object")
 
 // splitObject returns the top-level fields of a JSON object, their values
-// slices of data. data is JSON that encoding/json read or wrote (the
+// slices of data. data is JSON an apiserver or encoding/json wrote (the
 // Object's rest): the split finds where each value ends, it does not
 // validate it.
-func splitObject(data []byte) ([]field, error) {
+func splitObject(data []byte) (fields, error) {
 	i := skipSpace(data, 0)
 	if i == len(data) || data[i] != '{' {
 		return nil, errSyntax
 	}
-	var fields []field
+	var fs fields
 	for i = skipSpace(data, i+1); i < len(data) && data[i] != '}'; {
 		nameEnd, err := stringEnd(data, i)
 		if err != nil {
@@ -80,18 +80,59 @@ func splitObject(data []byte) ([]field, error) {
 		if err != nil {
 			return nil, err
 		}
-		fields = append(fields, field{name, data[start:end]})
-		i = skipSpace(data, end)
-		if i < len(data) && data[i] == ',' {
-			i = skipSpace(data, i+1)
-		} else if i == len(data) || data[i] != '}' {
-			return nil, errSyntax
+		fs = append(fs, field{name, data[start:end]})
+		if i, err = next(data, end, '}'); err != nil {
+			return nil, err
 		}
 	}
 	if i == len(data) {
 		return nil, errSyntax
 	}
-	return fields, nil
+	return fs, nil
+}
+
+// splitArray returns the values of a JSON array, slices of data; none for
+// null.
+func splitArray(data []byte) ([][]byte, error) {
+	i := skipSpace(data, 0)
+	if string(data[i:]) == "null" {
+		return nil, nil
+	}
+	if i == len(data) || data[i] != '[' {
+		return nil, errSyntax
+	}
+	var values [][]byte
+	for i = skipSpace(data, i+1); i < len(data) && data[i] != ']'; {
+		end, err := valueEnd(data, i)
+		if err != nil {
+			return nil, err
+		}
+		values = append(values, data[i:end])
+		if i, err = next(data, end, ']'); err != nil {
+			return nil, err
+		}
+	}
+	if i == len(data) {
+		return nil, errSyntax
+	}
+	return values, nil
+}
+
+// next returns where the member after a value that ends at data[i] starts,
+// past its comma, or the closing bracket's index.
+func next(data []byte, i int, closing byte) (int, error) {
+	i = skipSpace(data, i)
+	switch {
+	case i < len(data) && data[i] == ',':
+		i = skipSpace(data, i+1)
+		if i < len(data) && data[i] == closing {
+			return 0, errSyntax // a comma before the end
+		}
+		return i, nil
+	case i < len(data) && data[i] == closing:
+		return i, nil
+	}
+	return 0, errSyntax
 }
 
 func skipSpace(data []byte, i int) int {

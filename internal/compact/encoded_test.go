@@ -97,9 +97,51 @@ func TestSplitObject(t *testing.T) {
 			t.Fatalf("%s (-encoding/json +split):\n%s", data, diff)
 		}
 	}
-	for _, bad := range []string{``, `[]`, `"a"`, `{`, `{"a"`, `{"a":`, `{"a":1`, `{"a":1,`, `{"a":"b`, `{"a":{"b":[1,2}`, `{"a" 1}`, `{"a":1 "b":2}`, `{1:2}`} {
+	for _, bad := range []string{``, `[]`, `"a"`, `{`, `{"a"`, `{"a":`, `{"a":1`, `{"a":1,`, `{"a":"b`, `{"a":{"b":[1,2}`, `{"a" 1}`, `{"a":1 "b":2}`, `{1:2}`, `{"a":1,}`, `{,"a":1}`} {
 		if fields, err := splitObject([]byte(bad)); err == nil {
 			t.Errorf("%q split as %q, want an error", bad, fields)
+		}
+	}
+}
+
+// TestSplitArray holds the split of a JSON array to encoding/json's
+// reading of it into json.RawMessages, and refuses JSON that is not one.
+func TestSplitArray(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for i := range 1000 {
+		var list []any
+		for range r.IntN(6) {
+			list = append(list, randomValue(r, 3))
+		}
+		data, err := json.Marshal(list)
+		if i%3 == 0 {
+			data, err = json.MarshalIndent(list, " ", "\t")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []json.RawMessage
+		if err := json.Unmarshal(data, &want); err != nil {
+			t.Fatal(err)
+		}
+		values, err := splitArray(data)
+		if err != nil {
+			t.Fatalf("%s: %v", data, err)
+		}
+		got := make([]json.RawMessage, len(values))
+		for i, v := range values {
+			got[i] = v
+		}
+		if len(want) == 0 && len(got) == 0 {
+			continue
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("%s (-encoding/json +split):\n%s", data, diff)
+		}
+	}
+	for _, bad := range []string{``, `{}`, `"a"`, `[`, `[1`, `[1,`, `[1,]`, `[,1]`, `[1 2]`, `["a]`, `[{"a":1]`} {
+		if values, err := splitArray([]byte(bad)); err == nil {
+			t.Errorf("%q split as %q, want an error", bad, values)
 		}
 	}
 }

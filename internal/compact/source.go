@@ -4,12 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"slices"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -92,56 +91,85 @@ func (l *List) DeepCopyObject() runtime.Object {
 
 // FromJSON decodes an object's JSON into an Object.
 func FromJSON(data []byte) (*Object, error) {
-	fields, err := topLevel(data)
+	fs, err := topLevel(data)
 	if err != nil {
 		return nil, err
 	}
-	return fromFields(fields)
+	return fromFields(fs)
 }
 
-// topLevel is a JSON object's fields, undecoded.
-func topLevel(data []byte) (map[string]json.RawMessage, error) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(data, &fields); err != nil {
-		return nil, err
-	}
-	if fields == nil {
-		return nil, errors.New("not an object: null")
-	}
-	return fields, nil
+// The JSON an apiserver sends is split, not scanned through encoding/json:
+// json.Unmarshal into json.RawMessages reads every byte of an object twice
+// (once to check it, once to decode it) and copies every field; a watch
+// event's envelope, the object in it and a list's items were each read so.
+// The split reads each byte once and copies nothing; the metadata is then
+// decoded, and checked, by encoding/json, and the rest of the object kept
+// as it came, decoded when it is read.
+
+// fields are the top-level fields of a JSON object, their values
+// undecoded, in the order they came.
+type fields []field
+
+// topLevel is a JSON object's fields, slices of data.
+func topLevel(data []byte) (fields, error) {
+	return splitObject(data)
 }
 
-func fromFields(fields map[string]json.RawMessage) (*Object, error) {
+// get is the value of the field name; of a field named twice, as
+// encoding/json reads it, the last.
+func (fs fields) get(name string) ([]byte, bool) {
+	for i := len(fs) - 1; i >= 0; i-- {
+		if fs[i].name == name {
+			return fs[i].value, true
+		}
+	}
+	return nil, false
+}
+
+func fromFields(fs fields) (*Object, error) {
 	o := &Object{}
 	// The managedFields, which an Object drops, are skipped, not decoded.
 	meta := struct {
 		*metav1.ObjectMeta
 		ManagedFields skipped `json:"managedFields"`
 	}{ObjectMeta: &o.ObjectMeta}
-	if err := unmarshalFields(fields, &o.APIVersion, &o.Kind, &meta); err != nil {
+	if err := unmarshalFields(fs, &o.APIVersion, &o.Kind, &meta); err != nil {
 		return nil, err
 	}
-	delete(fields, "apiVersion")
-	delete(fields, "kind")
-	delete(fields, "metadata")
 	o.compact()
-	if len(fields) == 0 {
+	rest := make(fields, 0, len(fs))
+	size := 1
+	for _, f := range fs {
+		switch f.name {
+		case "apiVersion", "kind", "metadata":
+			continue
+		}
+		rest = append(rest, f)
+		size += len(f.name) + len(f.value) + 4
+	}
+	if len(rest) == 0 {
 		return o, nil
 	}
-	var rest bytes.Buffer
-	for i, k := range slices.Sorted(maps.Keys(fields)) {
-		if i > 0 {
-			rest.WriteByte(',')
-		} else {
-			rest.WriteByte('{')
+	// Sorted by name, as encoding/json writes a map; of a field named
+	// twice, the last (the sort is stable).
+	slices.SortStableFunc(rest, func(a, b field) int { return strings.Compare(a.name, b.name) })
+	b := bytes.NewBuffer(make([]byte, 0, size))
+	for i, f := range rest {
+		if i+1 < len(rest) && rest[i+1].name == f.name {
+			continue
 		}
-		name, _ := json.Marshal(k)
-		rest.Write(name)
-		rest.WriteByte(':')
-		rest.Write(fields[k])
+		if b.Len() == 0 {
+			b.WriteByte('{')
+		} else {
+			b.WriteByte(',')
+		}
+		name, _ := json.Marshal(f.name)
+		b.Write(name)
+		b.WriteByte(':')
+		b.Write(f.value)
 	}
-	rest.WriteByte('}')
-	o.rest = rest.Bytes()
+	b.WriteByte('}')
+	o.rest = b.Bytes()
 	return o, nil
 }
 
@@ -151,38 +179,57 @@ type skipped struct{}
 func (*skipped) UnmarshalJSON([]byte) error { return nil }
 
 // unmarshalFields decodes the type and metadata of an object or a list.
-func unmarshalFields(fields map[string]json.RawMessage, apiVersion, kind *string, meta any) error {
-	for name, into := range map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": meta} {
-		if raw, ok := fields[name]; ok {
-			if err := json.Unmarshal(raw, into); err != nil {
-				return fmt.Errorf("decode %s: %w", name, err)
-			}
+func unmarshalFields(fs fields, apiVersion, kind *string, meta any) error {
+	for _, f := range fs {
+		var err error
+		switch f.name {
+		case "apiVersion":
+			err = unmarshalString(f.value, apiVersion)
+		case "kind":
+			err = unmarshalString(f.value, kind)
+		case "metadata":
+			err = json.Unmarshal(f.value, meta)
+		default:
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("decode %s: %w", f.name, err)
 		}
 	}
 	return nil
 }
 
+// unmarshalString decodes a JSON string into s, as json.Unmarshal does.
+func unmarshalString(value []byte, s *string) error {
+	if len(value) < 2 || value[0] != '"' {
+		return json.Unmarshal(value, s)
+	}
+	var err error
+	*s, err = unquote(value)
+	return err
+}
+
 // decodeJSON decodes an object, a list of objects, or the Status of a
 // failed request.
 func decodeJSON(data []byte) (runtime.Object, error) {
-	fields, err := topLevel(data)
+	fs, err := topLevel(data)
 	if err != nil {
 		return nil, err
 	}
-	if string(fields["kind"]) == `"Status"` {
+	if kind, _ := fs.get("kind"); string(kind) == `"Status"` {
 		status := &metav1.Status{}
 		return status, json.Unmarshal(data, status)
 	}
-	items, ok := fields["items"]
+	items, ok := fs.get("items")
 	if !ok {
-		return fromFields(fields)
+		return fromFields(fs)
 	}
 	list := &List{}
-	if err := unmarshalFields(fields, &list.APIVersion, &list.Kind, &list.ListMeta); err != nil {
+	if err := unmarshalFields(fs, &list.APIVersion, &list.Kind, &list.ListMeta); err != nil {
 		return nil, err
 	}
-	var raw []json.RawMessage
-	if err := json.Unmarshal(items, &raw); err != nil {
+	raw, err := splitArray(items)
+	if err != nil {
 		return nil, fmt.Errorf("decode the items of a %s: %w", list.Kind, err)
 	}
 	list.Items = make([]*Object, len(raw))
@@ -194,6 +241,29 @@ func decodeJSON(data []byte) (runtime.Object, error) {
 	return list, nil
 }
 
+// decodeEvent decodes a watch event: its type, and a copy of its object's
+// JSON (the stream reads the next event into data's bytes).
+func decodeEvent(data []byte, into *metav1.WatchEvent) error {
+	fs, err := topLevel(data)
+	if err != nil {
+		return err
+	}
+	for _, f := range fs {
+		switch f.name {
+		case "type":
+			err = unmarshalString(f.value, &into.Type)
+		case "object":
+			if string(f.value) != "null" {
+				into.Object.Raw = append(into.Object.Raw[:0], f.value...)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("decode %s: %w", f.name, err)
+		}
+	}
+	return nil
+}
+
 // codec decodes the JSON of objects, lists of them, Statuses and watch
 // events; it encodes nothing (a Source sends no body).
 type codec struct{}
@@ -203,7 +273,7 @@ func (codec) Decode(data []byte, _ *schema.GroupVersionKind, into runtime.Object
 	var err error
 	switch into := into.(type) {
 	case *metav1.WatchEvent:
-		out, err = into, json.Unmarshal(data, into)
+		out, err = into, decodeEvent(data, into)
 	case *List:
 		out, err = decodeJSON(data)
 		if l, ok := out.(*List); ok {

@@ -2,7 +2,9 @@ package compact
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -49,6 +51,54 @@ func TestFromJSON(t *testing.T) {
 	}
 }
 
+// TestFromJSONRandom: objects whose other fields are random values (strings
+// with quotes, escapes and brackets; fields the metadata does not know;
+// indented or not) decode straight from JSON as through the dynamic
+// client's decoding made compact.
+func TestFromJSONRandom(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range 1000 {
+		obj := map[string]any{"apiVersion": "example.com/v1", "kind": "Thing"}
+		meta := map[string]any{"name": randomString(r), "namespace": "ns", "resourceVersion": "7"}
+		for range r.IntN(3) {
+			meta[randomString(r)] = randomValue(r, 2) // unknown to ObjectMeta: dropped
+		}
+		if r.IntN(2) == 0 {
+			meta["labels"] = map[string]any{randomString(r): randomString(r)}
+		}
+		obj["metadata"] = meta
+		for range r.IntN(5) {
+			obj["f"+randomString(r)] = randomValue(r, 3)
+		}
+		data, err := json.Marshal(obj)
+		if i%3 == 0 {
+			data, err = json.MarshalIndent(obj, " ", "\t")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		direct, err := FromJSON(data)
+		if err != nil {
+			t.Fatalf("%s: %v", data, err)
+		}
+		viaMaps, err := New(decode(t, data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := direct.Unstructured()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := viaMaps.Unstructured()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want.Object, got.Object); diff != "" {
+			t.Fatalf("%s (-via maps +direct):\n%s", data, diff)
+		}
+	}
+}
+
 // TestCodec decodes what an apiserver answers a Source: a list, a watch
 // event, an object, the Status of a refusal, and JSON that is none.
 func TestCodec(t *testing.T) {
@@ -81,7 +131,23 @@ func TestCodec(t *testing.T) {
 			t.Errorf("got %#v, %v", obj, err)
 		}
 	})
-	for _, bad := range []string{`null`, `[]`, `{"metadata":3}`, `{"kind":"ConfigMapList","items":{}}`, `{`} {
+	t.Run("watch event of a null object, then one of another type", func(t *testing.T) {
+		event := &metav1.WatchEvent{}
+		if _, _, err := c.Decode([]byte(`{"type":"BOOKMARK","object":null}`), nil, event); err != nil || event.Type != "BOOKMARK" || event.Object.Raw != nil {
+			t.Fatalf("got %+v, %v", event, err)
+		}
+		if _, _, err := c.Decode([]byte(`{"type":3,"object":{}}`), nil, event); err == nil {
+			t.Fatalf("a type that is not a string decoded as %+v", event)
+		}
+	})
+	t.Run("empty list", func(t *testing.T) {
+		into := &List{}
+		if _, _, err := c.Decode([]byte(`{"kind":"ConfigMapList","apiVersion":"v1","metadata":{},"items":null}`), nil, into); err != nil || len(into.Items) != 0 {
+			t.Fatalf("got %+v, %v", into, err)
+		}
+	})
+	for _, bad := range []string{`null`, `[]`, `{"metadata":3}`, `{"kind":3}`, `{"kind":"ConfigMapList","items":{}}`, `{"kind":"ConfigMapList","items":[{},]}`,
+		`{"kind":"ConfigMapList","items":[{}`, `{"kind":"ConfigMapList","items":[3]}`, `{`, `{"a":1,}`, `{"metadata":{"name":"x"`} {
 		t.Run("bad "+bad, func(t *testing.T) {
 			if obj, err := runtime.Decode(c, []byte(bad)); err == nil {
 				t.Errorf("decoded %#v", obj)
