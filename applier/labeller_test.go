@@ -51,29 +51,37 @@ func (r labelRegistry) Owned(gvr schema.GroupVersionResource, namespace string, 
 	return out, nil
 }
 
+// labelFixture is a controller of Parents with ConfigMap children, over 8
+// partitions, one parent "p" labelled with partition parentLabel and its
+// child "c" labelled with childLabel.
+func labelFixture(parentLabel, childLabel string) (parentGVR, cmGVR schema.GroupVersionResource, ctl *core.Controller, parent, child *unstructured.Unstructured) {
+	parentGVR = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "parents"}
+	cmGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	ctl = &core.Controller{
+		Name: "c", Partitions: 8, ParentSelector: labels.Everything(),
+		Parent:   core.Resource{GVR: parentGVR, GVK: schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Parent"}, Namespaced: true},
+		Children: []core.Child{{Resource: core.Resource{GVR: cmGVR, GVK: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Namespaced: true}}},
+	}
+	parent = &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Parent"}}
+	parent.SetNamespace("ns")
+	parent.SetName("p")
+	parent.SetUID("uid-p")
+	parent.SetLabels(map[string]string{v1alpha1.LabelPartition: parentLabel})
+	child = &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
+	child.SetNamespace("ns")
+	child.SetName("c")
+	child.SetLabels(map[string]string{v1alpha1.LabelPartition: childLabel})
+	yes := true
+	child.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "Parent", Name: "p", UID: "uid-p", Controller: &yes}})
+	return parentGVR, cmGVR, ctl, parent, child
+}
+
 // TestLabellerParentGone: when a parent leaves a replica's partitioned
 // caches, its children still cached there, labelled with a partition the
 // replica holds, are checked again if the parent still exists (moved to
 // another partition), and left to the garbage collector if it is gone.
 func TestLabellerParentGone(t *testing.T) {
-	parentGVR := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "parents"}
-	cmGVR := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	ctl := &core.Controller{
-		Name: "c", Partitions: 8, ParentSelector: labels.Everything(),
-		Parent:   core.Resource{GVR: parentGVR, GVK: schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Parent"}, Namespaced: true},
-		Children: []core.Child{{Resource: core.Resource{GVR: cmGVR, GVK: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Namespaced: true}}},
-	}
-	parent := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Parent"}}
-	parent.SetNamespace("ns")
-	parent.SetName("p")
-	parent.SetUID("uid-p")
-	parent.SetLabels(map[string]string{v1alpha1.LabelPartition: "6"})
-	child := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
-	child.SetNamespace("ns")
-	child.SetName("c")
-	child.SetLabels(map[string]string{v1alpha1.LabelPartition: "3"})
-	yes := true
-	child.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "Parent", Name: "p", UID: "uid-p", Controller: &yes}})
+	parentGVR, cmGVR, ctl, parent, child := labelFixture("6", "3")
 	for _, tc := range []struct {
 		name   string
 		exists bool
@@ -224,25 +232,8 @@ func TestLabeller(t *testing.T) {
 // do yet. When the old cache drops it, it is checked again and labelled
 // back.
 func TestLabellerChildMovedWithinReplica(t *testing.T) {
-	parentGVR := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "parents"}
-	cmGVR := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	ctl := &core.Controller{
-		Name: "c", Partitions: 8, ParentSelector: labels.Everything(),
-		Parent:   core.Resource{GVR: parentGVR, GVK: schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Parent"}, Namespaced: true},
-		Children: []core.Child{{Resource: core.Resource{GVR: cmGVR, GVK: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Namespaced: true}}},
-	}
-	parent := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Parent"}}
-	parent.SetNamespace("ns")
-	parent.SetName("p")
-	parent.SetUID("uid-p")
-	parent.SetLabels(map[string]string{v1alpha1.LabelPartition: "1"})
-	stale := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
-	stale.SetNamespace("ns")
-	stale.SetName("c")
+	parentGVR, cmGVR, ctl, parent, stale := labelFixture("1", "1")
 	stale.SetResourceVersion("7")
-	stale.SetLabels(map[string]string{v1alpha1.LabelPartition: "1"})
-	yes := true
-	stale.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "Parent", Name: "p", UID: "uid-p", Controller: &yes}})
 	edited := stale.DeepCopy()
 	edited.SetResourceVersion("8")
 	edited.SetLabels(map[string]string{v1alpha1.LabelPartition: "2"})
