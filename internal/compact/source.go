@@ -90,7 +90,7 @@ func (l *List) DeepCopyObject() runtime.Object {
 
 // FromJSON decodes an object's JSON into an Object.
 func FromJSON(data []byte) (*Object, error) {
-	fs, err := topLevel(data)
+	fs, err := splitObject(data)
 	if err != nil {
 		return nil, err
 	}
@@ -108,11 +108,6 @@ func FromJSON(data []byte) (*Object, error) {
 // fields are the top-level fields of a JSON object, their values
 // undecoded, in the order they came.
 type fields []field
-
-// topLevel is a JSON object's fields, slices of data.
-func topLevel(data []byte) (fields, error) {
-	return splitObject(data)
-}
 
 // get is the value of the field name; of a field named twice, as
 // encoding/json reads it, the last.
@@ -211,7 +206,7 @@ func unmarshalString(value []byte, s *string) error {
 // decodeJSON decodes an object, a list of objects, or the Status of a
 // failed request.
 func decodeJSON(data []byte) (runtime.Object, error) {
-	fs, err := topLevel(data)
+	fs, err := splitObject(data)
 	if err != nil {
 		return nil, err
 	}
@@ -243,7 +238,7 @@ func decodeJSON(data []byte) (runtime.Object, error) {
 // decodeEvent decodes a watch event: its type, and a copy of its object's
 // JSON (the stream reads the next event into data's bytes).
 func decodeEvent(data []byte, into *metav1.WatchEvent) error {
-	fs, err := topLevel(data)
+	fs, err := splitObject(data)
 	if err != nil {
 		return err
 	}
