@@ -86,6 +86,13 @@ func (c Connection) Options() ([]nats.Option, error) {
 	if auths > 1 {
 		return nil, errors.New("give one of --nats-creds, --nats-user or --nats-token")
 	}
+	if c.Creds != "" || c.PasswordFile != "" {
+		// Credentials read from a file at each attempt: when a server takes
+		// a rotated password before this Pod's file has it, its attempts
+		// are refused until the file is replaced. nats.go gives up for good
+		// after two refusals by the same server; keep trying instead.
+		opts = append(opts, nats.IgnoreAuthErrorAbort())
+	}
 	if c.TLSCA != "" {
 		opts = append(opts, nats.RootCAs(c.TLSCA))
 	}

@@ -3,6 +3,7 @@ package manifests
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -373,15 +374,6 @@ func clusterName(t testing.TB, p *NATSPod) string {
 func CheckNATSRotation(t testing.TB, servers []*NATSServer, ca *natstls.CA) {
 	t.Helper()
 	s := servers[0]
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- s.Pod.Reloader.Run(ctx, slog.New(slog.NewTextHandler(testWriter{t}, nil))) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("reloader: %v", err)
-		}
-	})
 	pidBefore, err := os.ReadFile(s.Pod.Reloader.PidFile)
 	if err != nil {
 		t.Fatal(err)
@@ -401,12 +393,26 @@ func CheckNATSRotation(t testing.TB, servers []*NATSServer, ca *natstls.CA) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// This server only: the others still take the old password.
 	nc, err := nats.Connect(client.URL, append(opts, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond),
-		nats.ReconnectHandler(func(*nats.Conn) { reconnected <- struct{}{} }))...)
+		nats.IgnoreDiscoveredServers(), nats.ReconnectHandler(func(*nats.Conn) { reconnected <- struct{}{} }))...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
+
+	// The reloader starts once the client is connected: a client still
+	// connecting while the server reloads may be checked against either
+	// configuration.
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Pod.Reloader.Run(ctx, slog.New(slog.NewTextHandler(testWriter{t}, nil))) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("reloader: %v", err)
+		}
+	})
 
 	// Rotate: the server's password and certificate, then the client's
 	// password (the kubelet updates each Pod's volumes in its own time).
@@ -453,8 +459,24 @@ func CheckNATSRotation(t testing.TB, servers []*NATSServer, ca *natstls.CA) {
 		t.Errorf("the server restarted: pid %s, then %s; %d restarts", pidBefore, pid, s.Container.Restarts())
 	}
 
-	// The client, disconnected, connects again once its file holds the
-	// new password.
+	// The server disconnects the client of the old password, which is
+	// refused again and again until its Pod's file is updated (a while
+	// later: the kubelet syncs each Pod in its own time) but does not give
+	// up (bus.Connection.Options), then connects with the new password.
+	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		if nc.IsClosed() {
+			return false, errors.New("closed")
+		}
+		return nc.Status() == nats.RECONNECTING && nc.Stats().Reconnects >= 3, nil
+	})
+	if err != nil {
+		t.Fatalf("the client of the old password: %v, %d attempts (last error %v), want disconnected, refused 3 times and trying again", nc.Status(), nc.Stats().Reconnects, nc.LastError())
+	}
+	select {
+	case <-reconnected:
+		t.Fatalf("the client connected again with the old password")
+	default:
+	}
 	writeAtOnce(t, clientFile, rotated)
 	select {
 	case <-reconnected:
