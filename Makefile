@@ -115,7 +115,7 @@ bench: bench-go testbed-bins
 # runs with benchstat (BENCHCOUNT=10).
 BENCHCOUNT ?= 1
 bench-go:
-	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) ./watcher/ ./applier/ ./core/ ./internal/compact/
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) ./watcher/ ./applier/ ./core/ ./internal/compact/ ./internal/preflight/
 
 # gofmt over every tracked Go file; go vet, staticcheck and a tidy go.mod
 # (go mod tidy -diff: what tidying would change, which fails the lint) in each

@@ -129,7 +129,7 @@ func New(reg Registry, dyn dynamic.Interface, js jetstream.JetStream, events rec
 	rec := &reconciler{
 		reg: reg, dyn: dyn, js: js, events: events, hookEvents: opts.HookEvents, maxChildren: opts.MaxChildren,
 		observer: opts.Observer, shadowObserver: opts.Shadows, log: log, tracer: tracer,
-		writer:  &writer{dyn: dyn, live: reg, events: events, tracer: tracer, log: log, preflight: opts.Preflight},
+		writer:  &writer{dyn: dyn, events: events, tracer: tracer, log: log, preflight: opts.Preflight},
 		shadows: newShadows(),
 	}
 	in := newIntake(rec, opts.Observer, opts.Workers, log)

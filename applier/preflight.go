@@ -28,17 +28,14 @@ func (w *writer) mayBeRefused(ctx context.Context, actions []core.Write) string 
 }
 
 // writeOf describes an action to the preflight check, with the live object
-// an apply changes as the cache has it.
+// an apply changes as it was planned on.
 func (w *writer) writeOf(act core.Write) preflight.Write {
 	out := preflight.Write{Resource: act.Child.Resource, Old: act.Object}
 	switch act.Verb {
 	case core.VerbCreate:
 		out.Verb, out.New, out.Old = preflight.Create, act.Object, nil
 	case core.VerbApply:
-		out.Verb, out.New, out.Old = preflight.Apply, act.Object, nil
-		if live, err := w.live.Object(act.Child.GVR, act.Object.GetNamespace(), act.Object.GetName()); err == nil {
-			out.Old = live
-		}
+		out.Verb, out.New, out.Old = preflight.Apply, act.Object, act.Live
 	case core.VerbRelease:
 		out.Verb = preflight.Release
 	case core.VerbDelete:

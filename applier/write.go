@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -40,7 +41,6 @@ import (
 // It keeps nothing between replies.
 type writer struct {
 	dyn       dynamic.Interface
-	live      core.Cache // the live objects an apply changes, for the preflight check
 	events    record.EventRecorder
 	tracer    trace.Tracer
 	log       *slog.Logger
@@ -180,14 +180,13 @@ func (w *writer) write(ctx context.Context, ctl *core.Controller, act core.Write
 	case core.VerbApply:
 		// Applied to the object as it was planned on (an orphan adopted as
 		// it was judged): a resourceVersion precondition.
-		obj := act.Object.DeepCopy()
-		obj.SetResourceVersion(act.LiveVersion)
+		obj := withVersion(act.Object, act.Live.GetResourceVersion())
 		var out *unstructured.Unstructured
 		out, err = res.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: v1alpha1.FieldManager(ctl.Name), Force: true, DryRun: dry})
 		if err == nil && !dryRun {
 			out, err = w.upgradeOwnership(ctx, res, ctl, out, act.Object)
 		}
-		if err == nil && out.GetResourceVersion() == act.LiveVersion {
+		if err == nil && out.GetResourceVersion() == act.Live.GetResourceVersion() {
 			result = unchanged
 		} else if err == nil && !dryRun {
 			noteWritten(ctx, act.Child.GVR, out)
@@ -285,9 +284,23 @@ func (w *writer) upgradeOwnership(ctx context.Context, res dynamic.ResourceInter
 		return nil, fmt.Errorf("upgrade field ownership: %w", err)
 	}
 	out = upgraded
-	obj = obj.DeepCopy()
-	obj.SetResourceVersion(out.GetResourceVersion())
+	obj = withVersion(obj, out.GetResourceVersion())
 	return res.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: manager, Force: true})
+}
+
+// withVersion is obj with the resourceVersion version, for a write
+// conditioned on it: a copy of its top level and metadata that shares the
+// rest (obj is the plan's, and written as it is).
+func withVersion(obj *unstructured.Unstructured, version string) *unstructured.Unstructured {
+	out := &unstructured.Unstructured{Object: maps.Clone(obj.Object)}
+	meta, _ := out.Object["metadata"].(map[string]any)
+	meta = maps.Clone(meta)
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	meta["resourceVersion"] = version
+	out.Object["metadata"] = meta
+	return out
 }
 
 // leftBehind says whether out holds a field that the former managers set

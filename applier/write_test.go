@@ -273,3 +273,36 @@ func TestChangedSinceIsAConflict(t *testing.T) {
 		})
 	}
 }
+
+// TestWithVersion: the object written with a resourceVersion holds it,
+// and the plan's object is left as it was, its nested fields shared.
+func TestWithVersion(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		obj  map[string]any
+	}{
+		{"with metadata", map[string]any{"kind": "ConfigMap", "metadata": map[string]any{"name": "a", "resourceVersion": "1"}, "data": map[string]any{"k": "v"}}},
+		{"without metadata", map[string]any{"kind": "ConfigMap"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := &unstructured.Unstructured{Object: tc.obj}
+			before := obj.DeepCopy()
+			out := withVersion(obj, "42")
+			if got := out.GetResourceVersion(); got != "42" {
+				t.Errorf("resourceVersion %q, want 42", got)
+			}
+			if !reflect.DeepEqual(obj.Object, before.Object) {
+				t.Errorf("the plan's object changed: %v, was %v", obj.Object, before.Object)
+			}
+			// But for the version, what is written is the plan's object.
+			out.SetResourceVersion("")
+			before.SetResourceVersion("")
+			if before.Object["metadata"] == nil {
+				before.Object["metadata"] = map[string]any{}
+			}
+			if !reflect.DeepEqual(out.Object, before.Object) {
+				t.Errorf("written %v, want %v", out.Object, before.Object)
+			}
+		})
+	}
+}

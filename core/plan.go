@@ -47,8 +47,10 @@ type Write struct {
 	// Selector is the parent's selector, to judge an object found in the way of
 	// a create.
 	Selector labels.Selector
-	// LiveVersion is the resourceVersion of the child an apply updates.
-	LiveVersion string
+	// Live is the child an apply updates, as it was planned on: its
+	// resourceVersion conditions the apply, and the preflight check judges
+	// the write over it.
+	Live *unstructured.Unstructured
 	// Event is the reason of the Normal Event recorded on the parent.
 	Event string
 	// Drift is set on the delete of a re-creation (Event "Recreating") of a
@@ -292,7 +294,7 @@ func update(child *Child, cur, want *unstructured.Unstructured) (Write, bool) {
 		if cur.GetDeletionTimestamp() != nil {
 			return Write{}, false // created again once it is gone
 		}
-		return Write{Verb: VerbApply, Child: child, Object: want, Adopt: true, Event: "Adopted", LiveVersion: cur.GetResourceVersion()}, true
+		return Write{Verb: VerbApply, Child: child, Object: want, Adopt: true, Event: "Adopted", Live: cur}, true
 	}
 	// A child uc never applied (Metacontroller made it, say) has no hash:
 	// it is the same when it holds every desired field.
@@ -313,7 +315,7 @@ func update(child *Child, cur, want *unstructured.Unstructured) (Write, bool) {
 		return w, true
 	}
 	// InPlace and RollingInPlace.
-	return Write{Verb: VerbApply, Child: child, Object: want, Event: EventUpdated, LiveVersion: cur.GetResourceVersion()}, true
+	return Write{Verb: VerbApply, Child: child, Object: want, Event: EventUpdated, Live: cur}, true
 }
 
 // desiredObject makes d, a desired child, the object to apply: in the

@@ -2,6 +2,7 @@ package preflight
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"maps"
 	"slices"
@@ -153,12 +154,13 @@ var configMapKind = schema.GroupKind{Kind: "ConfigMap"}
 // the apply does not set, unless uc set them before: it is validated with
 // all of them, which is as strict or stricter.
 func validateConfigMap(obj, live *unstructured.Unstructured) []error {
-	var cm, old corev1.ConfigMap
+	var cm corev1.ConfigMap
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj.Object, &cm, true); err != nil {
 		return []error{err}
 	}
 	if live != nil {
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, &old); err != nil {
+		old, err := liveConfigMap(live.Object)
+		if err != nil {
 			return []error{fmt.Errorf("the live ConfigMap: %w", err)}
 		}
 		if old.Immutable != nil && *old.Immutable {
@@ -202,6 +204,38 @@ func validateConfigMap(obj, live *unstructured.Unstructured) []error {
 const corev1MaxSecretSize = 1 << 20
 
 // union is a copy of base with over's entries over it.
+// liveConfigMap is what validating an apply needs of the live ConfigMap —
+// whether it is immutable, its annotations, data and binary data — read
+// from the cache's object: the apiserver wrote it, and converting it whole
+// would cost as much as checking the desired one.
+func liveConfigMap(live map[string]any) (*corev1.ConfigMap, error) {
+	var old corev1.ConfigMap
+	immutable, _, err := unstructured.NestedBool(live, "immutable")
+	if err != nil {
+		return nil, err
+	}
+	old.Immutable = &immutable
+	if old.Annotations, _, err = unstructured.NestedStringMap(live, "metadata", "annotations"); err != nil {
+		return nil, err
+	}
+	if old.Data, _, err = unstructured.NestedStringMap(live, "data"); err != nil {
+		return nil, err
+	}
+	binary, _, err := unstructured.NestedStringMap(live, "binaryData")
+	if err != nil {
+		return nil, err
+	}
+	if len(binary) > 0 {
+		old.BinaryData = make(map[string][]byte, len(binary))
+	}
+	for k, v := range binary {
+		if old.BinaryData[k], err = base64.StdEncoding.DecodeString(v); err != nil {
+			return nil, fmt.Errorf("binaryData[%s]: %w", k, err)
+		}
+	}
+	return &old, nil
+}
+
 func union[V any](base, over map[string]V) map[string]V {
 	out := maps.Clone(base)
 	if out == nil {

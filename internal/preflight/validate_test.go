@@ -13,7 +13,7 @@ import (
 	"universalcontroller.dev/uc/core"
 )
 
-func obj(t *testing.T, y string) *unstructured.Unstructured {
+func obj(t testing.TB, y string) *unstructured.Unstructured {
 	t.Helper()
 	u := &unstructured.Unstructured{}
 	if err := yaml.Unmarshal([]byte(y), &u.Object); err != nil {
@@ -49,6 +49,8 @@ func TestConfigMapValidation(t *testing.T) {
 		{name: "update", obj: good, live: `{apiVersion: v1, kind: ConfigMap, metadata: {name: a, namespace: ns}, data: {other: v}}`},
 		{name: "update of an object the cache does not have", obj: good, live: "none", want: "not in the cache"},
 		{name: "update of an immutable one", obj: good, live: `{apiVersion: v1, kind: ConfigMap, metadata: {name: a, namespace: ns}, immutable: true, data: {key: v}}`, want: "immutable"},
+		{name: "update of a live one unreadable", obj: good, live: `{apiVersion: v1, kind: ConfigMap, metadata: {name: a, namespace: ns}, binaryData: {key: "not base64!"}}`, want: "the live ConfigMap: binaryData[key]"},
+		{name: "update of a live one of a wrong type", obj: good, live: `{apiVersion: v1, kind: ConfigMap, metadata: {name: a, namespace: ns}, immutable: "yes"}`, want: "the live ConfigMap"},
 		{name: "update colliding with a live binary key", obj: good, live: `{apiVersion: v1, kind: ConfigMap, metadata: {name: a, namespace: ns}, binaryData: {key: dg==}}`, want: "duplicate"},
 		{
 			name: "update whose live data makes it too large",
