@@ -117,6 +117,13 @@ func newLabeller(reg Registry, dyn dynamic.Interface, events record.EventRecorde
 	}
 }
 
+// labelWorkers label at once: a burst of new parents each waits for its
+// label PATCH, one round trip to a busy apiserver, and a parent not yet
+// labelled costs reads and writes of its own (with 2 workers, at 10,000
+// parents and 2 shards: 787 GETs against 15, 20 % longer to converge, and
+// a backlog of keys in the applier's heap).
+const labelWorkers = 8
+
 // run labels until ctx ends.
 func (l *labeller) run(ctx context.Context) {
 	unsubscribe := l.reg.Subscribe(l.onController)
@@ -130,7 +137,7 @@ func (l *labeller) run(ctx context.Context) {
 		LogArgs: func(k labelKey) []any {
 			return []any{"controller", k.controller, "resource", k.gvr.Resource, "object", cache.NewObjectName(k.namespace, k.name).String()}
 		},
-	}.Run(ctx, l.queue, 2)
+	}.Run(ctx, l.queue, labelWorkers)
 	for {
 		select {
 		case <-ctx.Done():
