@@ -203,7 +203,6 @@ func validateConfigMap(obj, live *unstructured.Unstructured) []error {
 // corev1MaxSecretSize bounds the data of a ConfigMap (or Secret), 1 MiB.
 const corev1MaxSecretSize = 1 << 20
 
-// union is a copy of base with over's entries over it.
 // liveConfigMap is what validating an apply needs of the live ConfigMap —
 // whether it is immutable, its annotations, data and binary data — read
 // from the cache's object: the apiserver wrote it, and converting it whole
@@ -236,6 +235,7 @@ func liveConfigMap(live map[string]any) (*corev1.ConfigMap, error) {
 	return &old, nil
 }
 
+// union is a copy of base with over's entries over it.
 func union[V any](base, over map[string]V) map[string]V {
 	out := maps.Clone(base)
 	if out == nil {
