@@ -1,10 +1,23 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"universalcontroller.dev/uc/internal/bustest"
+	"universalcontroller.dev/uc/internal/topology"
+	"universalcontroller.dev/uc/schemas/bus"
 )
 
 // TestEmbeddedNATSFreePort: with port 0, each embedded server takes a free
@@ -30,5 +43,103 @@ func TestEmbeddedNATSFreePort(t *testing.T) {
 			t.Fatalf("connect to %s: %v", ns.ClientURL(), err)
 		}
 		nc.Close()
+	}
+}
+
+// natsWithUser runs an embedded JetStream server with uc's streams whose
+// one user, uc, has the password old until rotate gives it new.
+func natsWithUser(t *testing.T) (*server.Server, func()) {
+	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+		Users: []*server.User{{Username: "uc", Password: "old"}}}
+	ns := bustest.Start(t, opts)
+	nc, err := nats.Connect(ns.ClientURL(), nats.UserInfo("uc", "old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := topology.EnsureStreams(t.Context(), js, topology.Streams, topology.Options{Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatal(err)
+	}
+	return ns, func() {
+		rotated := opts.Clone()
+		rotated.Users = []*server.User{{Username: "uc", Password: "new"}}
+		if err := ns.ReloadOptions(rotated); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// closedForGood says whether err is the end of a connection whose password
+// the server refused.
+func closedForGood(err error) bool {
+	return errors.Is(err, nats.ErrConnectionClosed) && strings.Contains(err.Error(), "Authorization Violation")
+}
+
+// TestUntilClosed: a role whose password, given as a flag, the server
+// no longer takes ends with an error once nats.go gives up (so that the
+// process exits and is started again); one whose context ends first, or
+// whose password comes from a file, does not.
+func TestUntilClosed(t *testing.T) {
+	ns, rotate := natsWithUser(t)
+	file := filepath.Join(t.TempDir(), "password")
+	if err := os.WriteFile(file, []byte("old\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	connect := func(c bus.Connection) *nats.Conn {
+		o, err := c.Options()
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc, err := nats.Connect(ns.ClientURL(), append(o, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond),
+			nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	run := func(nc *nats.Conn) (context.CancelFunc, chan error) {
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		until := bus.UntilClosed(nc)
+		go func() { done <- until(ctx) }()
+		return cancel, done
+	}
+	flag := connect(bus.Connection{User: "uc", Password: "old"})
+	fromFile := connect(bus.Connection{User: "uc", PasswordFile: file})
+	stopped := connect(bus.Connection{User: "uc", Password: "old"})
+	_, flagDone := run(flag)
+	_, fileDone := run(fromFile)
+	cancel, stoppedDone := run(stopped)
+	cancel()
+	if err := <-stoppedDone; err != nil {
+		t.Errorf("context ended: %v, want nil", err)
+	}
+
+	rotate()
+	select {
+	case err := <-flagDone:
+		if !closedForGood(err) {
+			t.Errorf("the password of a flag refused: %v, want the connection closed naming the refusal", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("the password of a flag refused: still waiting, connection %s", flag.Status())
+	}
+	// The client reading its password from a file keeps trying: refused
+	// as often as the other one was, it is not closed.
+	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return fromFile.Stats().Reconnects >= 3, nil
+	})
+	if err != nil || fromFile.IsClosed() {
+		t.Fatalf("the password of a file: %s after %d attempts (%v)", fromFile.Status(), fromFile.Stats().Reconnects, err)
+	}
+	select {
+	case err := <-fileDone:
+		t.Fatalf("the password of a file refused: %v, want it trying still", err)
+	default:
 	}
 }

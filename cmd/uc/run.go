@@ -37,6 +37,7 @@ import (
 	"universalcontroller.dev/uc/internal/preflight"
 	"universalcontroller.dev/uc/internal/registry"
 	"universalcontroller.dev/uc/internal/topology"
+	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
 	"universalcontroller.dev/uc/watcher"
 )
@@ -244,8 +245,9 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	m.reg.MustRegister(newBusCollector(js, onBus.creates.Streams, onBus.consumers, log))
 
 	// Probes and metrics answer from the start: /readyz says what the
-	// roles still wait for.
-	servers := []func(context.Context) error{func(ctx context.Context) error {
+	// roles still wait for. A NATS connection closed for good ends the
+	// process, to be started again.
+	servers := []func(context.Context) error{bus.UntilClosed(nc), func(ctx context.Context) error {
 		if err := ensureStreams(ctx, onBus, topology.Options{Replicas: cfg.replicas}, js, log); err != nil {
 			return err
 		}

@@ -5,9 +5,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"universalcontroller.dev/uc/schemas/bus"
 )
 
 // TestParseWorker: uc worker takes its flags from the command line or UC_*
@@ -73,4 +79,33 @@ func parseWorker(t *testing.T, args []string) (workerConfig, error) {
 	root.SetErr(io.Discard)
 	err := root.ExecuteContext(t.Context())
 	return got, err
+}
+
+// TestWorkerEndsWhenNATSClosesForGood: uc worker, its password given as a
+// flag, ends with an error once the server refuses it for good (its
+// supervisor starts it again with the password it has then), instead of
+// waiting forever without a connection.
+func TestWorkerEndsWhenNATSClosesForGood(t *testing.T) {
+	ns, rotate := natsWithUser(t)
+	cfg := workerConfig{controller: "c", hooks: []string{"sync"}, argv: []string{"true"}, concurrency: 1, timeout: time.Second,
+		maxReply: 1 << 20, nats: bus.Connection{URL: ns.ClientURL(), User: "uc", Password: "old"}}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	done := make(chan error, 1)
+	go func() { done <- serveWorker(t.Context(), cfg, log) }()
+	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		conns, err := ns.Connz(&server.ConnzOptions{})
+		return err == nil && slices.ContainsFunc(conns.Conns, func(c *server.ConnInfo) bool { return c.Name == "uc-worker-c" }), nil
+	})
+	if err != nil {
+		t.Fatalf("the worker never connected: %v", err)
+	}
+	rotate()
+	select {
+	case err := <-done:
+		if !closedForGood(err) {
+			t.Errorf("uc worker: %v, want the connection closed naming the refusal", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("uc worker still runs a minute after its password was refused")
+	}
 }

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -156,4 +157,27 @@ func (c Connection) Connect(name string, log *slog.Logger, onError func(error)) 
 		return nil, fmt.Errorf("connect to NATS at %s: %w", c.URL, err)
 	}
 	return nc, nil
+}
+
+// UntilClosed waits, from now, until ctx ends (nil) or nc closes before
+// it, for good: nats.go gives up on a server only when it refused
+// credentials that cannot change (a password or token given as a flag or
+// an environment variable, not read from a file) twice. A process without
+// its bus serves nothing; its caller should exit with the error, so that
+// its supervisor starts it again with the credentials it has by then (a
+// Pod's environment is read again from its Secret).
+func UntilClosed(nc *nats.Conn) func(ctx context.Context) error {
+	closed := nc.StatusChanged(nats.CLOSED)
+	return func(ctx context.Context) error {
+		defer nc.RemoveStatusListener(closed)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-closed:
+			if ctx.Err() != nil { // closed because ctx ended
+				return nil
+			}
+			return fmt.Errorf("nothing left to serve (last error: %v): %w", nc.LastError(), nats.ErrConnectionClosed)
+		}
+	}
 }

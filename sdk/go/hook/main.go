@@ -56,7 +56,8 @@ func Main(controller string, handlers ...Handler) {
 // come to the controller's own inbox prefix (bus.HookInbox) unless
 // conn sets one. It stops with an error when the server refuses an
 // operation: a worker whose NATS user may not serve this controller
-// cannot do its work.
+// cannot do its work, and when the connection closes for good
+// (bus.UntilClosed).
 func Run(ctx context.Context, conn bus.Connection, controller string, handlers []Handler, opts ...Option) error {
 	o := options{log: slog.Default()}
 	for _, opt := range opts {
@@ -75,7 +76,17 @@ func Run(ctx context.Context, conn bus.Connection, controller string, handlers [
 	if err != nil {
 		return err
 	}
-	defer nc.Drain()
+	defer func() {
+		refuse(nil) // before the close it asks for
+		nc.Drain()
+	}()
+	untilClosed := bus.UntilClosed(nc)
+	go func() {
+		if err := untilClosed(ctx); err != nil {
+			o.log.Error("NATS connection lost for good", "controller", controller, "err", err)
+			refuse(err)
+		}
+	}()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
@@ -90,7 +101,7 @@ func Run(ctx context.Context, conn bus.Connection, controller string, handlers [
 			first = err
 		}
 	}
-	if cause := context.Cause(ctx); first == nil && errors.Is(cause, nats.ErrPermissionViolation) {
+	if cause := context.Cause(ctx); first == nil && (errors.Is(cause, nats.ErrPermissionViolation) || errors.Is(cause, nats.ErrConnectionClosed)) {
 		return cause
 	}
 	return first
