@@ -73,10 +73,18 @@ func natsWithUser(t *testing.T) (*server.Server, func()) {
 	}
 }
 
-// closedForGood says whether err is the end of a connection whose password
-// the server refused.
-func closedForGood(err error) bool {
-	return errors.Is(err, nats.ErrConnectionClosed) && strings.Contains(err.Error(), "Authorization Violation")
+// expectClosedForGood waits for what's end, which must be an error
+// saying the connection closed, naming the server's refusal.
+func expectClosedForGood(t *testing.T, what string, done <-chan error) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if !errors.Is(err, nats.ErrConnectionClosed) || !strings.Contains(err.Error(), "Authorization Violation") {
+			t.Errorf("%s: %v, want the connection closed naming the refusal", what, err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("%s: still running a minute after its password was refused", what)
+	}
 }
 
 // TestUntilClosed: a role whose password, given as a flag, the server
@@ -121,14 +129,7 @@ func TestUntilClosed(t *testing.T) {
 	}
 
 	rotate()
-	select {
-	case err := <-flagDone:
-		if !closedForGood(err) {
-			t.Errorf("the password of a flag refused: %v, want the connection closed naming the refusal", err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatalf("the password of a flag refused: still waiting, connection %s", flag.Status())
-	}
+	expectClosedForGood(t, "the password of a flag refused", flagDone)
 	// The client reading its password from a file keeps trying: refused
 	// as often as the other one was, it is not closed.
 	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {

@@ -100,12 +100,5 @@ func TestWorkerEndsWhenNATSClosesForGood(t *testing.T) {
 		t.Fatalf("the worker never connected: %v", err)
 	}
 	rotate()
-	select {
-	case err := <-done:
-		if !closedForGood(err) {
-			t.Errorf("uc worker: %v, want the connection closed naming the refusal", err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("uc worker still runs a minute after its password was refused")
-	}
+	expectClosedForGood(t, "uc worker", done)
 }
