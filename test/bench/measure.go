@@ -33,7 +33,11 @@ type measurement struct {
 	Driver verbCounts `json:"driverRequests"`
 	// ByResource is Requests by resource.
 	ByResource map[string]verbCounts `json:"requestsByResource"`
-	HookCalls  int64                 `json:"hookCalls"`
+	// WatchesClosed is the watches the apiserver closed because their
+	// consumer fell behind (the client resumes them: a WATCH request
+	// more), by resource.
+	WatchesClosed map[string]int64 `json:"watchesClosedByAPIServer,omitempty"`
+	HookCalls     int64            `json:"hookCalls"`
 	// HookSpread is how the hook calls spread over the parents called.
 	HookSpread spread `json:"hookCallsPerParent"`
 	// PeakRSSMiB and RSSMiB are uc's: its most during the window, and at
@@ -126,11 +130,12 @@ func (w *window) close(ctx context.Context) (measurement, error) {
 		return measurement{}, err
 	}
 	m := measurement{
-		ByResource: after.since(w.metrics),
-		Driver:     w.e.driverRequests.snapshot().minus(w.driver),
-		HookCalls:  w.callsSince(),
-		HookSpread: spreadOf(w.e.hook.perParent(), w.perParent),
-		CPUSeconds: cpu.minus(w.cpu),
+		ByResource:    after.since(w.metrics),
+		WatchesClosed: after.closedSince(w.metrics),
+		Driver:        w.e.driverRequests.snapshot().minus(w.driver),
+		HookCalls:     w.callsSince(),
+		HookSpread:    spreadOf(w.e.hook.perParent(), w.perParent),
+		CPUSeconds:    cpu.minus(w.cpu),
 	}
 	m.Requests = byVerb(m.ByResource)
 	if w.uc == nil {

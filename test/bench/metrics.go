@@ -89,6 +89,9 @@ type apiMetrics struct {
 	// watches is apiserver_longrunning_requests{verb="WATCH"}: the watches
 	// open now, by resource.
 	watches map[string]int64
+	// closed is apiserver_terminated_watchers_total: the watches the
+	// apiserver closed because their consumer fell behind, by resource.
+	closed map[string]int64
 }
 
 // since is the requests made between earlier and m, by resource and verb.
@@ -96,6 +99,21 @@ func (m apiMetrics) since(earlier apiMetrics) map[string]verbCounts {
 	out := map[string]verbCounts{}
 	for res, v := range m.requests {
 		if d := v.minus(earlier.requests[res]); len(d) > 0 {
+			out[res] = d
+		}
+	}
+	return out
+}
+
+// closedSince is the watches the apiserver closed between earlier and m,
+// by resource; nil when none.
+func (m apiMetrics) closedSince(earlier apiMetrics) map[string]int64 {
+	var out map[string]int64
+	for res, n := range m.closed {
+		if d := n - earlier.closed[res]; d > 0 {
+			if out == nil {
+				out = map[string]int64{}
+			}
 			out[res] = d
 		}
 	}
@@ -122,16 +140,16 @@ func scrapeMetrics(ctx context.Context, rc rest.Interface) (apiMetrics, error) {
 	return parseMetrics(raw)
 }
 
-// parseMetrics reads the two metric families the bench uses from the
+// parseMetrics reads the metric families the bench uses from the
 // Prometheus text format.
 func parseMetrics(raw []byte) (apiMetrics, error) {
-	m := apiMetrics{requests: map[string]verbCounts{}, watches: map[string]int64{}}
+	m := apiMetrics{requests: map[string]verbCounts{}, watches: map[string]int64{}, closed: map[string]int64{}}
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
 		name, _, _ := strings.Cut(line, "{")
-		if name != "apiserver_request_total" && name != "apiserver_longrunning_requests" {
+		if name != "apiserver_request_total" && name != "apiserver_longrunning_requests" && name != "apiserver_terminated_watchers_total" {
 			continue
 		}
 		labels, value, err := parseSample(line[len(name):])
@@ -151,6 +169,8 @@ func parseMetrics(raw []byte) (apiMetrics, error) {
 				m.requests[resource] = verbCounts{}
 			}
 			m.requests[resource][verbKey(labels["verb"], labels["dry_run"] != "")] += int64(value)
+		case name == "apiserver_terminated_watchers_total":
+			m.closed[resource] += int64(value)
 		case labels["verb"] == "WATCH":
 			m.watches[resource] += int64(value)
 		}

@@ -16,6 +16,10 @@ apiserver_longrunning_requests{component="apiserver",group="",resource="configma
 apiserver_longrunning_requests{component="apiserver",group="",resource="configmaps",scope="namespace",subresource="",verb="WATCH",version="v1"} 1
 apiserver_longrunning_requests{component="apiserver",group="",resource="pods",scope="cluster",subresource="log",verb="CONNECT",version="v1"} 1
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="odd\"name",scope="resource",subresource="",verb="GET",version="v1"} 1e+00
+# HELP apiserver_terminated_watchers_total [ALPHA] Counter of watchers closed due to unresponsiveness broken by resource type.
+# TYPE apiserver_terminated_watchers_total counter
+apiserver_terminated_watchers_total{group="",resource="configmaps"} 91
+apiserver_terminated_watchers_total{group="examples.universalcontroller.dev",resource="fanouts"} 291
 `)
 	m, err := parseMetrics(raw)
 	if err != nil {
@@ -36,6 +40,13 @@ apiserver_request_total{code="200",component="apiserver",dry_run="",group="",res
 	}
 	if len(m.watches) != 1 || m.watches["configmaps"] != 3 {
 		t.Errorf("watches = %v, want configmaps 3", m.watches)
+	}
+	earlier := apiMetrics{closed: map[string]int64{"configmaps": 91, "fanouts": 200}}
+	if got := m.closedSince(earlier); len(got) != 1 || got["fanouts"] != 91 {
+		t.Errorf("watches closed since = %v, want fanouts 91", got)
+	}
+	if got := m.closedSince(apiMetrics{}); len(got) != 2 || got["configmaps"] != 91 || got["fanouts"] != 291 {
+		t.Errorf("watches closed = %v, want configmaps 91, fanouts 291", got)
 	}
 	if w := byVerb(want).writes(); w != 5003 {
 		t.Errorf("writes = %d, want 5003 (no dry runs, no reads)", w)

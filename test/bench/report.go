@@ -334,6 +334,12 @@ func (r *results) printRequests(out io.Writer) {
 		fmt.Fprintln(tw, "\t")
 	}
 	tw.Flush()
+	for _, row := range rows {
+		if len(row.m.WatchesClosed) > 0 {
+			fmt.Fprintf(out, "  %s: watches the apiserver closed, their consumer behind (apiserver_terminated_watchers_total): %s\n",
+				row.name, verbCounts(row.m.WatchesClosed))
+		}
+	}
 }
 
 // printCPU shows where each phase's time went: the CPU seconds of each
