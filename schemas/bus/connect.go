@@ -162,10 +162,10 @@ func (c Connection) Connect(name string, log *slog.Logger, onError func(error)) 
 // UntilClosed waits, from now, until ctx ends (nil) or nc closes before
 // it, for good: told to reconnect forever, nats.go still gives up when a
 // server refused twice credentials that cannot change (a password or token
-// given as a flag or an environment variable, not read from a file). A process without
-// its bus serves nothing; its caller should exit with the error, so that
-// its supervisor starts it again with the credentials it has by then (a
-// Pod's environment is read again from its Secret).
+// given as a flag or an environment variable, not read from a file). A
+// process without its bus serves nothing; its caller should exit with the
+// error, so that its supervisor starts it again with the credentials it
+// has by then (a Pod's environment is read again from its Secret).
 func UntilClosed(nc *nats.Conn) func(ctx context.Context) error {
 	closed := nc.StatusChanged(nats.CLOSED)
 	return func(ctx context.Context) error {
