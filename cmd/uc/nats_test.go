@@ -52,15 +52,8 @@ func natsWithUser(t *testing.T) (*server.Server, func()) {
 	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
 		Users: []*server.User{{Username: "uc", Password: "old"}}}
 	ns := bustest.Start(t, opts)
-	nc, err := nats.Connect(ns.ClientURL(), nats.UserInfo("uc", "old"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := bustest.Connect(t, ns.ClientURL(), nats.UserInfo("uc", "old"))
+	defer js.Conn().Close() // refused after the rotation: gone before
 	if err := topology.EnsureStreams(t.Context(), js, topology.Streams, topology.Options{Storage: jetstream.MemoryStorage}); err != nil {
 		t.Fatal(err)
 	}
