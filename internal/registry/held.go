@@ -3,15 +3,18 @@ package registry
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 
@@ -21,7 +24,7 @@ import (
 
 // ownedInformers are the informers of the registered controllers'
 // parents, children and revisions: one informerSet, or an applier
-// replica's, one per partition it holds (heldSets).
+// replica's, one per group of the partitions it holds (heldSets).
 type ownedInformers interface {
 	// only makes user (a controller) use exactly gvrs, none when it is
 	// gone; index adds indexers to the informer of gvr before it starts.
@@ -42,15 +45,27 @@ type ownedInformers interface {
 
 // WithHeldPartitions makes the registry an applier replica's in an
 // installation whose watchers are sharded over that many partitions: its
-// informers of the controllers' parents, children and revisions are one
-// set per partition the replica holds (Hold, Release), each listing and
-// watching only the objects labelled with that partition, and one more set
-// of those that carry no partition label, or one that names no partition
-// (the API server selects "universalcontroller.dev/partition notin
-// (0,…,P-1)", which objects without the label match too): the parents
-// nobody has labelled yet, and the children uc did not make, which it may
-// adopt. Objects are read from all of them. A replica holding half the
-// partitions caches half the labelled objects.
+// informers of the controllers' parents, children and revisions list and
+// watch only the objects labelled with the partitions the replica holds
+// (Hold, Release), and one more set of informers those that carry no
+// partition label, or one that names no partition (the API server selects
+// "universalcontroller.dev/partition notin (0,…,P-1)", which objects
+// without the label match too): the parents nobody has labelled yet, and
+// the children uc did not make, which it may adopt. Objects are read from
+// all of them. A replica holding half the partitions caches half the
+// labelled objects.
+//
+// The partitions held are watched in groups, each one set of informers
+// selecting "universalcontroller.dev/partition in (…)": the partitions
+// taken within settle of each other form one group, so that a replica
+// taking its 16 partitions at start-up watches each resource twice, not
+// 17 times — the API server hands every event of a resource to each of
+// its watches, and at 50,000 parents it force-closed the watches of
+// replicas that had one per partition. A partition released leaves its
+// group's caches when the group's other partitions are watched anew,
+// together, in a group that replaces it once filled (or at once, when
+// none of them is held any more): giving partitions away costs a relist
+// of those kept with them.
 //
 // The related informers, of namespaces and of the controller objects, are
 // unfiltered. Such a registry has no single informer of a parent, child or
@@ -59,44 +74,88 @@ type ownedInformers interface {
 // (WithStatus), which needs every parent.
 func WithHeldPartitions(partitions int) Option {
 	return func(r *Registry) {
-		r.owned = newHeldSets(r.related.dyn, partitions, r.watchFailures)
+		r.owned = newHeldSets(r.related.dyn, partitions, r.watchFailures, r.log)
 	}
 }
 
+// groupSettle is how long the partitions an applier replica takes keep
+// coming before they are watched as one group: a balance takes them one
+// after another, each one a few round trips of the bus.
+const groupSettle = 500 * time.Millisecond
+
 // heldSets are the owned informers of an applier replica's registry
-// (WithHeldPartitions): one informerSet per partition held, and one of the
-// objects in no partition. A controller uses its resources in every set;
-// a handler follows its resource in every set.
+// (WithHeldPartitions): one informerSet per group of the partitions held,
+// and one of the objects in no partition. A controller uses its resources
+// in every set; a handler follows its resource in every set.
 type heldSets struct {
 	dyn    dynamic.Interface
 	onNew  func(schema.GroupVersionResource, cache.SharedIndexInformer)
 	source *compact.Source // makes the informers, if set (WithSource)
+	settle time.Duration   // groupSettle, but in tests
+	log    *slog.Logger
 
-	mu          sync.Mutex
-	unlabelled  *informerSet
-	byPartition map[int]*informerSet
-	uses        map[string][]schema.GroupVersionResource // by user
-	handlers    map[handlerID]ownedHandler
+	mu         sync.Mutex
+	unlabelled *informerSet
+	// held are the partitions held, each with the group whose caches its
+	// objects are read from: nil until the group of the partitions taken
+	// with it is made.
+	held map[int]*group
+	// groups are the sets of informers running, oldest first: those of
+	// the partitions held, those filling to replace them, and those that
+	// still watch partitions released until their replacement is filled.
+	groups   []*group
+	uses     map[string][]schema.GroupVersionResource // by user
+	handlers map[handlerID]ownedHandler
+	// regroup runs settle after the last change of the partitions held
+	// (nil before the first); none runs once stopped.
+	regroup *time.Timer
+	stopped bool
+	// changed is closed, and replaced, each time a partition's group
+	// changes (waitHeld).
+	changed chan struct{}
 }
 
-func newHeldSets(dyn dynamic.Interface, partitions int, onNew func(schema.GroupVersionResource, cache.SharedIndexInformer)) *heldSets {
+// A group is one set of informers over some partitions.
+type group struct {
+	partitions []int
+	set        *informerSet
+	// adopt are the partitions this group takes over once its caches are
+	// filled, each with the group that watched it until then, which it
+	// replaces; empty once it has.
+	adopt map[int]*group
+	// done ends when the group is stopped.
+	done    context.Context
+	stop    context.CancelFunc
+	started time.Time
+}
+
+func newHeldSets(dyn dynamic.Interface, partitions int, onNew func(schema.GroupVersionResource, cache.SharedIndexInformer), log *slog.Logger) *heldSets {
 	h := &heldSets{
-		dyn:         dyn,
-		onNew:       onNew,
-		byPartition: map[int]*informerSet{},
-		uses:        map[string][]schema.GroupVersionResource{},
-		handlers:    map[handlerID]ownedHandler{},
+		dyn:      dyn,
+		onNew:    onNew,
+		settle:   groupSettle,
+		log:      log,
+		held:     map[int]*group{},
+		uses:     map[string][]schema.GroupVersionResource{},
+		handlers: map[handlerID]ownedHandler{},
+		changed:  make(chan struct{}),
 	}
 	h.unlabelled = h.newSet(unlabelledSelector(partitions))
 	return h
 }
 
 // newSet is a set of informers selecting objects with selector, each with
-// the owner and orphan indexes.
+// the owner and orphan indexes, used and followed as every set is.
 func (h *heldSets) newSet(selector string) *informerSet {
 	s := newInformerSet(h.dyn)
 	s.selector, s.onNew, s.source = selector, h.onNew, h.source
 	s.indexers = cache.Indexers{ownerIndex: indexByController, orphanIndex: indexOrphans}
+	for id, hd := range h.handlers {
+		s.addHandler(id, hd.gvr, hd.h)
+	}
+	for user, gvrs := range h.uses {
+		s.use(user, gvrs...)
+	}
 	return s
 }
 
@@ -120,56 +179,228 @@ func unlabelledSelector(partitions int) string {
 	return labels.NewSelector().Add(*req).String()
 }
 
-// sets are every set: the partitions' and the unlabelled one.
+// sets are every set: the groups', oldest first, then the unlabelled one.
 func (h *heldSets) sets() []*informerSet {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return append(slices.Collect(maps.Values(h.byPartition)), h.unlabelled)
+	out := make([]*informerSet, 0, len(h.groups)+1)
+	for _, g := range h.groups {
+		out = append(out, g.set)
+	}
+	return append(out, h.unlabelled)
 }
 
-// hold starts the informers of partition n, which fill its caches
-// (waitHeld); objects are read from them at once.
+// hold adds partition n to the next group, made settle after the last
+// change; its objects are read from that group's caches (waitHeld). A
+// partition released and taken again while its group still watches it is
+// read from that group, without a relist.
 func (h *heldSets) hold(n int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.byPartition[n] != nil {
+	if _, ok := h.held[n]; ok {
 		return
 	}
-	s := h.newSet(partitionSelector([]int{n}))
-	for id, hd := range h.handlers {
-		s.addHandler(id, hd.gvr, hd.h)
+	h.held[n] = nil
+	for _, g := range h.groups {
+		if slices.Contains(g.partitions, n) {
+			h.held[n] = g
+		}
 	}
-	for user, gvrs := range h.uses {
-		s.use(user, gvrs...)
-	}
-	h.byPartition[n] = s
+	h.later()
 }
 
-// waitHeld waits until the caches of partition n, held, are filled.
-func (h *heldSets) waitHeld(ctx context.Context, n int) error {
+// release gives partition n up. Its group stops at once if it serves no
+// other partition held; otherwise those are grouped anew, without n, and
+// the group — n's objects still in its caches — stops once the new one
+// has filled its caches.
+func (h *heldSets) release(n int) {
 	h.mu.Lock()
-	s := h.byPartition[n]
+	defer h.mu.Unlock()
+	if _, ok := h.held[n]; !ok {
+		return
+	}
+	delete(h.held, n)
+	h.dropUnused()
+	h.later()
+}
+
+// later makes the next group settle from now. h.mu is held.
+func (h *heldSets) later() {
+	switch {
+	case h.stopped:
+	case h.regroup == nil:
+		h.regroup = time.AfterFunc(h.settle, h.group)
+	default:
+		h.regroup.Reset(h.settle)
+	}
+}
+
+// group makes one group of the partitions held whose objects no group
+// serves yet, and of those whose group also watches partitions released
+// (it adopts them once filled).
+func (h *heldSets) group() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped {
+		return
+	}
+	var partitions []int
+	adopt := map[int]*group{}
+	for n, g := range h.held {
+		switch {
+		case h.adopting(n):
+		case g == nil:
+			partitions = append(partitions, n)
+		case h.wasted(g):
+			partitions = append(partitions, n)
+			adopt[n] = g
+		}
+	}
+	if len(partitions) == 0 {
+		return
+	}
+	slices.Sort(partitions)
+	done, stop := context.WithCancel(context.Background())
+	g := &group{partitions: partitions, set: h.newSet(partitionSelector(partitions)), adopt: adopt, done: done, stop: stop, started: time.Now()}
+	for _, n := range partitions {
+		if adopt[n] == nil {
+			h.held[n] = g
+		}
+	}
+	h.groups = append(h.groups, g)
+	h.notify()
+	h.log.Info("caching partitions together", "partitions", partitions, "regrouped", slices.Sorted(maps.Keys(adopt)))
+	if len(adopt) > 0 {
+		go h.adoptFilled(g, h.used())
+	}
+}
+
+// adopting tells whether a group filling its caches will take over
+// partition n. h.mu is held.
+func (h *heldSets) adopting(n int) bool {
+	for _, g := range h.groups {
+		if _, ok := g.adopt[n]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// wasted tells whether g, which is not filling to take over partitions,
+// watches a partition whose objects it does not serve: one released,
+// or taken again and served by another group. h.mu is held.
+func (h *heldSets) wasted(g *group) bool {
+	if len(g.adopt) > 0 {
+		return false
+	}
+	for _, p := range g.partitions {
+		if h.held[p] != g {
+			return true
+		}
+	}
+	return false
+}
+
+// adoptFilled waits until g's caches of gvrs are filled, then takes over
+// the partitions it adopts that are still held and not served by a newer
+// group, and stops the groups it replaces if they serve nothing else.
+func (h *heldSets) adoptFilled(g *group, gvrs []schema.GroupVersionResource) {
+	filled := func(context.Context) (bool, error) {
+		for _, gvr := range gvrs {
+			if _, ok := g.set.synced(gvr); !ok {
+				return false, nil
+			}
+		}
+		return true, nil
+	}
+	if wait.PollUntilContextCancel(g.done, syncPoll, true, filled) != nil {
+		return // stopped
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for n, from := range g.adopt {
+		if cur, ok := h.held[n]; ok && (cur == from || cur == nil) {
+			h.held[n] = g
+		}
+	}
+	h.log.Info("partitions regrouped", "partitions", g.partitions, "after", time.Since(g.started).Round(time.Millisecond))
+	g.adopt = nil
+	h.notify()
+	h.dropUnused()
+	h.later()
+}
+
+// dropUnused stops the groups that serve no partition held and will take
+// over none. h.mu is held.
+func (h *heldSets) dropUnused() {
+	h.groups = slices.DeleteFunc(h.groups, func(g *group) bool {
+		for _, cur := range h.held {
+			if cur == g {
+				return false
+			}
+		}
+		for n, from := range g.adopt {
+			if cur, ok := h.held[n]; ok && (cur == from || cur == nil) {
+				return false
+			}
+		}
+		g.stop()
+		g.set.stopAll()
+		h.log.Info("stopped caching partitions", "partitions", g.partitions)
+		return true
+	})
+}
+
+// notify wakes those waiting for a partition's group. h.mu is held.
+func (h *heldSets) notify() {
+	close(h.changed)
+	h.changed = make(chan struct{})
+}
+
+// used are the resources the controllers use. h.mu is held.
+func (h *heldSets) used() []schema.GroupVersionResource {
 	var gvrs []schema.GroupVersionResource
 	for _, used := range h.uses {
 		gvrs = append(gvrs, used...)
 	}
-	h.mu.Unlock()
-	if s == nil {
-		return fmt.Errorf("partition %d is not held", n)
-	}
 	slices.SortFunc(gvrs, func(a, b schema.GroupVersionResource) int { return strings.Compare(a.String(), b.String()) })
-	return s.waitSynced(ctx, slices.Compact(gvrs)...)
+	return slices.Compact(gvrs)
 }
 
-// release stops the informers of partition n.
-func (h *heldSets) release(n int) {
-	h.mu.Lock()
-	s := h.byPartition[n]
-	delete(h.byPartition, n)
-	h.mu.Unlock()
-	if s != nil {
-		s.stopAll()
+// waitHeld waits until partition n, held, has a group whose caches are
+// filled.
+func (h *heldSets) waitHeld(ctx context.Context, n int) error {
+	for {
+		h.mu.Lock()
+		g, held := h.held[n]
+		changed, gvrs := h.changed, h.used()
+		h.mu.Unlock()
+		if !held {
+			return fmt.Errorf("partition %d is not held", n)
+		}
+		if g == nil {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("partition %d not grouped yet: %w", n, ctx.Err())
+			case <-changed:
+				continue
+			}
+		}
+		err := waitGroup(ctx, g, gvrs)
+		if err == nil || ctx.Err() != nil || g.done.Err() == nil {
+			return err
+		}
+		// g stopped: another group serves n now.
 	}
+}
+
+// waitGroup waits until g's caches of gvrs are filled, or ctx ends, or g
+// stops.
+func waitGroup(ctx context.Context, g *group, gvrs []schema.GroupVersionResource) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(g.done, cancel)()
+	return g.set.waitSynced(ctx, gvrs...)
 }
 
 func (h *heldSets) only(user string, gvrs ...schema.GroupVersionResource) {
@@ -181,8 +412,8 @@ func (h *heldSets) only(user string, gvrs ...schema.GroupVersionResource) {
 		h.uses[user] = slices.Clone(gvrs)
 	}
 	h.unlabelled.only(user, gvrs...)
-	for _, s := range h.byPartition {
-		s.only(user, gvrs...)
+	for _, g := range h.groups {
+		g.set.only(user, gvrs...)
 	}
 }
 
@@ -199,8 +430,9 @@ func (h *heldSets) waitSynced(ctx context.Context, gvrs ...schema.GroupVersionRe
 	return nil
 }
 
-// caches are the running caches of gvr: the partitions', then the
-// unlabelled one.
+// caches are the running caches of gvr: the groups', oldest first — a
+// group being replaced holds every object of the partitions it serves,
+// its replacement may not yet — then the unlabelled one.
 func (h *heldSets) caches(gvr schema.GroupVersionResource) []cache.Indexer {
 	var out []cache.Indexer
 	for _, s := range h.sets() {
@@ -219,8 +451,8 @@ func (h *heldSets) addHandler(id handlerID, gvr schema.GroupVersionResource, han
 	defer h.mu.Unlock()
 	h.handlers[id] = ownedHandler{gvr: gvr, h: handler}
 	h.unlabelled.addHandler(id, gvr, handler)
-	for _, s := range h.byPartition {
-		s.addHandler(id, gvr, handler)
+	for _, g := range h.groups {
+		g.set.addHandler(id, gvr, handler)
 	}
 }
 
@@ -229,8 +461,8 @@ func (h *heldSets) removeHandler(id handlerID) {
 	defer h.mu.Unlock()
 	delete(h.handlers, id)
 	h.unlabelled.removeHandler(id)
-	for _, s := range h.byPartition {
-		s.removeHandler(id)
+	for _, g := range h.groups {
+		g.set.removeHandler(id)
 	}
 }
 
@@ -254,18 +486,22 @@ func (h *heldSets) unsynced() []string {
 }
 
 func (h *heldSets) stopAll() {
-	for _, s := range h.sets() {
-		s.stopAll()
-	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	clear(h.byPartition)
+	h.stopped = true
+	if h.regroup != nil {
+		h.regroup.Stop()
+	}
+	clear(h.held)
+	h.dropUnused()
+	h.unlabelled.stopAll()
+	h.notify()
 }
 
-// Hold starts the informers of the parents, children and revisions of
-// partition n, which this applier replica now holds (WithHeldPartitions;
-// otherwise nothing to do): objects are read from their caches at once,
-// and WaitHeld waits until they are filled.
+// Hold adds partition n to those this applier replica holds
+// (WithHeldPartitions; otherwise nothing to do): the informers of its
+// parents, children and revisions start with those of the partitions
+// taken with it, and WaitHeld waits until their caches are filled.
 func (r *Registry) Hold(n int) {
 	if h, ok := r.owned.(*heldSets); ok {
 		h.hold(n)
@@ -285,8 +521,9 @@ func (r *Registry) WaitHeld(ctx context.Context, n int) error {
 	return nil
 }
 
-// Release stops the informers of partition n, which this applier replica
-// no longer holds.
+// Release stops reading the objects of partition n, which this applier
+// replica no longer holds; its informers stop with the last partition
+// of their group, or once the group's others are watched without it.
 func (r *Registry) Release(n int) {
 	if h, ok := r.owned.(*heldSets); ok {
 		h.release(n)

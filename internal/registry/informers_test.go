@@ -26,7 +26,6 @@ import (
 // number of users, stopped when its last user goes.
 func TestInformerSetIsShared(t *testing.T) {
 	cms := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	foos := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "foos"}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		cms: "ConfigMapList", foos: "FooList",
 	})

@@ -62,7 +62,6 @@ func TestPartitionSelector(t *testing.T) {
 // fake dynamic client filters a List by its label selector (not a Watch),
 // so the caches' counts show what the server sent.
 func TestPartitionedInformers(t *testing.T) {
-	foos := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "foos"}
 	secrets := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 	namespacesGVR := schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 	const (
@@ -102,9 +101,9 @@ func TestPartitionedInformers(t *testing.T) {
 			opts: []Option{WithHeldPartitions(4)},
 			hold: []int{1, 3},
 			selectors: map[schema.GroupVersionResource][]string{
-				foos:                      {unlabelled, "universalcontroller.dev/partition in (1)", "universalcontroller.dev/partition in (3)"},
-				configMaps:                {unlabelled, "universalcontroller.dev/partition in (1)", "universalcontroller.dev/partition in (3)"},
-				v1alpha1.RevisionResource: {unlabelled, "universalcontroller.dev/partition in (1)", "universalcontroller.dev/partition in (3)"},
+				foos:                      {unlabelled, partitioned},
+				configMaps:                {unlabelled, partitioned},
+				v1alpha1.RevisionResource: {unlabelled, partitioned},
 				secrets:                   {""}, namespacesGVR: {""},
 			},
 			owned:   map[schema.GroupVersionResource]int{foos: 3, configMaps: 3, v1alpha1.RevisionResource: 3},
@@ -182,6 +181,8 @@ func TestPartitionedInformers(t *testing.T) {
 			defer r.only(ctl.Name)
 			for _, n := range tc.hold {
 				r.Hold(n)
+			}
+			for _, n := range tc.hold {
 				if err := r.WaitHeld(t.Context(), n); err != nil {
 					t.Fatal(err)
 				}
@@ -245,7 +246,6 @@ func TestPartitionedInformers(t *testing.T) {
 // or revision, lists them without watching to learn that it may, and fails
 // the controller, naming the permission, when the API server refuses.
 func TestParentsOnly(t *testing.T) {
-	foos := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "foos"}
 	ctl := &core.Controller{
 		Name:     "c",
 		Parent:   core.Resource{GVR: foos},

@@ -11,9 +11,10 @@
 // customize hooks relate, of namespaces and of the controller objects,
 // which list and watch all of them. Otherwise both are one set. An applier
 // replica's registry in a sharded installation (WithHeldPartitions) has
-// one set of the former per partition the replica holds, started and
-// stopped as it takes and gives partitions (Hold, Release), and one of
-// the objects in no partition; it reads objects from all of them.
+// one set of the former per group of the partitions the replica took
+// together, started and regrouped as it takes and gives partitions (Hold,
+// Release), and one of the objects in no partition; it reads objects from
+// all of them.
 package registry
 
 import (
@@ -66,7 +67,7 @@ type Registry struct {
 	// watcher shard's registry, whose owned informers select its
 	// partitions' objects (WithPartitions).
 	// In an applier replica's registry (WithHeldPartitions), owned is a
-	// set per partition held.
+	// set per group of the partitions held.
 	owned   ownedInformers
 	related *informerSet
 	// compactSource makes their informers, if set (WithSource).
@@ -347,16 +348,17 @@ func (r *Registry) selects(obj any) bool {
 func (r *Registry) Informer(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
 	owned, ok := r.owned.(*informerSet)
 	if !ok {
-		panic("registry: an applier replica's registry (WithHeldPartitions) has an informer of " + gvr.Resource + " per partition held; use OnOwned")
+		panic("registry: an applier replica's registry (WithHeldPartitions) has informers of " + gvr.Resource + " per group of partitions held; use OnOwned")
 	}
 	return owned.get(gvr)
 }
 
 // OnOwned adds handler to the informers of a resource of controllers'
 // parents, children or revisions: in an applier replica's registry, to
-// those of every partition it holds and of the objects in none, and to
-// those of the partitions it takes later (whose objects it hears of as
-// added). It returns what removes it.
+// those of every group of partitions it holds and of the objects in none,
+// and to those of the groups it makes later, of partitions taken or
+// regrouped (whose objects it hears of as added). It returns what
+// removes it.
 func (r *Registry) OnOwned(gvr schema.GroupVersionResource, handler cache.ResourceEventHandler) (remove func()) {
 	id := handlerID(r.handlers.Add(1))
 	r.owned.addHandler(id, gvr, handler)
