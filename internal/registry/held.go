@@ -271,7 +271,7 @@ func (h *heldSets) group() {
 	h.notify()
 	h.log.Info("caching partitions together", "partitions", partitions, "regrouped", slices.Sorted(maps.Keys(adopt)))
 	if len(adopt) > 0 {
-		go h.adoptFilled(g, h.used())
+		go h.adoptFilled(g)
 	}
 }
 
@@ -301,11 +301,15 @@ func (h *heldSets) wasted(g *group) bool {
 	return false
 }
 
-// adoptFilled waits until g's caches of gvrs are filled, then takes over
-// the partitions it adopts that are still held and not served by a newer
-// group, and stops the groups it replaces if they serve nothing else.
-func (h *heldSets) adoptFilled(g *group, gvrs []schema.GroupVersionResource) {
+// adoptFilled waits until g's caches of the resources in use are filled,
+// then takes over the partitions it adopts that are still held and not
+// served by a newer group, and stops the groups it replaces if they serve
+// nothing else.
+func (h *heldSets) adoptFilled(g *group) {
 	filled := func(context.Context) (bool, error) {
+		h.mu.Lock()
+		gvrs := h.used()
+		h.mu.Unlock()
 		for _, gvr := range gvrs {
 			if _, ok := g.set.synced(gvr); !ok {
 				return false, nil
