@@ -47,7 +47,7 @@ type ownedInformers interface {
 // installation whose watchers are sharded over that many partitions: its
 // informers of the controllers' parents, children and revisions list and
 // watch only the objects labelled with the partitions the replica holds
-// (Hold, Release), and one more set of informers those that carry no
+// (Hold, Release); one more set of informers watches those that carry no
 // partition label, or one that names no partition (the API server selects
 // "universalcontroller.dev/partition notin (0,…,P-1)", which objects
 // without the label match too): the parents nobody has labelled yet, and
@@ -57,11 +57,11 @@ type ownedInformers interface {
 //
 // The partitions held are watched in groups, each one set of informers
 // selecting "universalcontroller.dev/partition in (…)": the partitions
-// taken within settle of each other form one group, so that a replica
-// taking its 16 partitions at start-up watches each resource twice, not
-// 17 times — the API server hands every event of a resource to each of
-// its watches, and at 50,000 parents it force-closed the watches of
-// replicas that had one per partition. A partition released leaves its
+// taken within groupSettle of each other form one group, so that a
+// replica taking its 16 partitions at start-up watches each resource
+// twice, not 17 times — the API server hands every event of a resource to
+// each of its watches, and at 50,000 parents it force-closed the watches
+// of replicas that had one per partition. A partition released leaves its
 // group's caches when the group's other partitions are watched anew,
 // together, in a group that replaces it once filled (or at once, when
 // none of them is held any more): giving partitions away costs a relist
