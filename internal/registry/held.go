@@ -323,7 +323,7 @@ func (h *heldSets) adoptFilled(g *group) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for n, from := range g.adopt {
-		if cur, ok := h.held[n]; ok && (cur == from || cur == nil) {
+		if h.toAdopt(n, from) {
 			h.held[n] = g
 		}
 	}
@@ -332,6 +332,14 @@ func (h *heldSets) adoptFilled(g *group) {
 	h.notify()
 	h.dropUnused()
 	h.later()
+}
+
+// toAdopt tells whether partition n, which a group filling its caches
+// adopts from group from, is still to be adopted: held, and served by from
+// or by no group yet. h.mu is held.
+func (h *heldSets) toAdopt(n int, from *group) bool {
+	cur, ok := h.held[n]
+	return ok && (cur == from || cur == nil)
 }
 
 // dropUnused stops the groups that serve no partition held and will take
@@ -344,7 +352,7 @@ func (h *heldSets) dropUnused() {
 			}
 		}
 		for n, from := range g.adopt {
-			if cur, ok := h.held[n]; ok && (cur == from || cur == nil) {
+			if h.toAdopt(n, from) {
 				return false
 			}
 		}
