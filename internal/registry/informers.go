@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -40,6 +41,8 @@ type informerSet struct {
 
 	mu    sync.Mutex
 	byGVR map[schema.GroupVersionResource]*sharedInformer
+	// stopped says stopAll was called: the set makes no more informers.
+	stopped bool
 	// handlers follow the informers of their resource: those running and
 	// those made later (addHandler).
 	handlers map[handlerID]ownedHandler
@@ -245,6 +248,7 @@ func (s *informerSet) only(user string, gvrs ...schema.GroupVersionResource) {
 func (s *informerSet) stopAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.stopped = true
 	for gvr, e := range s.byGVR {
 		if e.stop != nil {
 			close(e.stop)
@@ -252,6 +256,9 @@ func (s *informerSet) stopAll() {
 		delete(s.byGVR, gvr)
 	}
 }
+
+// errSetStopped is waitSynced's error on a stopped set.
+var errSetStopped = errors.New("caches stopped")
 
 // setForbidden records whether err, the last error listing or watching
 // gvr, is the API server's refusal. A later error that is not clears it;
@@ -283,7 +290,8 @@ const syncPoll = 100 * time.Millisecond
 
 // waitSynced waits until the caches of gvrs are filled. It fails at once
 // when the API server refuses to list one of them, with an error that
-// names the permission uc lacks, and when ctx ends.
+// names the permission uc lacks, when ctx ends, and when the set is
+// stopped.
 func (s *informerSet) waitSynced(ctx context.Context, gvrs ...schema.GroupVersionResource) error {
 	tick := time.NewTicker(syncPoll)
 	defer tick.Stop()
@@ -291,6 +299,10 @@ func (s *informerSet) waitSynced(ctx context.Context, gvrs ...schema.GroupVersio
 		synced := true
 		for _, gvr := range gvrs {
 			s.mu.Lock()
+			if s.stopped {
+				s.mu.Unlock()
+				return fmt.Errorf("caches of %v: %w", gvrs, errSetStopped)
+			}
 			e := s.entry(gvr)
 			s.mu.Unlock()
 			if e.informer.HasSynced() {

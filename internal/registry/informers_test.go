@@ -2,10 +2,13 @@ package registry
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"slices"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -97,6 +100,24 @@ func TestInformersHoldCompactObjects(t *testing.T) {
 	}
 	if v, _, _ := unstructured.NestedString(u.Object, "data", "k"); v != "v" {
 		t.Errorf("cached object lost its data: %v", u.Object)
+	}
+}
+
+// TestStoppedSetWaitsNoMore: waiting on a stopped set's caches fails at
+// once and makes no informer (a partition's group replaced while an apply
+// waits for it).
+func TestStoppedSetWaitsNoMore(t *testing.T) {
+	cms := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	s := newInformerSet(dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{cms: "ConfigMapList"}))
+	s.use("a", cms)
+	s.stopAll()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := s.waitSynced(ctx, cms); !errors.Is(err, errSetStopped) {
+		t.Errorf("waiting on a stopped set: %v, want %v", err, errSetStopped)
+	}
+	if len(s.byGVR) > 0 {
+		t.Errorf("a stopped set made informers: %v", s.byGVR)
 	}
 }
 
