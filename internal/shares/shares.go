@@ -258,12 +258,11 @@ func (s *Shares) balance(ctx context.Context) {
 // parents, a watcher shard missing a live replica that way released the
 // partitions a split without it does not give it, 25 times in 35 minutes,
 // and took them back 2 s later, each time relisting its share. A failed
-// listing keeps the last view.
+// listing reads again every replica of the last view.
 func (s *Shares) live(ctx context.Context) []string {
 	listed, err := s.members.Keys(ctx)
 	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
 		s.log.Warn("list the "+s.opts.Role+"s", "err", err)
-		listed = s.seen
 	}
 	live := append(slices.Clone(listed), s.id)
 	for _, m := range s.seen {

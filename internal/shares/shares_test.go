@@ -347,20 +347,25 @@ func TestRenewalsAtOnce(t *testing.T) {
 }
 
 // hidingKeys is a membership bucket whose listing misses one key, as
-// nats.go's can miss a key updated while it lists.
+// nats.go's can miss a key updated while it lists, or fails.
 type hidingKeys struct {
 	jetstream.KeyValue
 	hide string
+	fail bool
 }
 
 func (k *hidingKeys) Keys(ctx context.Context, opts ...jetstream.WatchOpt) ([]string, error) {
+	if k.fail {
+		return nil, errors.New("listing timed out")
+	}
 	keys, err := k.KeyValue.Keys(ctx, opts...)
 	return slices.DeleteFunc(keys, func(key string) bool { return key == k.hide }), err
 }
 
 // TestListingMissesAReplica: a live replica missing from one listing of
 // the members keeps its place in the split: the others neither release
-// partitions for a split without it nor take its own. Gone for good (its
+// partitions for a split without it nor take its own; a listing that
+// fails reads the last view again. Gone for good (its
 // heartbeat deleted, as when it stops), it leaves the split. The replicas
 // and the one missed are those of a 4-shard bench run where watcher-2,
 // missing watcher-1 at times, released 4 partitions 25 times.
@@ -403,12 +408,29 @@ func TestListingMissesAReplica(t *testing.T) {
 		t.Fatalf("a split without watcher-1 takes nothing of %s's %v: the test cannot tell", s.ID(), held)
 	}
 
-	s.members = &hidingKeys{KeyValue: s.members, hide: "watcher-1"}
+	hiding := &hidingKeys{KeyValue: s.members, hide: "watcher-1"}
+	s.members = hiding
 	s.balance(ctx)
 	if got := s.Held(); !slices.Equal(got, held) || len(holder.given) > 0 {
 		t.Errorf("watcher-1 missing from one listing: %s holds %v, gave back %v; want %v still held",
 			s.ID(), got, holder.given, held)
 	}
+
+	// The listing fails while watcher-1's partitions are free (their keys
+	// lost): the last view still gives them to watcher-1.
+	for n, m := range assign(ids, partitions) {
+		if m == "watcher-1" {
+			if err := s.keys.Delete(ctx, bus.PartitionKey(n)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	hiding.fail = true
+	s.balance(ctx)
+	if got := s.Held(); !slices.Equal(got, held) {
+		t.Errorf("the listing failed: %s holds %v; want %v, the last view's share", s.ID(), got, held)
+	}
+	hiding.fail = false
 
 	// watcher-1 stops: its heartbeat is deleted.
 	if err := s.members.Delete(ctx, "watcher-1"); err != nil {
