@@ -332,8 +332,8 @@ func TestIntakeReadsTheVerdict(t *testing.T) {
 
 // TestFailedApply: the reconciler marks the error of an apply with what
 // the worker loop does with it: a reply the fence dropped is done; one
-// that met a newer object, or whose hold lapsed, waits and is logged as
-// news; one of a controller not registered here yet waits quietly; any
+// that met a newer object or one not cached yet, or whose hold lapsed,
+// waits and is logged as news; one of a controller not registered here yet waits quietly; any
 // other is a failure, retried.
 func TestFailedApply(t *testing.T) {
 	conflict := apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, "c", errors.New("the object has been modified"))
@@ -349,6 +349,7 @@ func TestFailedApply(t *testing.T) {
 	}{
 		{"the fence moved", t.Context(), fmt.Errorf("advance fence: %w (12)", errFenceMoved), true, verdict.Retry, true},
 		{"a conflict", t.Context(), fmt.Errorf("apply configmaps ns/c: %w", conflict), false, verdict.Wait, true},
+		{"a child not cached yet", t.Context(), fmt.Errorf("create configmaps ns/c: %w", errNotCachedYet), false, verdict.Wait, true},
 		{"the hold lapsed", lapsedHold, fmt.Errorf("apply configmaps ns/c: %w", context.Canceled), false, verdict.Wait, true},
 		{"the gate closed", t.Context(), fmt.Errorf("apply configmaps ns/c: %w", &shares.Lapsed{Since: time.Second}), false, verdict.Wait, true},
 		{"not registered here yet", t.Context(), fmt.Errorf("controller c: %w", errNotRegisteredYet), false, verdict.Wait, false},

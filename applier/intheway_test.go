@@ -46,8 +46,8 @@ func TestInTheWay(t *testing.T) {
 		wantPartition string
 	}{
 		{"another parent's: refused", object("other", "5"), object("p", "2"), verdict.Permanent, "5"},
-		{"the parent's, labelled alike: waits for the cache", object("p", "2"), object("p", "2"), verdict.Retry, "2"},
-		{"unsharded: waits for the cache", object("p", ""), object("p", ""), verdict.Retry, ""},
+		{"the parent's, labelled alike: waits for the cache", object("p", "2"), object("p", "2"), verdict.Wait, "2"},
+		{"unsharded: waits for the cache", object("p", ""), object("p", ""), verdict.Wait, ""},
 		{"the parent's, in another partition: labelled with the parent's", object("p", "5"), object("p", "2"), verdict.Wait, "2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -265,14 +265,15 @@ func (rc *reconciler) warn(ctl *core.Controller, obj *unstructured.Unstructured,
 
 // movedOn tells an apply that stopped because the world moved on since
 // its reply was planned: an object it was to write changed meanwhile (a
-// conflict of its resourceVersion precondition), or this replica no longer
-// applies the parent (superseded). It is logged as news, not as an error,
+// conflict of its resourceVersion precondition), one it was to create
+// exists already (errNotCachedYet), or this replica no longer applies the
+// parent (superseded). It is logged as news, not as an error,
 // and waits (verdict.Wait): retried against the newer state (in a new
 // hold), or superseded by the request that the change causes. A conflict
 // that persists — another writer fighting over the same fields — is
 // reported as failures are (reportFailing).
 func movedOn(err error) bool {
-	return apierrors.IsConflict(err) || superseded(err)
+	return apierrors.IsConflict(err) || errors.Is(err, errNotCachedYet) || superseded(err)
 }
 
 // superseded tells an apply that stopped because this replica's hold on

@@ -220,6 +220,12 @@ func (w *writer) write(ctx context.Context, ctl *core.Controller, act core.Write
 	return result, nil
 }
 
+// errNotCachedYet is a create that met an object this replica's cache
+// has not seen yet, mostly the child an apply of the same parent created
+// a moment before (a parent's next reply planned on a cache behind the
+// apiserver): the world moved on (movedOn), and the retry adopts it.
+var errNotCachedYet = verdict.Wait.Mark(errors.New("it exists already, not yet seen by the cache: will adopt it"))
+
 // inTheWay explains an object found where a create was to make a new child:
 // the cache had not seen it. uc never takes it over by a create; if the
 // parent may adopt it, the retry plans an adoption once the cache has it,
@@ -240,7 +246,7 @@ func (w *writer) inTheWay(ctx context.Context, res dynamic.ResourceInterface, ct
 	want, sharded := act.Object.GetLabels()[v1alpha1.LabelPartition]
 	ref := metav1.GetControllerOfNoCopy(cur)
 	if !sharded || ref == nil || ref.UID != owner || cur.GetLabels()[v1alpha1.LabelPartition] == want {
-		return errors.New("it exists already, not yet seen by the cache: will adopt it")
+		return errNotCachedYet
 	}
 	if err := mayWrite(ctx); err != nil {
 		return err
