@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -163,12 +164,28 @@ func TestChaos(t *testing.T) {
 // nats-server, serving the Fanout example: 2 watchers electing a leader, a
 // dispatcher, 3 appliers with replica ids kept across restarts and 2
 // bus-native Fanout hook workers, each its own process. The uc roles serve
-// /readyz.
+// /readyz (readyz).
 type fanoutRoles struct {
 	*rolesOnBus
 	watchers, appliers, hooks []*roleProcess
 	dispatcher                *roleProcess
-	readyz                    map[*roleProcess]string // the URL of each uc role's /readyz
+}
+
+// healthAddrLine finds the address a role serves /readyz on in its log.
+var healthAddrLine = regexp.MustCompile(`flag=--health-addr addr=(\S+)`)
+
+// readyz is the URL of the /readyz of r's latest run, as it logged it.
+// Each run listens on a port the kernel gives it: a free port picked
+// beforehand could be taken by another process's before the role bound
+// it (a sibling's --metrics-addr on port 0 took one, and the applier never
+// started). Until a restarted role logs its port, the URL is its previous
+// run's, which no longer answers.
+func readyz(r *roleProcess) (string, error) {
+	m := healthAddrLine.FindStringSubmatch(r.lastLine("msg=serving", "flag=--health-addr"))
+	if m == nil {
+		return "", fmt.Errorf("%s does not serve /readyz yet", r.name)
+	}
+	return "http://" + m[1] + "/readyz", nil
 }
 
 // startFanoutRoles registers the Fanout controller and starts its roles on
@@ -179,16 +196,9 @@ func startFanoutRoles(t *testing.T, natsURL string) *fanoutRoles {
 	installCRD(t, "examples/fanout/crd.yaml", fanout.GVR)
 	registerManifest(t, "examples/fanout/controller.yaml", nil)
 	hook := buildFanoutHook(t)
-	r := &fanoutRoles{rolesOnBus: b, readyz: map[*roleProcess]string{}}
+	r := &fanoutRoles{rolesOnBus: b}
 	start := func(name, role string, args ...string) *roleProcess {
-		port, err := testbed.FreePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		p := b.start(name, role, append(args, "--health-addr", addr)...)
-		r.readyz[p] = "http://" + addr + "/readyz"
-		return p
+		return b.start(name, role, append(args, "--health-addr", "127.0.0.1:0")...)
 	}
 	lease := []string{"--leader-elect-namespace", b.ns}
 	r.watchers = []*roleProcess{start("watcher-a", "watcher", lease...), start("watcher-b", "watcher", lease...)}

@@ -416,7 +416,11 @@ func (p *pauseRun) responds(r *roleProcess) func() error {
 		if err := r.proc.Exited(); err != nil {
 			return backoffStop{err}
 		}
-		_, _, err := httpGet(p.t.Context(), p.readyz[r])
+		url, err := readyz(r)
+		if err != nil {
+			return err
+		}
+		_, _, err = httpGet(p.t.Context(), url)
 		return err
 	}
 }

@@ -58,7 +58,13 @@ func TestRecoveryAfterKill(t *testing.T) {
 
 	restartUntilReady := func(t *testing.T, victim *roleProcess) func() error {
 		roles.restart(victim)
-		return expectHTTP(t.Context(), roles.readyz[victim], http.StatusOK)
+		return func() error {
+			url, err := readyz(victim)
+			if err != nil {
+				return err
+			}
+			return expectHTTP(t.Context(), url, http.StatusOK)()
+		}
 	}
 	faults := []recoveryFault{{
 		// The time an update wave takes to converge without a fault, to
