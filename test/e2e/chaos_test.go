@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -171,9 +170,6 @@ type fanoutRoles struct {
 	dispatcher                *roleProcess
 }
 
-// healthAddrLine finds the address a role serves /readyz on in its log.
-var healthAddrLine = regexp.MustCompile(`flag=--health-addr addr=(\S+)`)
-
 // readyz is the URL of the /readyz of r's latest run, as it logged it.
 // Each run listens on a port the kernel gives it: a free port picked
 // beforehand could be taken by another process's before the role bound
@@ -181,11 +177,11 @@ var healthAddrLine = regexp.MustCompile(`flag=--health-addr addr=(\S+)`)
 // started). Until a restarted role logs its port, the URL is its previous
 // run's, which no longer answers.
 func readyz(r *roleProcess) (string, error) {
-	m := healthAddrLine.FindStringSubmatch(r.lastLine("msg=serving", "flag=--health-addr"))
-	if m == nil {
+	addr := r.served("--health-addr")
+	if addr == "" {
 		return "", fmt.Errorf("%s does not serve /readyz yet", r.name)
 	}
-	return "http://" + m[1] + "/readyz", nil
+	return "http://" + addr + "/readyz", nil
 }
 
 // startFanoutRoles registers the Fanout controller and starts its roles on

@@ -93,6 +93,15 @@ func (r *roleProcess) lastLine(parts ...string) string {
 	return last
 }
 
+// served is the address r's latest run logged it serves flag's endpoint
+// on ("--metrics-addr", "--health-addr"), or "" before it logged one.
+func (r *roleProcess) served(flag string) string {
+	line := r.lastLine("msg=serving", "flag="+flag+" ")
+	_, addr, _ := strings.Cut(line, "flag="+flag+" addr=")
+	addr, _, _ = strings.Cut(addr, " ")
+	return addr
+}
+
 // rolesOnBus is a namespace, a work dir and a NATS URL on which tests start
 // uc's roles; the Widget controller is registered and its hook served.
 type rolesOnBus struct {

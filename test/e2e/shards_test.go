@@ -528,11 +528,11 @@ var configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "config
 // metricsURL is the /metrics URL a role logged it serves.
 func metricsURL(t *testing.T, r *roleProcess) string {
 	t.Helper()
-	m := regexp.MustCompile(`flag=--metrics-addr addr=(\S+)`).FindStringSubmatch(r.lastLine("msg=serving", "flag=--metrics-addr"))
-	if m == nil {
+	addr := r.served("--metrics-addr")
+	if addr == "" {
 		t.Fatalf("%s logged no metrics address", r.name)
 	}
-	return "http://" + m[1] + "/metrics"
+	return "http://" + addr + "/metrics"
 }
 
 var termLine = regexp.MustCompile(`msg="(watching|stopped watching) partitions" .*partitions="?\[([0-9 ]*)\]"? at=(\d+)`)
