@@ -105,6 +105,16 @@ func TestInformerInterfaces(t *testing.T) {
 	if _, changed := obj.(*Object).GetLabels()["changed"]; changed {
 		t.Error("a deep copy shares its labels")
 	}
+	// Cached objects share their owners' flags (pack): a deep copy's are
+	// its own.
+	other, err := FromJSON(testdata(t, "configmap.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	*c.OwnerReferences[0].Controller = false
+	if !*obj.(*Object).OwnerReferences[0].Controller || !*other.OwnerReferences[0].Controller {
+		t.Error("a deep copy shares its owner's flags with the cached objects")
+	}
 	// Labels read the same whichever way client-go asks for them.
 	want := map[string]string{"examples.universalcontroller.dev/fanout": "fanout-00042"}
 	accessor, err := meta.Accessor(obj)
