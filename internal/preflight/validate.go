@@ -154,8 +154,8 @@ var configMapKind = schema.GroupKind{Kind: "ConfigMap"}
 // the apply does not set, unless uc set them before: it is validated with
 // all of them, which is as strict or stricter.
 func validateConfigMap(obj, live *unstructured.Unstructured) []error {
-	var cm corev1.ConfigMap
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj.Object, &cm, true); err != nil {
+	cm, err := decodeConfigMap(obj.Object)
+	if err != nil {
 		return []error{err}
 	}
 	if live != nil {
@@ -379,9 +379,9 @@ func (c *customSchema) couldRefuse(w Write) string {
 	if got := w.New.GroupVersionKind(); got != c.gvk {
 		return fmt.Sprintf("a %s is not a %s", got, c.gvk)
 	}
-	var m metav1.ObjectMeta
 	raw, _ := obj["metadata"].(map[string]any)
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(raw, &m, true); err != nil {
+	m, err := decodeMeta(raw)
+	if err != nil {
 		return fmt.Sprintf("metadata: %v", err)
 	}
 	if w.Old != nil { // the annotations the apply does not set stay
