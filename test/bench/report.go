@@ -270,16 +270,27 @@ func (r *results) printPerParent(out io.Writer) {
 		return
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(out, "\nuc's own cost per parent changed, over each phase's window (all its processes; with -appliers, the nats-server's CPU but not its allocations)")
-	fmt.Fprintln(tw, "phase\tCPU\tallocated\t")
+	fmt.Fprintln(out, "\nuc's own cost per parent changed, over each phase's window (all its processes; with -appliers, the nats-server's CPU but not its allocations),")
+	fmt.Fprintln(out, "and its CPU over the apiserver's and over the bench's (driver and hook) in the same window: the same code's CPU seconds move with the machine")
+	fmt.Fprintln(out, "from run to run (up to 1.8x on a shared VM), these ratios much less")
+	fmt.Fprintln(tw, "phase\tCPU\tallocated\t× apiserver\t× bench\t")
 	for _, p := range r.Phases {
 		if p.Parents == 0 {
 			continue
 		}
-		n := float64(p.Parents)
-		fmt.Fprintf(tw, "%s\t%.1f ms\t%.0f KB\t\n", p.Name, 1000*p.CPUSeconds["uc"]/n, 1000*p.UCAllocatedMB/n)
+		n, uc := float64(p.Parents), p.CPUSeconds["uc"]
+		fmt.Fprintf(tw, "%s\t%.1f ms\t%.0f KB\t%s\t%s\t\n", p.Name, 1000*uc/n, 1000*p.UCAllocatedMB/n,
+			ratio(uc, p.CPUSeconds[apiserver]), ratio(uc, p.CPUSeconds["bench"]))
 	}
 	tw.Flush()
+}
+
+// ratio is a/b to two places, or "–" when b is nothing.
+func ratio(a, b float64) string {
+	if b <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", a/b)
 }
 
 // namedWindow is a measurement window of the run, named, with its length.
