@@ -86,7 +86,7 @@ func (o *Object) compact() {
 }
 
 // pack makes the strings the object alone holds — its name, generateName,
-// UID, resourceVersion and annotations' values — parts of one string, its
+// UID, resourceVersion and short annotation values — parts of one string, its
 // labels and annotations one slice, and its owners' flags the flags every
 // object shares. Each was an allocation of its own: eleven for one of uc's
 // ConfigMaps, five once packed. The garbage collector marks every live
@@ -97,7 +97,9 @@ func (o *Object) pack() {
 	var held [8]*string
 	own := append(held[:0], &o.Name, &o.GenerateName, (*string)(&o.UID), &o.ResourceVersion)
 	for i := 1; i < len(o.annotations); i += 2 {
-		own = append(own, &o.annotations[i])
+		if len(o.annotations[i]) <= maxPackedValue {
+			own = append(own, &o.annotations[i])
+		}
 	}
 	size := 0
 	for _, s := range own {
@@ -124,6 +126,12 @@ func (o *Object) pack() {
 		o.labels, o.annotations = both[:len(o.labels):len(o.labels)], both[len(o.labels):]
 	}
 }
+
+// maxPackedValue bounds an annotation value packed with the object's name:
+// whatever holds on to the name (a queue's key, a log line) holds the pack,
+// and a large value (kubectl's last-applied-configuration) keeps an
+// allocation of its own.
+const maxPackedValue = 128
 
 // yes and no are the flags of every cached object's owner references,
 // never changed (nothing changes a cached object).

@@ -4,7 +4,9 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -72,6 +74,28 @@ func TestRoundTrip(t *testing.T) {
 				t.Error("managedFields kept")
 			}
 		})
+	}
+}
+
+// TestPackLeavesLargeValues: the strings an object alone holds are packed
+// in one, but a large annotation value, which whatever holds the name would
+// keep alive, is left apart.
+func TestPackLeavesLargeValues(t *testing.T) {
+	big := strings.Repeat("x", 4096) // a last-applied-configuration, say
+	o, err := FromJSON([]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","uid":"u1","annotations":{"big":"` + big + `","small":"s"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	annotations := o.GetAnnotations()
+	if o.Name != "a" || o.UID != "u1" || annotations["small"] != "s" || annotations["big"] != big {
+		t.Fatalf("packed: %q %q %v", o.Name, o.UID, annotations)
+	}
+	pack := unsafe.String(unsafe.StringData(o.Name), len("a")+len("u1")+len("s"))
+	if pack != "au1s" {
+		t.Errorf("the pack holds %q, want the name, the UID and the small value", pack)
+	}
+	if start, p := uintptr(unsafe.Pointer(unsafe.StringData(o.Name))), uintptr(unsafe.Pointer(unsafe.StringData(annotations["big"]))); p >= start && p < start+uintptr(len(pack)+len(big)) {
+		t.Error("the large value is packed with the name")
 	}
 }
 
