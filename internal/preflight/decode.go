@@ -3,6 +3,7 @@ package preflight
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -55,7 +56,10 @@ func simpleConfigMap(obj map[string]any, cm *corev1.ConfigMap) bool {
 			raw, ok = v.(map[string]any)
 			ok = ok && simpleMeta(raw, &cm.ObjectMeta)
 		case "data":
-			cm.Data, ok = stringMap(v)
+			var exists bool
+			var err error
+			cm.Data, exists, err = unstructured.NestedStringMap(obj, k)
+			ok = found(exists, err)
 		}
 		if !ok {
 			return false
@@ -69,7 +73,7 @@ func simpleConfigMap(obj map[string]any, cm *corev1.ConfigMap) bool {
 // ownerReferences, each of its type.
 func simpleMeta(raw map[string]any, m *metav1.ObjectMeta) bool {
 	for k, v := range raw {
-		var ok bool
+		ok, exists, err := false, false, error(nil)
 		switch k {
 		case "name":
 			m.Name, ok = v.(string)
@@ -78,48 +82,24 @@ func simpleMeta(raw map[string]any, m *metav1.ObjectMeta) bool {
 		case "namespace":
 			m.Namespace, ok = v.(string)
 		case "labels":
-			m.Labels, ok = stringMap(v)
+			m.Labels, exists, err = unstructured.NestedStringMap(raw, k)
 		case "annotations":
-			m.Annotations, ok = stringMap(v)
+			m.Annotations, exists, err = unstructured.NestedStringMap(raw, k)
 		case "finalizers":
-			m.Finalizers, ok = stringList(v)
+			m.Finalizers, exists, err = unstructured.NestedStringSlice(raw, k)
 		case "ownerReferences":
 			m.OwnerReferences, ok = ownerReferences(v)
 		}
-		if !ok {
+		if !ok && !found(exists, err) {
 			return false
 		}
 	}
 	return true
 }
 
-func stringMap(v any) (map[string]string, bool) {
-	in, ok := v.(map[string]any)
-	if !ok {
-		return nil, false
-	}
-	out := make(map[string]string, len(in))
-	for k, x := range in {
-		if out[k], ok = x.(string); !ok {
-			return nil, false
-		}
-	}
-	return out, true
-}
-
-func stringList(v any) ([]string, bool) {
-	in, ok := v.([]any)
-	if !ok {
-		return nil, false
-	}
-	out := make([]string, len(in))
-	for i, x := range in {
-		if out[i], ok = x.(string); !ok {
-			return nil, false
-		}
-	}
-	return out, true
-}
+// found is whether one of unstructured's Nested getters found a field of
+// its type.
+func found(exists bool, err error) bool { return exists && err == nil }
 
 func ownerReferences(v any) ([]metav1.OwnerReference, bool) {
 	in, ok := v.([]any)
