@@ -24,8 +24,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/tools/cache"
+
+	"universalcontroller.dev/uc/internal/ujson"
 )
 
 // Object is a Kubernetes object held compactly: its type and metadata
@@ -151,12 +152,17 @@ func shared(b *bool) *bool {
 // Unstructured returns the whole object, decoded anew: the caller may
 // change it.
 func (o *Object) Unstructured() (*unstructured.Unstructured, error) {
-	obj := map[string]any{}
+	var obj map[string]any
 	if o.rest != nil {
-		// k8s.io's decoder, as client-go's: whole numbers are int64.
-		if err := utiljson.Unmarshal(o.rest, &obj); err != nil {
+		// As k8s.io's decoder, client-go's, decodes it: whole numbers are
+		// int64.
+		var err error
+		if obj, err = ujson.DecodeObject(o.rest); err != nil {
 			return nil, fmt.Errorf("decode %s %s: %w", o.Kind, o.key(), err)
 		}
+	}
+	if obj == nil {
+		obj = map[string]any{}
 	}
 	return o.withType(obj), nil
 }

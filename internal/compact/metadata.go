@@ -5,7 +5,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
+
+	"universalcontroller.dev/uc/internal/ujson"
 )
 
 // Metadata is m as unstructured metadata, as runtime's converter makes it
@@ -114,7 +115,8 @@ func ManagedFields(entries []metav1.ManagedFieldsEntry) ([]any, error) {
 		if e.FieldsV1 != nil {
 			var fields any
 			if len(e.FieldsV1.Raw) > 0 {
-				if err := utiljson.Unmarshal(e.FieldsV1.Raw, &fields); err != nil {
+				var err error
+				if fields, err = ujson.Decode(e.FieldsV1.Raw); err != nil {
 					return nil, fmt.Errorf("fieldsV1 of %s: %w", e.Manager, err)
 				}
 			}
