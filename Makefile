@@ -92,7 +92,7 @@ e2e: testbed-bins
 # make fuzz runs each for 5 minutes (make fuzz FUZZTIME=1h for longer). The first run builds the packages
 # with coverage instrumentation, once. A failing input is written to the
 # package's testdata/fuzz/, where the unit tests run it from then on.
-FUZZ_TARGETS := applier:FuzzDecodeReply applier:FuzzPlan watcher:FuzzSyncRequest internal/ujson:FuzzDecode
+FUZZ_TARGETS := applier:FuzzDecodeReply applier:FuzzPlan watcher:FuzzSyncRequest internal/ujson:FuzzDecode core:FuzzCommonSync
 FUZZTIME ?= 10000x
 
 fuzz-smoke:

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"universalcontroller.dev/uc/internal/ujson"
 	"universalcontroller.dev/uc/schemas/bus"
 	"universalcontroller.dev/uc/schemas/hooks"
 	"universalcontroller.dev/uc/schemas/v1alpha1"
@@ -12,10 +15,79 @@ import (
 // DecodeData decodes the data of a hook's reply (see decodeReply).
 func DecodeData[T any](hook string, data []byte, strict bool) (*T, error) {
 	var resp T
+	if sync, ok := any(&resp).(*hooks.SyncResponse); ok && decodeCommonSync(data, sync) {
+		return &resp, nil
+	}
 	if err := hooks.DecodeReply(data, &resp, strict); err != nil {
 		return nil, fmt.Errorf("not a valid %s response: %w", hook, err)
 	}
 	return &resp, nil
+}
+
+// decodeCommonSync decodes the sync reply of most hooks — a status,
+// children, resyncAfterSeconds and finalized, nothing else, no key given
+// twice, each child an object with a kind — in one pass (ujson), into what
+// hooks.DecodeReply makes of it, strict or not: such a reply has nothing a
+// strict reading refuses. It returns false for any other reply, which
+// hooks.DecodeReply decodes, and judges, as ever. The reply was decoded
+// three times over: checked whole, then each child again as its own
+// document, checked and decoded (Unstructured's UnmarshalJSON).
+func decodeCommonSync(data []byte, into *hooks.SyncResponse) bool {
+	v, ok := ujson.TryDecode(data)
+	fields, isObject := v.(map[string]any)
+	if !ok || !isObject {
+		return false
+	}
+	var resp hooks.SyncResponse
+	for k, v := range fields {
+		switch k {
+		case "status":
+			if resp.Status, ok = v.(map[string]any); !ok {
+				return false
+			}
+		case "children":
+			if resp.Children, ok = objects(v); !ok {
+				return false
+			}
+		case "resyncAfterSeconds":
+			// A number decoded as a float64 field is: the same number,
+			// but for a "-0" (a zero either way).
+			switch n := v.(type) {
+			case float64:
+				resp.ResyncAfterSeconds = n
+			case int64:
+				resp.ResyncAfterSeconds = float64(n)
+			default:
+				return false
+			}
+		case "finalized":
+			if resp.Finalized, ok = v.(bool); !ok {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	*into = resp
+	return true
+}
+
+// objects are the children of a reply, each an object that names its
+// kind, as Unstructured's UnmarshalJSON takes it.
+func objects(v any) ([]*unstructured.Unstructured, bool) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, false
+	}
+	out := make([]*unstructured.Unstructured, len(list))
+	for i, item := range list {
+		obj, ok := item.(map[string]any)
+		out[i] = &unstructured.Unstructured{Object: obj}
+		if !ok || out[i].GroupVersionKind().Kind == "" {
+			return nil, false
+		}
+	}
+	return out, true
 }
 
 // DecodeSync decodes the data of a sync or finalize reply, which may have
