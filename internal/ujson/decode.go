@@ -119,14 +119,8 @@ func (d *decoder) object(depth int) (any, bool) {
 	if depth > maxDepth {
 		return nil, false
 	}
-	d.i++ // {
 	m := map[string]any{}
-	d.skipSpace()
-	if d.i < len(d.data) && d.data[d.i] == '}' {
-		d.i++
-		return m, true
-	}
-	for {
+	for more := !d.empty('}'); more; {
 		d.skipSpace()
 		if d.i >= len(d.data) || d.data[d.i] != '"' {
 			return nil, false
@@ -148,53 +142,58 @@ func (d *decoder) object(depth int) (any, bool) {
 		if m[k] = v; len(m) == n {
 			return nil, false // k twice
 		}
-		d.skipSpace()
-		if d.i >= len(d.data) {
-			return nil, false
-		}
-		switch d.data[d.i] {
-		case ',':
-			d.i++
-		case '}':
-			d.i++
-			return m, true
-		default:
+		if more, ok = d.more('}'); !ok {
 			return nil, false
 		}
 	}
+	return m, true
 }
 
 func (d *decoder) array(depth int) (any, bool) {
 	if depth > maxDepth {
 		return nil, false
 	}
-	d.i++ // [
 	l := make([]any, 0)
-	d.skipSpace()
-	if d.i < len(d.data) && d.data[d.i] == ']' {
-		d.i++
-		return l, true
-	}
-	for {
+	for more := !d.empty(']'); more; {
 		v, ok := d.value(depth)
 		if !ok {
 			return nil, false
 		}
 		l = append(l, v)
-		d.skipSpace()
-		if d.i >= len(d.data) {
-			return nil, false
-		}
-		switch d.data[d.i] {
-		case ',':
-			d.i++
-		case ']':
-			d.i++
-			return l, true
-		default:
+		if more, ok = d.more(']'); !ok {
 			return nil, false
 		}
 	}
+	return l, true
+}
+
+// empty reads the opening bracket at d.i, and its closing one if nothing
+// is between them.
+func (d *decoder) empty(closing byte) bool {
+	d.i++
+	d.skipSpace()
+	if d.i < len(d.data) && d.data[d.i] == closing {
+		d.i++
+		return true
+	}
+	return false
+}
+
+// more reads what follows a member of an object or an array: a comma
+// (more) or the closing bracket (no more); false for anything else.
+func (d *decoder) more(closing byte) (more, ok bool) {
+	d.skipSpace()
+	if d.i < len(d.data) {
+		switch d.data[d.i] {
+		case ',':
+			d.i++
+			return true, true
+		case closing:
+			d.i++
+			return false, true
+		}
+	}
+	return false, false
 }
 
 // string reads a string. One with an escape or with bytes beyond ASCII
