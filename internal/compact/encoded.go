@@ -57,11 +57,15 @@ var errSyntax = errors.New("not a JSON object")
 // Object's rest): the split finds where each value ends, it does not
 // validate it.
 func splitObject(data []byte) (fields, error) {
+	return appendSplit(nil, data)
+}
+
+// appendSplit is splitObject, appending the fields to fs.
+func appendSplit(fs fields, data []byte) (fields, error) {
 	i := skipSpace(data, 0)
 	if i == len(data) || data[i] != '{' {
 		return nil, errSyntax
 	}
-	var fs fields
 	for i = skipSpace(data, i+1); i < len(data) && data[i] != '}'; {
 		nameEnd, err := stringEnd(data, i)
 		if err != nil {

@@ -123,11 +123,8 @@ func (fs fields) get(name string) ([]byte, bool) {
 func fromFields(fs fields) (*Object, error) {
 	o := &Object{}
 	// The managedFields, which an Object drops, are skipped, not decoded.
-	meta := struct {
-		*metav1.ObjectMeta
-		ManagedFields skipped `json:"managedFields"`
-	}{ObjectMeta: &o.ObjectMeta}
-	if err := unmarshalFields(fs, &o.APIVersion, &o.Kind, &meta); err != nil {
+	meta := func(data []byte) error { return decodeMeta(data, &o.ObjectMeta) }
+	if err := unmarshalFields(fs, &o.APIVersion, &o.Kind, meta); err != nil {
 		return nil, err
 	}
 	o.compact()
@@ -172,8 +169,9 @@ type skipped struct{}
 
 func (*skipped) UnmarshalJSON([]byte) error { return nil }
 
-// unmarshalFields decodes the type and metadata of an object or a list.
-func unmarshalFields(fs fields, apiVersion, kind *string, meta any) error {
+// unmarshalFields decodes the type and metadata of an object or a list,
+// the metadata with meta.
+func unmarshalFields(fs fields, apiVersion, kind *string, meta func([]byte) error) error {
 	for _, f := range fs {
 		var err error
 		switch f.name {
@@ -182,7 +180,7 @@ func unmarshalFields(fs fields, apiVersion, kind *string, meta any) error {
 		case "kind":
 			err = unmarshalString(f.value, kind)
 		case "metadata":
-			err = json.Unmarshal(f.value, meta)
+			err = meta(f.value)
 		default:
 			continue
 		}
@@ -219,7 +217,8 @@ func decodeJSON(data []byte) (runtime.Object, error) {
 		return fromFields(fs)
 	}
 	list := &List{}
-	if err := unmarshalFields(fs, &list.APIVersion, &list.Kind, &list.ListMeta); err != nil {
+	listMeta := func(data []byte) error { return json.Unmarshal(data, &list.ListMeta) }
+	if err := unmarshalFields(fs, &list.APIVersion, &list.Kind, listMeta); err != nil {
 		return nil, err
 	}
 	raw, err := splitArray(items)
