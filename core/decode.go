@@ -29,9 +29,9 @@ func DecodeData[T any](hook string, data []byte, strict bool) (*T, error) {
 // twice, each child an object with a kind — in one pass (ujson), into what
 // hooks.DecodeReply makes of it, strict or not: such a reply has nothing a
 // strict reading refuses. It returns false for any other reply, which
-// hooks.DecodeReply decodes, and judges, as ever. The reply was decoded
-// three times over: checked whole, then each child again as its own
-// document, checked and decoded (Unstructured's UnmarshalJSON).
+// hooks.DecodeReply decodes, and judges, as ever. hooks.DecodeReply reads
+// a reply three times over: it checks it whole, then checks and decodes
+// each child again as a document of its own (Unstructured's UnmarshalJSON).
 func decodeCommonSync(data []byte, into *hooks.SyncResponse) bool {
 	v, ok := ujson.TryDecode(data)
 	fields, isObject := v.(map[string]any)
@@ -50,12 +50,15 @@ func decodeCommonSync(data []byte, into *hooks.SyncResponse) bool {
 				return false
 			}
 		case "resyncAfterSeconds":
-			// A number decoded as a float64 field is: the same number,
-			// but for a "-0" (a zero either way).
+			// A float64 field holds a whole number as it is, but for
+			// "-0", which it keeps negative.
 			switch n := v.(type) {
 			case float64:
 				resp.ResyncAfterSeconds = n
 			case int64:
+				if n == 0 {
+					return false
+				}
 				resp.ResyncAfterSeconds = float64(n)
 			default:
 				return false

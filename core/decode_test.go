@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -26,7 +27,8 @@ func sameAsDecodeReply(t *testing.T, data []byte) (fast bool) {
 			}
 			continue
 		}
-		if err != nil || !reflect.DeepEqual(*got, want) {
+		// DeepEqual takes -0 for 0.
+		if err != nil || !reflect.DeepEqual(*got, want) || math.Signbit(got.ResyncAfterSeconds) != math.Signbit(want.ResyncAfterSeconds) {
 			t.Fatalf("strict %v, %s:\n got %#v (%v)\nwant %#v", strict, data, got, err, want)
 		}
 	}
@@ -61,7 +63,8 @@ func TestCommonSyncAsDecodeReply(t *testing.T) {
 	}{
 		{fmt.Sprintf(`{"status":{"n":2,"f":0.5,"l":[]},"children":[%s,%s],"resyncAfterSeconds":3,"finalized":true}`, child, child), true},
 		{`{"children":[],"resyncAfterSeconds":1.5}`, true},
-		{`{"children":[],"resyncAfterSeconds":-0}`, true},                                                   // 0, where DecodeReply has -0: equal
+		{`{"children":[],"resyncAfterSeconds":-0}`, false}, // to DecodeReply, which keeps its sign
+		{`{"children":[],"resyncAfterSeconds":-0.0}`, true},
 		{`{"children":[{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","name":"b"}}]}`, false}, // a key twice
 		{`{"children":[],"children":[]}`, false},
 		{`{"Children":[]}`, false},                    // keys are case-sensitive: an unknown field

@@ -9,20 +9,27 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// decodeMeta decodes an object's metadata into m as encoding/json decodes
-// it into an ObjectMeta, but for its managedFields, which it skips. Every
-// change an informer receives is decoded so, and encoding/json, checking
-// the whole metadata and then reflecting over each field, was a tenth of
-// the cost of a watch event. The metadata an apiserver writes is read here
-// from its split JSON: ObjectMeta's fields by their names, each once, of
-// their JSON types, without nulls. Any other goes to encoding/json, as
-// before (a field named in another case, given twice, or of another type,
-// and an unknown field, which it ignores).
+// decodeMeta decodes an object's metadata into m, empty, as encoding/json
+// decodes it into an ObjectMeta, but for its managedFields, which it
+// skips. Every change an informer receives is decoded so, and
+// encoding/json, checking the whole metadata and then reflecting over each
+// field, was a tenth of the cost of a watch event. The metadata an
+// apiserver writes is read here from its split JSON: ObjectMeta's fields
+// by their names, each once, of their JSON types, without nulls. Any other
+// goes to encoding/json, as before (a field named in another case, given
+// twice, or of another type, and an unknown field, which it ignores).
 func decodeMeta(data []byte, m *metav1.ObjectMeta) error {
-	if readMeta(data, m) {
+	var read metav1.ObjectMeta
+	if readMeta(data, &read) {
+		*m = read
 		return nil
 	}
-	*m = metav1.ObjectMeta{}
+	return jsonMeta(data, m)
+}
+
+// jsonMeta decodes metadata into m with encoding/json, managedFields
+// skipped.
+func jsonMeta(data []byte, m *metav1.ObjectMeta) error {
 	meta := struct {
 		*metav1.ObjectMeta
 		ManagedFields skipped `json:"managedFields"`
@@ -84,12 +91,33 @@ func metaText(m *metav1.ObjectMeta, name string) *string {
 }
 
 // readObject reads each field of a JSON object with read; false if read
-// is for one, or if a field is named twice.
+// is false for one, if a field is named twice, or if a name holds a
+// control character or bytes that are not UTF-8 (encoding/json's to
+// refuse or replace).
 func readObject(data []byte, read func(name string, value []byte) bool) bool {
 	var buf [16]field // most often large enough
 	fs, err := appendSplit(buf[:0], data)
-	if err != nil {
+	if err != nil || !distinct(fs) {
 		return false
+	}
+	for _, f := range fs {
+		if !controlFree(f.name) || !utf8.ValidString(f.name) || !read(f.name, f.value) {
+			return false
+		}
+	}
+	return true
+}
+
+// distinct tells whether no two fields have the same name: by comparing
+// each pair for a few (metadata, an owner reference), with a set for many
+// (an object may have thousands of annotations).
+func distinct(fs fields) bool {
+	if len(fs) > 16 {
+		seen := make(map[string]struct{}, len(fs))
+		for _, f := range fs {
+			seen[f.name] = struct{}{}
+		}
+		return len(seen) == len(fs)
 	}
 	for i, f := range fs {
 		for _, before := range fs[:i] {
@@ -97,7 +125,14 @@ func readObject(data []byte, read func(name string, value []byte) bool) bool {
 				return false
 			}
 		}
-		if !read(f.name, f.value) {
+	}
+	return true
+}
+
+// controlFree tells whether s holds no control character.
+func controlFree[T string | []byte](s T) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' {
 			return false
 		}
 	}
@@ -111,11 +146,7 @@ func text(value []byte) (string, bool) {
 		return "", false
 	}
 	inner := value[1 : len(value)-1]
-	plain := bytes.IndexByte(inner, '\\') < 0
-	for i := 0; plain && i < len(inner); i++ {
-		plain = inner[i] >= ' '
-	}
-	if plain && utf8.Valid(inner) {
+	if bytes.IndexByte(inner, '\\') < 0 && controlFree(inner) && utf8.Valid(inner) {
 		return string(inner), true
 	}
 	var s string

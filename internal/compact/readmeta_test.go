@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -76,9 +77,47 @@ func TestReadMetaAsEncodingJSON(t *testing.T) {
 		{"{\"name\":\"a\tb\"}", false},
 		{`{"name":"a"`, false},
 		{`[]`, false},
+		{"{\"labels\":{\"\xff\":\"v\"}}", false}, // a key not UTF-8: U+FFFD
+		{"{\"labels\":{\"a\tb\":\"v\"}}", false}, // a control character in a key: an error
+		{"{\"annotations\":{\"a\x00\":\"v\"}}", false},
+		{"{\"annotations\":{\"\\u0061\":\"v\"}}", true}, // a key with an escape
+		{manyAnnotations(3000, ""), true},
+		{manyAnnotations(3000, `,"k0":"again"`), false},
 	} {
 		if read := sameAsEncodingJSON(t, []byte(tc.meta)); read != tc.read {
 			t.Errorf("%s: read by hand %v, want %v", tc.meta, read, tc.read)
 		}
+	}
+}
+
+// manyAnnotations is metadata with n annotations, then more.
+func manyAnnotations(n int, more string) string {
+	var b strings.Builder
+	b.WriteString(`{"annotations":{`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"k%d":"v"`, i)
+	}
+	b.WriteString(more + `}}`)
+	return b.String()
+}
+
+// TestMetadataTwice: an object whose metadata is given twice has them
+// merged, as encoding/json merges them, and the owner flags every cached
+// object shares are left as they are.
+func TestMetadataTwice(t *testing.T) {
+	o, err := FromJSON([]byte(`{"apiVersion":"v1","kind":"ConfigMap",` +
+		`"metadata":{"name":"a","labels":{"x":"1"},"ownerReferences":[{"apiVersion":"v1","kind":"K","name":"p","uid":"u","controller":true}]},` +
+		`"metadata":{"namespace":"b","labels":{"y":"2"},"ownerReferences":[{"apiVersion":"v1","kind":"K","name":"p","uid":"u","controller":false}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Name != "a" || o.Namespace != "b" || !reflect.DeepEqual(o.GetLabels(), map[string]string{"x": "1", "y": "2"}) {
+		t.Errorf("name %q, namespace %q, labels %v: want the two merged", o.Name, o.Namespace, o.GetLabels())
+	}
+	if !yes || no {
+		t.Errorf("the shared flags are %v and %v, want true and false", yes, no)
 	}
 }

@@ -120,10 +120,25 @@ func (fs fields) get(name string) ([]byte, bool) {
 	return nil, false
 }
 
+// count is how many times the field name is given.
+func (fs fields) count(name string) int {
+	n := 0
+	for _, f := range fs {
+		if f.name == name {
+			n++
+		}
+	}
+	return n
+}
+
 func fromFields(fs fields) (*Object, error) {
 	o := &Object{}
 	// The managedFields, which an Object drops, are skipped, not decoded.
 	meta := func(data []byte) error { return decodeMeta(data, &o.ObjectMeta) }
+	if fs.count("metadata") > 1 {
+		// encoding/json merges them, each decoded into the one ObjectMeta.
+		meta = func(data []byte) error { return jsonMeta(data, &o.ObjectMeta) }
+	}
 	if err := unmarshalFields(fs, &o.APIVersion, &o.Kind, meta); err != nil {
 		return nil, err
 	}

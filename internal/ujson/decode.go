@@ -1,7 +1,6 @@
 package ujson
 
 import (
-	"encoding/json"
 	"strconv"
 	"unicode/utf8"
 
@@ -20,8 +19,7 @@ import (
 // is not valid JSON, a key given twice in an object (utiljson keeps the
 // last; a strict reader reports it), a number out of float64's range,
 // nesting deeper than encoding/json allows, and a string with escapes or
-// invalid UTF-8 (whose decoding is encoding/json's own) all go the slow
-// way — the last one for that string only.
+// invalid UTF-8 all go the slow way — the last one for that string only.
 
 // maxDepth is encoding/json's limit on nesting.
 const maxDepth = 10000
@@ -55,12 +53,14 @@ func DecodeObject(data []byte) (map[string]any, error) {
 // judges, as it would have.
 func TryDecode(data []byte) (v any, ok bool) {
 	d := decoder{data: data}
-	v, ok = d.value(0)
+	if v, ok = d.value(0); ok {
+		d.skipSpace()
+		ok = d.i == len(d.data)
+	}
 	if !ok {
 		return nil, false
 	}
-	d.skipSpace()
-	return v, d.i == len(d.data)
+	return v, true
 }
 
 // decoder reads one document; i is the next byte to read.
@@ -196,9 +196,8 @@ func (d *decoder) more(closing byte) (more, ok bool) {
 	return false, false
 }
 
-// string reads a string. One with an escape or with bytes beyond ASCII
-// that are not valid UTF-8 is decoded by encoding/json, as utiljson (a
-// copy of it) decodes it.
+// string reads a string. One with an escape, or with bytes that are not
+// UTF-8, is decoded by utiljson.
 func (d *decoder) string() (string, bool) {
 	start := d.i + 1 // after the quote
 	plain := true
@@ -211,7 +210,7 @@ func (d *decoder) string() (string, bool) {
 				return string(s), true
 			}
 			var out string
-			if err := json.Unmarshal(d.data[start-1:i+1], &out); err != nil {
+			if err := utiljson.Unmarshal(d.data[start-1:i+1], &out); err != nil {
 				return "", false
 			}
 			return out, true
