@@ -160,7 +160,8 @@ func goBuild(ctx context.Context, out, pkg string) error {
 }
 
 // stop stops the test bed and removes the work directory, unless something
-// failed: then it keeps it for its logs.
+// failed: then it keeps it for its logs. uc's logs are kept either way,
+// beside the results: a run whose numbers are odd is explained by them.
 func (e *env) stop() {
 	if e.bed != nil {
 		e.bed.Stop()
@@ -169,7 +170,36 @@ func (e *env) stop() {
 		logf("work directory kept for its logs: %s", e.dir)
 		return
 	}
+	if err := e.keepLogs(); err != nil {
+		logf("uc's logs not kept: %v", err)
+	}
 	_ = os.RemoveAll(e.dir)
+}
+
+// keepLogs copies the logs of every uc process the run started (each in a
+// directory uc-* of the work directory) to the results directory, under
+// logs-<the work directory's name>.
+func (e *env) keepLogs() error {
+	logs, err := filepath.Glob(filepath.Join(e.dir, "uc-*", "*.log"))
+	if err != nil || len(logs) == 0 {
+		return err
+	}
+	dest := filepath.Join(e.cfg.out, "logs-"+filepath.Base(e.dir))
+	if err := os.MkdirAll(dest, 0o755); err != nil {
+		return err
+	}
+	for _, log := range logs {
+		data, err := os.ReadFile(log)
+		if err != nil {
+			return err
+		}
+		name := filepath.Base(filepath.Dir(log)) + "-" + filepath.Base(log)
+		if err := os.WriteFile(filepath.Join(dest, name), data, 0o644); err != nil {
+			return err
+		}
+	}
+	logf("uc's logs kept in %s", dest)
+	return nil
 }
 
 // installCRD creates a CustomResourceDefinition from its manifest and waits
