@@ -11,8 +11,9 @@ import (
 // case-sensitive, int-preserving copy of encoding/json) reads a document
 // twice, once to check it and once to decode it through reflection. Decode
 // reads it once, into the same values: objects as map[string]any, arrays
-// as []any (empty, not nil, when empty), whole numbers that fit as int64,
-// other numbers as float64, strings, booleans and nil.
+// as []any (empty, not nil, when empty), numbers written without a
+// fraction or an exponent as int64 where they fit, other numbers as
+// float64, strings, booleans and nil.
 //
 // It decodes the common document alone, and leaves the rest to utiljson,
 // so that the value and the error are always utiljson's: a document that
