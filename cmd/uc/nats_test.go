@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -25,7 +27,7 @@ import (
 func TestEmbeddedNATSFreePort(t *testing.T) {
 	ports := map[string]bool{}
 	for range 2 {
-		ns, err := startEmbeddedNATS("127.0.0.1:0", t.TempDir())
+		ns, err := startEmbeddedNATS("127.0.0.1:0", t.TempDir(), slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -43,6 +45,35 @@ func TestEmbeddedNATSFreePort(t *testing.T) {
 			t.Fatalf("connect to %s: %v", ns.ClientURL(), err)
 		}
 		nc.Close()
+	}
+}
+
+// TestEmbeddedNATSPortInUse: a --nats-listen port another process holds
+// ends the start at once with the listener's error, which uc's log shows
+// too (nats-server's own logger would have ended the process; without one
+// the start waited its whole timeout and said only that it did not start).
+func TestEmbeddedNATSPortInUse(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var logs strings.Builder
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	start := time.Now()
+	ns, err := startEmbeddedNATS(l.Addr().String(), t.TempDir(), log)
+	if err == nil {
+		ns.Shutdown()
+		t.Fatalf("embedded NATS started on %s, which is in use", l.Addr())
+	}
+	if !strings.Contains(err.Error(), "address already in use") {
+		t.Errorf("error %q does not say the address is in use", err)
+	}
+	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "address already in use") {
+		t.Errorf("uc's log does not show the server's error:\n%s", logs.String())
+	}
+	if waited := time.Since(start); waited >= natsStartTimeout {
+		t.Errorf("the start took %s: it waited for its timeout", waited)
 	}
 }
 

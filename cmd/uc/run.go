@@ -446,7 +446,7 @@ func connectNATS(cfg config, log *slog.Logger) (*nats.Conn, error) {
 		conn.InboxPrefix = natsauth.RoleInbox(cfg.command)
 		return conn.Connect("uc-"+cfg.command, log.With("component", "nats"), nil)
 	}
-	ns, err := startEmbeddedNATS(cfg.natsListen, cfg.dataDir)
+	ns, err := startEmbeddedNATS(cfg.natsListen, cfg.dataDir, log.With("component", "nats-server"))
 	if err != nil {
 		return nil, err
 	}
