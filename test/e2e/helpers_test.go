@@ -51,23 +51,37 @@ type ucProcess struct {
 }
 
 // startUC starts uc run in dir, its NATS server and its metrics on free
-// ports, with debug logs and flags.
+// ports, with debug logs and flags. A port is only known to have been free
+// a moment ago: one taken meanwhile (by any connection's local port) makes
+// uc exit at once, and it is started again on others.
 func startUC(ctx context.Context, bin, kubeconfig, dir string, flags ...string) (*ucProcess, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	port, err := testbed.FreePort()
-	if err != nil {
-		return nil, err
+	for attempt := 1; ; attempt++ {
+		ports, err := testbed.FreePorts(2)
+		if err != nil {
+			return nil, err
+		}
+		u := &ucProcess{bin: bin, kubeconfig: kubeconfig, dir: dir, flags: flags,
+			natsListen: fmt.Sprintf("127.0.0.1:%d", ports[0]), natsURL: fmt.Sprintf("nats://127.0.0.1:%d", ports[0]),
+			metricsAddr: fmt.Sprintf("127.0.0.1:%d", ports[1])}
+		err = u.start(ctx)
+		if err == nil || attempt == 3 || !u.portTaken() {
+			return u, err
+		}
+		fmt.Fprintf(os.Stderr, "uc in %s: a port was taken meanwhile, starting it on others\n", dir)
+		log := filepath.Join(dir, "uc.log")
+		if err := os.Rename(log, fmt.Sprintf("%s.port-taken-%d", log, attempt)); err != nil {
+			return nil, err
+		}
 	}
-	metricsPort, err := testbed.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	u := &ucProcess{bin: bin, kubeconfig: kubeconfig, dir: dir, flags: flags,
-		natsListen: fmt.Sprintf("127.0.0.1:%d", port), natsURL: fmt.Sprintf("nats://127.0.0.1:%d", port),
-		metricsAddr: fmt.Sprintf("127.0.0.1:%d", metricsPort)}
-	return u, u.start(ctx)
+}
+
+// portTaken tells whether uc exited because one of its ports was in use.
+func (u *ucProcess) portTaken() bool {
+	b, err := os.ReadFile(filepath.Join(u.dir, "uc.log"))
+	return err == nil && u.proc.Exited() != nil && strings.Contains(string(b), "address already in use")
 }
 
 func (u *ucProcess) start(ctx context.Context) error {
