@@ -272,7 +272,7 @@ func (r *results) printPerParent(out io.Writer) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(out, "\nuc's own cost per parent changed, over each phase's window (all its processes; with -appliers, the nats-server's CPU but not its allocations),")
 	fmt.Fprintln(out, "and its CPU over the apiserver's and over the bench's (driver and hook) in the same window: the same code's CPU seconds move with the machine")
-	fmt.Fprintln(out, "from run to run (up to 1.8x on a shared VM), these ratios much less")
+	fmt.Fprintln(out, "from run to run (up to 1.8x on a shared VM), these ratios much less; \"the four\": create, update, heal and delete together, per parent and phase")
 	fmt.Fprintln(tw, "phase\tCPU\tallocated\t× apiserver\t× bench\t")
 	for _, p := range r.Phases {
 		if p.Parents == 0 {
@@ -282,7 +282,33 @@ func (r *results) printPerParent(out io.Writer) {
 		fmt.Fprintf(tw, "%s\t%.1f ms\t%.0f KB\t%s\t%s\t\n", p.Name, 1000*uc/n, 1000*p.UCAllocatedMB/n,
 			ratio(uc, p.CPUSeconds[apiserver]), ratio(uc, p.CPUSeconds["bench"]))
 	}
+	if all, ok := r.fourPhases(); ok {
+		n, uc := float64(all.Parents), all.CPUSeconds["uc"]
+		fmt.Fprintf(tw, "the four\t%.1f ms\t%.0f KB\t%s\t%s\t\n", 1000*uc/n, 1000*all.UCAllocatedMB/n,
+			ratio(uc, all.CPUSeconds[apiserver]), ratio(uc, all.CPUSeconds["bench"]))
+	}
 	tw.Flush()
+}
+
+// fourPhases is create, update, heal and delete together — uc's CPU over
+// them per parent and phase is issue 27's figure (13 ms when it was
+// filed) — when the run had all four.
+func (r *results) fourPhases() (phaseResult, bool) {
+	var all phaseResult
+	all.CPUSeconds = cpuSeconds{}
+	found := 0
+	for _, p := range r.Phases {
+		switch p.Name {
+		case "create", "update", "heal", "delete":
+			found++
+			all.Parents += p.Parents
+			all.UCAllocatedMB += p.UCAllocatedMB
+			for proc, s := range p.CPUSeconds {
+				all.CPUSeconds[proc] += s
+			}
+		}
+	}
+	return all, found == 4 && all.Parents > 0
 }
 
 // ratio is a/b to two places, or "–" when b is nothing.
