@@ -48,32 +48,46 @@ func TestEmbeddedNATSFreePort(t *testing.T) {
 	}
 }
 
-// TestEmbeddedNATSPortInUse: a --nats-listen port another process holds
-// ends the start at once with the listener's error, which uc's log shows
-// too (nats-server's own logger would have ended the process; without one
-// the start waited its whole timeout and said only that it did not start).
-func TestEmbeddedNATSPortInUse(t *testing.T) {
+// TestEmbeddedNATSCannotStart: a --nats-listen port another process holds,
+// or a --data-dir that is a file, ends the start at once with the server's
+// own error, which uc's log shows too (nats-server's own logger would have
+// ended the process; without one the start waited its whole timeout and
+// said only that the server did not start).
+func TestEmbeddedNATSCannotStart(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	var logs strings.Builder
-	log := slog.New(slog.NewTextHandler(&logs, nil))
-	start := time.Now()
-	ns, err := startEmbeddedNATS(l.Addr().String(), t.TempDir(), log)
-	if err == nil {
-		ns.Shutdown()
-		t.Fatalf("embedded NATS started on %s, which is in use", l.Addr())
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
-	if !strings.Contains(err.Error(), "address already in use") {
-		t.Errorf("error %q does not say the address is in use", err)
-	}
-	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "address already in use") {
-		t.Errorf("uc's log does not show the server's error:\n%s", logs.String())
-	}
-	if waited := time.Since(start); waited >= natsStartTimeout {
-		t.Errorf("the start took %s: it waited for its timeout", waited)
+	for _, tc := range []struct {
+		name, listen, dir, says string
+	}{
+		{"port in use", l.Addr().String(), t.TempDir(), "address already in use"},
+		{"data dir a file", "127.0.0.1:0", file, "storage directory is not a directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs strings.Builder
+			log := slog.New(slog.NewTextHandler(&logs, nil))
+			start := time.Now()
+			ns, err := startEmbeddedNATS(tc.listen, tc.dir, log)
+			if err == nil {
+				ns.Shutdown()
+				t.Fatalf("embedded NATS started on %s in %s", tc.listen, tc.dir)
+			}
+			if !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("error %q does not say %q", err, tc.says)
+			}
+			if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), tc.says) {
+				t.Errorf("uc's log does not show the server's error:\n%s", logs.String())
+			}
+			if waited := time.Since(start); waited >= natsStartTimeout {
+				t.Errorf("the start took %s: it waited for its timeout", waited)
+			}
+		})
 	}
 }
 
