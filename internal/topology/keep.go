@@ -22,6 +22,17 @@ import (
 // within AckWait, as its messages' acks do.
 const pullExpiry = bus.AckWait
 
+// pullHeartbeat is how often the server tells a kept consumer's waiting
+// pull that it is still there. nats.go's iterator sends its next pull when
+// Next finds none pending, unless the previous pull is still being sent:
+// a message answered and handled within that moment (a busy machine, an
+// in-process server) leaves the iterator with no pull at the server, and
+// nothing but a missed heartbeat (two of them: the default, half the
+// expiry, made it AckWait) makes it pull again. Replies of a partition
+// waited 5 s in the stream, a few dozen per burst of 1,000 parents;
+// with this heartbeat, at most a second.
+const pullHeartbeat = 500 * time.Millisecond
+
 // KeptConsumer is a durable consumer that a role creates and consumes
 // itself, and creates again when it is lost: Keep does, or call Check every
 // bus.CheckEvery and whenever the onLost callback fires.
@@ -133,7 +144,8 @@ type consumption struct {
 
 // consume starts consuming cons.
 func (k *KeptConsumer) consume(cons jetstream.Consumer) (*consumption, error) {
-	opts := []jetstream.PullMessagesOpt{jetstream.PullExpiry(pullExpiry), jetstream.WithMessagesErrOnMissingHeartbeat(true)}
+	opts := []jetstream.PullMessagesOpt{jetstream.PullExpiry(pullExpiry), jetstream.PullHeartbeat(pullHeartbeat),
+		jetstream.WithMessagesErrOnMissingHeartbeat(true)}
 	if k.ahead > 0 {
 		opts = append(opts, jetstream.PullMaxMessages(k.ahead))
 	}
