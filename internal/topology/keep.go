@@ -27,10 +27,10 @@ const pullExpiry = bus.AckWait
 // Next finds none pending, unless the previous pull is still being sent:
 // a message answered and handled within that moment (a busy machine, an
 // in-process server) leaves the iterator with no pull at the server, and
-// nothing but a missed heartbeat (two of them: the default, half the
-// expiry, made it AckWait) makes it pull again. Replies of a partition
-// waited 5 s in the stream, a few dozen per burst of 1,000 parents;
-// with this heartbeat, at most a second.
+// only two missed heartbeats make it pull again: at nats.go's default
+// heartbeat, half the expiry, that took AckWait. A partition's replies
+// waited 5 s in the stream, a few dozen per burst of 1,000 parents; with
+// this heartbeat, at most a second.
 const pullHeartbeat = 500 * time.Millisecond
 
 // KeptConsumer is a durable consumer that a role creates and consumes
